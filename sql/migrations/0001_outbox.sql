@@ -1,0 +1,193 @@
+-- 0001: the outbox, consumed events, payloads, attempts and the operator views.
+--
+-- Data flows one way through these tables:
+--   outbox --(coalesce: claim, collapse, route, pack)--> events + payloads --(deliver)--> attempts
+-- The migrator runs this file in one transaction together with its bookkeeping row.
+
+-- One row per captured change, written by a binding's triggers in the same
+-- transaction as the change. Rows are claimed with FOR UPDATE SKIP LOCKED and
+-- deleted by the coalescer in the transaction that records their outcome, so the
+-- table holds only what has not been coalesced yet. It is never read by "seq
+-- greater than the last seen": sequence values commit out of order.
+create table asset_webhooks.outbox (
+  seq          bigint generated always as identity primary key,
+  event_id     uuid not null default gen_random_uuid(),
+  occurred_at  timestamptz not null default clock_timestamp(),
+  event_type   text not null check (event_type in ('CREATED', 'EDITED', 'DELETED', 'PURGED', 'REVERSION')),
+  asset_id     bigint not null,
+  -- What the coalescer and operators still need once the asset row is gone (PURGED).
+  asset_uuid   uuid,
+  atom_id      bigint,
+  supertype    text,
+  parent_id    bigint
+);
+-- Collapsing looks up the latest EDITED row of the assets in a chunk.
+create index outbox_edited_by_asset on asset_webhooks.outbox (asset_id, seq) where event_type = 'EDITED';
+
+-- A capture that failed inside a trigger never fails the source write; it is
+-- recorded here instead, so it is never silent (see the binding's functions).
+create table asset_webhooks.capture_errors (
+  capture_error_id bigint generated always as identity primary key,
+  occurred_at      timestamptz not null default clock_timestamp(),
+  table_name       text not null,
+  operation        text not null,
+  sqlstate         text not null,
+  message          text not null
+);
+
+create function asset_webhooks.record_capture_error(p_table text, p_operation text, p_sqlstate text, p_message text)
+returns void language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
+begin
+  insert into asset_webhooks.capture_errors (table_name, operation, sqlstate, message)
+  values (p_table, p_operation, p_sqlstate, p_message);
+  raise warning 'asset_webhooks: change on % (%) was not captured: % %', p_table, p_operation, p_sqlstate, p_message;
+exception when others then
+  raise warning 'asset_webhooks: change on % (%) was not captured and the error could not be recorded: % %',
+    p_table, p_operation, p_sqlstate, p_message;
+end $$;
+
+-- The webhooks of the configuration as the running service last saw them.
+-- Written by `run` at start and on every reload; the views and the delivery
+-- pump read it. The url is stored without credentials.
+create table asset_webhooks.webhooks (
+  webhook_id   text primary key,
+  url          text not null,
+  enabled      boolean not null,
+  concurrency  integer not null default 1 check (concurrency between 1 and 64),
+  updated_at   timestamptz not null default now()
+);
+
+-- One row per coalescing run.
+create table asset_webhooks.coalesce_runs (
+  run_id       bigint generated always as identity primary key,
+  started_at   timestamptz not null default clock_timestamp(),
+  finished_at  timestamptz,
+  events       integer not null default 0,
+  payloads     integer not null default 0
+);
+
+-- Exactly-once ticks for intervals that graphile-worker's cron cannot express:
+-- every `run` process tries to insert the current slot; the one whose insert
+-- returns a row schedules the coalescing job.
+create table asset_webhooks.ticks (
+  slot        bigint primary key,
+  created_at  timestamptz not null default now()
+);
+
+-- A payload: the exact bytes that every attempt sends. `open` payloads are still
+-- being filled by a running coalesce run and are never dispatched.
+create table asset_webhooks.payloads (
+  payload_id          bigint generated always as identity primary key,
+  webhook_id          text not null,
+  run_id              bigint,
+  created_at          timestamptz not null default clock_timestamp(),
+  status              text not null default 'open'
+                      check (status in ('open', 'pending', 'delivered', 'dead_lettered')),
+  -- true while a delivery job exists for this payload (see the dispatch pump).
+  dispatched          boolean not null default false,
+  body                text not null,
+  byte_size           integer not null,
+  event_count         integer not null,
+  event_ids           uuid[] not null,
+  -- The series counts redeliveries: 1 for the first series of attempts.
+  series              integer not null default 1,
+  attempts            integer not null default 0,
+  next_attempt_at     timestamptz,
+  last_attempt_at     timestamptz,
+  last_status_code    integer,
+  last_error          text,
+  delivered_at        timestamptz,
+  dead_lettered_at    timestamptz,
+  dead_letter_reason  text check (dead_letter_reason in ('rejected', 'retries_exhausted', 'expired', 'too_large'))
+);
+create index payloads_waiting on asset_webhooks.payloads (webhook_id, payload_id) where status in ('open', 'pending');
+create index payloads_dead on asset_webhooks.payloads (webhook_id, dead_lettered_at) where status = 'dead_lettered';
+create index payloads_created on asset_webhooks.payloads (created_at);
+
+-- Every delivery attempt. The row is written before the request is sent, so a
+-- crash mid-attempt leaves a row without a result rather than no row.
+create table asset_webhooks.attempts (
+  payload_id        bigint not null references asset_webhooks.payloads (payload_id) on delete cascade,
+  series            integer not null,
+  attempt_no        integer not null,
+  started_at        timestamptz not null,
+  duration_ms       integer,
+  status_code       integer,
+  error_class       text,
+  error_message     text,
+  response_excerpt  text,
+  outcome           text check (outcome in ('delivered', 'retry', 'rejected', 'retries_exhausted', 'expired')),
+  primary key (payload_id, series, attempt_no)
+);
+
+-- Operator redeliveries of dead-lettered payloads.
+create table asset_webhooks.redeliveries (
+  payload_id       bigint not null references asset_webhooks.payloads (payload_id) on delete cascade,
+  series           integer not null,
+  requested_at     timestamptz not null default now(),
+  requested_by     text not null,
+  previous_reason  text,
+  primary key (payload_id, series)
+);
+
+-- Consumed events with their outcome per webhook. `routes` maps every webhook
+-- configured at coalescing time to either the payload id (a number) that
+-- carries the event, or a string: the check that excluded it, or 'collapsed'.
+-- One jsonb per event keeps a million events times many webhooks compact.
+create table asset_webhooks.events (
+  event_id        uuid primary key,
+  seq             bigint not null,
+  occurred_at     timestamptz not null,
+  event_type      text not null,
+  asset_id        bigint not null,
+  asset_uuid      uuid,
+  -- atomId as delivered: for EDITED the asset's latest atom at coalescing time.
+  atom_id         bigint,
+  run_id          bigint not null,
+  coalesced_at    timestamptz not null,
+  collapsed_into  uuid,
+  routes          jsonb not null
+);
+create index events_occurred_at on asset_webhooks.events (occurred_at);
+create index events_asset on asset_webhooks.events (asset_id, occurred_at);
+create index events_coalesced_at on asset_webhooks.events (coalesced_at);
+
+create view asset_webhooks.event_outcomes as
+select e.event_id,
+       e.event_type,
+       e.asset_id,
+       e.asset_uuid,
+       e.occurred_at,
+       r.key as webhook_id,
+       case
+         when jsonb_typeof(r.value) = 'number' then
+           case p.status when 'delivered' then 'delivered' when 'dead_lettered' then 'dead_lettered' else 'pending' end
+         when r.value = '"collapsed"'::jsonb then 'collapsed'
+         else 'excluded'
+       end as outcome,
+       case when jsonb_typeof(r.value) = 'string' and r.value <> '"collapsed"'::jsonb then r.value #>> '{}' end as excluded_by,
+       p.payload_id,
+       e.collapsed_into,
+       e.atom_id,
+       e.coalesced_at
+from asset_webhooks.events e
+cross join lateral jsonb_each(e.routes) r
+left join asset_webhooks.payloads p
+  on jsonb_typeof(r.value) = 'number' and p.payload_id = (r.value)::bigint;
+
+create view asset_webhooks.dead_letters as
+select p.payload_id,
+       p.webhook_id,
+       p.dead_letter_reason as reason,
+       p.attempts,
+       p.last_status_code,
+       p.last_error,
+       p.event_count,
+       p.event_ids,
+       p.created_at,
+       p.last_attempt_at,
+       p.dead_lettered_at,
+       p.series,
+       p.byte_size
+from asset_webhooks.payloads p
+where p.status = 'dead_lettered';

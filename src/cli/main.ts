@@ -1,0 +1,36 @@
+import { Command, CommanderError } from 'commander';
+import { UserError } from '../errors.js';
+import { registerMigrate } from './commands/migrate.js';
+
+/** Builds the command line. Each command lives in its own file under commands/. */
+export function buildProgram(): Command {
+  const program = new Command('asset-webhooks')
+    .description('Outbound webhooks for asset changes: a transactional outbox in the asset PostgreSQL database.')
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride();
+  registerMigrate(program);
+  return program;
+}
+
+/**
+ * Runs the command line and returns the exit status: 0 success, 1 a user error
+ * (one line per problem on stderr), 2 bad usage.
+ */
+export async function main(argv: readonly string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync([...argv]);
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // --help and --version end through here with exit code 0.
+      return error.exitCode === 0 ? 0 : 2;
+    }
+    if (error instanceof UserError) {
+      for (const problem of error.problems) process.stderr.write(`${problem}\n`);
+      return 1;
+    }
+    process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,61 @@
+import pg from 'pg';
+import { UserError } from '../errors.js';
+
+// bigint columns (ids, seq) come back as JS numbers: they stay far below 2^53.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+
+/** A connection pool for one database URL. The caller ends it. */
+export function createPool(databaseUrl: string, options: { max?: number; applicationName?: string } = {}): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: options.max ?? 10,
+    application_name: options.applicationName ?? 'asset-webhooks',
+  });
+  // An idle client that loses its connection must not crash the process; the
+  // next query on the pool reports the problem where it can be handled.
+  pool.on('error', () => {});
+  return pool;
+}
+
+/** The database URL from the option or DATABASE_URL, or a UserError naming both. */
+export function requireDatabaseUrl(option: string | undefined): string {
+  const url = option ?? process.env.DATABASE_URL;
+  if (!url) {
+    throw new UserError('database_url_missing', '--database-url: expected a PostgreSQL URL (or the environment variable DATABASE_URL), got nothing');
+  }
+  return url;
+}
+
+/** The URL with any password replaced, for messages and logs. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return '<unparseable url>';
+  }
+}
+
+/** Checks that the database answers, turning a connection failure into a UserError. */
+export async function assertReachable(pool: pg.Pool, databaseUrl: string): Promise<void> {
+  try {
+    await pool.query('select 1');
+  } catch (error) {
+    throw new UserError(
+      'database_unreachable',
+      `database ${redactUrl(databaseUrl)}: expected a reachable PostgreSQL server, got ${describeError(error)}`,
+      { cause: error },
+    );
+  }
+}
+
+/** A one-line description of an error without its stack. */
+export function describeError(error: unknown): string {
+  if (error instanceof AggregateError && error.errors.length > 0) return describeError(error.errors[0]);
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return code && !error.message.includes(String(code)) ? `${error.message} (${String(code)})` : error.message || error.name;
+  }
+  return String(error);
+}

@@ -1,0 +1,58 @@
+/**
+ * Glossary
+ *
+ * - **asset**: a row of the DAM's asset tables, seen through a binding.
+ * - **binding**: SQL that connects one asset schema to the outbox: capture
+ *   triggers and the view asset_webhooks.asset_state (sql/bindings/).
+ * - **outbox**: asset_webhooks.outbox, one row per captured change, written in
+ *   the transaction of the change.
+ * - **event**: one change of one asset; its eventId is assigned at capture.
+ * - **coalescing run**: one pass over the outbox: claim, collapse, route, pack.
+ * - **collapse**: the EDITED events of one asset in one run become the latest one;
+ *   the others get the outcome `collapsed`.
+ * - **route**: the decision for one event and one webhook: a payload, or the
+ *   named check that excluded it.
+ * - **payload**: one POST body (at most batchSize events and maxPayloadBytes),
+ *   stored so that every attempt sends the same bytes.
+ * - **attempt**: one POST of a payload; a **series** is the attempts from
+ *   creation (series 1) or from an operator's redelivery (series 2, ...).
+ * - **dead letter**: a payload that will not be attempted again: `rejected`
+ *   (4xx), `retries_exhausted`, `expired`, or `too_large`.
+ */
+
+/** Event types as they appear in payloads. */
+export const EVENT_TYPES = ['CREATED', 'EDITED', 'DELETED', 'PURGED', 'REVERSION'] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/**
+ * The current state of an asset as the filters see it: one row of the
+ * binding's view asset_webhooks.asset_state.
+ */
+export interface AssetState {
+  readonly assetId: number;
+  readonly assetUuid: string;
+  /** Resource, Project, Adaptation, Template, ... */
+  readonly supertype: string;
+  /** null for a top-level asset. */
+  readonly parentId: number | null;
+  readonly state: string | null;
+  readonly schemaId: number | null;
+  readonly typeId: number | null;
+  readonly domainId: number | null;
+  readonly latestAtomId: number | null;
+  readonly keywords: readonly string[];
+  /** Parallel to fieldValues: one entry per additional field value. */
+  readonly fieldNames: readonly string[];
+  readonly fieldValues: readonly string[];
+}
+
+/**
+ * The checks that can exclude an event from a webhook, in the spec's order
+ * (section 4.2), as named in asset_webhooks.event_outcomes.excluded_by.
+ * `filter:<n>` counts the webhook's filter groups from 1; `asset_gone` is
+ * decided by the coalescer before the filters run.
+ */
+export type ExclusionCheck = 'disabled' | 'resource_type' | 'event_type' | 'parent' | `filter:${number}` | 'asset_gone';
+
+/** Reasons a payload is dead-lettered. */
+export type DeadLetterReason = 'rejected' | 'retries_exhausted' | 'expired' | 'too_large';

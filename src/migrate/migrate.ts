@@ -1,0 +1,128 @@
+import { readFile } from 'node:fs/promises';
+import { runMigrations } from 'graphile-worker';
+import type pg from 'pg';
+import { SchemaVersionError, UserError } from '../errors.js';
+import { describeError } from '../db/connect.js';
+import { loadMigrations, referenceBindingPath } from './sql-files.js';
+
+/**
+ * Serialises every `migrate` against one database: two runs at once wait for
+ * each other instead of racing on CREATE statements. The value is arbitrary but
+ * must never change.
+ */
+const MIGRATE_LOCK_KEY = 7_200_531_001;
+
+export interface MigrateOptions {
+  /** `reference`, the path of a binding SQL file, or undefined for none. */
+  readonly binding?: string | undefined;
+}
+
+export interface MigrateResult {
+  readonly applied: string[];
+  readonly schemaVersion: number;
+  readonly binding?: string;
+}
+
+/**
+ * Creates or upgrades schema asset_webhooks and graphile-worker's schema, then
+ * applies the binding if one is given. Each migration runs in one transaction
+ * together with its bookkeeping row; the whole run holds an advisory lock, so
+ * it is safe to run twice, concurrently and while workers run.
+ */
+export async function migrate(pool: pg.Pool, connectionString: string, options: MigrateOptions = {}): Promise<MigrateResult> {
+  // Read the binding first: an unreadable file must fail before anything changes.
+  const bindingSql = options.binding === undefined ? undefined : await readBinding(options.binding);
+  const migrations = loadMigrations();
+  const codeVersion = Math.max(...migrations.map((m) => m.id));
+  const client = await pool.connect();
+  const applied: string[] = [];
+  try {
+    await client.query('select pg_advisory_lock($1)', [MIGRATE_LOCK_KEY]);
+    try {
+      await client.query('create schema if not exists asset_webhooks');
+      await client.query(`create table if not exists asset_webhooks.migrations (
+        id integer primary key, name text not null, applied_at timestamptz not null default now())`);
+      const databaseVersion = await readSchemaVersion(client);
+      if (databaseVersion > codeVersion) {
+        throw new SchemaVersionError(
+          `schema asset_webhooks is at version ${databaseVersion}, newer than this code's version ${codeVersion}: ` +
+            'expected a release of asset-webhooks at least as new as the one that migrated the database',
+          databaseVersion,
+          codeVersion,
+        );
+      }
+      for (const migration of migrations) {
+        if (migration.id <= databaseVersion) continue;
+        await inTransaction(client, async () => {
+          await client.query(migration.sql);
+          await client.query('insert into asset_webhooks.migrations (id, name) values ($1, $2)', [migration.id, migration.name]);
+        });
+        applied.push(migration.name);
+      }
+      // graphile-worker migrates its own schema, under its own lock.
+      await runMigrations({ connectionString });
+      if (bindingSql !== undefined) {
+        await inTransaction(client, () => client.query(bindingSql.sql));
+      }
+    } finally {
+      await client.query('select pg_advisory_unlock($1)', [MIGRATE_LOCK_KEY]);
+    }
+  } finally {
+    client.release();
+  }
+  return { applied, schemaVersion: codeVersion, ...(bindingSql ? { binding: bindingSql.name } : {}) };
+}
+
+async function readBinding(binding: string): Promise<{ name: string; sql: string }> {
+  const file = binding === 'reference' ? referenceBindingPath : binding;
+  try {
+    return { name: binding, sql: await readFile(file, 'utf8') };
+  } catch (error) {
+    throw new UserError('binding_unreadable', `--binding: expected "reference" or a readable SQL file, got ${JSON.stringify(binding)} (${describeError(error)})`, { cause: error });
+  }
+}
+
+async function inTransaction<T>(client: pg.PoolClient, work: () => Promise<T>): Promise<T> {
+  await client.query('begin');
+  try {
+    const result = await work();
+    await client.query('commit');
+    return result;
+  } catch (error) {
+    await client.query('rollback');
+    throw error;
+  }
+}
+
+/** The highest applied migration, 0 when schema asset_webhooks has none. */
+export async function readSchemaVersion(client: pg.Pool | pg.PoolClient): Promise<number> {
+  const { rows } = await client.query<{ version: number | null }>(`
+    select case when to_regclass('asset_webhooks.migrations') is null then 0
+           else (select coalesce(max(id), 0) from asset_webhooks.migrations) end as version`);
+  return rows[0]?.version ?? 0;
+}
+
+/**
+ * Refuses to work against a database whose schema is older (run `migrate`) or
+ * newer (upgrade this code) than the code.
+ */
+export async function assertSchemaCurrent(pool: pg.Pool): Promise<void> {
+  const codeVersion = Math.max(...loadMigrations().map((m) => m.id));
+  const databaseVersion = await readSchemaVersion(pool);
+  if (databaseVersion < codeVersion) {
+    throw new SchemaVersionError(
+      `schema asset_webhooks is at version ${databaseVersion}, older than this code's version ${codeVersion}: ` +
+        'run `asset-webhooks migrate` first',
+      databaseVersion,
+      codeVersion,
+    );
+  }
+  if (databaseVersion > codeVersion) {
+    throw new SchemaVersionError(
+      `schema asset_webhooks is at version ${databaseVersion}, newer than this code's version ${codeVersion}: ` +
+        'upgrade asset-webhooks before running it against this database',
+      databaseVersion,
+      codeVersion,
+    );
+  }
+}

@@ -1,0 +1,61 @@
+import { afterAll, afterEach, beforeAll, inject } from 'vitest';
+import type pg from 'pg';
+import { createPool } from '../../src/db/connect.js';
+import { databaseUrlFor } from './database-url.js';
+
+export interface TestDatabase {
+  /** URL of this test file's own database. */
+  readonly url: string;
+  readonly name: string;
+  /** A pool on it, ended after the file's tests. */
+  readonly pool: pg.Pool;
+}
+
+let counter = 0;
+
+/**
+ * Gives the calling test file its own database, cloned from the migrated
+ * template. It is dropped after the file's tests only when they all passed, so
+ * a failure leaves its data to inspect (the name is printed).
+ */
+export function useTestDatabase(): TestDatabase {
+  const name = `aw_test_${process.pid}_${Date.now().toString(36)}_${counter++}`;
+  const url = databaseUrlFor(inject('serverUrl'), name);
+  let pool: pg.Pool | undefined;
+  let failed = false;
+  const handle = {
+    url,
+    name,
+    get pool(): pg.Pool {
+      if (!pool) throw new Error('the test database is created in beforeAll');
+      return pool;
+    },
+  };
+
+  beforeAll(async () => {
+    const admin = createPool(inject('serverUrl'), { max: 1 });
+    try {
+      await admin.query(`create database ${name} template ${inject('templateDatabase')}`);
+    } finally {
+      await admin.end();
+    }
+    pool = createPool(url, { max: 10 });
+  });
+  afterEach((context) => {
+    if (context.task.result?.state === 'fail') failed = true;
+  });
+  afterAll(async () => {
+    await pool?.end();
+    if (failed) {
+      process.stderr.write(`kept database ${name} of a failed test for inspection\n`);
+      return;
+    }
+    const admin = createPool(inject('serverUrl'), { max: 1 });
+    try {
+      await admin.query(`drop database if exists ${name} with (force)`);
+    } finally {
+      await admin.end();
+    }
+  });
+  return handle;
+}
