@@ -1,0 +1,123 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import { useTestDatabase } from '../helpers/test-database.js';
+
+const db = useTestDatabase();
+
+interface Captured {
+  event_type: string;
+  asset_id: number;
+  atom_id: number | null;
+}
+
+async function captured(): Promise<Captured[]> {
+  const { rows } = await db.pool.query<Captured>('select event_type, asset_id, atom_id from asset_webhooks.outbox order by seq');
+  return rows;
+}
+
+/** Runs setup statements, forgets what they captured, runs the change, returns what it captured. */
+async function capture(setup: string, change: string): Promise<Array<[string, number, number | null]>> {
+  if (setup) await db.pool.query(setup);
+  await db.pool.query('delete from asset_webhooks.outbox');
+  await db.pool.query(change);
+  return (await captured()).map((row) => [row.event_type, row.asset_id, row.atom_id]);
+}
+
+beforeEach(async () => {
+  await db.pool.query('truncate public.assets, public.asset_atoms, public.asset_keywords, public.asset_additional_fields, asset_webhooks.outbox, asset_webhooks.capture_errors restart identity cascade');
+});
+
+const ONE = "insert into assets (asset_id, title, latest_atom_id) values (1, 'one', 11)";
+const TWO = "insert into assets (asset_id, title) values (1, 'one'), (2, 'two')";
+
+// CONTRACT section 4, row by row.
+describe('the reference binding captures exactly the events of CONTRACT section 4', () => {
+  it.each([
+    ['insert into assets: CREATED with the atom at that moment', '', ONE, [['CREATED', 1, 11]]],
+    ['a multi-row insert: one CREATED per row', '', "insert into assets (asset_id) values (1), (2), (3)", [['CREATED', 1, null], ['CREATED', 2, null], ['CREATED', 3, null]]],
+    ['trashed_at from null to a value: DELETED', ONE, 'update assets set trashed_at = now()', [['DELETED', 1, 11]]],
+    ['trashed_at from a value to null (restore): EDITED', `${ONE}; update assets set trashed_at = now()`, 'update assets set trashed_at = null', [['EDITED', 1, 11]]],
+    ['latest_atom_id changed: REVERSION with the new atom', ONE, 'update assets set latest_atom_id = 12', [['REVERSION', 1, 12]]],
+    ['another column changed: EDITED', ONE, "update assets set state = 'approved'", [['EDITED', 1, 11]]],
+    ['a REVERSION combined with another column change: REVERSION and EDITED', ONE, "update assets set latest_atom_id = 12, title = 'new'", [['REVERSION', 1, 12], ['EDITED', 1, 12]]],
+    ['an update that changes nothing: none', ONE, 'update assets set title = title, state = state', []],
+    ['a statement touching several assets: one event per changed row', TWO, "update assets set state = 'x'", [['EDITED', 1, null], ['EDITED', 2, null]]],
+    ['a statement where only some rows change: only those', `${TWO}; update assets set state = 'x' where asset_id = 1`, "update assets set state = 'x'", [['EDITED', 2, null]]],
+    ['insert into asset_keywords: EDITED for that asset', ONE, "insert into asset_keywords values (1, 'summer'), (1, 'winter')", [['EDITED', 1, 11]]],
+    ['update in asset_keywords: EDITED', `${ONE}; insert into asset_keywords values (1, 'summer')`, "update asset_keywords set value = 'autumn'", [['EDITED', 1, 11]]],
+    ['an update of keywords that changes nothing: none', `${ONE}; insert into asset_keywords values (1, 'summer')`, 'update asset_keywords set value = value', []],
+    ['delete from asset_keywords: EDITED', `${ONE}; insert into asset_keywords values (1, 'summer')`, 'delete from asset_keywords', [['EDITED', 1, 11]]],
+    ['insert into asset_additional_fields: EDITED', ONE, "insert into asset_additional_fields values (1, 'campaign', '2026')", [['EDITED', 1, 11]]],
+    ['update in asset_additional_fields: EDITED', `${ONE}; insert into asset_additional_fields values (1, 'campaign', '2026')`, "update asset_additional_fields set value = '2027'", [['EDITED', 1, 11]]],
+    ['delete from asset_additional_fields: EDITED', `${ONE}; insert into asset_additional_fields values (1, 'campaign', '2026')`, 'delete from asset_additional_fields', [['EDITED', 1, 11]]],
+    ['delete from assets: PURGED with atomId null, and no stray EDITED from the cascade', `${ONE}; insert into asset_keywords values (1, 'k'); insert into asset_additional_fields values (1, 'f', 'v'); insert into asset_atoms (asset_id) values (1)`, 'delete from assets', [['PURGED', 1, null]]],
+    ['insert into asset_atoms alone: none', ONE, 'insert into asset_atoms (asset_id) values (1)', []],
+  ] as const)('%s', async (_name, setup, change, expected) => {
+    expect(await capture(setup, change)).toEqual(expected);
+  });
+
+  it('captures nothing from a rolled-back transaction', async () => {
+    const client = await db.pool.connect();
+    try {
+      await client.query('begin');
+      await client.query(ONE);
+      await client.query("update assets set state = 'x'");
+      await client.query('rollback');
+    } finally {
+      client.release();
+    }
+    expect(await captured()).toEqual([]);
+  });
+
+  it('records what the coalescer needs of a purged asset: uuid, supertype and parent', async () => {
+    await db.pool.query("insert into assets (asset_id, supertype) values (1, 'Project'); insert into assets (asset_id, parent_id) values (2, 1)");
+    const { rows: [asset] } = await db.pool.query<{ asset_uuid: string }>('select asset_uuid from assets where asset_id = 2');
+    await db.pool.query('delete from asset_webhooks.outbox; delete from assets where asset_id = 2');
+    const { rows } = await db.pool.query('select event_type, asset_uuid, supertype, parent_id, atom_id from asset_webhooks.outbox');
+    expect(rows).toEqual([{ event_type: 'PURGED', asset_uuid: asset!.asset_uuid, supertype: 'Resource', parent_id: 1, atom_id: null }]);
+  });
+
+  it('assigns every event a distinct UUID and a time of occurrence at capture', async () => {
+    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 50) g");
+    const { rows } = await db.pool.query<{ n: number; ids: number; late: number }>(`
+      select count(*)::int n, count(distinct event_id)::int ids, count(*) filter (where occurred_at > now() + interval '1 minute')::int late
+      from asset_webhooks.outbox`);
+    expect(rows[0]).toEqual({ n: 50, ids: 50, late: 0 });
+  });
+
+  it('lets the application role write assets without any right on asset_webhooks', async () => {
+    await db.pool.query(`
+      do $$ begin
+        if not exists (select from pg_roles where rolname = 'aw_test_app') then create role aw_test_app; end if;
+      end $$;
+      grant usage on schema public to aw_test_app;
+      grant all on all tables in schema public to aw_test_app;
+      grant all on all sequences in schema public to aw_test_app;`);
+    const client = await db.pool.connect();
+    try {
+      await client.query('set role aw_test_app');
+      await client.query("set search_path = pg_temp, public");
+      await client.query(ONE);
+      await client.query("update assets set state = 'x'");
+      await expect(client.query('select * from asset_webhooks.outbox')).rejects.toThrow(/permission denied/);
+    } finally {
+      await client.query('reset role');
+      client.release();
+    }
+    expect((await captured()).map((row) => row.event_type)).toEqual(['CREATED', 'EDITED']);
+  });
+
+  it('never fails the source write when capture fails, and records why', async () => {
+    // Simulate unexpected data: the outbox refuses rows of asset 666.
+    await db.pool.query("alter table asset_webhooks.outbox add constraint reject_666 check (asset_id <> 666)");
+    try {
+      await db.pool.query("insert into assets (asset_id) values (666)");
+      const { rows } = await db.pool.query<{ table_name: string; operation: string; sqlstate: string }>(
+        'select table_name, operation, sqlstate from asset_webhooks.capture_errors');
+      expect(rows).toEqual([{ table_name: 'assets', operation: 'INSERT', sqlstate: '23514' }]);
+      const { rows: assets } = await db.pool.query('select asset_id from assets');
+      expect(assets).toEqual([{ asset_id: 666 }]);
+    } finally {
+      await db.pool.query('alter table asset_webhooks.outbox drop constraint reject_666');
+    }
+  });
+});
