@@ -91,6 +91,9 @@ create table asset_webhooks.payloads (
   event_ids           uuid[] not null,
   -- The series counts redeliveries: 1 for the first series of attempts.
   series              integer not null default 1,
+  -- Start of the current series: creation, or an operator's redelivery. The
+  -- payload expires deadLetterAfterSeconds after it.
+  series_started_at   timestamptz not null default clock_timestamp(),
   attempts            integer not null default 0,
   next_attempt_at     timestamptz,
   last_attempt_at     timestamptz,
@@ -129,6 +132,47 @@ create table asset_webhooks.redeliveries (
   previous_reason  text,
   primary key (payload_id, series)
 );
+
+-- The dispatch pump: starts delivery jobs for a webhook's oldest pending
+-- payloads, up to its concurrency minus those already in flight. With
+-- concurrency 1 a payload is therefore not sent before the previous one is
+-- delivered or dead-lettered. Called after coalescing, after every final
+-- outcome, after a redelivery and when a webhook is enabled. The advisory lock
+-- serialises pumps of one webhook so two callers cannot both fill the slots.
+-- graphile_worker.add_job is resolved at call time: `migrate` installs
+-- graphile-worker's schema after this file.
+create function asset_webhooks.dispatch(p_webhook_id text) returns integer
+language plpgsql as $$
+declare
+  v_slots integer;
+  v_started integer := 0;
+  r record;
+begin
+  perform pg_advisory_xact_lock(hashtextextended('asset_webhooks.dispatch:' || p_webhook_id, 0));
+  select w.concurrency - (select count(*) from asset_webhooks.payloads p
+                          where p.webhook_id = p_webhook_id and p.status = 'pending' and p.dispatched)
+    into v_slots
+  from asset_webhooks.webhooks w
+  where w.webhook_id = p_webhook_id and w.enabled;
+  if v_slots is null or v_slots <= 0 then
+    return 0;
+  end if;
+  for r in
+    update asset_webhooks.payloads p set dispatched = true
+    where p.payload_id in (select q.payload_id from asset_webhooks.payloads q
+                           where q.webhook_id = p_webhook_id and q.status = 'pending' and not q.dispatched
+                           order by q.payload_id limit v_slots)
+    returning p.payload_id, p.series, p.attempts, p.next_attempt_at
+  loop
+    perform graphile_worker.add_job(
+      'deliver',
+      json_build_object('payloadId', r.payload_id, 'series', r.series, 'attempt', r.attempts + 1),
+      run_at := greatest(coalesce(r.next_attempt_at, now()), now()),
+      max_attempts := 25);
+    v_started := v_started + 1;
+  end loop;
+  return v_started;
+end $$;
 
 -- Consumed events with their outcome per webhook. `routes` maps every webhook
 -- configured at coalescing time to either the payload id (a number) that

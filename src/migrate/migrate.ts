@@ -3,6 +3,7 @@ import { runMigrations } from 'graphile-worker';
 import type pg from 'pg';
 import { SchemaVersionError, UserError } from '../errors.js';
 import { describeError } from '../db/connect.js';
+import { inTransaction } from '../db/transaction.js';
 import { loadMigrations, referenceBindingPath } from './sql-files.js';
 
 /**
@@ -62,7 +63,7 @@ export async function migrate(pool: pg.Pool, connectionString: string, options: 
       // graphile-worker migrates its own schema, under its own lock.
       await runMigrations({ connectionString });
       if (bindingSql !== undefined) {
-        await inTransaction(client, () => client.query(bindingSql.sql));
+        await inTransaction(client, (tx) => tx.query(bindingSql.sql));
       }
     } finally {
       await client.query('select pg_advisory_unlock($1)', [MIGRATE_LOCK_KEY]);
@@ -79,18 +80,6 @@ async function readBinding(binding: string): Promise<{ name: string; sql: string
     return { name: binding, sql: await readFile(file, 'utf8') };
   } catch (error) {
     throw new UserError('binding_unreadable', `--binding: expected "reference" or a readable SQL file, got ${JSON.stringify(binding)} (${describeError(error)})`, { cause: error });
-  }
-}
-
-async function inTransaction<T>(client: pg.PoolClient, work: () => Promise<T>): Promise<T> {
-  await client.query('begin');
-  try {
-    const result = await work();
-    await client.query('commit');
-    return result;
-  } catch (error) {
-    await client.query('rollback');
-    throw error;
   }
 }
 

@@ -1,0 +1,113 @@
+import type pg from 'pg';
+import type { AssetState, EventType } from '../interfaces.js';
+
+/** One claimed outbox row with what the coalescer needs to decide its routes. */
+export interface ClaimedEvent {
+  readonly seq: number;
+  readonly eventId: string;
+  readonly occurredAt: Date;
+  readonly eventType: EventType;
+  readonly assetId: number;
+  readonly assetUuid: string | null;
+  readonly atomId: number | null;
+  /** For EDITED: the latest EDITED event of the same asset in this run. */
+  readonly latestEditId: string | null;
+  /** The asset's current state; null when the asset no longer exists. */
+  readonly asset: AssetState | null;
+}
+
+interface ClaimRow {
+  seq: number;
+  event_id: string;
+  occurred_at: Date;
+  event_type: EventType;
+  asset_id: number;
+  asset_uuid: string | null;
+  atom_id: number | null;
+  latest_edit_id: string | null;
+  s_asset_id: number | null;
+  s_asset_uuid: string;
+  supertype: string;
+  parent_id: number | null;
+  state: string | null;
+  schema_id: number | null;
+  type_id: number | null;
+  domain_id: number | null;
+  latest_atom_id: number | null;
+  keywords: string[];
+  field_names: string[];
+  field_values: string[];
+}
+
+/**
+ * Claims the next chunk of outbox rows up to `maxSeq`, in order of capture,
+ * with the current state of their assets read through the binding's view in
+ * the same query (one query per chunk, never one per event). Rows stay locked
+ * until the caller's transaction deletes them; rows another transaction holds
+ * are skipped, not waited for.
+ *
+ * This must run inside the transaction that consumes the rows.
+ */
+export async function claimChunk(client: pg.PoolClient, maxSeq: number, limit: number): Promise<ClaimedEvent[]> {
+  const { rows } = await client.query<ClaimRow>(
+    `with claimed as materialized (
+       select o.* from asset_webhooks.outbox o
+       where o.seq <= $1
+       order by o.seq
+       limit $2
+       for update skip locked
+     ),
+     states as materialized (
+       select s.* from asset_webhooks.asset_state s
+       where s.asset_id in (select distinct asset_id from claimed)
+     )
+     select c.seq, c.event_id, c.occurred_at, c.event_type, c.asset_id, c.asset_uuid, c.atom_id,
+            case when c.event_type = 'EDITED' then (
+              select l.event_id from asset_webhooks.outbox l
+              where l.asset_id = c.asset_id and l.event_type = 'EDITED' and l.seq <= $1
+              order by l.seq desc limit 1) end as latest_edit_id,
+            s.asset_id as s_asset_id, s.asset_uuid as s_asset_uuid, s.supertype, s.parent_id, s.state,
+            s.schema_id, s.type_id, s.domain_id, s.latest_atom_id, s.keywords, s.field_names, s.field_values
+     from claimed c
+     left join states s on s.asset_id = c.asset_id
+     order by c.seq`,
+    [maxSeq, limit],
+  );
+  return rows.map(toClaimedEvent);
+}
+
+function toClaimedEvent(row: ClaimRow): ClaimedEvent {
+  return {
+    seq: row.seq,
+    eventId: row.event_id,
+    occurredAt: row.occurred_at,
+    eventType: row.event_type,
+    assetId: row.asset_id,
+    assetUuid: row.asset_uuid ?? (row.s_asset_id === null ? null : row.s_asset_uuid),
+    atomId: row.atom_id,
+    latestEditId: row.latest_edit_id,
+    asset:
+      row.s_asset_id === null
+        ? null
+        : {
+            assetId: row.s_asset_id,
+            assetUuid: row.s_asset_uuid,
+            supertype: row.supertype,
+            parentId: row.parent_id,
+            state: row.state,
+            schemaId: row.schema_id,
+            typeId: row.type_id,
+            domainId: row.domain_id,
+            latestAtomId: row.latest_atom_id,
+            keywords: row.keywords,
+            fieldNames: row.field_names,
+            fieldValues: row.field_values,
+          },
+  };
+}
+
+/** The highest seq committed so far: a run takes everything up to it. */
+export async function outboxHighWater(client: pg.Pool | pg.PoolClient): Promise<number | null> {
+  const { rows } = await client.query<{ max: number | null }>('select max(seq) as max from asset_webhooks.outbox');
+  return rows[0]?.max ?? null;
+}

@@ -1,0 +1,154 @@
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { inTransaction } from '../db/transaction.js';
+import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
+import { claimChunk, outboxHighWater, type ClaimedEvent } from './claim.js';
+import { collapsedInto } from './collapse.js';
+import { Packer, type Batch } from './pack.js';
+import { assignPayloadIds, consumeEvents, dispatchWebhooks, upsertPayloads, type ConsumedEvent } from './persist.js';
+import { routeEvent, type RoutedWebhook } from './route.js';
+
+/**
+ * Only one coalescing run at a time per database, whatever schedules it: runs
+ * of one database interleaving their chunks would break payload order.
+ */
+const COALESCE_LOCK_KEY = 7_200_531_002;
+
+export interface CoalesceOptions {
+  readonly pool: pg.Pool;
+  /** Every configured webhook, enabled or not (disabled ones record `disabled`). */
+  readonly webhooks: readonly RoutedWebhook[];
+  readonly maxPayloadBytes: number;
+  /** Outbox rows per chunk transaction; memory is bounded by it. Default 5,000. */
+  readonly chunkSize?: number;
+  readonly logger: Logger;
+  /** The clock (payload timestamps). Default: the system clock. */
+  readonly now?: () => Date;
+}
+
+export interface CoalesceResult {
+  /** null when another run held the lock and this one did nothing. */
+  readonly runId: number | null;
+  readonly events: number;
+  readonly payloads: number;
+  readonly chunks: number;
+  /** Outcome counts across all webhooks, by route (`delivered` = carried in a payload). */
+  readonly routes: Record<string, number>;
+}
+
+/**
+ * One coalescing run: takes every outbox row committed up to now, in chunks of
+ * one transaction each (claim, collapse, route, pack, persist, consume), so a
+ * crash leaves each chunk either wholly done or wholly untouched. Payloads are
+ * full except the last one per webhook per run; that one is continued across
+ * chunks as an `open` payload and sealed at the end.
+ */
+export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult> {
+  const { pool, logger } = options;
+  const chunkSize = options.chunkSize ?? 5000;
+  const now = options.now ?? (() => new Date());
+  const lockClient = await pool.connect();
+  try {
+    const { rows: [lock] } = await lockClient.query<{ locked: boolean }>('select pg_try_advisory_lock($1) as locked', [COALESCE_LOCK_KEY]);
+    if (!lock?.locked) {
+      logger.info('another coalescing run is in progress; this one does nothing');
+      return { runId: null, events: 0, payloads: 0, chunks: 0, routes: {} };
+    }
+    try {
+      return await runLocked(options, chunkSize, now);
+    } finally {
+      await lockClient.query('select pg_advisory_unlock($1)', [COALESCE_LOCK_KEY]);
+    }
+  } finally {
+    lockClient.release();
+  }
+}
+
+async function runLocked(options: CoalesceOptions, chunkSize: number, now: () => Date): Promise<CoalesceResult> {
+  const { pool, webhooks } = options;
+  // A previous run that crashed may have left open payloads: they are complete
+  // as far as their events go (written in the same transaction), so seal them.
+  const { rows: sealed } = await pool.query<{ webhook_id: string }>(
+    `update asset_webhooks.payloads set status = 'pending' where status = 'open' returning webhook_id`);
+  if (sealed.length > 0) await dispatchWebhooks(pool, sealed.map((row) => row.webhook_id));
+
+  const maxSeq = await outboxHighWater(pool);
+  const { rows: [run] } = await pool.query<{ run_id: number }>('insert into asset_webhooks.coalesce_runs default values returning run_id');
+  const runId = run!.run_id;
+  const logger = options.logger.child({ runId });
+  const packers = new Map(webhooks.map((webhook) => [webhook.id, new Packer(webhook.id, { batchSize: webhook.batchSize, maxPayloadBytes: options.maxPayloadBytes })]));
+  const routes: Record<string, number> = {};
+  const payloadIds = new Set<number>();
+  let events = 0;
+  let chunks = 0;
+
+  if (maxSeq !== null) {
+    for (;;) {
+      const claimed = await inTransaction(pool, async (client) => {
+        const rows = await claimChunk(client, maxSeq, chunkSize);
+        if (rows.length === 0) return 0;
+        const consumed = routeChunk(rows, webhooks, packers, routes);
+        const batches = [...packers.values()].flatMap((packer) => packer.drain());
+        await assignPayloadIds(client, batches);
+        await upsertPayloads(client, runId, batches, isoTimestamp(now()));
+        await consumeEvents(client, runId, consumed.map((event) => event.toConsumed()));
+        for (const batch of batches) payloadIds.add(batch.payloadId!);
+        await dispatchWebhooks(client, batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId));
+        return rows.length;
+      });
+      if (claimed === 0) break;
+      events += claimed;
+      chunks += 1;
+      logger.debug({ events: claimed }, 'coalesced a chunk');
+      if (claimed < chunkSize) break;
+    }
+  }
+
+  // Seal the last payload of each webhook.
+  await inTransaction(pool, async (client) => {
+    for (const packer of packers.values()) packer.finish();
+    const batches = [...packers.values()].flatMap((packer) => packer.drain());
+    await upsertPayloads(client, runId, batches, isoTimestamp(now()));
+    await dispatchWebhooks(client, batches.map((batch) => batch.webhookId));
+    await client.query('update asset_webhooks.coalesce_runs set finished_at = clock_timestamp(), events = $2, payloads = $3 where run_id = $1',
+      [runId, events, payloadIds.size]);
+  });
+  if (events > 0) logger.info({ events, payloads: payloadIds.size, chunks }, 'coalescing run done');
+  return { runId, events, payloads: payloadIds.size, chunks, routes };
+}
+
+/** Routes and packs one chunk; returns the events with their routes, resolved once payload ids are known. */
+function routeChunk(
+  rows: readonly ClaimedEvent[],
+  webhooks: readonly RoutedWebhook[],
+  packers: ReadonlyMap<string, Packer>,
+  counts: Record<string, number>,
+): Array<{ toConsumed(): ConsumedEvent }> {
+  return rows.map((row) => {
+    const collapsed = collapsedInto(row);
+    // EDITED reflects the asset at delivery time: its latest atom now.
+    const atomId = row.eventType === 'PURGED' ? null : row.eventType === 'EDITED' ? (row.asset?.latestAtomId ?? row.atomId) : row.atomId;
+    const json = serializeEvent({
+      atomId,
+      eventId: row.eventId,
+      eventTimestamp: isoTimestamp(row.occurredAt),
+      assetId: row.assetId,
+      assetUuid: row.assetUuid ?? '',
+      eventType: row.eventType,
+    });
+    const decided: Array<[string, Batch | string]> = [];
+    for (const webhook of webhooks) {
+      const route = routeEvent(webhook, { eventType: row.eventType, asset: row.asset, collapsedInto: collapsed });
+      counts[route] = (counts[route] ?? 0) + 1;
+      decided.push([webhook.id, route === 'deliver' ? packers.get(webhook.id)!.add(row.eventId, json) : route]);
+    }
+    return {
+      toConsumed: () => ({
+        seq: row.seq,
+        atomId,
+        collapsedInto: collapsed,
+        routes: JSON.stringify(Object.fromEntries(decided.map(([id, target]) => [id, typeof target === 'string' ? target : target.payloadId]))),
+      }),
+    };
+  });
+}

@@ -1,0 +1,110 @@
+import type pg from 'pg';
+import type { DeadLetterReason } from '../interfaces.js';
+
+/** The delivery state of one payload, read under a row lock. */
+export interface PayloadForDelivery {
+  readonly payloadId: number;
+  readonly webhookId: string;
+  readonly status: 'open' | 'pending' | 'delivered' | 'dead_lettered';
+  readonly dispatched: boolean;
+  readonly series: number;
+  readonly attempts: number;
+  readonly seriesStartedAt: Date;
+  readonly body: string;
+}
+
+export async function lockPayload(client: pg.PoolClient, payloadId: number): Promise<PayloadForDelivery | null> {
+  const { rows } = await client.query<{
+    payload_id: number; webhook_id: string; status: PayloadForDelivery['status']; dispatched: boolean;
+    series: number; attempts: number; series_started_at: Date; body: string;
+  }>(
+    `select payload_id, webhook_id, status, dispatched, series, attempts, series_started_at, body
+     from asset_webhooks.payloads where payload_id = $1 for update`,
+    [payloadId],
+  );
+  const row = rows[0];
+  if (!row) return null;
+  return {
+    payloadId: row.payload_id, webhookId: row.webhook_id, status: row.status, dispatched: row.dispatched,
+    series: row.series, attempts: row.attempts, seriesStartedAt: row.series_started_at, body: row.body,
+  };
+}
+
+/** Whether attempt `attemptNo` of the series was started but never got a result (a crash mid-attempt). */
+export async function attemptUnfinished(client: pg.PoolClient, payloadId: number, series: number, attemptNo: number): Promise<boolean> {
+  const { rows } = await client.query(
+    'select 1 from asset_webhooks.attempts where payload_id = $1 and series = $2 and attempt_no = $3 and outcome is null',
+    [payloadId, series, attemptNo],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * Records the start of an attempt before the request is sent, so that a crash
+ * mid-attempt leaves a row without a result rather than no row.
+ */
+export async function startAttempt(client: pg.PoolClient, payload: PayloadForDelivery, attemptNo: number, startedAt: Date): Promise<void> {
+  await client.query(
+    'insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at) values ($1, $2, $3, $4)',
+    [payload.payloadId, payload.series, attemptNo, startedAt],
+  );
+  await client.query(
+    'update asset_webhooks.payloads set attempts = $2, last_attempt_at = $3 where payload_id = $1',
+    [payload.payloadId, attemptNo, startedAt],
+  );
+}
+
+export interface AttemptResult {
+  readonly durationMs: number | null;
+  readonly statusCode: number | null;
+  readonly errorClass: string | null;
+  readonly errorMessage: string | null;
+  readonly responseExcerpt: string | null;
+  readonly outcome: 'delivered' | 'retry' | Exclude<DeadLetterReason, 'too_large'>;
+}
+
+export async function finishAttempt(client: pg.PoolClient, payload: PayloadForDelivery, attemptNo: number, result: AttemptResult): Promise<void> {
+  await client.query(
+    `update asset_webhooks.attempts
+     set duration_ms = $4, status_code = $5, error_class = $6, error_message = $7, response_excerpt = $8, outcome = $9
+     where payload_id = $1 and series = $2 and attempt_no = $3`,
+    [payload.payloadId, payload.series, attemptNo, result.durationMs, result.statusCode, result.errorClass,
+      result.errorMessage, result.responseExcerpt, result.outcome],
+  );
+  await client.query(
+    'update asset_webhooks.payloads set last_status_code = $2, last_error = $3 where payload_id = $1',
+    [payload.payloadId, result.statusCode, result.errorClass === null ? null : `${result.errorClass}: ${result.errorMessage ?? ''}`],
+  );
+}
+
+export async function markDelivered(client: pg.PoolClient, payloadId: number, at: Date): Promise<void> {
+  await client.query(
+    `update asset_webhooks.payloads set status = 'delivered', delivered_at = $2, dispatched = false, next_attempt_at = null
+     where payload_id = $1`,
+    [payloadId, at],
+  );
+}
+
+export async function markDeadLettered(client: pg.PoolClient, payloadId: number, reason: DeadLetterReason, at: Date): Promise<void> {
+  await client.query(
+    `update asset_webhooks.payloads
+     set status = 'dead_lettered', dead_letter_reason = $2, dead_lettered_at = $3, dispatched = false, next_attempt_at = null
+     where payload_id = $1`,
+    [payloadId, reason, at],
+  );
+}
+
+/** Schedules the next attempt as a new job in the same transaction as the attempt's record. */
+export async function scheduleRetry(client: pg.PoolClient, payload: PayloadForDelivery, nextAttempt: number, at: Date): Promise<void> {
+  await client.query('update asset_webhooks.payloads set next_attempt_at = $2 where payload_id = $1', [payload.payloadId, at]);
+  await client.query(
+    `select graphile_worker.add_job('deliver', json_build_object('payloadId', $1::bigint, 'series', $2::int, 'attempt', $3::int),
+       run_at := $4::timestamptz, max_attempts := 25)`,
+    [payload.payloadId, payload.series, nextAttempt, at],
+  );
+}
+
+/** Gives a dispatched payload back to the pump (its webhook is disabled or gone). */
+export async function handBack(client: pg.PoolClient, payloadId: number): Promise<void> {
+  await client.query('update asset_webhooks.payloads set dispatched = false where payload_id = $1', [payloadId]);
+}

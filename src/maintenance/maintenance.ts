@@ -1,0 +1,80 @@
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { dispatchWebhooks } from '../coalesce/persist.js';
+
+export interface MaintenanceOptions {
+  readonly pool: pg.Pool;
+  readonly retentionDays: number;
+  readonly deadLetterAfterSeconds: number;
+  readonly logger: Logger;
+  /** Rows deleted per statement, so no statement holds long locks. Default 5,000. */
+  readonly batchSize?: number;
+}
+
+export interface MaintenanceResult {
+  readonly expired: number;
+  readonly redispatched: number;
+  readonly deleted: Record<string, number>;
+}
+
+/**
+ * The periodic housekeeping of the service (once a minute):
+ *  - payloads that wait undispatched past deadLetterAfterSeconds (a disabled
+ *    webhook, or behind a stuck one) are dead-lettered as `expired`;
+ *  - payloads marked dispatched whose delivery job is gone (it failed for good
+ *    on errors of our own) are handed back to the pump, so none waits forever;
+ *  - consumed events, finished payloads, runs and ticks older than
+ *    retentionDays are removed in small batches.
+ */
+export async function runMaintenance(options: MaintenanceOptions): Promise<MaintenanceResult> {
+  const { pool, logger } = options;
+  const batchSize = options.batchSize ?? 5000;
+
+  const { rows: expired } = await pool.query<{ webhook_id: string }>(
+    `update asset_webhooks.payloads
+     set status = 'dead_lettered', dead_letter_reason = 'expired', dead_lettered_at = now()
+     where status = 'pending' and not dispatched
+       and series_started_at + make_interval(secs => $1) <= now()
+     returning webhook_id`,
+    [options.deadLetterAfterSeconds],
+  );
+  const { rows: orphaned } = await pool.query<{ webhook_id: string }>(
+    `update asset_webhooks.payloads p set dispatched = false
+     where p.status = 'pending' and p.dispatched
+       and p.last_attempt_at is distinct from null
+       and coalesce(p.next_attempt_at, p.last_attempt_at) < now() - interval '10 minutes'
+       and not exists (
+         select 1 from graphile_worker.jobs j
+         where j.task_identifier = 'deliver' and (j.payload ->> 'payloadId')::bigint = p.payload_id
+           and j.attempts < j.max_attempts)
+     returning p.webhook_id`,
+  );
+  await dispatchWebhooks(pool, [...expired, ...orphaned].map((row) => row.webhook_id));
+  if (expired.length > 0) logger.warn({ payloads: expired.length }, 'waiting payloads expired and were dead-lettered');
+  if (orphaned.length > 0) logger.warn({ payloads: orphaned.length }, 'payloads whose delivery job was lost were handed back');
+
+  const deleted: Record<string, number> = {};
+  const cutoff = `now() - make_interval(days => $1)`;
+  const purge = async (name: string, sql: string): Promise<void> => {
+    let total = 0;
+    for (;;) {
+      const { rowCount } = await pool.query(sql, [options.retentionDays, batchSize]);
+      total += rowCount ?? 0;
+      if ((rowCount ?? 0) < batchSize) break;
+    }
+    if (total > 0) deleted[name] = total;
+  };
+  await purge('events', `delete from asset_webhooks.events where event_id in (
+    select event_id from asset_webhooks.events where coalesced_at < ${cutoff} limit $2)`);
+  await purge('payloads', `delete from asset_webhooks.payloads where payload_id in (
+    select payload_id from asset_webhooks.payloads
+    where (status = 'delivered' and delivered_at < ${cutoff})
+       or (status = 'dead_lettered' and dead_lettered_at < ${cutoff})
+    limit $2)`);
+  await purge('coalesce_runs', `delete from asset_webhooks.coalesce_runs where run_id in (
+    select run_id from asset_webhooks.coalesce_runs where started_at < ${cutoff} limit $2)`);
+  await purge('ticks', `delete from asset_webhooks.ticks where slot in (
+    select slot from asset_webhooks.ticks where created_at < ${cutoff} limit $2)`);
+  if (Object.keys(deleted).length > 0) logger.info({ deleted }, 'retention cleanup');
+  return { expired: expired.length, redispatched: orphaned.length, deleted };
+}

@@ -1,0 +1,87 @@
+import type pg from 'pg';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { AttemptResult } from '../delivery/attempt-store.js';
+
+/**
+ * The service's Prometheus metrics. Labels carry webhook ids, checks and
+ * outcome classes only: never a url, a header or a secret.
+ */
+export class ServiceMetrics {
+  readonly registry = new Registry();
+  readonly eventsCoalesced = new Counter({ name: 'asset_webhooks_events_coalesced_total', help: 'Outbox events consumed by coalescing runs.', registers: [this.registry] });
+  readonly eventsRouted = new Counter({
+    name: 'asset_webhooks_event_routes_total',
+    help: 'Event-to-webhook decisions by route: deliver, collapsed, or the check that excluded the event.',
+    labelNames: ['route'], registers: [this.registry],
+  });
+  readonly payloadsCreated = new Counter({ name: 'asset_webhooks_payloads_created_total', help: 'Payloads created by coalescing runs.', registers: [this.registry] });
+  readonly deliveryAttempts = new Counter({
+    name: 'asset_webhooks_delivery_attempts_total',
+    help: 'Delivery attempts by webhook and outcome (delivered, retry, rejected, retries_exhausted, expired).',
+    labelNames: ['webhook', 'outcome'], registers: [this.registry],
+  });
+  readonly deliveryDuration = new Histogram({
+    name: 'asset_webhooks_delivery_duration_seconds',
+    help: 'Duration of delivery requests.',
+    labelNames: ['webhook'],
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+  readonly secretFailures = new Counter({
+    name: 'asset_webhooks_secret_resolution_failures_total',
+    help: 'Delivery attempts that failed because the API key could not be resolved.',
+    labelNames: ['webhook'], registers: [this.registry],
+  });
+
+  constructor(pool: pg.Pool) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'asset_webhooks_process_' });
+    // Gauges read from the database at scrape time, so every process reports the shared truth.
+    new Gauge({
+      name: 'asset_webhooks_outbox_backlog_rows', help: 'Outbox rows not yet coalesced.', registers: [this.registry],
+      async collect() {
+        const { rows } = await pool.query<{ n: number }>('select count(*)::int as n from asset_webhooks.outbox');
+        this.set(rows[0]?.n ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'asset_webhooks_outbox_oldest_age_seconds', help: 'Age of the oldest outbox row not yet coalesced (0 when empty).', registers: [this.registry],
+      async collect() {
+        const { rows } = await pool.query<{ age: number | null }>(
+          'select extract(epoch from now() - min(occurred_at))::float8 as age from asset_webhooks.outbox');
+        this.set(Math.max(0, rows[0]?.age ?? 0));
+      },
+    });
+    new Gauge({
+      name: 'asset_webhooks_payloads_pending', help: 'Payloads waiting for delivery, by webhook.', labelNames: ['webhook'], registers: [this.registry],
+      async collect() {
+        const { rows } = await pool.query<{ webhook_id: string; n: number }>(
+          `select webhook_id, count(*)::int as n from asset_webhooks.payloads where status in ('open', 'pending') group by webhook_id`);
+        this.reset();
+        for (const row of rows) this.set({ webhook: row.webhook_id }, row.n);
+      },
+    });
+    new Gauge({
+      name: 'asset_webhooks_dead_letters', help: 'Dead-lettered payloads, by webhook.', labelNames: ['webhook'], registers: [this.registry],
+      async collect() {
+        const { rows } = await pool.query<{ webhook_id: string; n: number }>(
+          `select webhook_id, count(*)::int as n from asset_webhooks.payloads where status = 'dead_lettered' group by webhook_id`);
+        this.reset();
+        for (const row of rows) this.set({ webhook: row.webhook_id }, row.n);
+      },
+    });
+  }
+
+  /** Records one finished delivery attempt. */
+  recordAttempt(webhookId: string, result: AttemptResult): void {
+    this.deliveryAttempts.inc({ webhook: webhookId, outcome: result.outcome });
+    if (result.durationMs !== null) this.deliveryDuration.observe({ webhook: webhookId }, result.durationMs / 1000);
+    if (result.errorClass === 'secret_unavailable') this.secretFailures.inc({ webhook: webhookId });
+  }
+
+  /** Records one coalescing run. */
+  recordRun(result: { events: number; payloads: number; routes: Record<string, number> }): void {
+    this.eventsCoalesced.inc(result.events);
+    this.payloadsCreated.inc(result.payloads);
+    for (const [route, count] of Object.entries(result.routes)) this.eventsRouted.inc({ route }, count);
+  }
+}
