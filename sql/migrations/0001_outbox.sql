@@ -133,6 +133,11 @@ create table asset_webhooks.redeliveries (
   primary key (payload_id, series)
 );
 
+-- The key of the delivery job of one attempt: lets maintenance find a
+-- payload's job, and makes adding the same attempt twice a no-op.
+create function asset_webhooks.deliver_job_key(p_payload_id bigint, p_series integer, p_attempt integer) returns text
+language sql immutable as $$ select 'deliver:' || p_payload_id || ':' || p_series || ':' || p_attempt $$;
+
 -- The dispatch pump: starts delivery jobs for a webhook's oldest pending
 -- payloads, up to its concurrency minus those already in flight. With
 -- concurrency 1 a payload is therefore not sent before the previous one is
@@ -168,7 +173,8 @@ begin
       'deliver',
       json_build_object('payloadId', r.payload_id, 'series', r.series, 'attempt', r.attempts + 1),
       run_at := greatest(coalesce(r.next_attempt_at, now()), now()),
-      max_attempts := 25);
+      max_attempts := 25,
+      job_key := asset_webhooks.deliver_job_key(r.payload_id, r.series, r.attempts + 1));
     v_started := v_started + 1;
   end loop;
   return v_started;
@@ -217,7 +223,7 @@ select e.event_id,
 from asset_webhooks.events e
 cross join lateral jsonb_each(e.routes) r
 left join asset_webhooks.payloads p
-  on jsonb_typeof(r.value) = 'number' and p.payload_id = (r.value)::bigint;
+  on p.payload_id = case when jsonb_typeof(r.value) = 'number' then (r.value)::bigint end;
 
 create view asset_webhooks.dead_letters as
 select p.payload_id,

@@ -99,7 +99,7 @@ export async function scheduleRetry(client: pg.PoolClient, payload: PayloadForDe
   await client.query('update asset_webhooks.payloads set next_attempt_at = $2 where payload_id = $1', [payload.payloadId, at]);
   await client.query(
     `select graphile_worker.add_job('deliver', json_build_object('payloadId', $1::bigint, 'series', $2::int, 'attempt', $3::int),
-       run_at := $4::timestamptz, max_attempts := 25)`,
+       run_at := $4::timestamptz, max_attempts := 25, job_key := asset_webhooks.deliver_job_key($1, $2, $3))`,
     [payload.payloadId, payload.series, nextAttempt, at],
   );
 }

@@ -45,7 +45,8 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
        and coalesce(p.next_attempt_at, p.last_attempt_at) < now() - interval '10 minutes'
        and not exists (
          select 1 from graphile_worker.jobs j
-         where j.task_identifier = 'deliver' and (j.payload ->> 'payloadId')::bigint = p.payload_id
+         where j.key in (asset_webhooks.deliver_job_key(p.payload_id, p.series, p.attempts),
+                         asset_webhooks.deliver_job_key(p.payload_id, p.series, p.attempts + 1))
            and j.attempts < j.max_attempts)
      returning p.webhook_id`,
   );

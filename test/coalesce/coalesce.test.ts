@@ -1,0 +1,172 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import { useTestDatabase } from '../helpers/test-database.js';
+import { bodyEvents, openWebhook, outcomes, payloads, registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
+
+const db = useTestDatabase();
+
+beforeEach(() => resetData(db.pool));
+
+describe('coalescing', () => {
+  it('collapses the EDITED events of one asset in a run into the latest, with the latest atom', async () => {
+    const crm = openWebhook('crm');
+    await registerWebhooks(db.pool, [crm]);
+    await db.pool.query("insert into assets (asset_id, latest_atom_id) values (1, 10)");
+    for (const title of ['a', 'b', 'c']) await db.pool.query('update assets set title = $1 where asset_id = 1', [title]);
+    await db.pool.query('update assets set latest_atom_id = 11 where asset_id = 1');
+    const { rows: edits } = await db.pool.query<{ event_id: string }>("select event_id from asset_webhooks.outbox where event_type = 'EDITED' order by seq");
+    const lastEdit = edits.at(-1)!.event_id;
+
+    await runCoalesce(db.pool, [crm]);
+
+    const [payload] = await payloads(db.pool);
+    expect(bodyEvents(payload!).map((e) => [e.eventType, e.atomId])).toEqual([['CREATED', 10], ['EDITED', 11], ['REVERSION', 11]]);
+    expect(bodyEvents(payload!)[1]!.eventId).toBe(lastEdit);
+    const collapsed = (await outcomes(db.pool)).filter((o) => o.outcome === 'collapsed');
+    expect(collapsed.map((o) => o.event_id).sort()).toEqual(edits.slice(0, 2).map((e) => e.event_id).sort());
+  });
+
+  it('collapses edits across chunks of one run', async () => {
+    const crm = openWebhook('crm');
+    await registerWebhooks(db.pool, [crm]);
+    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 5) g");
+    await db.pool.query("update assets set title = 'x'");
+    await db.pool.query("update assets set title = 'y' where asset_id = 1");
+    const result = await runCoalesce(db.pool, [crm], { chunkSize: 3 });
+    expect(result.chunks).toBeGreaterThan(2);
+    const events = (await payloads(db.pool)).flatMap(bodyEvents);
+    expect(events.filter((e) => e.eventType === 'EDITED' && e.assetId === 1)).toHaveLength(1);
+    expect(events.filter((e) => e.eventType === 'EDITED')).toHaveLength(5);
+  });
+
+  it('writes events in order of occurrence with the six contract fields and ISO timestamps', async () => {
+    const crm = openWebhook('crm');
+    await registerWebhooks(db.pool, [crm]);
+    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 20) g");
+    await db.pool.query("update assets set state = 'approved' where asset_id % 2 = 0");
+    await runCoalesce(db.pool, [crm]);
+    const [payload] = await payloads(db.pool);
+    const body = JSON.parse(payload!.body) as Record<string, unknown>;
+    expect(Object.keys(body)).toEqual(['count', 'events', 'webhookTimestamp']);
+    expect(body.count).toBe(30);
+    expect(body.webhookTimestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    const events = bodyEvents(payload!);
+    for (const event of events) {
+      expect(Object.keys(event)).toEqual(['atomId', 'eventId', 'eventTimestamp', 'assetId', 'assetUuid', 'eventType']);
+      expect(event.eventTimestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    }
+    const times = events.map((e) => e.eventTimestamp);
+    expect([...times].sort()).toEqual(times);
+    expect(payload!.byte_size).toBe(Buffer.byteLength(payload!.body));
+  });
+
+  it('splits by batchSize, full payloads except the last per webhook per run', async () => {
+    const small = openWebhook('small', { batchSize: 7 });
+    await registerWebhooks(db.pool, [small]);
+    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 30) g");
+    await runCoalesce(db.pool, [small], { chunkSize: 4 });
+    const counts = (await payloads(db.pool)).map((p) => p.event_count);
+    expect(counts).toEqual([7, 7, 7, 7, 2]);
+    const ids = (await payloads(db.pool)).flatMap(bodyEvents).map((e) => e.assetId);
+    expect(ids).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
+  });
+
+  it('splits by maxPayloadBytes, never exceeding the cap', async () => {
+    const crm = openWebhook('crm');
+    await registerWebhooks(db.pool, [crm]);
+    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 40) g");
+    await runCoalesce(db.pool, [crm], { maxPayloadBytes: 1024 });
+    const stored = await payloads(db.pool);
+    expect(stored.length).toBeGreaterThan(5);
+    for (const payload of stored) {
+      expect(payload.byte_size).toBeLessThanOrEqual(1024);
+      expect((JSON.parse(payload.body) as { count: number }).count).toBe(payload.event_count);
+    }
+    // Full except the last: adding the next event would have crossed the cap.
+    expect(stored.slice(0, -1).every((p) => p.byte_size > 1024 - 200)).toBe(true);
+    expect(stored.reduce((n, p) => n + p.event_count, 0)).toBe(40);
+  });
+
+  it('excludes events of an asset purged since as asset_gone, but delivers PURGED', async () => {
+    const crm = openWebhook('crm');
+    await registerWebhooks(db.pool, [crm]);
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    await db.pool.query("update assets set state = 'x'");
+    await db.pool.query('delete from assets');
+    await runCoalesce(db.pool, [crm]);
+    const byType = Object.fromEntries((await outcomes(db.pool)).map((o) => [o.event_type, [o.outcome, o.excluded_by]]));
+    expect(byType).toEqual({ CREATED: ['excluded', 'asset_gone'], EDITED: ['excluded', 'asset_gone'], PURGED: ['pending', null] });
+    const [payload] = await payloads(db.pool);
+    expect(bodyEvents(payload!)).toMatchObject([{ eventType: 'PURGED', atomId: null, assetId: 1 }]);
+  });
+
+  it('sends nothing to a disabled webhook, not even PURGED, and records why', async () => {
+    const off = openWebhook('off', { enabled: false });
+    await registerWebhooks(db.pool, [off]);
+    await db.pool.query("insert into assets (asset_id) values (1); delete from assets");
+    await runCoalesce(db.pool, [off]);
+    expect(await payloads(db.pool)).toEqual([]);
+    expect((await outcomes(db.pool)).map((o) => [o.event_type, o.excluded_by])).toEqual([['CREATED', 'disabled'], ['PURGED', 'disabled']]);
+  });
+
+  it("records the webhook's own check by name and routes PURGED past it", async () => {
+    const picky = openWebhook('picky', { evaluate: () => 'filter:2' });
+    await registerWebhooks(db.pool, [picky]);
+    await db.pool.query("insert into assets (asset_id) values (1), (2); delete from assets where asset_id = 2");
+    await runCoalesce(db.pool, [picky]);
+    expect((await outcomes(db.pool)).map((o) => [o.event_type, o.asset_id, o.outcome, o.excluded_by])).toEqual([
+      ['CREATED', 1, 'excluded', 'filter:2'],
+      ['CREATED', 2, 'excluded', 'asset_gone'],
+      ['PURGED', 2, 'pending', null],
+    ]);
+  });
+
+  it('consumes the outbox: a second run finds nothing', async () => {
+    const crm = openWebhook('crm');
+    await registerWebhooks(db.pool, [crm]);
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    expect((await runCoalesce(db.pool, [crm])).events).toBe(1);
+    expect((await runCoalesce(db.pool, [crm])).events).toBe(0);
+    const { rows } = await db.pool.query('select count(*)::int as n from asset_webhooks.outbox');
+    expect(rows[0]).toEqual({ n: 0 });
+  });
+
+  it('takes the events of a transaction that stayed open across a run in the next run', async () => {
+    const crm = openWebhook('crm');
+    await registerWebhooks(db.pool, [crm]);
+    const late = await db.pool.connect();
+    try {
+      await late.query('begin');
+      await late.query("insert into assets (asset_id) values (1)");
+      await db.pool.query("insert into assets (asset_id) values (2)");
+      expect((await runCoalesce(db.pool, [crm])).events).toBe(1);
+      await late.query('commit');
+    } finally {
+      late.release();
+    }
+    expect((await runCoalesce(db.pool, [crm])).events).toBe(1);
+    const carried = (await payloads(db.pool)).flatMap(bodyEvents).map((e) => e.assetId);
+    expect(carried).toEqual([2, 1]);
+  });
+
+  it('produces each payload once when two runs start at the same moment', async () => {
+    const crm = openWebhook('crm', { batchSize: 10 });
+    await registerWebhooks(db.pool, [crm]);
+    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 500) g");
+    const results = await Promise.all([runCoalesce(db.pool, [crm], { chunkSize: 50 }), runCoalesce(db.pool, [crm], { chunkSize: 50 })]);
+    expect(results.reduce((n, r) => n + r.events, 0)).toBe(500);
+    const events = (await payloads(db.pool)).flatMap(bodyEvents);
+    expect(events).toHaveLength(500);
+    expect(new Set(events.map((e) => e.eventId)).size).toBe(500);
+  });
+
+  it('dispatches the first payload of each enabled webhook (strict order: one in flight)', async () => {
+    const crm = openWebhook('crm', { batchSize: 5 });
+    await registerWebhooks(db.pool, [crm]);
+    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 20) g");
+    await runCoalesce(db.pool, [crm]);
+    const { rows } = await db.pool.query<{ payload_id: number }>(
+      "select split_part(key, ':', 2)::int as payload_id from graphile_worker.jobs where task_identifier = 'deliver'");
+    const [first] = await payloads(db.pool);
+    expect(rows).toEqual([{ payload_id: first!.payload_id }]);
+  });
+});
