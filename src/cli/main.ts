@@ -1,6 +1,10 @@
 import { Command, CommanderError } from 'commander';
 import { UserError } from '../errors.js';
 import { registerMigrate } from './commands/migrate.js';
+import { registerRun } from './commands/run.js';
+import { registerDemo } from './commands/demo.js';
+import { registerCheckConfig } from './commands/check-config.js';
+import { registerExplain } from './commands/explain.js';
 
 /** Builds the command line. Each command lives in its own file under commands/. */
 export function buildProgram(): Command {
@@ -9,6 +13,10 @@ export function buildProgram(): Command {
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
   registerMigrate(program);
+  registerRun(program);
+  registerCheckConfig(program);
+  registerExplain(program);
+  registerDemo(program);
   return program;
 }
 

@@ -1,0 +1,70 @@
+import type pg from 'pg';
+import { pino } from 'pino';
+import { coalesce } from '../coalesce/run.js';
+import type { RoutedWebhook } from '../coalesce/route.js';
+import { measured, ratio, type Measured } from './stats.js';
+
+export interface CoalesceBenchResult {
+  readonly eventsPerSecond: Measured;
+  readonly rawSqlEventsPerSecond: Measured;
+  readonly ratioToRawSql: Measured;
+}
+
+/**
+ * Coalescing throughput: `events` outbox rows (a mix of event types over
+ * existing assets) turned into persisted payloads, against the baseline of
+ * moving the same rows from the outbox into asset_webhooks.events with one
+ * INSERT ... SELECT. Both start from the same freshly generated rows.
+ */
+export async function measureCoalesce(pool: pg.Pool, webhooks: readonly RoutedWebhook[], options: { events: number; assets: number; repeats: number }): Promise<CoalesceBenchResult> {
+  await registerBenchWebhooks(pool, webhooks);
+  const measuredRates: number[] = [];
+  const rawRates: number[] = [];
+  for (let repeat = 0; repeat < options.repeats; repeat += 1) {
+    await fillOutbox(pool, options.events, options.assets);
+    let started = process.hrtime.bigint();
+    await pool.query(
+      `with consumed as (delete from asset_webhooks.outbox returning *)
+       insert into asset_webhooks.events (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, routes)
+       select event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, 0, now(), '{}'::jsonb from consumed`);
+    rawRates.push(options.events / seconds(started));
+    await clearResults(pool);
+
+    await fillOutbox(pool, options.events, options.assets);
+    started = process.hrtime.bigint();
+    const result = await coalesce({ pool, webhooks, maxPayloadBytes: 16 * 1024 * 1024, logger: pino({ level: 'silent' }) });
+    measuredRates.push(result.events / seconds(started));
+    await clearResults(pool);
+  }
+  return { eventsPerSecond: measured(measuredRates), rawSqlEventsPerSecond: measured(rawRates), ratioToRawSql: ratio(measuredRates, rawRates) };
+}
+
+function seconds(started: bigint): number {
+  return Number(process.hrtime.bigint() - started) / 1e9;
+}
+
+/** Registers the webhooks as the service does; no worker runs, so the jobs the pump adds wait (and are cleared). */
+async function registerBenchWebhooks(pool: pg.Pool, webhooks: readonly RoutedWebhook[]): Promise<void> {
+  await pool.query('delete from asset_webhooks.webhooks');
+  await pool.query(
+    `insert into asset_webhooks.webhooks (webhook_id, url, enabled) select id, 'http://127.0.0.1/bench', true from unnest($1::text[]) id`,
+    [webhooks.map((w) => w.id)]);
+}
+
+/** Generates outbox rows the way the triggers would: 60% EDITED, 15% CREATED, 10% REVERSION, 10% DELETED, 5% PURGED. */
+export async function fillOutbox(pool: pg.Pool, events: number, assets: number): Promise<void> {
+  await pool.query(
+    `insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
+     select case when r < 60 then 'EDITED' when r < 75 then 'CREATED' when r < 85 then 'REVERSION' when r < 95 then 'DELETED' else 'PURGED' end,
+            a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
+     from (select g, (g * 37) % 100 as r, 1 + (g * 7919) % $2::int as id from generate_series(1, $1::int) g) s
+     join assets a on a.asset_id = s.id
+     order by s.g`,
+    [events, assets]);
+}
+
+export async function clearResults(pool: pg.Pool): Promise<void> {
+  await pool.query('truncate asset_webhooks.events, asset_webhooks.payloads cascade');
+  await pool.query("delete from graphile_worker._private_jobs");
+  await pool.query('vacuum analyze asset_webhooks.outbox, asset_webhooks.events, asset_webhooks.payloads');
+}

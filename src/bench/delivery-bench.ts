@@ -1,0 +1,92 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type pg from 'pg';
+import { pino } from 'pino';
+import { Agent, request } from 'undici';
+import { serializeBody, serializeEvent } from '../payload/serialize.js';
+import { startService } from '../service/service.js';
+import { startReceiverProcess } from './receiver-process.js';
+import { measured, ratio, type Measured } from './stats.js';
+
+export interface DeliveryBenchResult {
+  readonly payloadsPerSecond: Measured;
+  readonly rawUndiciPayloadsPerSecond: Measured;
+  readonly ratioToRawUndici: Measured;
+  readonly concurrency: number;
+}
+
+/** A payload body of `count` events, as coalescing writes it. */
+export function sampleBody(count: number): string {
+  const events = Array.from({ length: count }, (_, i) => serializeEvent({
+    atomId: 1000 + i, eventId: randomUUID(), eventTimestamp: new Date().toISOString(), assetId: i + 1, assetUuid: randomUUID(), eventType: 'EDITED',
+  }));
+  return serializeBody(events, new Date().toISOString());
+}
+
+/**
+ * Delivery throughput: `payloads` stored payloads of 100 events delivered by
+ * the service (jobs, attempt records, the pump) to a receiver in another
+ * process that answers 200 at once, against a plain undici loop posting the
+ * same bodies at the same concurrency.
+ */
+export async function measureDelivery(databaseUrl: string, pool: pg.Pool, options: { payloads: number; concurrency: number; repeats: number }): Promise<DeliveryBenchResult> {
+  const receiver = await startReceiverProcess(false);
+  const body = sampleBody(100);
+  const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-bench-'));
+  const configPath = path.join(directory, 'config.yaml');
+  writeFileSync(configPath, `assetUpdater:
+  intervalSeconds: 3600
+  network: { allowPrivateAddresses: true }
+  webhooks:
+    - { id: bench, url: "${receiver.url}", enabled: true, concurrency: ${options.concurrency} }
+`);
+  const service = await startService({ databaseUrl, configPath, logger: pino({ level: 'silent' }), concurrency: options.concurrency });
+  const serviceRates: number[] = [];
+  const rawRates: number[] = [];
+  try {
+    for (let repeat = 0; repeat < options.repeats; repeat += 1) {
+      rawRates.push(await rawUndici(receiver.url, body, options.payloads, options.concurrency));
+      await pool.query("delete from asset_webhooks.payloads where webhook_id = 'bench'");
+      await pool.query(
+        `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
+         select 'bench', 'pending', $1, octet_length($1), 100, '{}'::uuid[] from generate_series(1, $2::int)`,
+        [body, options.payloads]);
+      const started = process.hrtime.bigint();
+      await pool.query("select asset_webhooks.dispatch('bench')");
+      for (;;) {
+        const { rows } = await pool.query<{ n: number }>("select count(*)::int as n from asset_webhooks.payloads where webhook_id = 'bench' and status = 'delivered'");
+        if ((rows[0]?.n ?? 0) >= options.payloads) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      serviceRates.push(options.payloads / (Number(process.hrtime.bigint() - started) / 1e9));
+    }
+  } finally {
+    await service.stop();
+    await receiver.stop();
+    rmSync(directory, { recursive: true, force: true });
+  }
+  return {
+    payloadsPerSecond: measured(serviceRates),
+    rawUndiciPayloadsPerSecond: measured(rawRates),
+    ratioToRawUndici: ratio(serviceRates, rawRates),
+    concurrency: options.concurrency,
+  };
+}
+
+async function rawUndici(url: string, body: string, payloads: number, concurrency: number): Promise<number> {
+  const agent = new Agent({ keepAliveTimeout: 60_000 });
+  let next = 0;
+  const started = process.hrtime.bigint();
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < payloads) {
+      next += 1;
+      const response = await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json' }, dispatcher: agent });
+      await response.body.dump();
+    }
+  }));
+  const rate = payloads / (Number(process.hrtime.bigint() - started) / 1e9);
+  await agent.close();
+  return rate;
+}

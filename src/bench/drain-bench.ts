@@ -1,0 +1,121 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type pg from 'pg';
+import { fillOutbox, clearResults } from './coalesce-bench.js';
+import { readLedger, type Ledger } from './ledger.js';
+import { startReceiverProcess } from './receiver-process.js';
+import { startRunProcess } from './run-process.js';
+import { percentile } from './stats.js';
+
+function writeConfig(receiverUrl: string, intervalSeconds: number): { path: string; cleanup: () => void } {
+  const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-bench-'));
+  const file = path.join(directory, 'config.yaml');
+  writeFileSync(file, `assetUpdater:
+  intervalSeconds: ${intervalSeconds}
+  network: { allowPrivateAddresses: true }
+  webhooks:
+    - { id: all, url: "${receiverUrl}/all", enabled: true, resourceTypes: [Resource, Project], concurrency: 8 }
+    - { id: summer, url: "${receiverUrl}/summer", enabled: true, concurrency: 8, filters: [ { filterKind: keywords, condition: ANY, value: [summer] } ] }
+    - { id: created, url: "${receiverUrl}/created", enabled: true, eventTypes: [Created, Purged], concurrency: 8 }
+`);
+  return { path: file, cleanup: () => rmSync(directory, { recursive: true, force: true }) };
+}
+
+async function waitUntilDrained(pool: pg.Pool, timeoutMs: number, sample?: () => void): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    sample?.();
+    const { rows } = await pool.query<{ waiting: number }>(
+      `select (select count(*) from asset_webhooks.outbox)::int
+            + (select count(*) from asset_webhooks.payloads where status in ('open', 'pending'))::int as waiting`);
+    if ((rows[0]?.waiting ?? 1) === 0) return;
+    if (Date.now() > deadline) throw new Error(`not drained within ${timeoutMs / 1000}s`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+export interface MemoryBenchResult {
+  readonly peakRssMb: number;
+  readonly events: number;
+  readonly drainSeconds: number;
+  readonly ledger: Ledger;
+}
+
+/** Peak RSS of the `run` process while it drains a backlog of `events` outbox rows (coalescing and delivery). */
+export async function measureMemory(databaseUrl: string, pool: pg.Pool, options: { events: number; assets: number }): Promise<MemoryBenchResult> {
+  await clearResults(pool);
+  await pool.query('truncate asset_webhooks.outbox');
+  await fillOutbox(pool, options.events, options.assets);
+  const receiver = await startReceiverProcess(false);
+  const config = writeConfig(receiver.url, 1);
+  const started = Date.now();
+  const run = startRunProcess(databaseUrl, config.path);
+  let peak = 0;
+  try {
+    await waitUntilDrained(pool, 30 * 60_000, () => {
+      peak = Math.max(peak, run.peakRssMb());
+    });
+  } finally {
+    peak = Math.max(peak, run.peakRssMb());
+    await run.stop();
+    await receiver.stop();
+    config.cleanup();
+  }
+  return { peakRssMb: peak, events: options.events, drainSeconds: (Date.now() - started) / 1000, ledger: await readLedger(pool) };
+}
+
+export interface LatencyBenchResult {
+  readonly p50OverIntervalMs: number;
+  readonly p99OverIntervalMs: number;
+  readonly events: number;
+  readonly eventsPerSecond: number;
+  readonly ledger: Ledger;
+}
+
+/**
+ * Commit-to-receipt time minus the interval, at a steady rate of CREATED events
+ * (one INSERT of rate/10 assets every 100 ms) with a one-second interval,
+ * measured on the webhook that receives every event (`all`).
+ */
+export async function measureLatency(databaseUrl: string, pool: pg.Pool, options: { eventsPerSecond: number; seconds: number }): Promise<LatencyBenchResult> {
+  await clearResults(pool);
+  await pool.query('truncate asset_webhooks.outbox');
+  const receiver = await startReceiverProcess(true);
+  const config = writeConfig(receiver.url, 1);
+  const run = startRunProcess(databaseUrl, config.path);
+  const committedAt = new Map<number, number>();
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    const perTick = Math.max(1, Math.round(options.eventsPerSecond / 10));
+    const started = Date.now();
+    for (let tick = 0; Date.now() - started < options.seconds * 1000; tick += 1) {
+      const due = started + tick * 100;
+      if (due > Date.now()) await new Promise((resolve) => setTimeout(resolve, due - Date.now()));
+      const { rows } = await pool.query<{ asset_id: number }>(
+        `insert into assets (supertype, title) select 'Resource', 'latency' from generate_series(1, $1::int) returning asset_id`, [perTick]);
+      const now = Date.now();
+      for (const row of rows) committedAt.set(row.asset_id, now);
+    }
+    await waitUntilDrained(pool, 120_000);
+  } finally {
+    await run.stop();
+    await receiver.stop();
+    config.cleanup();
+  }
+  const latencies: number[] = [];
+  for (const request of receiver.received) {
+    if (!request.path.endsWith('/all')) continue;
+    for (const assetId of request.assetIds) {
+      const committed = committedAt.get(assetId);
+      if (committed !== undefined) latencies.push(request.at - committed - 1000);
+    }
+  }
+  return {
+    p50OverIntervalMs: percentile(latencies, 50),
+    p99OverIntervalMs: percentile(latencies, 99),
+    events: committedAt.size,
+    eventsPerSecond: committedAt.size / options.seconds,
+    ledger: await readLedger(pool),
+  };
+}

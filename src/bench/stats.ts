@@ -1,0 +1,26 @@
+/** A figure measured several times: the median, with the spread. */
+export interface Measured {
+  readonly median: number;
+  readonly min: number;
+  readonly max: number;
+  readonly runs: readonly number[];
+}
+
+export function measured(runs: readonly number[]): Measured {
+  const sorted = [...runs].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  const median = sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+  return { median, min: sorted[0]!, max: sorted.at(-1)!, runs };
+}
+
+/** The ratio of two medians, with the spread of the per-run ratios. */
+export function ratio(numerator: readonly number[], denominator: readonly number[]): Measured {
+  const perRun = numerator.map((value, index) => value / denominator[index]!);
+  return { ...measured(perRun), median: measured(numerator).median / measured(denominator).median };
+}
+
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}

@@ -1,0 +1,94 @@
+import type pg from 'pg';
+import { measured, ratio, type Measured } from './stats.js';
+
+export interface WriteCostResult {
+  readonly singleRowTps: { readonly withTriggers: Measured; readonly withoutTriggers: Measured; readonly ratio: Measured };
+  readonly bulkUpdateSeconds: { readonly withTriggers: Measured; readonly withoutTriggers: Measured; readonly ratio: Measured };
+}
+
+/**
+ * What capture costs the asset database, in one database and one run:
+ * single-row UPDATEs per second from several connections, and the time of one
+ * UPDATE of `bulkRows` assets, each with the reference binding's triggers and
+ * without (ALTER TABLE ... DISABLE TRIGGER USER), alternating, `repeats` times.
+ */
+export async function measureWriteCost(pool: pg.Pool, options: { assets: number; bulkRows: number; connections: number; seconds: number; repeats: number }): Promise<WriteCostResult> {
+  await ensureAssets(pool, Math.max(options.assets, options.bulkRows));
+  const tps = { with: [] as number[], without: [] as number[] };
+  const bulk = { with: [] as number[], without: [] as number[] };
+  for (let repeat = 0; repeat < options.repeats; repeat += 1) {
+    // Alternate the order so drift of the machine does not favour one side.
+    const order: Array<'with' | 'without'> = repeat % 2 === 0 ? ['with', 'without'] : ['without', 'with'];
+    for (const mode of order) {
+      await setTriggers(pool, mode === 'with');
+      tps[mode].push(await singleRowTps(pool, options.assets, options.connections, options.seconds));
+      await pool.query('truncate asset_webhooks.outbox');
+      await pool.query('vacuum analyze assets');
+      bulk[mode].push(await bulkUpdateSeconds(pool, options.bulkRows));
+      await pool.query('truncate asset_webhooks.outbox');
+      await pool.query('vacuum analyze assets');
+    }
+  }
+  await setTriggers(pool, true);
+  return {
+    singleRowTps: { withTriggers: measured(tps.with), withoutTriggers: measured(tps.without), ratio: ratio(tps.with, tps.without) },
+    bulkUpdateSeconds: { withTriggers: measured(bulk.with), withoutTriggers: measured(bulk.without), ratio: ratio(bulk.with, bulk.without) },
+  };
+}
+
+export async function ensureAssets(pool: pg.Pool, count: number): Promise<void> {
+  const { rows } = await pool.query<{ n: number }>('select count(*)::int as n from assets');
+  const have = rows[0]?.n ?? 0;
+  if (have >= count) return;
+  await setTriggers(pool, false);
+  await pool.query(
+    `insert into assets (supertype, parent_id, state, schema_id, type_id, domain_id, title, latest_atom_id)
+     select case when g % 10 = 0 then 'Project' else 'Resource' end, null,
+            (array['draft', 'review', 'approved'])[1 + g % 3], g % 5, g % 7, g % 3, 'asset ' || g, g
+     from generate_series($1::int + 1, $2::int) g`,
+    [have, count],
+  );
+  await pool.query(
+    `insert into asset_keywords (asset_id, value)
+     select asset_id, (array['summer', 'winter', 'product', 'campaign'])[1 + asset_id % 4] from assets where asset_id > $1
+     on conflict do nothing`,
+    [have],
+  );
+  await pool.query(
+    `insert into asset_additional_fields (asset_id, name, value)
+     select asset_id, 'campaign', (2020 + asset_id % 8)::text from assets where asset_id > $1
+     on conflict do nothing`,
+    [have],
+  );
+  await setTriggers(pool, true);
+  await pool.query('vacuum analyze assets, asset_keywords, asset_additional_fields');
+}
+
+async function setTriggers(pool: pg.Pool, enabled: boolean): Promise<void> {
+  await pool.query(`alter table assets ${enabled ? 'enable' : 'disable'} trigger user`);
+}
+
+async function singleRowTps(pool: pg.Pool, assets: number, connections: number, seconds: number): Promise<number> {
+  const deadline = Date.now() + seconds * 1000;
+  const counts = await Promise.all(Array.from({ length: connections }, async (_, worker) => {
+    const client = await pool.connect();
+    let done = 0;
+    try {
+      while (Date.now() < deadline) {
+        const id = 1 + ((done * connections + worker) * 7919) % assets;
+        await client.query('update assets set title = $2 where asset_id = $1', [id, `t${done}`]);
+        done += 1;
+      }
+    } finally {
+      client.release();
+    }
+    return done;
+  }));
+  return counts.reduce((a, b) => a + b, 0) / seconds;
+}
+
+async function bulkUpdateSeconds(pool: pg.Pool, rows: number): Promise<number> {
+  const started = process.hrtime.bigint();
+  await pool.query("update assets set state = case when state = 'draft' then 'review' else 'draft' end where asset_id <= $1", [rows]);
+  return Number(process.hrtime.bigint() - started) / 1e9;
+}

@@ -1,0 +1,16 @@
+import type { Command } from 'commander';
+import { configFromEnvOrOption, loadConfigFile } from '../../config/load.js';
+
+export function registerCheckConfig(program: Command): void {
+  program
+    .command('check-config [file]')
+    .description('Validate a configuration document: exit 0 when valid, else exit 1 with one line per problem.')
+    .option('--config <file>', 'configuration document (default: env ASSET_WEBHOOKS_CONFIG)')
+    .action(async (file: string | undefined, options: { config?: string }) => {
+      const path = file ?? configFromEnvOrOption(options.config);
+      const config = await loadConfigFile(path);
+      const webhooks = config.assetUpdater.webhooks;
+      process.stdout.write(`${path}: valid, ${webhooks.length} webhook(s) (${webhooks.filter((w) => w.enabled).length} enabled): ` +
+        `${webhooks.map((w) => w.id).join(', ') || 'none'}; interval ${config.assetUpdater.intervalSeconds}s\n`);
+    });
+}

@@ -1,0 +1,52 @@
+import type { Command } from 'commander';
+import { InvalidArgumentError } from 'commander';
+import { configFromEnvOrOption, loadConfigFile } from '../../config/load.js';
+import { assertReachable, createPool, requireDatabaseUrl } from '../../db/connect.js';
+import { UserError } from '../../errors.js';
+import { explainWebhook } from '../../filters/explain.js';
+import { readAssetState } from '../../filters/read-asset-state.js';
+import { EVENT_TYPES, type EventType } from '../../interfaces.js';
+import { parseIntegerOption } from '../options.js';
+
+function parseEventType(value: string): EventType {
+  const type = EVENT_TYPES.find((candidate) => candidate === value.toUpperCase());
+  if (!type) throw new InvalidArgumentError(`--event-type: expected one of Created, Edited, Deleted, Purged, Reversion, got ${JSON.stringify(value)}`);
+  return type;
+}
+
+export function registerExplain(program: Command): void {
+  program
+    .command('explain')
+    .description("Evaluate a webhook's checks against an asset's current state and say which check passes or excludes it.")
+    .requiredOption('--webhook <id>', 'webhook id')
+    .requiredOption('--asset <assetId>', 'asset id', parseIntegerOption('--asset', 1, Number.MAX_SAFE_INTEGER))
+    .option('--event-type <type>', 'event type to evaluate (default Edited)', parseEventType, 'EDITED' as EventType)
+    .option('--json', 'machine-readable output')
+    .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
+    .option('--config <file>', 'configuration document (default: env ASSET_WEBHOOKS_CONFIG)')
+    .action(async (options: { webhook: string; asset: number; eventType: EventType; json?: boolean; databaseUrl?: string; config?: string }) => {
+      const config = await loadConfigFile(configFromEnvOrOption(options.config));
+      const webhook = config.assetUpdater.webhooks.find((candidate) => candidate.id === options.webhook);
+      if (!webhook) {
+        throw new UserError('unknown_webhook', `--webhook: expected one of ${config.assetUpdater.webhooks.map((w) => w.id).join(', ') || '(no webhooks configured)'}, got ${JSON.stringify(options.webhook)}`);
+      }
+      const databaseUrl = requireDatabaseUrl(options.databaseUrl);
+      const pool = createPool(databaseUrl, { max: 1 });
+      try {
+        await assertReachable(pool, databaseUrl);
+        const asset = await readAssetState(pool, options.asset);
+        if (!asset) throw new UserError('unknown_asset', `--asset: expected an existing asset id, got ${options.asset} (no such asset in asset_webhooks.asset_state)`);
+        const explanation = explainWebhook(webhook, options.eventType, asset);
+        if (options.json) {
+          process.stdout.write(`${JSON.stringify(explanation)}\n`);
+          return;
+        }
+        const out = [`webhook ${webhook.id}, asset ${asset.assetId} (${asset.supertype}), event ${options.eventType}:`];
+        for (const check of explanation.checks) out.push(`  ${check.verdict.padEnd(7)} ${check.check.padEnd(14)} ${check.detail}`);
+        out.push(explanation.delivered ? '=> delivered' : `=> excluded by ${explanation.excludedBy}`);
+        process.stdout.write(`${out.join('\n')}\n`);
+      } finally {
+        await pool.end();
+      }
+    });
+}

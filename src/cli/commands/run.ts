@@ -1,0 +1,37 @@
+import type { Command } from 'commander';
+import { configFromEnvOrOption } from '../../config/load.js';
+import { requireDatabaseUrl } from '../../db/connect.js';
+import { createLogger } from '../../logging/logger.js';
+import { startService } from '../../service/service.js';
+import { parseIntegerOption } from '../options.js';
+
+export function registerRun(program: Command): void {
+  program
+    .command('run')
+    .description('Run the service: coalescing on the configured interval, and delivery. SIGTERM/SIGINT stop gracefully, SIGHUP reloads the configuration.')
+    .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
+    .option('--config <file>', 'configuration document (default: env ASSET_WEBHOOKS_CONFIG)')
+    .option('--http-port <port>', 'serve GET /healthz and GET /metrics on this port', parseIntegerOption('--http-port', 0, 65535))
+    .option('--concurrency <n>', 'jobs this process runs at once (default 10)', parseIntegerOption('--concurrency', 1, 256))
+    .action(async (options: { databaseUrl?: string; config?: string; httpPort?: number; concurrency?: number }) => {
+      const logger = createLogger();
+      const service = await startService({
+        databaseUrl: requireDatabaseUrl(options.databaseUrl),
+        configPath: configFromEnvOrOption(options.config),
+        logger,
+        httpPort: options.httpPort,
+        concurrency: options.concurrency,
+      });
+      const stop = (signal: string): void => {
+        logger.info({ signal }, 'signal received');
+        void service.stop();
+      };
+      process.on('SIGTERM', stop);
+      process.on('SIGINT', stop);
+      process.on('SIGHUP', () => void service.reload());
+      await service.stopped;
+      await service.stop();
+      process.removeListener('SIGTERM', stop);
+      process.removeListener('SIGINT', stop);
+    });
+}

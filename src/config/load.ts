@@ -1,0 +1,93 @@
+import { readFile } from 'node:fs/promises';
+import { parseDocument } from 'yaml';
+import type { z } from 'zod';
+import { describeError } from '../db/connect.js';
+import { UserError } from '../errors.js';
+import { configSchema, type Config } from './schema.js';
+
+/**
+ * Parses and validates a configuration document (YAML or JSON). Throws a
+ * UserError('config_invalid') listing every problem, one line each:
+ * `<path>: <what was expected>, got <what was found>`.
+ */
+export function parseConfigText(text: string, sourceName: string): Config {
+  const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  if (document.errors.length > 0) {
+    throw new UserError('config_invalid', document.errors.map((error) => {
+      const position = error.linePos?.[0];
+      const where = position ? `${sourceName}:${position.line}:${position.col}` : sourceName;
+      return `${where}: expected valid YAML or JSON, got ${error.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`;
+    }));
+  }
+  const data: unknown = document.toJS();
+  if (data === null || data === undefined) {
+    throw new UserError('config_invalid', `${sourceName}: expected a document with the root key "assetUpdater", got an empty document`);
+  }
+  const result = configSchema.safeParse(data, { reportInput: true });
+  if (!result.success) throw new UserError('config_invalid', formatIssues(result.error.issues));
+  return result.data;
+}
+
+/** Reads and validates a configuration file. */
+export async function loadConfigFile(file: string): Promise<Config> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    throw new UserError('config_unreadable', `${file}: expected a readable configuration file, got ${describeError(error)}`, { cause: error });
+  }
+  return parseConfigText(text, file);
+}
+
+/** The configuration file from --config or ASSET_WEBHOOKS_CONFIG. */
+export function configFromEnvOrOption(option: string | undefined): string {
+  const file = option ?? process.env.ASSET_WEBHOOKS_CONFIG;
+  if (!file) {
+    throw new UserError('config_missing', '--config: expected a configuration file (or the environment variable ASSET_WEBHOOKS_CONFIG), got nothing');
+  }
+  return file;
+}
+
+/** One line per problem, rooted at the document (`assetUpdater.webhooks[1].url`). */
+export function formatIssues(issues: readonly z.core.$ZodIssue[]): string[] {
+  return issues.flatMap((issue) => {
+    const path = formatPath(issue.path);
+    if (issue.code === 'unrecognized_keys') {
+      return issue.keys.map((key) => {
+        const keyPath = formatPath([...issue.path, key]);
+        const expected = issue.path.length === 0 ? 'expected the root key "assetUpdater"' : 'expected no such key (check the spelling)';
+        return `${keyPath}: ${expected}, got unknown key ${JSON.stringify(key)}`;
+      });
+    }
+    const expected = issue.code === 'invalid_value'
+      ? `expected one of ${issue.values.map(String).join(', ')}`
+      : issue.message.startsWith('expected') ? issue.message : genericExpectation(issue);
+    return [`${path || '(document)'}: ${expected}, got ${describeInput(issue.input)}`];
+  });
+}
+
+function genericExpectation(issue: z.core.$ZodIssue): string {
+  if (issue.code === 'invalid_type') return `expected ${issue.expected === 'object' ? 'a mapping' : issue.expected}`;
+  return `expected ${issue.message}`;
+}
+
+function formatPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const segment of path) {
+    if (typeof segment === 'number') out += `[${segment}]`;
+    else if (typeof segment === 'string' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(segment)) out += out ? `.${segment}` : segment;
+    else out += `[${JSON.stringify(String(segment))}]`;
+  }
+  return out;
+}
+
+function describeInput(input: unknown): string {
+  if (input === undefined) return 'nothing';
+  if (Array.isArray(input)) return input.length === 0 ? 'an empty list' : `a list ${truncate(JSON.stringify(input))}`;
+  if (input !== null && typeof input === 'object') return 'a mapping';
+  return truncate(JSON.stringify(input));
+}
+
+function truncate(text: string): string {
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}

@@ -1,0 +1,198 @@
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import { EVENT_TYPES, type EventType } from '../interfaces.js';
+
+/**
+ * The configuration document (CONTRACT section 3): this one zod schema is the
+ * single source of truth for its types, defaults and messages. Every object is
+ * strict: an unknown key (a typo such as `eventType`) is an error, never
+ * silently ignored. Messages say what was expected; the loader adds the path
+ * and what was found. No environment is read here.
+ */
+
+const intRange = (min: number, max: number) =>
+  z.number({ error: `expected an integer from ${min} to ${max}` })
+    .int({ error: `expected an integer from ${min} to ${max}` })
+    .min(min, { error: `expected an integer from ${min} to ${max}` })
+    .max(max, { error: `expected an integer from ${min} to ${max}` });
+
+const nonEmptyString = z.string({ error: 'expected a non-empty string' }).min(1, { error: 'expected a non-empty string' });
+
+/** Payload names of the event types by their lower-case configuration names (Created → CREATED). */
+const EVENT_TYPE_BY_NAME = new Map<string, EventType>(EVENT_TYPES.map((type) => [type.toLowerCase(), type]));
+const EVENT_TYPE_NAMES = 'Created, Edited, Deleted, Purged, Reversion';
+
+const eventTypeName = z
+  .string({ error: `expected one of ${EVENT_TYPE_NAMES}` })
+  .refine((value) => EVENT_TYPE_BY_NAME.has(value.toLowerCase()), { error: `expected one of ${EVENT_TYPE_NAMES} (any case)` })
+  .transform((value) => EVENT_TYPE_BY_NAME.get(value.toLowerCase())!);
+
+const httpUrl = z.string({ error: 'expected an http or https URL' }).refine((value) => {
+  try {
+    const url = new URL(value);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+  } catch {
+    return false;
+  }
+}, { error: 'expected an http or https URL' });
+
+/** RFC 9110 token characters. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** Headers the service sets itself; configuration may not override them. */
+const RESERVED_HEADERS = ['content-type', 'x-api-key', 'host', 'content-length'];
+
+const headers = z.record(z.string(), z.string({ error: 'expected a string header value' })).superRefine((value, context) => {
+  for (const [name, headerValue] of Object.entries(value)) {
+    if (!HEADER_NAME.test(name)) {
+      context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header name made of HTTP token characters' });
+    } else if (RESERVED_HEADERS.includes(name.toLowerCase())) {
+      context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header other than Content-Type, X-API-Key, Host or Content-Length (the service sets those)' });
+    }
+    if (/[\r\n\0]/.test(headerValue)) {
+      context.addIssue({ code: 'custom', path: [name], input: headerValue, message: 'expected a header value without CR, LF or NUL' });
+    }
+  }
+});
+
+export const FILTER_KINDS = ['keywords', 'additionalFields', 'state', 'schemaId', 'typeId', 'domainId', 'parentId'] as const;
+export type FilterKind = (typeof FILTER_KINDS)[number];
+export const CONDITIONS = ['AND', 'ANY', 'NONE'] as const;
+export type Condition = (typeof CONDITIONS)[number];
+
+const filterGroup = z
+  .strictObject({
+    filterKind: z.enum(FILTER_KINDS, { error: `expected one of ${FILTER_KINDS.join(', ')}` }),
+    condition: z.enum(CONDITIONS, { error: `expected one of ${CONDITIONS.join(', ')}` }),
+    value: z.array(z.string({ error: 'expected a string' }), { error: 'expected a list of strings' })
+      .min(1, { error: 'expected at least one value' }),
+    /** Only for additionalFields: match only fields of this name. */
+    fieldName: nonEmptyString.optional(),
+  })
+  .superRefine((group, context) => {
+    if (group.fieldName !== undefined && group.filterKind !== 'additionalFields') {
+      context.addIssue({ code: 'custom', path: ['fieldName'], input: group.fieldName, message: `expected no fieldName on a ${group.filterKind} filter (only additionalFields takes one)` });
+    }
+    if (group.filterKind === 'schemaId' || group.filterKind === 'typeId' || group.filterKind === 'domainId' || group.filterKind === 'parentId') {
+      group.value.forEach((value, index) => {
+        const ok = /^\d+$/.test(value) || (group.filterKind === 'parentId' && value === 'null');
+        if (!ok) {
+          context.addIssue({
+            code: 'custom', path: ['value', index], input: value,
+            message: group.filterKind === 'parentId' ? 'expected a string of digits or "null"' : 'expected a string of digits',
+          });
+        }
+      });
+    }
+  });
+
+export const SECRET_PROVIDERS = ['env', 'file', 'gcp', 'aws'] as const;
+
+const secrets = z
+  .strictObject({
+    /** Where `apikey` names are resolved. Default env. */
+    provider: z.enum(SECRET_PROVIDERS, { error: `expected one of ${SECRET_PROVIDERS.join(', ')}` }).default('env'),
+    /** How long a resolved value is reused. Default 300 seconds. */
+    cacheSeconds: intRange(0, 86_400).default(300),
+    /** provider file: the directory holding one file per secret. */
+    directory: nonEmptyString.optional(),
+    /** provider gcp: the project of secret ids; apiEndpoint for a private endpoint. */
+    gcp: z.strictObject({ projectId: nonEmptyString, apiEndpoint: nonEmptyString.optional() }).optional(),
+    /** provider aws: the region; endpoint to override the service URL. */
+    aws: z.strictObject({ region: nonEmptyString, endpoint: httpUrl.optional() }).optional(),
+  })
+  .superRefine((value, context) => {
+    if (value.provider === 'file' && value.directory === undefined) {
+      context.addIssue({ code: 'custom', path: ['directory'], input: undefined, message: 'expected a directory for secrets provider file' });
+    }
+    if (value.provider === 'gcp' && value.gcp === undefined) {
+      context.addIssue({ code: 'custom', path: ['gcp', 'projectId'], input: undefined, message: 'expected a projectId for secrets provider gcp' });
+    }
+    if (value.provider === 'aws' && value.aws === undefined) {
+      context.addIssue({ code: 'custom', path: ['aws', 'region'], input: undefined, message: 'expected a region for secrets provider aws' });
+    }
+  });
+
+const webhook = z.strictObject({
+  /** Unique, [A-Za-z0-9_.-]{1,64}. Default: `webhook-` + the first 12 hex digits of sha256(url). */
+  id: z.string({ error: 'expected an id of 1 to 64 characters A-Z a-z 0-9 _ . -' })
+    .regex(/^[A-Za-z0-9_.-]{1,64}$/, { error: 'expected an id of 1 to 64 characters A-Z a-z 0-9 _ . -' }).optional(),
+  url: httpUrl,
+  enabled: z.boolean({ error: 'expected true or false' }),
+  /** The name of a secret-manager entry (never the secret itself). */
+  apikey: nonEmptyString.optional(),
+  headers: headers.optional(),
+  /** Supertypes to deliver. Default: only Resource. */
+  resourceTypes: z.array(nonEmptyString, { error: 'expected a list of supertypes' }).min(1, { error: 'expected at least one resource type' }).default(['Resource']),
+  /** Event types to deliver. Default: all. */
+  eventTypes: z.array(eventTypeName, { error: `expected a list of ${EVENT_TYPE_NAMES}` }).min(1, { error: 'expected at least one event type' }).optional(),
+  /** Events per payload, 1..100. Default 100. */
+  batchSize: intRange(1, 100).default(100),
+  /** Payloads in flight, 1..64; 1 means strictly in order. Default 1. */
+  concurrency: intRange(1, 64).default(1),
+  /** Filter groups, all of which must pass. Default: none. */
+  filters: z.array(filterGroup, { error: 'expected a list of filter groups' }).default([]),
+});
+
+const settings = z
+  .strictObject({
+    /** How often events are coalesced and sent, 1..3600 seconds. Default 60. */
+    intervalSeconds: intRange(1, 3600).default(60),
+    /** Body size cap, 1024..16777216 bytes. Default 16 MB. */
+    maxPayloadBytes: intRange(1024, 16_777_216).default(16_777_216),
+    /** Per request, 1..300 seconds. Default 30. */
+    requestTimeoutSeconds: intRange(1, 300).default(30),
+    /** How long events, outcomes and payloads are kept, 1..365 days. Default 14. */
+    retentionDays: intRange(1, 365).default(14),
+    retry: z.strictObject({
+      /** One entry per retry. Default 60, 120, 240, 480, 480 (five retries). */
+      delaysSeconds: z.array(intRange(1, 86_400), { error: 'expected a list of delays in seconds' })
+        .max(20, { error: 'expected at most 20 retries' }).default([60, 120, 240, 480, 480]),
+      /** From payload creation. Default 86400 (24 hours). */
+      deadLetterAfterSeconds: intRange(1, 30 * 86_400).default(86_400),
+    }).default({ delaysSeconds: [60, 120, 240, 480, 480], deadLetterAfterSeconds: 86_400 }),
+    network: z.strictObject({
+      /** Loopback and private ranges are refused unless true. Default false. */
+      allowPrivateAddresses: z.boolean({ error: 'expected true or false' }).default(false),
+    }).default({ allowPrivateAddresses: false }),
+    secrets: secrets.default({ provider: 'env', cacheSeconds: 300 }),
+    webhooks: z.array(webhook, { error: 'expected a list of webhooks' }),
+  })
+  .transform((value) => ({
+    ...value,
+    webhooks: value.webhooks.map((entry) => ({ ...entry, id: entry.id ?? defaultWebhookId(entry.url) })),
+  }))
+  .superRefine((value, context) => {
+    const seen = new Map<string, number>();
+    value.webhooks.forEach((entry, index) => {
+      const first = seen.get(entry.id);
+      if (first !== undefined) {
+        context.addIssue({ code: 'custom', path: ['webhooks', index, 'id'], input: entry.id, message: `expected a unique webhook id (webhooks[${first}] has the same)` });
+      } else {
+        seen.set(entry.id, index);
+      }
+    });
+  });
+
+export const configSchema = z.strictObject({ assetUpdater: settings });
+
+export type Config = z.output<typeof configSchema>;
+export type WebhookConfig = Config['assetUpdater']['webhooks'][number];
+export type FilterGroup = WebhookConfig['filters'][number];
+export type SecretsConfig = Config['assetUpdater']['secrets'];
+
+/** `webhook-` + the first 12 hex digits of the SHA-256 of the url (CONTRACT section 3). */
+export function defaultWebhookId(url: string): string {
+  return `webhook-${createHash('sha256').update(url).digest('hex').slice(0, 12)}`;
+}
+
+/** The url without user or password, for logs and the webhooks table. */
+export function redactedUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.username = '';
+    parsed.password = '';
+    return parsed.toString();
+  } catch {
+    return '<invalid url>';
+  }
+}

@@ -1,0 +1,175 @@
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { dispatchWebhooks } from '../coalesce/persist.js';
+import { inTransaction } from '../db/transaction.js';
+import type { SecretResolver } from '../secrets/types.js';
+import {
+  attemptUnfinished, finishAttempt, handBack, lockPayload, markDeadLettered, markDelivered, scheduleRetry, startAttempt,
+  type AttemptResult, type PayloadForDelivery,
+} from './attempt-store.js';
+import type { HttpSender, PostResult } from './http/sender.js';
+import { classifyResponse } from './policy/classify.js';
+import { isExpired, nextState } from './policy/next-state.js';
+
+/** The job payload of the `deliver` task: one attempt of one payload. */
+export interface DeliverJob {
+  readonly payloadId: number;
+  readonly series: number;
+  /** The attempt this job makes, counted from 1 within the series. */
+  readonly attempt: number;
+}
+
+/** What delivery needs of one configured webhook. */
+export interface DeliveryWebhook {
+  readonly id: string;
+  readonly url: string;
+  readonly enabled: boolean;
+  readonly apikey?: string | undefined;
+  readonly headers?: Readonly<Record<string, string>> | undefined;
+}
+
+export interface DeliverySettings {
+  readonly delaysSeconds: readonly number[];
+  readonly deadLetterAfterSeconds: number;
+}
+
+/** Everything a delivery attempt talks to; the service builds it once and on reload. */
+export interface DeliveryContext {
+  readonly pool: pg.Pool;
+  readonly sender: Pick<HttpSender, 'post'>;
+  readonly secrets: SecretResolver;
+  webhook(id: string): DeliveryWebhook | undefined;
+  settings(): DeliverySettings;
+  readonly logger: Logger;
+  now(): Date;
+  /** Told of every finished attempt (metrics). */
+  onAttempt?(webhookId: string, result: AttemptResult): void;
+}
+
+export type DeliverOutcome =
+  | { kind: 'stale' }
+  | { kind: 'handed_back' }
+  | { kind: 'attempted'; result: AttemptResult };
+
+/**
+ * One delivery attempt of one payload, in three steps so that no step holds a
+ * row lock across the network:
+ *   1. in a transaction: check the job is still current, record the start of
+ *      the attempt (or hand the payload back when its webhook is disabled, or
+ *      dead-letter it when it expired);
+ *   2. resolve the API key and POST the stored body;
+ *   3. in a transaction: record the result and apply the payload's next state
+ *      (delivered, a retry job at the policy's time, or dead-lettered), then
+ *      let the pump start the webhook's next payload.
+ * An HTTP outcome never throws: graphile-worker's own retries are left for
+ * failures of our own (the database), and a job re-run after a crash finds its
+ * attempt unfinished and counts it as a failed attempt.
+ */
+export async function deliverPayload(job: DeliverJob, context: DeliveryContext): Promise<DeliverOutcome> {
+  const logger = context.logger.child({ payloadId: job.payloadId, attempt: job.attempt });
+
+  const start = await inTransaction(context.pool, async (client) => {
+    const payload = await lockPayload(client, job.payloadId);
+    if (!payload || payload.status !== 'pending' || !payload.dispatched || payload.series !== job.series) {
+      return { kind: 'stale' } as const;
+    }
+    if (payload.attempts === job.attempt && (await attemptUnfinished(client, payload.payloadId, payload.series, job.attempt))) {
+      const result: Omit<AttemptResult, 'outcome'> = {
+        durationMs: null, statusCode: null, errorClass: 'interrupted', errorMessage: 'the worker stopped before the attempt was recorded', responseExcerpt: null,
+      };
+      return { kind: 'attempted', result: await settle(client, context, payload, job.attempt, result, 'retryable') } as const;
+    }
+    if (payload.attempts !== job.attempt - 1) return { kind: 'stale' } as const;
+    const webhook = context.webhook(payload.webhookId);
+    if (!webhook || !webhook.enabled) {
+      await handBack(client, payload.payloadId);
+      return { kind: 'handed_back' } as const;
+    }
+    const now = context.now();
+    if (isExpired(payload.seriesStartedAt, now, context.settings().deadLetterAfterSeconds)) {
+      await markDeadLettered(client, payload.payloadId, 'expired', now);
+      await dispatchWebhooks(client, [payload.webhookId]);
+      logger.warn({ webhookId: payload.webhookId, reason: 'expired' }, 'payload dead-lettered');
+      return { kind: 'handed_back' } as const;
+    }
+    await startAttempt(client, payload, job.attempt, now);
+    return { kind: 'send', payload, webhook } as const;
+  });
+  if (start.kind !== 'send') return start;
+
+  const { payload, webhook } = start;
+  const post = await send(context, webhook, payload.body);
+  if (post.kind === 'response' && (post.statusCode === 401 || post.statusCode === 403) && webhook.apikey) {
+    // The key may have been rotated: read it again on the next attempt.
+    context.secrets.invalidate(webhook.apikey);
+  }
+  const result = await inTransaction(context.pool, async (client) => {
+    const current = await lockPayload(client, payload.payloadId);
+    // An operator may have acted meanwhile; then this attempt's result is only recorded.
+    const base = describe(post);
+    if (!current || current.series !== payload.series || current.attempts !== job.attempt || current.status !== 'pending') {
+      const recorded: AttemptResult = { ...base, outcome: 'retry' };
+      await finishAttempt(client, payload, job.attempt, recorded);
+      return recorded;
+    }
+    return settle(client, context, current, job.attempt, base, classifyResponse(post));
+  });
+  const log = { webhookId: webhook.id, statusCode: result.statusCode, errorClass: result.errorClass, outcome: result.outcome, durationMs: result.durationMs };
+  if (result.outcome === 'delivered') logger.info(log, 'payload delivered');
+  else logger.warn(log, result.outcome === 'retry' ? 'delivery attempt failed; will retry' : 'payload dead-lettered');
+  context.onAttempt?.(webhook.id, result);
+  return { kind: 'attempted', result };
+}
+
+/** Records the attempt's result and applies the payload's next state. */
+async function settle(
+  client: pg.PoolClient,
+  context: DeliveryContext,
+  payload: PayloadForDelivery,
+  attemptNo: number,
+  result: Omit<AttemptResult, 'outcome'>,
+  classification: ReturnType<typeof classifyResponse>,
+): Promise<AttemptResult> {
+  const now = context.now();
+  const settings = context.settings();
+  const next = nextState({
+    classification,
+    attemptsMade: attemptNo,
+    createdAt: payload.seriesStartedAt,
+    now,
+    delaysSeconds: settings.delaysSeconds,
+    deadLetterAfterSeconds: settings.deadLetterAfterSeconds,
+  });
+  const outcome: AttemptResult['outcome'] = next.kind === 'delivered' ? 'delivered' : next.kind === 'retry' ? 'retry' : next.reason;
+  const recorded: AttemptResult = { ...result, outcome };
+  await finishAttempt(client, payload, attemptNo, recorded);
+  if (next.kind === 'delivered') {
+    await markDelivered(client, payload.payloadId, now);
+    await dispatchWebhooks(client, [payload.webhookId]);
+  } else if (next.kind === 'retry') {
+    await scheduleRetry(client, payload, attemptNo + 1, next.at);
+  } else {
+    await markDeadLettered(client, payload.payloadId, next.reason, now);
+    await dispatchWebhooks(client, [payload.webhookId]);
+  }
+  return recorded;
+}
+
+/** Resolves the API key and posts; a key that cannot be resolved is a retryable failure of this attempt. */
+async function send(context: DeliveryContext, webhook: DeliveryWebhook, body: string): Promise<PostResult> {
+  const headers: Record<string, string> = { ...webhook.headers };
+  if (webhook.apikey) {
+    try {
+      headers['X-API-Key'] = await context.secrets.resolve(webhook.apikey);
+    } catch (error) {
+      return { kind: 'error', errorClass: 'secret_unavailable', message: error instanceof Error ? error.message : String(error), durationMs: 0 };
+    }
+  }
+  return context.sender.post({ url: webhook.url, body, headers });
+}
+
+function describe(post: PostResult): Omit<AttemptResult, 'outcome'> {
+  return post.kind === 'response'
+    ? { durationMs: Math.round(post.durationMs), statusCode: post.statusCode, errorClass: null, errorMessage: null, responseExcerpt: post.responseExcerpt }
+    : { durationMs: Math.round(post.durationMs), statusCode: null, errorClass: post.errorClass, errorMessage: post.message, responseExcerpt: null };
+}

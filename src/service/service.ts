@@ -1,0 +1,191 @@
+import type { Server } from 'node:http';
+import { Logger as WorkerLogger, run, type Runner, type TaskList } from 'graphile-worker';
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { loadConfigFile } from '../config/load.js';
+import { coalesce } from '../coalesce/run.js';
+import { crontabFor, needsTicker, tick } from '../coalesce/schedule.js';
+import { assertReachable, createPool, describeError } from '../db/connect.js';
+import { deliverPayload, type DeliverJob } from '../delivery/deliver.js';
+import { UserError } from '../errors.js';
+import { runMaintenance } from '../maintenance/maintenance.js';
+import { assertSchemaCurrent } from '../migrate/migrate.js';
+import { startHttpServer } from './http-server.js';
+import { ServiceMetrics } from './metrics.js';
+import { deliveryContext, ServiceState, syncWebhooks } from './service-state.js';
+
+export interface ServiceOptions {
+  readonly databaseUrl: string;
+  readonly configPath: string;
+  readonly logger: Logger;
+  /** Serve /healthz and /metrics on this port. */
+  readonly httpPort?: number | undefined;
+  /** Jobs (deliveries, coalescing runs) this process runs at once. Default 10. */
+  readonly concurrency?: number | undefined;
+}
+
+export interface RunningService {
+  /** Stop taking work, let in-flight jobs finish, release everything. */
+  stop(): Promise<void>;
+  /** Reload the configuration; an invalid document keeps the old one. Returns whether it was applied. */
+  reload(): Promise<boolean>;
+  /** Resolves when the worker stops (after stop(), or on a fatal error). */
+  readonly stopped: Promise<void>;
+  readonly httpServer: Server | undefined;
+}
+
+/**
+ * The `run` command: a graphile-worker runner with the coalesce, deliver and
+ * maintenance tasks. Several processes may share one database: coalescing is
+ * scheduled once per interval (cron or tick(), both exactly-once in SQL) and
+ * serialised by a queue and an advisory lock; deliveries are jobs.
+ */
+export async function startService(options: ServiceOptions): Promise<RunningService> {
+  const { logger } = options;
+  const config = await loadConfigFile(options.configPath);
+  const pool = createPool(options.databaseUrl, { max: (options.concurrency ?? 10) + 4, applicationName: 'asset-webhooks run' });
+  try {
+    await assertReachable(pool, options.databaseUrl);
+    await assertSchemaCurrent(pool);
+    await assertBinding(pool);
+  } catch (error) {
+    await pool.end();
+    throw error;
+  }
+
+  let state = new ServiceState(config);
+  await syncWebhooks(pool, state.config);
+  const metrics = new ServiceMetrics(pool);
+  const context = deliveryContext(pool, () => state, logger, metrics);
+  const intervalSeconds = config.assetUpdater.intervalSeconds;
+
+  const taskList: TaskList = {
+    coalesce: async () => {
+      const result = await coalesce({ pool, webhooks: state.routed, maxPayloadBytes: state.settings.maxPayloadBytes, logger });
+      metrics.recordRun(result);
+    },
+    deliver: async (payload) => {
+      await deliverPayload(parseDeliverJob(payload), context);
+    },
+    maintenance: async () => {
+      await runMaintenance({
+        pool,
+        retentionDays: state.settings.retentionDays,
+        deadLetterAfterSeconds: state.settings.retry.deadLetterAfterSeconds,
+        logger,
+      });
+    },
+  };
+
+  const runner: Runner = await run({
+    connectionString: options.databaseUrl,
+    concurrency: options.concurrency ?? 10,
+    maxPoolSize: (options.concurrency ?? 10) + 2,
+    noHandleSignals: true,
+    pollInterval: 1000,
+    taskList,
+    crontab: crontabFor(intervalSeconds),
+    logger: workerLogger(logger),
+  });
+  let workerRunning = true;
+  const stopped = runner.promise.then(
+    () => {
+      workerRunning = false;
+    },
+    (error: unknown) => {
+      workerRunning = false;
+      logger.error({ err: describeError(error) }, 'worker stopped with an error');
+    },
+  );
+
+  let ticker: NodeJS.Timeout | undefined;
+  if (needsTicker(intervalSeconds)) {
+    // Check often; the slot insert decides, so checking more often never runs more.
+    const every = Math.min(1000, Math.max(100, (intervalSeconds * 1000) / 4));
+    let ticking = false;
+    ticker = setInterval(() => {
+      if (ticking) return;
+      ticking = true;
+      tick(pool, intervalSeconds)
+        .catch((error: unknown) => logger.warn({ err: describeError(error) }, 'could not schedule a coalescing run'))
+        .finally(() => {
+          ticking = false;
+        });
+    }, every);
+  }
+
+  const httpServer = options.httpPort === undefined
+    ? undefined
+    : await startHttpServer(options.httpPort, { pool, workerRunning: () => workerRunning }, metrics);
+
+  logger.info({
+    webhooks: state.routed.length,
+    enabled: state.routed.filter((webhook) => webhook.enabled).length,
+    intervalSeconds,
+    httpPort: options.httpPort,
+  }, 'asset-webhooks running');
+
+  let stopping: Promise<void> | undefined;
+  return {
+    stopped,
+    httpServer,
+    stop() {
+      stopping ??= (async () => {
+        if (ticker) clearInterval(ticker);
+        logger.info('stopping: finishing in-flight jobs');
+        await runner.stop();
+        await stopped;
+        await new Promise<void>((resolve) => (httpServer ? httpServer.close(() => resolve()) : resolve()));
+        await state.close();
+        await pool.end();
+        logger.info('stopped');
+      })();
+      return stopping;
+    },
+    async reload() {
+      let next: ServiceState;
+      try {
+        next = new ServiceState(await loadConfigFile(options.configPath));
+      } catch (error) {
+        const problems = error instanceof UserError ? error.problems : [describeError(error)];
+        for (const problem of problems) logger.error({ problem }, 'configuration not reloaded');
+        logger.error('invalid configuration: keeping the one in use');
+        return false;
+      }
+      if (next.settings.intervalSeconds !== intervalSeconds) {
+        logger.warn({ intervalSeconds: next.settings.intervalSeconds }, 'intervalSeconds changes take effect after a restart');
+      }
+      const previous = state;
+      state = next;
+      await syncWebhooks(pool, next.config);
+      void previous.close().catch(() => {});
+      logger.info({ webhooks: next.routed.length }, 'configuration reloaded');
+      return true;
+    },
+  };
+}
+
+async function assertBinding(pool: pg.Pool): Promise<void> {
+  const { rows } = await pool.query<{ view: string | null }>("select to_regclass('asset_webhooks.asset_state')::text as view");
+  if (!rows[0]?.view) {
+    throw new UserError('binding_missing',
+      'view asset_webhooks.asset_state: expected a binding to be installed, got none (run `asset-webhooks migrate --binding reference|FILE`)');
+  }
+}
+
+function parseDeliverJob(payload: unknown): DeliverJob {
+  const job = payload as Partial<DeliverJob> | null;
+  if (!job || !Number.isInteger(job.payloadId) || !Number.isInteger(job.series) || !Number.isInteger(job.attempt)) {
+    throw new Error(`deliver job: expected {payloadId, series, attempt} integers, got ${JSON.stringify(payload)}`);
+  }
+  return job as DeliverJob;
+}
+
+/** graphile-worker's log lines through pino. */
+function workerLogger(logger: Logger): WorkerLogger {
+  const child = logger.child({ component: 'graphile-worker' });
+  return new WorkerLogger(() => (level, message, meta) => {
+    const method = level === 'error' ? 'error' : level === 'warning' ? 'warn' : level === 'info' ? 'debug' : 'trace';
+    child[method]({ ...meta }, message);
+  });
+}

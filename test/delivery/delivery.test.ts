@@ -1,0 +1,193 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { resetData } from '../helpers/seed.js';
+import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
+import { startTestService, type TestService } from '../helpers/service.js';
+import { useTestDatabase } from '../helpers/test-database.js';
+
+const db = useTestDatabase();
+let receivers: TestReceiver[] = [];
+let running: TestService | undefined;
+
+beforeEach(async () => {
+  await resetData(db.pool);
+});
+afterEach(async () => {
+  await running?.stop();
+  running = undefined;
+  await Promise.all(receivers.map((r) => r.close()));
+  receivers = [];
+});
+
+async function receiver(): Promise<TestReceiver> {
+  const started = await startTestReceiver();
+  receivers.push(started);
+  return started;
+}
+
+function config(webhooks: string, extra = ''): string {
+  return `assetUpdater:
+  intervalSeconds: 1
+  requestTimeoutSeconds: 2
+  network: { allowPrivateAddresses: true }
+${extra}
+  webhooks:
+${webhooks}`;
+}
+
+interface PayloadRow { payload_id: number; status: string; attempts: number; dead_letter_reason: string | null; body: string }
+
+async function payloadRows(): Promise<PayloadRow[]> {
+  const { rows } = await db.pool.query<PayloadRow>('select payload_id, status, attempts, dead_letter_reason, body from asset_webhooks.payloads order by payload_id');
+  return rows;
+}
+
+async function attemptTimes(payloadId: number): Promise<number[]> {
+  const { rows } = await db.pool.query<{ started_at: Date }>('select started_at from asset_webhooks.attempts where payload_id = $1 order by attempt_no', [payloadId]);
+  return rows.map((row) => row.started_at.getTime());
+}
+
+async function settled(count: number): Promise<PayloadRow[]> {
+  return eventually(async () => {
+    const rows = await payloadRows();
+    return rows.length >= count && rows.every((row) => row.status === 'delivered' || row.status === 'dead_lettered') ? rows : undefined;
+  }, 30_000, `${count} payloads delivered or dead-lettered`);
+}
+
+describe('delivery through the running service', () => {
+  it('POSTs the stored body with Content-Type, the API key and the configured headers', async () => {
+    const crm = await receiver();
+    process.env.ASSET_WEBHOOKS_SECRET_CRM_KEY = 'the-secret-value';
+    running = await startTestService(db.url, config(`    - id: crm
+      url: ${crm.url}
+      enabled: true
+      apikey: crm-key
+      headers: { X-Tenant: acme }`));
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    const [payload] = await settled(1);
+    expect(payload!.status).toBe('delivered');
+    const [request] = crm.requests;
+    expect(request!.method).toBe('POST');
+    expect(request!.path).toBe('/hook');
+    expect(request!.headers['content-type']).toBe('application/json');
+    expect(request!.headers['x-api-key']).toBe('the-secret-value');
+    expect(request!.headers['x-tenant']).toBe('acme');
+    expect(request!.body).toBe(payload!.body);
+    const { rows } = await db.pool.query('select status_code, outcome from asset_webhooks.attempts');
+    expect(rows).toEqual([{ status_code: 200, outcome: 'delivered' }]);
+    const { rows: secretLeaks } = await db.pool.query(
+      "select count(*)::int as n from asset_webhooks.attempts a where coalesce(a.error_message, '') || coalesce(a.response_excerpt, '') like '%the-secret-value%'");
+    expect(secretLeaks).toEqual([{ n: 0 }]);
+  });
+
+  it('sends no X-API-Key when no apikey is configured', async () => {
+    const open = await receiver();
+    running = await startTestService(db.url, config(`    - { id: open, url: "${open.url}", enabled: true }`));
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    await settled(1);
+    expect(open.requests[0]!.headers['x-api-key']).toBeUndefined();
+  });
+
+  it('dead-letters a 4xx at once as rejected, without retrying', async () => {
+    const picky = await receiver();
+    picky.respond = () => 422;
+    running = await startTestService(db.url, config(`    - { id: picky, url: "${picky.url}", enabled: true }`));
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    const [payload] = await settled(1);
+    expect(payload).toMatchObject({ status: 'dead_lettered', dead_letter_reason: 'rejected', attempts: 1 });
+    const { rows } = await db.pool.query('select reason, attempts, last_status_code, event_count from asset_webhooks.dead_letters');
+    expect(rows).toEqual([{ reason: 'rejected', attempts: 1, last_status_code: 422, event_count: 1 }]);
+  });
+
+  it('retries on the configured schedule with the same body, then dead-letters as retries_exhausted', async () => {
+    const down = await receiver();
+    down.respond = () => 503;
+    running = await startTestService(db.url, config(`    - { id: down, url: "${down.url}", enabled: true }`, '  retry: { delaysSeconds: [1, 2] }'));
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    const [payload] = await settled(1);
+    expect(payload).toMatchObject({ status: 'dead_lettered', dead_letter_reason: 'retries_exhausted', attempts: 3 });
+    expect(new Set(down.requests.map((r) => r.body))).toEqual(new Set([payload!.body]));
+    const times = await attemptTimes(payload!.payload_id);
+    expect(times).toHaveLength(3);
+    // Never earlier than the schedule says (later is allowed: the worker polls).
+    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(1000);
+    expect(times[2]! - times[1]!).toBeGreaterThanOrEqual(2000);
+  });
+
+  it('expires a payload still undelivered deadLetterAfterSeconds after creation', async () => {
+    const down = await receiver();
+    down.respond = () => 500;
+    running = await startTestService(db.url, config(`    - { id: down, url: "${down.url}", enabled: true }`,
+      '  retry: { delaysSeconds: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1], deadLetterAfterSeconds: 3 }'));
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    const [payload] = await settled(1);
+    expect(payload).toMatchObject({ status: 'dead_lettered', dead_letter_reason: 'expired' });
+    expect(payload!.attempts).toBeLessThan(10);
+  });
+
+  it('sends a payload only after the previous one of the webhook is delivered (concurrency 1)', async () => {
+    const crm = await receiver();
+    crm.respond = (_request, index) => (index < 2 ? 503 : 200);
+    running = await startTestService(db.url, config(`    - { id: crm, url: "${crm.url}", enabled: true, batchSize: 1 }`, '  retry: { delaysSeconds: [1, 1, 1] }'));
+    await db.pool.query("insert into assets (asset_id) values (1), (2), (3)");
+    await settled(3);
+    const assetIds = crm.requests.map((r) => (JSON.parse(r.body) as { events: Array<{ assetId: number }> }).events[0]!.assetId);
+    expect(assetIds).toEqual([1, 1, 1, 2, 3]);
+  });
+
+  it('does not let a hanging receiver delay another webhook', async () => {
+    const hanging = await receiver();
+    hanging.respond = () => 'hang';
+    const fast = await receiver();
+    running = await startTestService(db.url, config(`    - { id: hanging, url: "${hanging.url}", enabled: true }
+    - { id: fast, url: "${fast.url}", enabled: true }`, '  retry: { delaysSeconds: [60] }'));
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    await hanging.waitFor(1);
+    await fast.waitFor(1);
+    // The fast receiver got its payload while the hanging one still held its request.
+    expect(fast.requests[0]!.at - hanging.requests[0]!.at).toBeLessThan(2000);
+    await eventually(async () => {
+      const { rows } = await db.pool.query<{ error_class: string }>("select error_class from asset_webhooks.attempts a join asset_webhooks.payloads p using (payload_id) where p.webhook_id = 'hanging' and a.outcome is not null");
+      return rows[0]?.error_class === 'timeout' ? true : undefined;
+    }, 10_000, 'the hanging attempt to time out');
+  });
+
+  it('keeps payloads of a disabled webhook waiting and sends them once it is enabled again', async () => {
+    const crm = await receiver();
+    const retry = '  retry: { delaysSeconds: [1, 1, 1, 1, 1] }';
+    const enabled = config(`    - { id: crm, url: "${crm.url}", enabled: true }`, retry);
+    running = await startTestService(db.url, enabled);
+    crm.respond = () => 503;
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    await crm.waitFor(1);
+    running.writeConfig(config(`    - { id: crm, url: "${crm.url}", enabled: false }`, retry));
+    expect(await running.service.reload()).toBe(true);
+    await db.pool.query("insert into assets (asset_id) values (2)");
+    // The retry comes due while the webhook is disabled: the payload is handed back, not sent.
+    await eventually(async () => {
+      const { rows } = await db.pool.query<{ dispatched: boolean }>('select dispatched from asset_webhooks.payloads');
+      return rows[0]?.dispatched === false ? true : undefined;
+    }, 10_000, 'the payload to be handed back');
+    expect(crm.requests).toHaveLength(1);
+    crm.respond = () => 200;
+    running.writeConfig(enabled);
+    expect(await running.service.reload()).toBe(true);
+    const rows = await settled(1);
+    expect(rows.map((row) => row.status)).toEqual(['delivered']);
+    // The event that occurred while disabled was not delivered later.
+    const { rows: outcomes } = await db.pool.query("select asset_id, outcome, excluded_by from asset_webhooks.event_outcomes order by asset_id");
+    expect(outcomes).toEqual([
+      { asset_id: 1, outcome: 'delivered', excluded_by: null },
+      { asset_id: 2, outcome: 'excluded', excluded_by: 'disabled' },
+    ]);
+  });
+
+  it('keeps running on the old configuration when a reload finds it invalid', async () => {
+    const crm = await receiver();
+    running = await startTestService(db.url, config(`    - { id: crm, url: "${crm.url}", enabled: true }`));
+    running.writeConfig('assetUpdater:\n  webhooks:\n    - { id: crm, url: "not a url", enabled: maybe }\n');
+    expect(await running.service.reload()).toBe(false);
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    await settled(1);
+    expect(crm.requests).toHaveLength(1);
+  });
+});

@@ -1,0 +1,160 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { freePort } from '../../src/embedded/embedded-postgres.js';
+import { runCli, startCli, type CliProcess } from '../helpers/cli.js';
+import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
+import { resetData } from '../helpers/seed.js';
+import { useTestDatabase } from '../helpers/test-database.js';
+
+const db = useTestDatabase();
+let processes: CliProcess[] = [];
+let receivers: TestReceiver[] = [];
+
+beforeEach(() => resetData(db.pool));
+afterEach(async () => {
+  for (const p of processes) p.child.kill('SIGKILL');
+  await Promise.all(processes.map((p) => p.exited));
+  processes = [];
+  await Promise.all(receivers.map((r) => r.close()));
+  receivers = [];
+});
+
+function writeConfig(yaml: string): string {
+  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'aw-e2e-')), 'config.yaml');
+  writeFileSync(file, yaml);
+  return file;
+}
+
+function serviceConfig(url: string, extra = ''): string {
+  return `assetUpdater:
+  intervalSeconds: 1
+  requestTimeoutSeconds: 5
+  network: { allowPrivateAddresses: true }
+  retry: { delaysSeconds: [1, 1, 1] }
+  webhooks:
+    - id: crm
+      url: ${url}
+      enabled: true
+      resourceTypes: [Resource, Project]
+${extra}`;
+}
+
+function run(configFile: string, extraArgs: string[] = []): CliProcess {
+  const started = startCli(['run', '--database-url', db.url, '--config', configFile, ...extraArgs], { LOG_LEVEL: 'info' });
+  processes.push(started);
+  return started;
+}
+
+interface Delivered { eventType: string; assetId: number; atomId: number | null; eventId: string }
+
+function delivered(receiver: TestReceiver): Delivered[] {
+  return receiver.requests.flatMap((r) => (JSON.parse(r.body) as { events: Delivered[] }).events);
+}
+
+describe('the service as operators run it', () => {
+  it('delivers create, edit, version, trash, restore and purge through the reference schema', async () => {
+    const receiver = await startTestReceiver();
+    receivers.push(receiver);
+    run(writeConfig(serviceConfig(receiver.url)));
+    await db.pool.query("insert into assets (asset_id, latest_atom_id) values (1, 100)");
+    await eventually(async () => (delivered(receiver).length >= 1 ? true : undefined), 20_000, 'CREATED');
+    await db.pool.query("update assets set title = 'a' where asset_id = 1");
+    await db.pool.query("update assets set title = 'b' where asset_id = 1");
+    await db.pool.query("insert into asset_atoms (asset_id) values (1); update assets set latest_atom_id = 101 where asset_id = 1");
+    await db.pool.query("update assets set trashed_at = now() where asset_id = 1");
+    await db.pool.query("update assets set trashed_at = null where asset_id = 1");
+    await eventually(async () => (delivered(receiver).some((e) => e.eventType === 'DELETED') ? true : undefined), 20_000, 'DELETED');
+    await db.pool.query("delete from assets where asset_id = 1");
+    await eventually(async () => (delivered(receiver).some((e) => e.eventType === 'PURGED') ? true : undefined), 20_000, 'PURGED');
+    const types = delivered(receiver).map((e) => e.eventType);
+    expect(types[0]).toBe('CREATED');
+    expect(types.at(-1)).toBe('PURGED');
+    expect(types).toContain('REVERSION');
+    expect(delivered(receiver).find((e) => e.eventType === 'PURGED')!.atomId).toBeNull();
+    expect(new Set(delivered(receiver).map((e) => e.eventId)).size).toBe(delivered(receiver).length);
+  });
+
+  it('exits 0 on SIGTERM during a slow delivery, with the payload delivered, not lost', async () => {
+    const slow = await startTestReceiver();
+    receivers.push(slow);
+    slow.respond = () => new Promise<number>((resolve) => setTimeout(() => resolve(200), 1500));
+    const proc = run(writeConfig(serviceConfig(slow.url)));
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    await slow.waitFor(1);
+    proc.child.kill('SIGTERM');
+    expect(await proc.exited).toBe(0);
+    const { rows } = await db.pool.query<{ status: string }>('select status from asset_webhooks.payloads');
+    expect(rows).toEqual([{ status: 'delivered' }]);
+  });
+
+  it('keeps running on the old configuration after SIGHUP with a broken document', async () => {
+    const receiver = await startTestReceiver();
+    receivers.push(receiver);
+    const file = writeConfig(serviceConfig(receiver.url));
+    const proc = run(file);
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    await receiver.waitFor(1);
+    writeFileSync(file, 'assetUpdater:\n  webhooks: [ { url: 12 } ]\n');
+    proc.child.kill('SIGHUP');
+    await eventually(async () => (proc.output.stderr.includes('configuration not reloaded') ? true : undefined), 10_000, 'the reload error');
+    await db.pool.query("insert into assets (asset_id) values (2)");
+    await receiver.waitFor(2);
+    expect(proc.child.exitCode).toBeNull();
+  });
+
+  it('serves /metrics in Prometheus format that moves with deliveries, and /healthz', async () => {
+    const receiver = await startTestReceiver();
+    receivers.push(receiver);
+    const port = await freePort();
+    run(writeConfig(serviceConfig(receiver.url)), ['--http-port', String(port)]);
+    const health = await eventually(async () => {
+      try {
+        const response = await fetch(`http://127.0.0.1:${port}/healthz`);
+        return response.status === 200 ? await response.json() : undefined;
+      } catch {
+        return undefined;
+      }
+    }, 20_000, '/healthz');
+    expect(health).toEqual({ status: 'ok' });
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    await receiver.waitFor(1);
+    const text = await eventually(async () => {
+      const body = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      return /asset_webhooks_delivery_attempts_total\{webhook="crm",outcome="delivered"\} 1/.test(body) ? body : undefined;
+    }, 10_000, 'the delivery to show in /metrics');
+    expect(text).toMatch(/# TYPE asset_webhooks_events_coalesced_total counter/);
+    expect(text).toMatch(/asset_webhooks_outbox_backlog_rows \d+/);
+    expect(text).not.toContain(receiver.url);
+  });
+
+  it('refuses to start on an invalid configuration, naming the field (exit 1)', async () => {
+    const result = await runCli(['run', '--database-url', db.url, '--config', writeConfig('assetUpdater:\n  webhooks:\n    - { url: "ftp://x", enabled: true }\n')]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/assetUpdater\.webhooks\[0\]\.url/);
+  });
+
+  it('refuses to start on an unreachable database with one line (exit 1)', async () => {
+    const result = await runCli(['run', '--database-url', 'postgres://postgres@127.0.0.1:1/none', '--config', writeConfig(serviceConfig('http://127.0.0.1:9/x'))]);
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim().split('\n')).toHaveLength(1);
+    expect(result.stderr).toMatch(/expected a reachable PostgreSQL server/);
+  });
+
+  it('prints usage errors with exit 2', async () => {
+    const result = await runCli(['run', '--http-port', 'abc']);
+    expect(result.code).toBe(2);
+  });
+
+  it('migrate: idempotent, concurrent, and clear about a bad binding file', async () => {
+    const [a, b] = await Promise.all([
+      runCli(['migrate', '--database-url', db.url, '--binding', 'reference']),
+      runCli(['migrate', '--database-url', db.url, '--binding', 'reference']),
+    ]);
+    expect([a.code, b.code]).toEqual([0, 0]);
+    const bad = await runCli(['migrate', '--database-url', db.url, '--binding', '/nonexistent/binding.sql']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^--binding: expected "reference" or a readable SQL file, got "\/nonexistent\/binding.sql"/);
+  });
+});

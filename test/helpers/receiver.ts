@@ -1,0 +1,77 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+
+export interface ReceivedRequest {
+  readonly at: number;
+  readonly method: string;
+  readonly path: string;
+  readonly headers: IncomingHttpHeaders;
+  readonly body: string;
+}
+
+/**
+ * A real HTTP receiver on 127.0.0.1 that records every request and answers
+ * with the status `respond` gives (or never answers when it returns 'hang').
+ */
+export interface TestReceiver {
+  readonly url: string;
+  readonly requests: ReceivedRequest[];
+  respond: (request: ReceivedRequest, index: number) => number | 'hang' | Promise<number>;
+  close(): Promise<void>;
+  /** Resolves once `count` requests have arrived. */
+  waitFor(count: number, timeoutMs?: number): Promise<void>;
+}
+
+export async function startTestReceiver(path = '/hook'): Promise<TestReceiver> {
+  const requests: ReceivedRequest[] = [];
+  const waiters: Array<{ count: number; resolve: () => void }> = [];
+  const receiver: TestReceiver = {
+    url: '',
+    requests,
+    respond: () => 200,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+    waitFor: (count, timeoutMs = 20_000) =>
+      requests.length >= count
+        ? Promise.resolve()
+        : new Promise<void>((resolve, reject) => {
+            const timer = setTimeout(() => reject(new Error(`expected ${count} requests, got ${requests.length} within ${timeoutMs}ms`)), timeoutMs);
+            waiters.push({ count, resolve: () => { clearTimeout(timer); resolve(); } });
+          }),
+  };
+  const server: Server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const received: ReceivedRequest = {
+        at: Date.now(), method: request.method ?? '', path: request.url ?? '', headers: request.headers, body: Buffer.concat(chunks).toString('utf8'),
+      };
+      requests.push(received);
+      for (const waiter of waiters.filter((w) => requests.length >= w.count)) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve();
+      }
+      const status = receiver.respond(received, requests.length - 1);
+      if (status === 'hang') return;
+      void Promise.resolve(status).then((code) => {
+        if (!response.destroyed) response.writeHead(code, { 'content-type': 'text/plain' }).end('ok');
+      });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  (receiver as { url: string }).url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}${path}`;
+  return receiver;
+}
+
+/** Polls until check() returns a value that is not undefined. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 20_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
