@@ -35,8 +35,8 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     await migrate(pool, databaseUrl, { binding: 'reference' });
 
     const crm = await startReceiver('crm', () => 200);
-    // Every 7th request fails with 503 (retried); the 20th is refused with 400 (dead letter).
-    const shop = await startReceiver('shop', (n) => (n === 20 ? 400 : n % 7 === 0 ? 503 : 200));
+    // Every 7th request fails with 503 (retried); the 8th is refused with 400 (a dead letter).
+    const shop = await startReceiver('shop', (n) => (n === 8 ? 400 : n % 7 === 0 ? 503 : 200));
     cleanups.push(() => crm.close(), () => shop.close());
 
     const configPath = path.join(server.directory, 'demo-config.yaml');
