@@ -6,6 +6,11 @@ import type pg from 'pg';
  * often; the slot of the current interval is inserted with ON CONFLICT DO
  * NOTHING, and only the process whose insert returns a row adds the job: the
  * once-per-interval guarantee lives in SQL, not in process memory.
+ *
+ * No graphile-worker named queue serialises the runs: a worker that dies keeps
+ * its queue locked until graphile-worker's stale-lock recovery (hours later).
+ * coalesce() takes a session advisory lock instead, which PostgreSQL releases
+ * the moment the dead worker's connection goes.
  */
 export async function tick(pool: pg.Pool, intervalSeconds: number): Promise<boolean> {
   const { rows } = await pool.query(
@@ -16,7 +21,7 @@ export async function tick(pool: pg.Pool, intervalSeconds: number): Promise<bool
        returning slot
      )
      select graphile_worker.add_job('coalesce', json_build_object('slot', slot.slot),
-              queue_name := 'asset_webhooks_coalesce', job_key := 'asset_webhooks_coalesce', max_attempts := 3)
+              job_key := 'asset_webhooks_coalesce', max_attempts := 3)
      from slot`,
     [intervalSeconds],
   );
@@ -33,7 +38,7 @@ export function crontabFor(intervalSeconds: number): string {
   const minutes = intervalSeconds / 60;
   if (Number.isInteger(minutes) && 60 % minutes === 0) {
     const schedule = minutes === 1 ? '* * * * *' : `*/${minutes} * * * *`;
-    lines.push(`${schedule} coalesce ?max=1&queue=asset_webhooks_coalesce&jobKey=asset_webhooks_coalesce`);
+    lines.push(`${schedule} coalesce ?max=1&jobKey=asset_webhooks_coalesce`);
   }
   return lines.join('\n');
 }

@@ -22,7 +22,9 @@ export interface MaintenanceResult {
  *  - payloads that wait undispatched past deadLetterAfterSeconds (a disabled
  *    webhook, or behind a stuck one) are dead-lettered as `expired`;
  *  - payloads marked dispatched whose delivery job is gone (it failed for good
- *    on errors of our own) are handed back to the pump, so none waits forever;
+ *    on errors of our own) or has been locked for over ten minutes by a worker
+ *    that died (graphile-worker frees such locks only after hours) are handed
+ *    back to the pump, so none waits on a dead worker;
  *  - consumed events, finished payloads, runs and ticks older than
  *    retentionDays are removed in small batches.
  */
@@ -41,13 +43,13 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
   const { rows: orphaned } = await pool.query<{ webhook_id: string }>(
     `update asset_webhooks.payloads p set dispatched = false
      where p.status = 'pending' and p.dispatched
-       and p.last_attempt_at is distinct from null
-       and coalesce(p.next_attempt_at, p.last_attempt_at) < now() - interval '10 minutes'
+       and coalesce(p.next_attempt_at, p.last_attempt_at, p.series_started_at) < now() - interval '10 minutes'
        and not exists (
          select 1 from graphile_worker.jobs j
          where j.key in (asset_webhooks.deliver_job_key(p.payload_id, p.series, p.attempts),
                          asset_webhooks.deliver_job_key(p.payload_id, p.series, p.attempts + 1))
-           and j.attempts < j.max_attempts)
+           and j.attempts < j.max_attempts
+           and (j.locked_at is null or j.locked_at > now() - interval '10 minutes'))
      returning p.webhook_id`,
   );
   await dispatchWebhooks(pool, [...expired, ...orphaned].map((row) => row.webhook_id));

@@ -1,0 +1,59 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expect, it } from 'vitest';
+import { startCli } from '../helpers/cli.js';
+import { eventually, startTestReceiver } from '../helpers/receiver.js';
+import { resetData } from '../helpers/seed.js';
+import { useTestDatabase } from '../helpers/test-database.js';
+
+const db = useTestDatabase();
+
+it('a worker killed with SIGKILL between claim and commit loses nothing and duplicates nothing', { timeout: 90_000 }, async () => {
+  await resetData(db.pool);
+  const receiver = await startTestReceiver();
+  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'aw-crash-')), 'config.yaml');
+  writeFileSync(file, `assetUpdater:
+  intervalSeconds: 1
+  network: { allowPrivateAddresses: true }
+  webhooks:
+    - { id: crm, url: "${receiver.url}", enabled: true, batchSize: 10 }
+`);
+  await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 50) g');
+
+  // Hold a lock the coalescer's chunk transaction needs after it has claimed
+  // its rows: the run blocks between claim and commit.
+  const blocker = await db.pool.connect();
+  await blocker.query('begin');
+  await blocker.query('lock table asset_webhooks.events in exclusive mode');
+  const first = startCli(['run', '--database-url', db.url, '--config', file]);
+  try {
+    await eventually(async () => {
+      const { rows } = await db.pool.query<{ n: number }>(
+        "select count(*)::int as n from pg_locks l join pg_class c on c.oid = l.relation where c.relname = 'events' and not l.granted");
+      return (rows[0]?.n ?? 0) > 0 ? true : undefined;
+    }, 20_000, 'the coalescer to block inside its chunk transaction');
+    const { rows: locked } = await db.pool.query<{ n: number }>('select count(*)::int as n from asset_webhooks.outbox');
+    expect(locked[0]!.n).toBe(50);
+    first.child.kill('SIGKILL');
+    await first.exited;
+  } finally {
+    await blocker.query('rollback');
+    blocker.release();
+  }
+
+  const second = startCli(['run', '--database-url', db.url, '--config', file]);
+  try {
+    await eventually(async () => {
+      const { rows } = await db.pool.query<{ n: number }>("select count(*)::int as n from asset_webhooks.payloads where status = 'delivered'");
+      return rows[0]!.n === 5 ? true : undefined;
+    }, 30_000, 'five payloads delivered');
+    const delivered = receiver.requests.flatMap((r) => (JSON.parse(r.body) as { events: Array<{ eventId: string; assetId: number }> }).events);
+    expect(delivered.map((e) => e.assetId)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+    expect(new Set(delivered.map((e) => e.eventId)).size).toBe(50);
+  } finally {
+    second.child.kill('SIGTERM');
+    await second.exited;
+    await receiver.close();
+  }
+});
