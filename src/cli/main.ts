@@ -5,6 +5,7 @@ import { registerRun } from './commands/run.js';
 import { registerDemo } from './commands/demo.js';
 import { registerCheckConfig } from './commands/check-config.js';
 import { registerExplain } from './commands/explain.js';
+import { registerInvestigation } from './commands/investigate.js';
 
 /** Builds the command line. Each command lives in its own file under commands/. */
 export function buildProgram(): Command {
@@ -16,6 +17,7 @@ export function buildProgram(): Command {
   registerRun(program);
   registerCheckConfig(program);
   registerExplain(program);
+  registerInvestigation(program);
   registerDemo(program);
   return program;
 }

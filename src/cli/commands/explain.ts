@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import { configFromEnvOrOption, loadConfigFile } from '../../config/load.js';
-import { assertReachable, createPool, requireDatabaseUrl } from '../../db/connect.js';
+import { withDatabase } from '../database.js';
 import { UserError } from '../../errors.js';
 import { explainWebhook } from '../../filters/explain.js';
 import { readAssetState } from '../../filters/read-asset-state.js';
@@ -30,10 +30,7 @@ export function registerExplain(program: Command): void {
       if (!webhook) {
         throw new UserError('unknown_webhook', `--webhook: expected one of ${config.assetUpdater.webhooks.map((w) => w.id).join(', ') || '(no webhooks configured)'}, got ${JSON.stringify(options.webhook)}`);
       }
-      const databaseUrl = requireDatabaseUrl(options.databaseUrl);
-      const pool = createPool(databaseUrl, { max: 1 });
-      try {
-        await assertReachable(pool, databaseUrl);
+      await withDatabase(options.databaseUrl, async (pool) => {
         const asset = await readAssetState(pool, options.asset);
         if (!asset) throw new UserError('unknown_asset', `--asset: expected an existing asset id, got ${options.asset} (no such asset in asset_webhooks.asset_state)`);
         const explanation = explainWebhook(webhook, options.eventType, asset);
@@ -45,8 +42,6 @@ export function registerExplain(program: Command): void {
         for (const check of explanation.checks) out.push(`  ${check.verdict.padEnd(7)} ${check.check.padEnd(14)} ${check.detail}`);
         out.push(explanation.delivered ? '=> delivered' : `=> excluded by ${explanation.excludedBy}`);
         process.stdout.write(`${out.join('\n')}\n`);
-      } finally {
-        await pool.end();
-      }
+      });
     });
 }

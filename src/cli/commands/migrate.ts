@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { assertReachable, createPool, requireDatabaseUrl } from '../../db/connect.js';
+import { withDatabase } from '../database.js';
 import { migrate } from '../../migrate/migrate.js';
 
 export function registerMigrate(program: Command): void {
@@ -9,16 +9,9 @@ export function registerMigrate(program: Command): void {
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
     .option('--binding <reference|FILE>', 'also install the reference asset schema, or run a binding SQL file')
     .action(async (options: { databaseUrl?: string; binding?: string }) => {
-      const databaseUrl = requireDatabaseUrl(options.databaseUrl);
-      const pool = createPool(databaseUrl, { max: 2 });
-      try {
-        await assertReachable(pool, databaseUrl);
-        const result = await migrate(pool, databaseUrl, { binding: options.binding });
-        const applied = result.applied.length ? `applied ${result.applied.join(', ')}` : 'already up to date';
-        process.stdout.write(`schema asset_webhooks at version ${result.schemaVersion} (${applied})` +
-          (result.binding ? `; binding ${result.binding} installed` : '') + '\n');
-      } finally {
-        await pool.end();
-      }
+      const result = await withDatabase(options.databaseUrl, (pool, databaseUrl) => migrate(pool, databaseUrl, { binding: options.binding }));
+      const applied = result.applied.length ? `applied ${result.applied.join(', ')}` : 'already up to date';
+      process.stdout.write(`schema asset_webhooks at version ${result.schemaVersion} (${applied})` +
+        (result.binding ? `; binding ${result.binding} installed` : '') + '\n');
     });
 }

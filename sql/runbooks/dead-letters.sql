@@ -1,0 +1,21 @@
+-- Review the dead-letter store, optionally for one webhook.
+-- When: daily review, or after a receiver outage.
+-- Usage: psql [-v webhook_id=crm] -f sql/runbooks/dead-letters.sql
+-- Reasons: rejected (a 4xx, not retried), retries_exhausted, expired (undelivered 24 h after
+-- creation), too_large (one event over maxPayloadBytes).
+\set ON_ERROR_STOP on
+\if :{?webhook_id}
+\else
+\set webhook_id ''
+\endif
+select payload_id, webhook_id, reason, attempts, last_status_code, last_error, event_count,
+       dead_lettered_at, created_at, event_ids[1:3] as first_event_ids
+from asset_webhooks.dead_letters
+where :'webhook_id' = '' or webhook_id = :'webhook_id'
+order by dead_lettered_at desc;
+
+\echo 'Per webhook and reason:'
+select webhook_id, reason, count(*) as payloads, sum(event_count) as events
+from asset_webhooks.dead_letters
+where :'webhook_id' = '' or webhook_id = :'webhook_id'
+group by webhook_id, reason order by webhook_id, reason;

@@ -1,0 +1,22 @@
+-- Find one event by its eventId, and what became of it for every webhook.
+-- When: a receiver reports a missing event and gives its eventId.
+-- Usage: psql -v event_id=UUID -f sql/runbooks/find-event.sql
+-- (The command line does the same with more detail: asset-webhooks trace UUID)
+\set ON_ERROR_STOP on
+\echo 'Still waiting in the outbox (not coalesced yet)?'
+select event_id, event_type, asset_id, occurred_at, 'waiting for the next coalescing run' as state
+from asset_webhooks.outbox where event_id = :'event_id';
+
+\echo 'Outcome per webhook (excluded with the check, collapsed, or the payload that carries it):'
+select o.webhook_id, o.outcome, o.excluded_by, o.collapsed_into, o.payload_id,
+       p.status as payload_status, p.attempts, p.last_status_code, p.last_error, p.delivered_at, p.dead_letter_reason
+from asset_webhooks.event_outcomes o
+left join asset_webhooks.payloads p using (payload_id)
+where o.event_id = :'event_id'
+order by o.webhook_id;
+
+\echo 'Every delivery attempt of the payloads that carry it:'
+select a.payload_id, a.series, a.attempt_no, a.started_at, a.duration_ms, a.status_code, a.error_class, a.outcome
+from asset_webhooks.attempts a
+where a.payload_id in (select payload_id from asset_webhooks.event_outcomes where event_id = :'event_id' and payload_id is not null)
+order by a.payload_id, a.series, a.attempt_no;

@@ -1,0 +1,24 @@
+-- Pausing a webhook, and what waits while it is paused.
+-- When: a receiver asks to stop deliveries for maintenance.
+-- Usage: psql -v webhook_id=crm -f sql/runbooks/pause-webhook.sql
+--
+-- How to pause: set `enabled: false` on the webhook in the configuration document and send
+-- SIGHUP to every `asset-webhooks run` process (or restart them). Nothing is written from SQL:
+-- the document is the source of truth and a restart would undo a change made here.
+-- While paused: events that occur are NOT delivered later (outcome excluded, check `disabled`);
+-- payloads created before the pause wait, and are dead-lettered as `expired` once
+-- retry.deadLetterAfterSeconds (24 h) pass since their creation. Re-enable (enabled: true +
+-- SIGHUP) and waiting payloads resume in order.
+\set ON_ERROR_STOP on
+select webhook_id, enabled, url, concurrency, updated_at as state_since
+from asset_webhooks.webhooks where webhook_id = :'webhook_id';
+
+\echo 'Payloads waiting for this webhook, and when each would expire (default 24 h after creation):'
+select payload_id, status, event_count, created_at, series_started_at + interval '24 hours' as expires_at_default
+from asset_webhooks.payloads
+where webhook_id = :'webhook_id' and status in ('open', 'pending')
+order by payload_id;
+
+\echo 'Events excluded because the webhook was disabled, in the last day:'
+select count(*) as events from asset_webhooks.event_outcomes
+where webhook_id = :'webhook_id' and excluded_by = 'disabled' and occurred_at > now() - interval '1 day';

@@ -1,0 +1,42 @@
+import { Kysely, PostgresDialect, type ColumnType } from 'kysely';
+import type pg from 'pg';
+
+/**
+ * The tables and views of schema asset_webhooks that the operator commands
+ * read, typed for kysely. Writes on hot paths use plain SQL (bulk unnest).
+ */
+export interface OperatorDatabase {
+  'asset_webhooks.outbox': {
+    seq: number; event_id: string; occurred_at: Date; event_type: string; asset_id: number;
+    asset_uuid: string | null; atom_id: number | null; supertype: string | null; parent_id: number | null;
+  };
+  'asset_webhooks.events': {
+    event_id: string; seq: number; occurred_at: Date; event_type: string; asset_id: number; asset_uuid: string | null;
+    atom_id: number | null; run_id: number; coalesced_at: Date; collapsed_into: string | null; routes: ColumnType<Record<string, number | string>, string, string>;
+  };
+  'asset_webhooks.event_outcomes': {
+    event_id: string; event_type: string; asset_id: number; asset_uuid: string | null; occurred_at: Date; webhook_id: string;
+    outcome: 'excluded' | 'collapsed' | 'pending' | 'delivered' | 'dead_lettered'; excluded_by: string | null; payload_id: number | null;
+    collapsed_into: string | null; atom_id: number | null; coalesced_at: Date;
+  };
+  'asset_webhooks.payloads': {
+    payload_id: number; webhook_id: string; created_at: Date; status: string; dispatched: boolean; event_count: number; event_ids: string[];
+    series: number; series_started_at: Date; attempts: number; next_attempt_at: Date | null; last_attempt_at: Date | null;
+    last_status_code: number | null; last_error: string | null; delivered_at: Date | null; dead_lettered_at: Date | null;
+    dead_letter_reason: string | null; byte_size: number;
+  };
+  'asset_webhooks.attempts': {
+    payload_id: number; series: number; attempt_no: number; started_at: Date; duration_ms: number | null; status_code: number | null;
+    error_class: string | null; error_message: string | null; response_excerpt: string | null; outcome: string | null;
+  };
+  'asset_webhooks.redeliveries': { payload_id: number; series: number; requested_at: Date; requested_by: string; previous_reason: string | null };
+  'asset_webhooks.dead_letters': {
+    payload_id: number; webhook_id: string; reason: string; attempts: number; last_status_code: number | null; last_error: string | null;
+    event_count: number; event_ids: string[]; created_at: Date; last_attempt_at: Date | null; dead_lettered_at: Date; series: number; byte_size: number;
+  };
+}
+
+/** A kysely instance over an existing pool; destroy() is not called (the pool's owner ends it). */
+export function operatorDb(pool: pg.Pool): Kysely<OperatorDatabase> {
+  return new Kysely<OperatorDatabase>({ dialect: new PostgresDialect({ pool }) });
+}

@@ -1,0 +1,69 @@
+import os from 'node:os';
+import type pg from 'pg';
+import { dispatchWebhooks } from '../coalesce/persist.js';
+import { operatorDb } from '../db/kysely.js';
+import { inTransaction } from '../db/transaction.js';
+import { UserError } from '../errors.js';
+
+export interface DeadLetter {
+  readonly payloadId: number;
+  readonly webhookId: string;
+  readonly reason: string;
+  readonly attempts: number;
+  readonly lastStatusCode: number | null;
+  readonly lastError: string | null;
+  readonly eventCount: number;
+  readonly eventIds: readonly string[];
+  readonly createdAt: Date;
+  readonly lastAttemptAt: Date | null;
+  readonly deadLetteredAt: Date;
+}
+
+/** The dead-letter store, newest first. */
+export async function listDeadLetters(pool: pg.Pool, webhookId?: string): Promise<DeadLetter[]> {
+  let query = operatorDb(pool).selectFrom('asset_webhooks.dead_letters').selectAll();
+  if (webhookId !== undefined) query = query.where('webhook_id', '=', webhookId);
+  const rows = await query.orderBy('dead_lettered_at', 'desc').limit(10_000).execute();
+  return rows.map((row) => ({
+    payloadId: row.payload_id, webhookId: row.webhook_id, reason: row.reason, attempts: row.attempts, lastStatusCode: row.last_status_code,
+    lastError: row.last_error, eventCount: row.event_count, eventIds: row.event_ids, createdAt: row.created_at,
+    lastAttemptAt: row.last_attempt_at, deadLetteredAt: row.dead_lettered_at,
+  }));
+}
+
+export function renderDeadLetters(letters: readonly DeadLetter[]): string {
+  if (letters.length === 0) return 'the dead-letter store is empty';
+  return letters.map((l) => [
+    `payload ${l.payloadId}  webhook ${l.webhookId}  ${l.reason}  dead-lettered ${l.deadLetteredAt.toISOString()}`,
+    `    ${l.eventCount} events, ${l.attempts} attempt(s), last: ${l.lastStatusCode !== null ? `HTTP ${l.lastStatusCode}` : l.lastError ?? 'none'}`,
+    `    first events: ${l.eventIds.slice(0, 3).join(', ')}${l.eventIds.length > 3 ? ', ...' : ''}`,
+    `    redeliver: asset-webhooks dead-letters redeliver ${l.payloadId}`,
+  ].join('\n')).join('\n');
+}
+
+/**
+ * Sends one dead-lettered payload again: same body and eventIds, a fresh series
+ * of attempts (expiry counted from now), recorded in asset_webhooks.redeliveries.
+ */
+export async function redeliver(pool: pg.Pool, payloadId: number, requestedBy = `${os.userInfo().username}@${os.hostname()}`): Promise<{ series: number; webhookId: string }> {
+  return inTransaction(pool, async (client) => {
+    const { rows } = await client.query<{ status: string; webhook_id: string; series: number; dead_letter_reason: string | null }>(
+      'select status, webhook_id, series, dead_letter_reason from asset_webhooks.payloads where payload_id = $1 for update', [payloadId]);
+    const payload = rows[0];
+    if (!payload) throw new UserError('unknown_payload', `PAYLOAD_ID: expected the id of a dead-lettered payload, got ${payloadId} (no such payload)`);
+    if (payload.status !== 'dead_lettered') {
+      throw new UserError('not_dead_lettered', `payload ${payloadId}: expected a dead-lettered payload, got one that is ${payload.status}`);
+    }
+    const series = payload.series + 1;
+    await client.query(
+      `update asset_webhooks.payloads
+       set status = 'pending', series = $2, series_started_at = clock_timestamp(), attempts = 0, dispatched = false,
+           next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
+       where payload_id = $1`, [payloadId, series]);
+    await client.query(
+      'insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason) values ($1, $2, $3, $4)',
+      [payloadId, series, requestedBy, payload.dead_letter_reason]);
+    await dispatchWebhooks(client, [payload.webhook_id]);
+    return { series, webhookId: payload.webhook_id };
+  });
+}

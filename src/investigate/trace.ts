@@ -1,0 +1,130 @@
+import type pg from 'pg';
+import { operatorDb } from '../db/kysely.js';
+import { UserError } from '../errors.js';
+
+export interface TraceAttempt {
+  readonly series: number;
+  readonly attempt: number;
+  readonly startedAt: Date;
+  readonly durationMs: number | null;
+  readonly statusCode: number | null;
+  readonly error: string | null;
+  readonly outcome: string | null;
+}
+
+export interface TraceRoute {
+  readonly webhookId: string;
+  readonly outcome: 'excluded' | 'collapsed' | 'pending' | 'delivered' | 'dead_lettered';
+  readonly excludedBy: string | null;
+  readonly collapsedInto: string | null;
+  readonly payload: {
+    readonly payloadId: number; readonly status: string; readonly createdAt: Date; readonly eventCount: number;
+    readonly deadLetterReason: string | null; readonly deliveredAt: Date | null; readonly nextAttemptAt: Date | null;
+    readonly attempts: readonly TraceAttempt[];
+    readonly redeliveries: ReadonlyArray<{ series: number; requestedAt: Date; requestedBy: string; previousReason: string | null }>;
+  } | null;
+}
+
+export interface Trace {
+  readonly eventId: string;
+  readonly eventType: string;
+  readonly assetId: number;
+  readonly assetUuid: string | null;
+  readonly occurredAt: Date;
+  /** waiting: still in the outbox; coalesced: routed at coalescedAt. */
+  readonly state: 'waiting' | 'coalesced';
+  readonly coalescedAt: Date | null;
+  readonly atomId: number | null;
+  readonly routes: readonly TraceRoute[];
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The life of one event: capture, per webhook its route, every attempt, and the final state. */
+export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace> {
+  if (!UUID.test(eventId)) throw new UserError('invalid_event_id', `EVENT_ID: expected a UUID, got ${JSON.stringify(eventId)}`);
+  const db = operatorDb(pool);
+  const waiting = await db.selectFrom('asset_webhooks.outbox').selectAll().where('event_id', '=', eventId).executeTakeFirst();
+  if (waiting) {
+    return {
+      eventId, eventType: waiting.event_type, assetId: waiting.asset_id, assetUuid: waiting.asset_uuid, occurredAt: waiting.occurred_at,
+      state: 'waiting', coalescedAt: null, atomId: waiting.atom_id, routes: [],
+    };
+  }
+  const event = await db.selectFrom('asset_webhooks.events').selectAll().where('event_id', '=', eventId).executeTakeFirst();
+  if (!event) {
+    throw new UserError('unknown_event', `event ${eventId}: expected an eventId captured within the retention period, got none (not in the outbox or the consumed events)`);
+  }
+  const outcomes = await db.selectFrom('asset_webhooks.event_outcomes').selectAll().where('event_id', '=', eventId).orderBy('webhook_id').execute();
+  const payloadIds = outcomes.map((row) => row.payload_id).filter((id): id is number => id !== null);
+  const [payloads, attempts, redeliveries] = payloadIds.length === 0 ? [[], [], []] : await Promise.all([
+    db.selectFrom('asset_webhooks.payloads').selectAll().where('payload_id', 'in', payloadIds).execute(),
+    db.selectFrom('asset_webhooks.attempts').selectAll().where('payload_id', 'in', payloadIds).orderBy('series').orderBy('attempt_no').execute(),
+    db.selectFrom('asset_webhooks.redeliveries').selectAll().where('payload_id', 'in', payloadIds).orderBy('series').execute(),
+  ]);
+  return {
+    eventId, eventType: event.event_type, assetId: event.asset_id, assetUuid: event.asset_uuid, occurredAt: event.occurred_at,
+    state: 'coalesced', coalescedAt: event.coalesced_at, atomId: event.atom_id,
+    routes: outcomes.map((row) => {
+      const payload = payloads.find((p) => p.payload_id === row.payload_id);
+      return {
+        webhookId: row.webhook_id, outcome: row.outcome, excludedBy: row.excluded_by, collapsedInto: row.collapsed_into,
+        payload: payload ? {
+          payloadId: payload.payload_id, status: payload.status, createdAt: payload.created_at, eventCount: payload.event_count,
+          deadLetterReason: payload.dead_letter_reason, deliveredAt: payload.delivered_at, nextAttemptAt: payload.next_attempt_at,
+          attempts: attempts.filter((a) => a.payload_id === payload.payload_id).map((a) => ({
+            series: a.series, attempt: a.attempt_no, startedAt: a.started_at, durationMs: a.duration_ms, statusCode: a.status_code,
+            error: a.error_class === null ? null : `${a.error_class}: ${a.error_message ?? ''}`, outcome: a.outcome,
+          })),
+          redeliveries: redeliveries.filter((r) => r.payload_id === payload.payload_id).map((r) => ({
+            series: r.series, requestedAt: r.requested_at, requestedBy: r.requested_by, previousReason: r.previous_reason,
+          })),
+        } : null,
+      };
+    }),
+  };
+}
+
+/** The trace in words an operator reads at 3 a.m. */
+export function renderTrace(trace: Trace): string {
+  const lines = [
+    `event ${trace.eventId}: ${trace.eventType} of asset ${trace.assetId}${trace.assetUuid ? ` (${trace.assetUuid})` : ''}`,
+    `  occurred at ${trace.occurredAt.toISOString()}`,
+  ];
+  if (trace.state === 'waiting') {
+    lines.push('  captured, waiting for the next coalescing run (no webhook has seen it yet)');
+    return lines.join('\n');
+  }
+  lines.push(`  coalesced at ${trace.coalescedAt!.toISOString()}${trace.atomId !== null ? `, atomId ${trace.atomId}` : ''}`);
+  if (trace.routes.length === 0) lines.push('  no webhook was configured when it was coalesced');
+  for (const route of trace.routes) {
+    if (route.outcome === 'excluded') {
+      lines.push(`  ${route.webhookId}: not sent, excluded by ${route.excludedBy}${describeCheck(route.excludedBy)}`);
+    } else if (route.outcome === 'collapsed') {
+      lines.push(`  ${route.webhookId}: not sent on its own, collapsed into the later edit ${route.collapsedInto}`);
+    } else if (route.payload) {
+      const p = route.payload;
+      const final = p.status === 'delivered' ? `delivered at ${p.deliveredAt?.toISOString()}`
+        : p.status === 'dead_lettered' ? `DEAD-LETTERED (${p.deadLetterReason}); redeliver with: asset-webhooks dead-letters redeliver ${p.payloadId}`
+        : p.nextAttemptAt ? `pending, next attempt at ${p.nextAttemptAt.toISOString()}` : 'pending, waiting for its turn';
+      lines.push(`  ${route.webhookId}: in payload ${p.payloadId} (${p.eventCount} events, created ${p.createdAt.toISOString()}): ${final}`);
+      for (const r of p.redeliveries) lines.push(`    redelivery requested by ${r.requestedBy} at ${r.requestedAt.toISOString()} (was ${r.previousReason ?? 'n/a'})`);
+      for (const a of p.attempts) {
+        const result = a.statusCode !== null ? `HTTP ${a.statusCode}` : a.error ?? 'no result recorded (interrupted)';
+        lines.push(`    attempt ${a.series > 1 ? `${a.series}.` : ''}${a.attempt} at ${a.startedAt.toISOString()}: ${result}${a.durationMs !== null ? ` in ${a.durationMs} ms` : ''} -> ${a.outcome ?? 'in progress'}`);
+      }
+    }
+  }
+  return lines.join('\n');
+}
+
+function describeCheck(check: string | null): string {
+  switch (check) {
+    case 'disabled': return ' (the webhook was disabled)';
+    case 'resource_type': return " (the asset's supertype is not in resourceTypes)";
+    case 'event_type': return ' (the event type is not in eventTypes)';
+    case 'parent': return ' (a child asset; only top-level assets pass without a parentId filter)';
+    case 'asset_gone': return ' (the asset no longer existed when the event was coalesced)';
+    default: return check?.startsWith('filter:') ? ` (filter group ${check.slice(7)} of the webhook did not pass; try asset-webhooks explain)` : '';
+  }
+}

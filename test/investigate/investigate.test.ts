@@ -1,0 +1,151 @@
+import { execFile } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.js';
+import { openWebhook, registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
+import { useTestDatabase } from '../helpers/test-database.js';
+
+const db = useTestDatabase();
+const runbooks = fileURLToPath(new URL('../../sql/runbooks/', import.meta.url));
+let ids: { delivered: string; excluded: string; collapsed: string; dead: string; waiting: string; deadPayload: number };
+
+async function eventOf(assetId: number, type: string, table = 'asset_webhooks.events'): Promise<string> {
+  const { rows } = await db.pool.query<{ event_id: string }>(`select event_id from ${table} where asset_id = $1 and event_type = $2 order by seq limit 1`, [assetId, type]);
+  return rows[0]!.event_id;
+}
+
+beforeAll(async () => {
+  await resetData(db.pool);
+  const crm = openWebhook('crm', { batchSize: 1 });
+  const shop = openWebhook('shop', { evaluate: (_type, asset) => (asset.assetId === 2 ? 'filter:1' : null) });
+  await registerWebhooks(db.pool, [crm, shop]);
+  await db.pool.query("insert into assets (asset_id) values (1), (2)");
+  await db.pool.query("update assets set title = 'a' where asset_id = 1");
+  await db.pool.query("update assets set title = 'b' where asset_id = 1");
+  await runCoalesce(db.pool, [crm, shop]);
+  // Simulate delivery: crm's first payload delivered after one failure, the second dead-lettered as rejected.
+  const { rows: payloads } = await db.pool.query<{ payload_id: number }>("select payload_id from asset_webhooks.payloads where webhook_id = 'crm' order by payload_id");
+  await db.pool.query(`insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at, duration_ms, status_code, error_class, error_message, outcome) values
+    ($1, 1, 1, now() - interval '2 minutes', 12, null, 'connection_refused', 'connect ECONNREFUSED', 'retry'),
+    ($1, 1, 2, now() - interval '1 minute', 8, 200, null, null, 'delivered'),
+    ($2, 1, 1, now(), 5, 422, null, null, 'rejected')`, [payloads[0]!.payload_id, payloads[1]!.payload_id]);
+  await db.pool.query("update asset_webhooks.payloads set status = 'delivered', delivered_at = now(), attempts = 2, dispatched = false where payload_id = $1", [payloads[0]!.payload_id]);
+  await db.pool.query("update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now(), attempts = 1, last_status_code = 422, dispatched = false where payload_id = $1", [payloads[1]!.payload_id]);
+  await db.pool.query("insert into assets (asset_id) values (3)");
+  ids = {
+    delivered: await eventOf(1, 'CREATED'),
+    dead: await eventOf(2, 'CREATED'),
+    excluded: await eventOf(2, 'CREATED'),
+    collapsed: await eventOf(1, 'EDITED'),
+    waiting: await eventOf(3, 'CREATED', 'asset_webhooks.outbox'),
+    deadPayload: payloads[1]!.payload_id,
+  };
+});
+
+describe('trace', () => {
+  it('answers "did crm get it": the payload, every attempt, delivered', async () => {
+    const result = await runCli(['trace', ids.delivered, '--database-url', db.url]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/crm: in payload \d+ \(1 events, created .*\): delivered at/);
+    expect(result.stdout).toMatch(/attempt 1 at .*: connection_refused: connect ECONNREFUSED in 12 ms -> retry/);
+    expect(result.stdout).toMatch(/attempt 2 at .*: HTTP 200 in 8 ms -> delivered/);
+  });
+
+  it('names the check that excluded an event, and a dead letter with how to redeliver it', async () => {
+    const result = await runCli(['trace', ids.excluded, '--database-url', db.url]);
+    expect(result.stdout).toMatch(/shop: not sent, excluded by filter:1 \(filter group 1 of the webhook did not pass/);
+    expect(result.stdout).toMatch(new RegExp(`crm: in payload ${ids.deadPayload} .*DEAD-LETTERED \\(rejected\\); redeliver with: asset-webhooks dead-letters redeliver ${ids.deadPayload}`));
+  });
+
+  it('says which event a collapsed edit went into', async () => {
+    const result = await runCli(['trace', ids.collapsed, '--database-url', db.url]);
+    expect(result.stdout).toMatch(/crm: not sent on its own, collapsed into the later edit [0-9a-f-]{36}/);
+  });
+
+  it('shows an event not yet coalesced as captured and waiting', async () => {
+    const result = await runCli(['trace', ids.waiting, '--database-url', db.url]);
+    expect(result.stdout).toContain('captured, waiting for the next coalescing run');
+  });
+
+  it('gives JSON with --json', async () => {
+    const result = await runCli(['trace', ids.delivered, '--json', '--database-url', db.url]);
+    const trace = JSON.parse(result.stdout) as { state: string; routes: Array<{ webhookId: string; outcome: string }> };
+    expect(trace.state).toBe('coalesced');
+    expect(trace.routes.map((r) => [r.webhookId, r.outcome])).toEqual([['crm', 'delivered'], ['shop', 'pending']]);
+  });
+
+  it('refuses an unknown event id (exit 1) and bad usage (exit 2)', async () => {
+    const unknown = await runCli(['trace', '00000000-0000-4000-8000-000000000000', '--database-url', db.url]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/^event 00000000-0000-4000-8000-000000000000: expected an eventId/);
+    expect((await runCli(['trace'])).code).toBe(2);
+  });
+});
+
+describe('events in a window', () => {
+  it('lists the events with their outcome per webhook, and those still waiting', async () => {
+    const from = new Date(Date.now() - 3_600_000).toISOString();
+    const to = new Date(Date.now() + 60_000).toISOString();
+    const result = await runCli(['events', '--from', from, '--to', to, '--asset', '2', '--database-url', db.url]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/CREATED\s+asset 2\n\s+crm: dead_lettered payload \d+\n\s+shop: excluded \(filter:1\)/);
+    const json = JSON.parse((await runCli(['events', '--from', from, '--to', to, '--webhook', 'crm', '--json', '--database-url', db.url])).stdout) as Array<{ assetId: number; waiting: boolean }>;
+    expect(json.map((e) => [e.assetId, e.waiting])).toEqual([[1, false], [2, false], [1, false], [1, false], [3, true]]);
+  });
+});
+
+describe('dead letters', () => {
+  it('lists the store and redelivers a payload with the same body as a new series, recorded', async () => {
+    const list = await runCli(['dead-letters', '--webhook', 'crm', '--database-url', db.url]);
+    expect(list.stdout).toMatch(new RegExp(`payload ${ids.deadPayload}\\s+webhook crm\\s+rejected`));
+    const { rows: [before] } = await db.pool.query<{ body: string }>('select body from asset_webhooks.payloads where payload_id = $1', [ids.deadPayload]);
+    const redelivered = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--database-url', db.url]);
+    expect(redelivered.code).toBe(0);
+    const { rows: [after] } = await db.pool.query<{ body: string; status: string; series: number; attempts: number }>(
+      'select body, status, series, attempts from asset_webhooks.payloads where payload_id = $1', [ids.deadPayload]);
+    expect(after).toEqual({ body: before!.body, status: 'pending', series: 2, attempts: 0 });
+    const { rows: records } = await db.pool.query('select series, previous_reason from asset_webhooks.redeliveries where payload_id = $1', [ids.deadPayload]);
+    expect(records).toEqual([{ series: 2, previous_reason: 'rejected' }]);
+    const again = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--database-url', db.url]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/expected a dead-lettered payload, got one that is pending/);
+  });
+});
+
+describe('psql runbooks', () => {
+  const variables: Record<string, string[]> = {
+    'find-event.sql': ['event_id=EVENT'],
+    'events-in-window.sql': ['from=2000-01-01T00:00Z', 'to=2100-01-01T00:00Z', 'asset_id=1'],
+    'why-excluded.sql': ['event_id=EXCLUDED', 'webhook_id=shop'],
+    'dead-letters.sql': [],
+    'redeliver-dead-letter.sql': ['payload_id=DEAD'],
+    'backlog-and-lag.sql': [],
+    'pause-webhook.sql': ['webhook_id=crm'],
+    'after-key-rotation.sql': ['webhook_id=crm'],
+  };
+
+  it('has a test entry for every runbook', () => {
+    expect(readdirSync(runbooks).filter((f) => f.endsWith('.sql')).sort()).toEqual(Object.keys(variables).sort());
+  });
+
+  it.each(Object.keys(variables))('%s runs with psql against a seeded database', async (file) => {
+    if (file === 'redeliver-dead-letter.sql') {
+      await db.pool.query("update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'retries_exhausted', dead_lettered_at = now() where payload_id = $1", [ids.deadPayload]);
+    }
+    const args = variables[file]!.flatMap((v) => ['-v', v.replace('=EVENT', `=${ids.delivered}`).replace('=EXCLUDED', `=${ids.excluded}`).replace('=DEAD', `=${ids.deadPayload}`)]);
+    const { stdout } = await promisify(execFile)('psql', [db.url, '-X', '-v', 'ON_ERROR_STOP=1', ...args, '-f', `${runbooks}${file}`]);
+    const expected: Record<string, RegExp> = {
+      'find-event.sql': /crm\s+\|\s+delivered/,
+      'events-in-window.sql': /CREATED\s+\|\s+1\s+\|\s+crm/,
+      'why-excluded.sql': /filter group 1 of the webhook did not pass/,
+      'dead-letters.sql': /\(\d+ rows?\)/,
+      'redeliver-dead-letter.sql': /retries_exhausted/,
+      'backlog-and-lag.sql': /outbox_rows/,
+      'pause-webhook.sql': /crm\s+\|\s+t/,
+      'after-key-rotation.sql': /payload_id/,
+    };
+    expect(stdout).toMatch(expected[file]!);
+  });
+});
