@@ -5,7 +5,8 @@ import type { AssetState, EventType } from '../interfaces.js';
 export interface ClaimedEvent {
   readonly seq: number;
   readonly eventId: string;
-  readonly occurredAt: Date;
+  /** ISO-8601 UTC with milliseconds and Z, formatted by PostgreSQL (no Date per row). */
+  readonly eventTimestamp: string;
   readonly eventType: EventType;
   readonly assetId: number;
   readonly assetUuid: string | null;
@@ -19,7 +20,7 @@ export interface ClaimedEvent {
 interface ClaimRow {
   seq: number;
   event_id: string;
-  occurred_at: Date;
+  event_timestamp: string;
   event_type: EventType;
   asset_id: number;
   asset_uuid: string | null;
@@ -61,7 +62,8 @@ export async function claimChunk(client: pg.PoolClient, maxSeq: number, limit: n
        select s.* from asset_webhooks.asset_state s
        where s.asset_id in (select distinct asset_id from claimed)
      )
-     select c.seq, c.event_id, c.occurred_at, c.event_type, c.asset_id, c.asset_uuid, c.atom_id,
+     select c.seq, c.event_id,
+            to_char(c.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp, c.event_type, c.asset_id, c.asset_uuid, c.atom_id,
             case when c.event_type = 'EDITED' then (
               select l.event_id from asset_webhooks.outbox l
               where l.asset_id = c.asset_id and l.event_type = 'EDITED' and l.seq <= $1
@@ -80,7 +82,7 @@ function toClaimedEvent(row: ClaimRow): ClaimedEvent {
   return {
     seq: row.seq,
     eventId: row.event_id,
-    occurredAt: row.occurred_at,
+    eventTimestamp: row.event_timestamp,
     eventType: row.event_type,
     assetId: row.asset_id,
     assetUuid: row.asset_uuid ?? (row.s_asset_id === null ? null : row.s_asset_uuid),

@@ -25,49 +25,59 @@ export async function assignPayloadIds(client: pg.PoolClient, batches: readonly 
  * one stays `open` and is never dispatched.
  */
 export async function upsertPayloads(client: pg.PoolClient, runId: number, batches: readonly Batch[], webhookTimestamp: string): Promise<void> {
-  if (batches.length === 0) return;
-  const bodies = batches.map((batch) => batchBody(batch, webhookTimestamp));
-  await client.query(
-    `insert into asset_webhooks.payloads
-       (payload_id, webhook_id, run_id, status, body, byte_size, event_count, event_ids,
-        dead_letter_reason, dead_lettered_at)
-     overriding system value
-     select b.payload_id, b.webhook_id, $1, b.status, b.body, octet_length(b.body), b.event_count,
-            string_to_array(b.event_ids, ',')::uuid[],
-            case when b.too_large then 'too_large' end, case when b.too_large then clock_timestamp() end
-     from unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::int[], $7::text[], $8::boolean[])
-       as b(payload_id, webhook_id, status, body, event_count, event_ids, too_large)
-     on conflict (payload_id) do update
-       set status = excluded.status, body = excluded.body, byte_size = excluded.byte_size,
-           event_count = excluded.event_count, event_ids = excluded.event_ids`,
-    [
-      runId,
-      batches.map((batch) => batch.payloadId),
-      batches.map((batch) => batch.webhookId),
-      batches.map((batch) => (batch.tooLarge ? 'dead_lettered' : batch.sealed ? 'pending' : 'open')),
-      bodies,
-      batches.map((batch) => batch.events.length),
-      batches.map((batch) => batch.eventIds.join(',')),
-      batches.map((batch) => batch.tooLarge),
-    ],
-  );
+  // Each body travels as a bind parameter of its own: packed into one text[]
+  // array literal, every quote of the JSON would be escaped by the driver and
+  // parsed again by PostgreSQL, which cost more than everything else here.
+  for (let start = 0; start < batches.length; start += PAYLOADS_PER_STATEMENT) {
+    const group = batches.slice(start, start + PAYLOADS_PER_STATEMENT);
+    const values: unknown[] = [runId];
+    const rows = group.map((batch) => {
+      values.push(batch.payloadId, batch.webhookId, batch.tooLarge ? 'dead_lettered' : batch.sealed ? 'pending' : 'open',
+        batchBody(batch, webhookTimestamp), batch.events.length, `{${batch.eventIds.join(',')}}`, batch.tooLarge);
+      const n = values.length;
+      return `($${n - 6}::bigint, $${n - 5}::text, $${n - 4}::text, $${n - 3}::text, $${n - 2}::int, $${n - 1}::uuid[], $${n}::boolean)`;
+    });
+    await client.query(
+      `insert into asset_webhooks.payloads
+         (payload_id, webhook_id, run_id, status, body, byte_size, event_count, event_ids, dead_letter_reason, dead_lettered_at)
+       overriding system value
+       select b.payload_id, b.webhook_id, $1, b.status, b.body, octet_length(b.body), b.event_count, b.event_ids,
+              case when b.too_large then 'too_large' end, case when b.too_large then clock_timestamp() end
+       from (values ${rows.join(', ')}) as b(payload_id, webhook_id, status, body, event_count, event_ids, too_large)
+       on conflict (payload_id) do update
+         set status = excluded.status, body = excluded.body, byte_size = excluded.byte_size,
+             event_count = excluded.event_count, event_ids = excluded.event_ids`,
+      values,
+    );
+  }
 }
 
-/** One consumed event, ready to be written to asset_webhooks.events. */
-export interface ConsumedEvent {
-  readonly seq: number;
-  readonly atomId: number | null;
-  readonly collapsedInto: string | null;
-  /** JSON object: webhook id to payload id (number) or reason (string). */
-  readonly routes: string;
+/** Payload rows per INSERT: 7 parameters each, well under PostgreSQL's 65,535. */
+const PAYLOADS_PER_STATEMENT = 500;
+
+/** The consumed events of one chunk, column by column (parallel arrays, one entry per event). */
+export interface ConsumedEvents {
+  readonly seqs: readonly number[];
+  readonly atomIds: ReadonlyArray<number | null>;
+  readonly collapsedInto: ReadonlyArray<string | null>;
+  /** JSON objects: webhook id to payload id (number) or reason (string). */
+  readonly routes: readonly string[];
 }
 
 /**
  * Moves the claimed rows from the outbox to asset_webhooks.events with their
  * routes, in one statement. Runs in the chunk's transaction, after the claim.
  */
-export async function consumeEvents(client: pg.PoolClient, runId: number, events: readonly ConsumedEvent[]): Promise<void> {
-  if (events.length === 0) return;
+export async function consumeEvents(client: pg.PoolClient, runId: number, events: ConsumedEvents): Promise<void> {
+  if (events.seqs.length === 0) return;
+  // One JSON document rather than a text[] of JSON strings (see upsertPayloads).
+  let document = '[';
+  for (let i = 0; i < events.seqs.length; i += 1) {
+    const collapsed = events.collapsedInto[i];
+    document += `${i === 0 ? '' : ','}{"seq":${events.seqs[i]},"atom_id":${events.atomIds[i] ?? 'null'},` +
+      `"collapsed_into":${collapsed ? `"${collapsed}"` : 'null'},"routes":${events.routes[i]}}`;
+  }
+  document += ']';
   await client.query(
     `with consumed as (
        delete from asset_webhooks.outbox o
@@ -77,17 +87,11 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, events
      insert into asset_webhooks.events
        (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, collapsed_into, routes)
      select c.event_id, c.seq, c.occurred_at, c.event_type, c.asset_id, c.asset_uuid, r.atom_id, $1,
-            clock_timestamp(), r.collapsed_into, r.routes::jsonb
+            clock_timestamp(), r.collapsed_into, r.routes
      from consumed c
-     join unnest($2::bigint[], $3::bigint[], $4::uuid[], $5::text[]) as r(seq, atom_id, collapsed_into, routes)
+     join jsonb_to_recordset($3::jsonb) as r(seq bigint, atom_id bigint, collapsed_into uuid, routes jsonb)
        on r.seq = c.seq`,
-    [
-      runId,
-      events.map((event) => event.seq),
-      events.map((event) => event.atomId),
-      events.map((event) => event.collapsedInto),
-      events.map((event) => event.routes),
-    ],
+    [runId, events.seqs, document],
   );
 }
 

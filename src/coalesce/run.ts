@@ -5,7 +5,7 @@ import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
 import { claimChunk, outboxHighWater, type ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
 import { Packer, type Batch } from './pack.js';
-import { assignPayloadIds, consumeEvents, dispatchWebhooks, upsertPayloads, type ConsumedEvent } from './persist.js';
+import { assignPayloadIds, consumeEvents, dispatchWebhooks, upsertPayloads } from './persist.js';
 import { routeEvent, type RoutedWebhook } from './route.js';
 
 /**
@@ -19,7 +19,7 @@ export interface CoalesceOptions {
   /** Every configured webhook, enabled or not (disabled ones record `disabled`). */
   readonly webhooks: readonly RoutedWebhook[];
   readonly maxPayloadBytes: number;
-  /** Outbox rows per chunk transaction; memory is bounded by it. Default 5,000. */
+  /** Outbox rows per chunk transaction; memory is bounded by it. Default 10,000. */
   readonly chunkSize?: number;
   readonly logger: Logger;
   /** The clock (payload timestamps). Default: the system clock. */
@@ -45,7 +45,7 @@ export interface CoalesceResult {
  */
 export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult> {
   const { pool, logger } = options;
-  const chunkSize = options.chunkSize ?? 5000;
+  const chunkSize = options.chunkSize ?? 10_000;
   const now = options.now ?? (() => new Date());
   const lockClient = await pool.connect();
   try {
@@ -76,7 +76,9 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
   const { rows: [run] } = await pool.query<{ run_id: number }>('insert into asset_webhooks.coalesce_runs default values returning run_id');
   const runId = run!.run_id;
   const logger = options.logger.child({ runId });
-  const packers = new Map(webhooks.map((webhook) => [webhook.id, new Packer(webhook.id, { batchSize: webhook.batchSize, maxPayloadBytes: options.maxPayloadBytes })]));
+  const packers = webhooks.map((webhook) => new Packer(webhook.id, { batchSize: webhook.batchSize, maxPayloadBytes: options.maxPayloadBytes }));
+  // `"<webhook id>":`, escaped once per run.
+  const routeKeys = webhooks.map((webhook) => `${JSON.stringify(webhook.id)}:`);
   const routes: Record<string, number> = {};
   const payloadIds = new Set<number>();
   let events = 0;
@@ -87,11 +89,16 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
       const claimed = await inTransaction(pool, async (client) => {
         const rows = await claimChunk(client, maxSeq, chunkSize);
         if (rows.length === 0) return 0;
-        const consumed = routeChunk(rows, webhooks, packers, routes);
-        const batches = [...packers.values()].flatMap((packer) => packer.drain());
+        const routed = routeChunk(rows, webhooks, packers, routes);
+        const batches = packers.flatMap((packer) => packer.drain());
         await assignPayloadIds(client, batches);
         await upsertPayloads(client, runId, batches, isoTimestamp(now()));
-        await consumeEvents(client, runId, consumed.map((event) => event.toConsumed()));
+        await consumeEvents(client, runId, {
+          seqs: rows.map((row) => row.seq),
+          atomIds: routed.atomIds,
+          collapsedInto: routed.collapsed,
+          routes: routesJson(routeKeys, routed.targets, rows.length),
+        });
         for (const batch of batches) payloadIds.add(batch.payloadId!);
         await dispatchWebhooks(client, batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId));
         return rows.length;
@@ -106,8 +113,8 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
 
   // Seal the last payload of each webhook.
   await inTransaction(pool, async (client) => {
-    for (const packer of packers.values()) packer.finish();
-    const batches = [...packers.values()].flatMap((packer) => packer.drain());
+    for (const packer of packers) packer.finish();
+    const batches = packers.flatMap((packer) => packer.drain());
     await upsertPayloads(client, runId, batches, isoTimestamp(now()));
     await dispatchWebhooks(client, batches.map((batch) => batch.webhookId));
     await client.query('update asset_webhooks.coalesce_runs set finished_at = clock_timestamp(), events = $2, payloads = $3 where run_id = $1',
@@ -117,38 +124,55 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
   return { runId, events, payloads: payloadIds.size, chunks, routes };
 }
 
-/** Routes and packs one chunk; returns the events with their routes, resolved once payload ids are known. */
+/**
+ * Routes and packs one chunk. Returns, per event, its target for each webhook
+ * (a batch, or the reason as a string), flattened event-major, so the routes
+ * can be written once payload ids are known. No allocation per event and
+ * webhook beyond the flat array: this loop runs events times webhooks.
+ */
 function routeChunk(
   rows: readonly ClaimedEvent[],
   webhooks: readonly RoutedWebhook[],
-  packers: ReadonlyMap<string, Packer>,
+  packers: readonly Packer[],
   counts: Record<string, number>,
-): Array<{ toConsumed(): ConsumedEvent }> {
-  return rows.map((row) => {
-    const collapsed = collapsedInto(row);
+): { targets: Array<Batch | string>; atomIds: Array<number | null>; collapsed: Array<string | null> } {
+  const targets: Array<Batch | string> = new Array<Batch | string>(rows.length * webhooks.length);
+  const atomIds: Array<number | null> = new Array<number | null>(rows.length);
+  const collapsed: Array<string | null> = new Array<string | null>(rows.length);
+  for (let i = 0; i < rows.length; i += 1) {
+    const row = rows[i]!;
+    const into = collapsedInto(row);
     // EDITED reflects the asset at delivery time: its latest atom now.
     const atomId = row.eventType === 'PURGED' ? null : row.eventType === 'EDITED' ? (row.asset?.latestAtomId ?? row.atomId) : row.atomId;
-    const json = serializeEvent({
-      atomId,
-      eventId: row.eventId,
-      eventTimestamp: isoTimestamp(row.occurredAt),
-      assetId: row.assetId,
-      assetUuid: row.assetUuid ?? '',
-      eventType: row.eventType,
-    });
-    const decided: Array<[string, Batch | string]> = [];
-    for (const webhook of webhooks) {
-      const route = routeEvent(webhook, { eventType: row.eventType, asset: row.asset, collapsedInto: collapsed });
+    atomIds[i] = atomId;
+    collapsed[i] = into;
+    let json: string | null = null;
+    for (let j = 0; j < webhooks.length; j += 1) {
+      const route = routeEvent(webhooks[j]!, { eventType: row.eventType, asset: row.asset, collapsedInto: into });
       counts[route] = (counts[route] ?? 0) + 1;
-      decided.push([webhook.id, route === 'deliver' ? packers.get(webhook.id)!.add(row.eventId, json) : route]);
+      if (route === 'deliver') {
+        json ??= serializeEvent({
+          atomId, eventId: row.eventId, eventTimestamp: row.eventTimestamp, assetId: row.assetId, assetUuid: row.assetUuid ?? '', eventType: row.eventType,
+        });
+        targets[i * webhooks.length + j] = packers[j]!.add(row.eventId, json);
+      } else {
+        targets[i * webhooks.length + j] = route;
+      }
     }
-    return {
-      toConsumed: () => ({
-        seq: row.seq,
-        atomId,
-        collapsedInto: collapsed,
-        routes: JSON.stringify(Object.fromEntries(decided.map(([id, target]) => [id, typeof target === 'string' ? target : target.payloadId]))),
-      }),
-    };
-  });
+  }
+  return { targets, atomIds, collapsed };
+}
+
+/** The routes JSON of each event: webhook id to payload id (number) or reason (string). */
+function routesJson(keys: readonly string[], targets: ReadonlyArray<Batch | string>, events: number): string[] {
+  const out = new Array<string>(events);
+  for (let i = 0; i < events; i += 1) {
+    let json = '{';
+    for (let j = 0; j < keys.length; j += 1) {
+      const target = targets[i * keys.length + j]!;
+      json += (j === 0 ? '' : ',') + keys[j] + (typeof target === 'string' ? `"${target}"` : String(target.payloadId));
+    }
+    out[i] = `${json}}`;
+  }
+  return out;
 }

@@ -60,8 +60,10 @@ export function explainWebhook(webhook: WebhookConfig, eventType: EventType, ass
 
   webhook.filters.forEach((group, index) => {
     const values = assetValues(asset, group.filterKind, group.fieldName);
-    const present = group.value.filter((value) => values.includes(value));
-    const passed = group.condition === 'ANY' ? present.length > 0 : group.condition === 'NONE' ? present.length === 0 : present.length === new Set(group.value).size;
+    // The value list is a set: a repeated value counts once.
+    const wanted = [...new Set(group.value)];
+    const present = wanted.filter((value) => values.includes(value));
+    const passed = group.condition === 'ANY' ? present.length > 0 : group.condition === 'NONE' ? present.length === 0 : present.length === wanted.length;
     const field = group.filterKind === 'additionalFields' && group.fieldName !== undefined ? `additionalFields[${group.fieldName}]` : group.filterKind;
     later(`filter:${index + 1}`, passed,
       `${field} ${group.condition} [${group.value.join(', ')}]: the asset has [${values.join(', ')}]` +
