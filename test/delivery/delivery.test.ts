@@ -1,4 +1,7 @@
+import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { redeliver } from '../../src/investigate/dead-letters.js';
+import { createLogger } from '../../src/logging/logger.js';
 import { resetData } from '../helpers/seed.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { startTestService, type TestService } from '../helpers/service.js';
@@ -189,5 +192,27 @@ describe('delivery through the running service', () => {
     await db.pool.query("insert into assets (asset_id) values (1)");
     await settled(1);
     expect(crm.requests).toHaveLength(1);
+  });
+
+  it('after a 401 and a key rotation, the redelivery uses the rotated key; logs never show a key', async () => {
+    const crm = await receiver();
+    crm.respond = (request) => (request.headers['x-api-key'] === 'rotated-key' ? 200 : 401);
+    process.env.ASSET_WEBHOOKS_SECRET_ROTATING = 'old-key';
+    let logs = '';
+    const sink = new Writable({ write(chunk: Buffer, _encoding, done) { logs += chunk.toString(); done(); } });
+    running = await startTestService(db.url, config(`    - { id: crm, url: "${crm.url}", enabled: true, apikey: rotating }`), createLogger({ level: 'trace', destination: sink }));
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    const [rejected] = await settled(1);
+    expect(rejected).toMatchObject({ status: 'dead_lettered', dead_letter_reason: 'rejected' });
+    process.env.ASSET_WEBHOOKS_SECRET_ROTATING = 'rotated-key';
+    await redeliver(db.pool, rejected!.payload_id, 'test');
+    const [delivered] = await settled(1);
+    expect(delivered!.status).toBe('delivered');
+    expect(crm.requests.map((r) => r.headers['x-api-key'])).toEqual(['old-key', 'rotated-key']);
+    expect(logs).toContain('payload delivered');
+    expect(logs).not.toContain('old-key');
+    expect(logs).not.toContain('rotated-key');
+    const { rows } = await db.pool.query("select count(*)::int as n from asset_webhooks.attempts where coalesce(error_message, '') || coalesce(response_excerpt, '') like '%-key%'");
+    expect(rows).toEqual([{ n: 0 }]);
   });
 });

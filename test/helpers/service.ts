@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { startService, type RunningService } from '../../src/service/service.js';
 
 export interface TestService {
@@ -13,11 +13,11 @@ export interface TestService {
 }
 
 /** Runs the real service in this process against a test database, with a configuration document. */
-export async function startTestService(databaseUrl: string, yaml: string): Promise<TestService> {
+export async function startTestService(databaseUrl: string, yaml: string, logger: Logger = pino({ level: 'silent' })): Promise<TestService> {
   const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-test-config-'));
   const configPath = path.join(directory, 'config.yaml');
   writeFileSync(configPath, yaml);
-  const service = await startService({ databaseUrl, configPath, logger: pino({ level: 'silent' }), concurrency: 8 });
+  const service = await startService({ databaseUrl, configPath, logger, concurrency: 8 });
   return {
     service,
     configPath,
