@@ -35,6 +35,25 @@ async function waitUntilDrained(pool: pg.Pool, timeoutMs: number, sample?: () =>
   }
 }
 
+/** A clean database, a receiver process and a `run` process on it, with one stop for all three. */
+async function startRig(databaseUrl: string, pool: pg.Pool, options: { report: boolean; backlog?: { events: number; assets: number } }) {
+  await clearResults(pool);
+  await pool.query('truncate asset_webhooks.outbox');
+  if (options.backlog) await fillOutbox(pool, options.backlog.events, options.backlog.assets);
+  const receiver = await startReceiverProcess(options.report);
+  const config = writeConfig(receiver.url, 1);
+  const run = startRunProcess(databaseUrl, config.path);
+  return {
+    receiver,
+    run,
+    async stop(): Promise<void> {
+      await run.stop();
+      await receiver.stop();
+      config.cleanup();
+    },
+  };
+}
+
 export interface MemoryBenchResult {
   readonly peakRssMb: number;
   readonly events: number;
@@ -44,13 +63,8 @@ export interface MemoryBenchResult {
 
 /** Peak RSS of the `run` process while it drains a backlog of `events` outbox rows (coalescing and delivery). */
 export async function measureMemory(databaseUrl: string, pool: pg.Pool, options: { events: number; assets: number }): Promise<MemoryBenchResult> {
-  await clearResults(pool);
-  await pool.query('truncate asset_webhooks.outbox');
-  await fillOutbox(pool, options.events, options.assets);
-  const receiver = await startReceiverProcess(false);
-  const config = writeConfig(receiver.url, 1);
+  const { run, stop } = await startRig(databaseUrl, pool, { report: false, backlog: options });
   const started = Date.now();
-  const run = startRunProcess(databaseUrl, config.path);
   let peak = 0;
   try {
     await waitUntilDrained(pool, 30 * 60_000, () => {
@@ -58,9 +72,7 @@ export async function measureMemory(databaseUrl: string, pool: pg.Pool, options:
     });
   } finally {
     peak = Math.max(peak, run.peakRssMb());
-    await run.stop();
-    await receiver.stop();
-    config.cleanup();
+    await stop();
   }
   return { peakRssMb: peak, events: options.events, drainSeconds: (Date.now() - started) / 1000, ledger: await readLedger(pool) };
 }
@@ -79,11 +91,7 @@ export interface LatencyBenchResult {
  * measured on the webhook that receives every event (`all`).
  */
 export async function measureLatency(databaseUrl: string, pool: pg.Pool, options: { eventsPerSecond: number; seconds: number }): Promise<LatencyBenchResult> {
-  await clearResults(pool);
-  await pool.query('truncate asset_webhooks.outbox');
-  const receiver = await startReceiverProcess(true);
-  const config = writeConfig(receiver.url, 1);
-  const run = startRunProcess(databaseUrl, config.path);
+  const { receiver, stop } = await startRig(databaseUrl, pool, { report: true });
   const committedAt = new Map<number, number>();
   try {
     await new Promise((resolve) => setTimeout(resolve, 3000));
@@ -99,9 +107,7 @@ export async function measureLatency(databaseUrl: string, pool: pg.Pool, options
     }
     await waitUntilDrained(pool, 120_000);
   } finally {
-    await run.stop();
-    await receiver.stop();
-    config.cleanup();
+    await stop();
   }
   const latencies: number[] = [];
   for (const request of receiver.received) {
