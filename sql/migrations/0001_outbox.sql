@@ -180,6 +180,58 @@ begin
   return v_started;
 end $$;
 
+-- The handoff: a delivery that just ended (delivered or dead-lettered, in the
+-- same transaction) passes its slot to the webhook's next pending payload.
+-- No lock on the webhook is needed: the ending payload stops counting and the
+-- next one starts counting in one commit, so anyone counting sees the same
+-- number in flight before and after. SKIP LOCKED lets concurrent finishers
+-- take different payloads; with concurrency 1 the head is waited for instead,
+-- so strict order holds. A webhook that is disabled, or over its (reduced)
+-- concurrency, gets no handoff.
+create function asset_webhooks.hand_off(p_webhook_id text) returns integer
+language plpgsql as $$
+declare
+  v_limit integer;
+  v_in_flight integer;
+  v_next bigint;
+  r record;
+begin
+  select w.concurrency into v_limit from asset_webhooks.webhooks w where w.webhook_id = p_webhook_id and w.enabled;
+  if v_limit is null then
+    return 0;
+  end if;
+  select count(*) into v_in_flight from asset_webhooks.payloads p
+  where p.webhook_id = p_webhook_id and p.status = 'pending' and p.dispatched;
+  if v_in_flight >= v_limit then
+    return 0;
+  end if;
+  if v_limit = 1 then
+    select q.payload_id into v_next from asset_webhooks.payloads q
+    where q.webhook_id = p_webhook_id and q.status = 'pending' and not q.dispatched
+    order by q.payload_id limit 1 for update;
+  else
+    select q.payload_id into v_next from asset_webhooks.payloads q
+    where q.webhook_id = p_webhook_id and q.status = 'pending' and not q.dispatched
+    order by q.payload_id limit 1 for update skip locked;
+  end if;
+  if v_next is null then
+    return 0;
+  end if;
+  update asset_webhooks.payloads p set dispatched = true
+  where p.payload_id = v_next and not p.dispatched
+  returning p.payload_id, p.series, p.attempts, p.next_attempt_at into r;
+  if r is null then
+    return 0;
+  end if;
+  perform graphile_worker.add_job(
+    'deliver',
+    json_build_object('payloadId', r.payload_id, 'series', r.series, 'attempt', r.attempts + 1),
+    run_at := greatest(coalesce(r.next_attempt_at, now()), now()),
+    max_attempts := 25,
+    job_key := asset_webhooks.deliver_job_key(r.payload_id, r.series, r.attempts + 1));
+  return 1;
+end $$;
+
 -- Consumed events with their outcome per webhook. `routes` maps every webhook
 -- configured at coalescing time to either the payload id (a number) that
 -- carries the event, or a string: the check that excluded it, or 'collapsed'.

@@ -19,7 +19,7 @@ export interface CoalesceOptions {
   /** Every configured webhook, enabled or not (disabled ones record `disabled`). */
   readonly webhooks: readonly RoutedWebhook[];
   readonly maxPayloadBytes: number;
-  /** Outbox rows per chunk transaction; memory is bounded by it. Default 10,000. */
+  /** Outbox rows per chunk transaction; memory is bounded by it. Default 5,000. */
   readonly chunkSize?: number;
   readonly logger: Logger;
   /** The clock (payload timestamps). Default: the system clock. */
@@ -45,7 +45,7 @@ export interface CoalesceResult {
  */
 export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult> {
   const { pool, logger } = options;
-  const chunkSize = options.chunkSize ?? 10_000;
+  const chunkSize = options.chunkSize ?? 5000;
   const now = options.now ?? (() => new Date());
   const lockClient = await pool.connect();
   try {

@@ -108,3 +108,12 @@ export async function scheduleRetry(client: pg.PoolClient, payload: PayloadForDe
 export async function handBack(client: pg.PoolClient, payloadId: number): Promise<void> {
   await client.query('update asset_webhooks.payloads set dispatched = false where payload_id = $1', [payloadId]);
 }
+
+/**
+ * Passes the slot of a delivery that just ended to the webhook's next pending
+ * payload, in the same transaction (see asset_webhooks.hand_off). Cheaper than
+ * the dispatch pump, which serialises on a lock per webhook.
+ */
+export async function handOff(client: pg.PoolClient, webhookId: string): Promise<void> {
+  await client.query('select asset_webhooks.hand_off($1)', [webhookId]);
+}

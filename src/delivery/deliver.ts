@@ -1,10 +1,9 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import { dispatchWebhooks } from '../coalesce/persist.js';
 import { inTransaction } from '../db/transaction.js';
 import type { SecretResolver } from '../secrets/types.js';
 import {
-  attemptUnfinished, finishAttempt, handBack, lockPayload, markDeadLettered, markDelivered, scheduleRetry, startAttempt,
+  attemptUnfinished, finishAttempt, handBack, handOff, lockPayload, markDeadLettered, markDelivered, scheduleRetry, startAttempt,
   type AttemptResult, type PayloadForDelivery,
 } from './attempt-store.js';
 import type { HttpSender, PostResult } from './http/sender.js';
@@ -59,8 +58,8 @@ export type DeliverOutcome =
  *      dead-letter it when it expired);
  *   2. resolve the API key and POST the stored body;
  *   3. in a transaction: record the result and apply the payload's next state
- *      (delivered, a retry job at the policy's time, or dead-lettered), then
- *      let the pump start the webhook's next payload.
+ *      (delivered, a retry job at the policy's time, or dead-lettered), and
+ *      hand the slot to the webhook's next payload.
  * An HTTP outcome never throws: graphile-worker's own retries are left for
  * failures of our own (the database), and a job re-run after a crash finds its
  * attempt unfinished and counts it as a failed attempt.
@@ -88,7 +87,7 @@ export async function deliverPayload(job: DeliverJob, context: DeliveryContext):
     const now = context.now();
     if (isExpired(payload.seriesStartedAt, now, context.settings().deadLetterAfterSeconds)) {
       await markDeadLettered(client, payload.payloadId, 'expired', now);
-      await dispatchWebhooks(client, [payload.webhookId]);
+      await handOff(client, payload.webhookId);
       logger.warn({ webhookId: payload.webhookId, reason: 'expired' }, 'payload dead-lettered');
       return { kind: 'handed_back' } as const;
     }
@@ -145,12 +144,12 @@ async function settle(
   await finishAttempt(client, payload, attemptNo, recorded);
   if (next.kind === 'delivered') {
     await markDelivered(client, payload.payloadId, now);
-    await dispatchWebhooks(client, [payload.webhookId]);
+    await handOff(client, payload.webhookId);
   } else if (next.kind === 'retry') {
     await scheduleRetry(client, payload, attemptNo + 1, next.at);
   } else {
     await markDeadLettered(client, payload.payloadId, next.reason, now);
-    await dispatchWebhooks(client, [payload.webhookId]);
+    await handOff(client, payload.webhookId);
   }
   return recorded;
 }

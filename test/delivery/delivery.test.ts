@@ -215,4 +215,23 @@ describe('delivery through the running service', () => {
     const { rows } = await db.pool.query("select count(*)::int as n from asset_webhooks.attempts where coalesce(error_message, '') || coalesce(response_excerpt, '') like '%-key%'");
     expect(rows).toEqual([{ n: 0 }]);
   });
+
+  it('keeps at most `concurrency` payloads of a webhook in flight, and uses them', async () => {
+    const crm = await receiver();
+    let inFlight = 0;
+    let most = 0;
+    crm.respond = () => {
+      inFlight += 1;
+      most = Math.max(most, inFlight);
+      return new Promise<number>((resolve) => setTimeout(() => {
+        inFlight -= 1;
+        resolve(200);
+      }, 300));
+    };
+    running = await startTestService(db.url, config(`    - { id: crm, url: "${crm.url}", enabled: true, batchSize: 1, concurrency: 3 }`));
+    await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 12) g');
+    await settled(12);
+    expect(crm.requests).toHaveLength(12);
+    expect(most).toBe(3);
+  });
 });
