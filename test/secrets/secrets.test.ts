@@ -111,7 +111,69 @@ describe('aws provider through @aws-sdk/client-secrets-manager against a local s
   });
 });
 
-describe('gcp provider', () => {
+describe('gcp provider through @google-cloud/secret-manager (REST) against a local server speaking its protocol', () => {
+  let server: Server;
+  let port = 0;
+  let value = 'gcp-secret-1';
+  const requests: Array<{ method: string; url: string; authorization: string | undefined }> = [];
+
+  beforeAll(async () => {
+    server = createServer((request, response) => {
+      void body(request).then(() => {
+        requests.push({ method: request.method ?? '', url: request.url ?? '', authorization: request.headers.authorization });
+        if (request.url === '/v1/token') {
+          // The STS token exchange of workload identity federation.
+          response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({
+            access_token: 'local-access-token', issued_token_type: 'urn:ietf:params:oauth:token-type:access_token', token_type: 'Bearer', expires_in: 3600,
+          }));
+          return;
+        }
+        const match = /^\/v1\/(projects\/[^/]+\/secrets\/([^/]+)\/versions\/[^/:]+):access/.exec(request.url ?? '');
+        if (!match || match[2] !== 'crm-key') {
+          response.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 404, message: 'Secret not found', status: 'NOT_FOUND' } }));
+          return;
+        }
+        response.writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ name: match[1], payload: { data: Buffer.from(value).toString('base64') } }));
+      });
+    });
+    port = await listen(server);
+    const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-gcp-'));
+    writeFileSync(path.join(directory, 'subject-token'), 'a-subject-token');
+    writeFileSync(path.join(directory, 'credentials.json'), JSON.stringify({
+      type: 'external_account',
+      audience: '//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/pool/providers/local',
+      subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+      token_url: `http://127.0.0.1:${port}/v1/token`,
+      credential_source: { file: path.join(directory, 'subject-token') },
+    }));
+    process.env.GOOGLE_APPLICATION_CREDENTIALS = path.join(directory, 'credentials.json');
+  });
+  afterAll(() => {
+    delete process.env.GOOGLE_APPLICATION_CREDENTIALS;
+    server.close();
+  });
+
+  it('resolves the latest version of a secret id, authorised, and a rotated value after invalidate()', async () => {
+    const resolver = createSecretResolver({ provider: 'gcp', cacheSeconds: 300, gcp: { projectId: 'my-project', apiEndpoint: `http://127.0.0.1:${port}` } });
+    expect(await resolver.resolve('crm-key')).toBe('gcp-secret-1');
+    const access = requests.find((r) => r.url.includes(':access'));
+    expect(access).toMatchObject({ method: 'GET', authorization: 'Bearer local-access-token' });
+    expect(access!.url.split('?')[0]).toBe('/v1/projects/my-project/secrets/crm-key/versions/latest:access');
+    value = 'gcp-secret-2';
+    resolver.invalidate('crm-key');
+    expect(await resolver.resolve('crm-key')).toBe('gcp-secret-2');
+  });
+
+  it('reports a missing secret without any secret value', async () => {
+    const resolver = createSecretResolver({ provider: 'gcp', cacheSeconds: 300, gcp: { projectId: 'my-project', apiEndpoint: `http://127.0.0.1:${port}` } });
+    const error = await resolver.resolve('missing').catch((e: unknown) => e as Error);
+    expect(String(error)).toMatch(/secret "missing" \(provider gcp\): could not access projects\/my-project\/secrets\/missing\/versions\/latest/);
+    expect(String(error)).not.toContain('gcp-secret');
+  });
+});
+
+describe('gcp resource names', () => {
   it('builds the resource name from a secret id or takes a full one', () => {
     expect(gcpResourceName('crm-key', 'my-project')).toBe('projects/my-project/secrets/crm-key/versions/latest');
     expect(gcpResourceName('projects/p/secrets/s', 'x')).toBe('projects/p/secrets/s/versions/latest');
