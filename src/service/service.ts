@@ -77,16 +77,26 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     },
   };
 
-  const runner: Runner = await run({
-    connectionString: options.databaseUrl,
-    concurrency: options.concurrency ?? 10,
-    maxPoolSize: (options.concurrency ?? 10) + 2,
-    noHandleSignals: true,
-    pollInterval: 1000,
-    taskList,
-    crontab: crontabFor(intervalSeconds),
-    logger: workerLogger(logger),
-  });
+  // graphile-worker gets a pool of ours, so stop() can wait until its last
+  // connection is closed (its own pool may still be closing when it resolves).
+  const workerPool = createPool(options.databaseUrl, { max: (options.concurrency ?? 10) + 2, applicationName: 'asset-webhooks worker' });
+  let runner: Runner;
+  try {
+    runner = await run({
+      pgPool: workerPool,
+      concurrency: options.concurrency ?? 10,
+      noHandleSignals: true,
+      pollInterval: 1000,
+      taskList,
+      crontab: crontabFor(intervalSeconds),
+      logger: workerLogger(logger),
+    });
+  } catch (error) {
+    await state.close();
+    await workerPool.end();
+    await pool.end();
+    throw error;
+  }
   let workerRunning = true;
   const stopped = runner.promise.then(
     () => {
@@ -137,6 +147,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         await stopped;
         await new Promise<void>((resolve) => (httpServer ? httpServer.close(() => resolve()) : resolve()));
         await state.close();
+        await workerPool.end();
         await pool.end();
         logger.info('stopped');
       })();
