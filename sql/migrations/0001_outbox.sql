@@ -138,6 +138,22 @@ create table asset_webhooks.redeliveries (
 create function asset_webhooks.deliver_job_key(p_payload_id bigint, p_series integer, p_attempt integer) returns text
 language sql immutable as $$ select 'deliver:' || p_payload_id || ':' || p_series || ':' || p_attempt $$;
 
+-- Adds the delivery job of one attempt: the only place that does, so the job
+-- shape (payload, key, attempts) is the same for first attempts, retries and
+-- handoffs.
+create function asset_webhooks.enqueue_delivery(p_payload_id bigint, p_series integer, p_attempt integer, p_run_at timestamptz)
+returns void language plpgsql as $$
+begin
+  -- plpgsql, not sql: its body is resolved at call time, after `migrate` has
+  -- installed graphile-worker's schema.
+  perform graphile_worker.add_job(
+    'deliver',
+    json_build_object('payloadId', p_payload_id, 'series', p_series, 'attempt', p_attempt),
+    run_at := greatest(p_run_at, now()),
+    max_attempts := 25,
+    job_key := asset_webhooks.deliver_job_key(p_payload_id, p_series, p_attempt));
+end $$;
+
 -- The dispatch pump: starts delivery jobs for a webhook's oldest pending
 -- payloads, up to its concurrency minus those already in flight. With
 -- concurrency 1 a payload is therefore not sent before the previous one is
@@ -169,12 +185,7 @@ begin
                            order by q.payload_id limit v_slots)
     returning p.payload_id, p.series, p.attempts, p.next_attempt_at
   loop
-    perform graphile_worker.add_job(
-      'deliver',
-      json_build_object('payloadId', r.payload_id, 'series', r.series, 'attempt', r.attempts + 1),
-      run_at := greatest(coalesce(r.next_attempt_at, now()), now()),
-      max_attempts := 25,
-      job_key := asset_webhooks.deliver_job_key(r.payload_id, r.series, r.attempts + 1));
+    perform asset_webhooks.enqueue_delivery(r.payload_id, r.series, r.attempts + 1, coalesce(r.next_attempt_at, now()));
     v_started := v_started + 1;
   end loop;
   return v_started;
@@ -223,12 +234,7 @@ begin
   if r is null then
     return 0;
   end if;
-  perform graphile_worker.add_job(
-    'deliver',
-    json_build_object('payloadId', r.payload_id, 'series', r.series, 'attempt', r.attempts + 1),
-    run_at := greatest(coalesce(r.next_attempt_at, now()), now()),
-    max_attempts := 25,
-    job_key := asset_webhooks.deliver_job_key(r.payload_id, r.series, r.attempts + 1));
+  perform asset_webhooks.enqueue_delivery(r.payload_id, r.series, r.attempts + 1, coalesce(r.next_attempt_at, now()));
   return 1;
 end $$;
 

@@ -97,11 +97,7 @@ export async function markDeadLettered(client: pg.PoolClient, payloadId: number,
 /** Schedules the next attempt as a new job in the same transaction as the attempt's record. */
 export async function scheduleRetry(client: pg.PoolClient, payload: PayloadForDelivery, nextAttempt: number, at: Date): Promise<void> {
   await client.query('update asset_webhooks.payloads set next_attempt_at = $2 where payload_id = $1', [payload.payloadId, at]);
-  await client.query(
-    `select graphile_worker.add_job('deliver', json_build_object('payloadId', $1::bigint, 'series', $2::int, 'attempt', $3::int),
-       run_at := $4::timestamptz, max_attempts := 25, job_key := asset_webhooks.deliver_job_key($1, $2, $3))`,
-    [payload.payloadId, payload.series, nextAttempt, at],
-  );
+  await client.query('select asset_webhooks.enqueue_delivery($1, $2, $3, $4)', [payload.payloadId, payload.series, nextAttempt, at]);
 }
 
 /** Gives a dispatched payload back to the pump (its webhook is disabled or gone). */
