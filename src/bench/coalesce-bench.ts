@@ -57,7 +57,7 @@ export async function fillOutbox(pool: pg.Pool, events: number, assets: number):
     `insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
      select case when r < 60 then 'EDITED' when r < 75 then 'CREATED' when r < 85 then 'REVERSION' when r < 95 then 'DELETED' else 'PURGED' end,
             a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
-     from (select g, (g * 37) % 100 as r, 1 + (g * 7919) % $2::int as id from generate_series(1, $1::int) g) s
+     from (select g, (g * 37) % 100 as r, 1 + (g * 7919) % $2::bigint as id from generate_series(1, $1::bigint) g) s
      join assets a on a.asset_id = s.id
      order by s.g`,
     [events, assets]);
