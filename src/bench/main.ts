@@ -34,7 +34,8 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
     : { assets: 100_000, coalesceEvents: 1_000_000, memoryEvents: 1_000_000, repeats: 3, tpsSeconds: 10, deliveryPayloads: 5000, latencySeconds: 60 };
 
   let embedded: EmbeddedServer | undefined;
-  const serverUrl = options.databaseUrl ?? (embedded = await startEmbeddedPostgres()).url;
+  // Durable settings, as in production: the cost of capture is relative to the cost of a write.
+  const serverUrl = options.databaseUrl ?? (embedded = await startEmbeddedPostgres({ durable: true })).url;
   const database = `aw_bench_${Date.now().toString(36)}`;
   const admin = createPool(serverUrl, { max: 1 });
   await admin.query(`create database ${database}`);

@@ -36,7 +36,17 @@ export async function freePort(): Promise<number> {
  * missing. The files are removed on stop(), and also when the process exits
  * without calling it (a failed or interrupted run), so nothing is left behind.
  */
-export async function startEmbeddedPostgresInProcess(options: { log?: (line: string) => void } = {}): Promise<EmbeddedServer> {
+export interface EmbeddedOptions {
+  /**
+   * Keep PostgreSQL's durability settings (fsync, synchronous_commit,
+   * full_page_writes) as a production server has them. Default false: the
+   * tests and the demo trade durability for speed. The benchmark sets it, since
+   * what capture costs a write depends on what the write costs.
+   */
+  readonly durable?: boolean;
+}
+
+export async function startEmbeddedPostgresInProcess(options: EmbeddedOptions & { log?: (line: string) => void } = {}): Promise<EmbeddedServer> {
   const directory = mkdtempSync(path.join(os.tmpdir(), 'asset-webhooks-pg-'));
   // The server may run as another user, who must reach the data directory below.
   chmodSync(directory, 0o755);
@@ -58,10 +68,8 @@ export async function startEmbeddedPostgresInProcess(options: { log?: (line: str
     postgresFlags: [
       '-c', 'listen_addresses=127.0.0.1',
       '-c', 'unix_socket_directories=',
-      '-c', 'fsync=off',
-      '-c', 'synchronous_commit=off',
-      '-c', 'full_page_writes=off',
       '-c', 'max_connections=200',
+      ...(options.durable ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
     ],
     onLog: (message: unknown) => log(String(message).trimEnd()),
     onError: (message: unknown) => log(String(message).trimEnd()),
@@ -124,8 +132,8 @@ const serverScript = fileURLToPath(new URL('../../dist/embedded/server-process.j
  * that fails must still exit non-zero). The child stops the server and removes
  * its files when its stdin closes, so it also goes when the caller dies.
  */
-export async function startEmbeddedPostgres(): Promise<EmbeddedServer> {
-  const child = spawn(process.execPath, [serverScript], { stdio: ['pipe', 'pipe', 'inherit'] });
+export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Promise<EmbeddedServer> {
+  const child = spawn(process.execPath, [serverScript, ...(options.durable ? ['--durable'] : [])], { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = createInterface({ input: child.stdout });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const started = await new Promise<{ url: string; port: number; directory: string }>((resolve, reject) => {
