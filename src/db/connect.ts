@@ -11,9 +11,11 @@ export function createPool(databaseUrl: string, options: { max?: number; applica
     max: options.max ?? 10,
     application_name: options.applicationName ?? 'asset-webhooks',
   });
-  // An idle client that loses its connection must not crash the process; the
-  // next query on the pool reports the problem where it can be handled.
+  // A client that loses its connection (idle in the pool, or checked out by
+  // graphile-worker between queries) must not crash the process: the next
+  // query on it or on the pool reports the problem where it can be handled.
   pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
   return pool;
 }
 
