@@ -1,3 +1,4 @@
+import { parseCrontab } from 'graphile-worker';
 import { describe, expect, it } from 'vitest';
 import { createPool } from '../../src/db/connect.js';
 import { crontabFor, needsTicker, tick } from '../../src/coalesce/schedule.js';
@@ -13,6 +14,14 @@ describe('scheduling coalescing runs', () => {
     expect(needsTicker(60)).toBe(false);
     expect(needsTicker(1)).toBe(true);
     expect(needsTicker(90)).toBe(true);
+  });
+
+  it('writes crontabs graphile-worker accepts, with one coalesce job key', () => {
+    for (const interval of [1, 60, 300, 3600]) {
+      const items = parseCrontab(crontabFor(interval));
+      expect(items.map((item) => item.task).sort()).toEqual(interval % 60 === 0 ? ['coalesce', 'maintenance'] : ['maintenance']);
+      for (const item of items) expect(item.options.jobKey).toBe(`asset_webhooks_${item.task}`);
+    }
   });
 
   it('adds exactly one job per interval however many processes tick at the same moment', async () => {
