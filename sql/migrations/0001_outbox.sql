@@ -238,6 +238,50 @@ begin
   return 1;
 end $$;
 
+-- Records the result of an attempt and applies the payload's next state, as
+-- decided by the service's retry policy (src/delivery/policy/next-state.ts),
+-- in one statement: one round trip after the POST instead of seven. The
+-- payload is locked and checked first: if an operator acted meanwhile (a new
+-- series) or the attempt is no longer the payload's latest, only the attempt's
+-- result is recorded (outcome 'retry'), and false is returned.
+--   p_outcome: delivered | retry | rejected | retries_exhausted | expired
+create function asset_webhooks.settle_attempt(
+  p_payload_id bigint, p_series integer, p_attempt integer,
+  p_duration_ms integer, p_status_code integer, p_error_class text, p_error_message text, p_excerpt text,
+  p_outcome text, p_at timestamptz, p_retry_at timestamptz
+) returns boolean
+language plpgsql as $$
+declare
+  v_payload asset_webhooks.payloads%rowtype;
+  v_current boolean;
+begin
+  select * into v_payload from asset_webhooks.payloads where payload_id = p_payload_id for update;
+  v_current := found and v_payload.series = p_series and v_payload.attempts = p_attempt and v_payload.status = 'pending';
+  update asset_webhooks.attempts
+  set duration_ms = p_duration_ms, status_code = p_status_code, error_class = p_error_class, error_message = p_error_message,
+      response_excerpt = p_excerpt, outcome = case when v_current then p_outcome else 'retry' end
+  where payload_id = p_payload_id and series = p_series and attempt_no = p_attempt;
+  if not v_current then
+    return false;
+  end if;
+  update asset_webhooks.payloads
+  set last_status_code = p_status_code,
+      last_error = case when p_error_class is null then null else p_error_class || ': ' || coalesce(p_error_message, '') end,
+      status = case p_outcome when 'delivered' then 'delivered' when 'retry' then 'pending' else 'dead_lettered' end,
+      delivered_at = case when p_outcome = 'delivered' then p_at end,
+      dead_letter_reason = case when p_outcome not in ('delivered', 'retry') then p_outcome end,
+      dead_lettered_at = case when p_outcome not in ('delivered', 'retry') then p_at end,
+      dispatched = (p_outcome = 'retry'),
+      next_attempt_at = case when p_outcome = 'retry' then p_retry_at end
+  where payload_id = p_payload_id;
+  if p_outcome = 'retry' then
+    perform asset_webhooks.enqueue_delivery(p_payload_id, p_series, p_attempt + 1, p_retry_at);
+  else
+    perform asset_webhooks.hand_off(v_payload.webhook_id);
+  end if;
+  return true;
+end $$;
+
 -- Consumed events with their outcome per webhook. `routes` maps every webhook
 -- configured at coalescing time to either the payload id (a number) that
 -- carries the event, or a string: the check that excluded it, or 'collapsed'.

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { parseDocument } from 'yaml';
+import { isNode, parseDocument, type Document } from 'yaml';
 import type { z } from 'zod';
 import { describeError } from '../db/connect.js';
 import { UserError } from '../errors.js';
@@ -16,6 +16,7 @@ export function parseConfigText(text: string, sourceName: string): Config {
     throw new UserError('config_invalid', document.errors.map((error) => {
       const position = error.linePos?.[0];
       const where = position ? `${sourceName}:${position.line}:${position.col}` : sourceName;
+      if (error.code === 'MULTIPLE_DOCS') return `${where}: expected a single YAML or JSON document, got a second one`;
       return `${where}: expected valid YAML or JSON, got ${error.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`;
     }));
   }
@@ -24,8 +25,28 @@ export function parseConfigText(text: string, sourceName: string): Config {
     throw new UserError('config_invalid', `${sourceName}: expected a document with the root key "assetUpdater", got an empty document`);
   }
   const result = configSchema.safeParse(data, { reportInput: true });
-  if (!result.success) throw new UserError('config_invalid', formatIssues(result.error.issues));
+  if (!result.success) throw new UserError('config_invalid', formatIssues(inDocumentOrder(result.error.issues, document), sourceName));
   return result.data;
+}
+
+/**
+ * The issues sorted by where their path points in the document, so that the
+ * lines read top to bottom (zod reports a list's own checks, such as duplicate
+ * ids, after its entries' problems). A path that exists sorts at its node's
+ * start; a missing key at the end of its nearest existing ancestor.
+ */
+function inDocumentOrder(issues: readonly z.core.$ZodIssue[], document: Document.Parsed): z.core.$ZodIssue[] {
+  const offset = (path: readonly PropertyKey[]): number => {
+    for (let length = path.length; length > 0; length -= 1) {
+      const node = document.getIn(path.slice(0, length), true);
+      if (isNode(node) && node.range) return length === path.length ? node.range[0] : node.range[1];
+    }
+    return 0;
+  };
+  return issues
+    .map((issue, index) => ({ issue, index, at: offset(issue.path) }))
+    .sort((a, b) => a.at - b.at || a.index - b.index)
+    .map(({ issue }) => issue);
 }
 
 /** Reads and validates a configuration file. */
@@ -39,8 +60,12 @@ export async function loadConfigFile(file: string): Promise<Config> {
   return parseConfigText(text, file);
 }
 
-/** The configuration file from --config or ASSET_WEBHOOKS_CONFIG. */
-export function configFromEnvOrOption(option: string | undefined): string {
+/**
+ * The configuration file named by --config, else by the environment variable
+ * ASSET_WEBHOOKS_CONFIG (read here, at the command line's edge, never in the
+ * schema). Neither: a UserError naming both.
+ */
+export function configFromEnvOrOption(option?: string): string {
   const file = option ?? process.env.ASSET_WEBHOOKS_CONFIG;
   if (!file) {
     throw new UserError('config_missing', '--config: expected a configuration file (or the environment variable ASSET_WEBHOOKS_CONFIG), got nothing');
@@ -48,8 +73,12 @@ export function configFromEnvOrOption(option: string | undefined): string {
   return file;
 }
 
-/** One line per problem, rooted at the document (`assetUpdater.webhooks[1].url`). */
-export function formatIssues(issues: readonly z.core.$ZodIssue[]): string[] {
+/**
+ * One line per problem, `<path>: <expected>, got <found>`, the path rooted at
+ * the document (`assetUpdater.webhooks[1].url`); a problem with the document
+ * as a whole is named by `sourceName`.
+ */
+export function formatIssues(issues: readonly z.core.$ZodIssue[], sourceName = '(document)'): string[] {
   return issues.flatMap((issue) => {
     const path = formatPath(issue.path);
     if (issue.code === 'unrecognized_keys') {
@@ -62,12 +91,15 @@ export function formatIssues(issues: readonly z.core.$ZodIssue[]): string[] {
     const expected = issue.code === 'invalid_value'
       ? `expected one of ${issue.values.map(String).join(', ')}`
       : issue.message.startsWith('expected') ? issue.message : genericExpectation(issue);
-    return [`${path || '(document)'}: ${expected}, got ${describeInput(issue.input)}`];
+    return [`${path || sourceName}: ${expected}, got ${describeInput(issue.input)}`];
   });
 }
 
 function genericExpectation(issue: z.core.$ZodIssue): string {
-  if (issue.code === 'invalid_type') return `expected ${issue.expected === 'object' ? 'a mapping' : issue.expected}`;
+  if (issue.code === 'invalid_type') {
+    if (issue.expected === 'object') return issue.path.length === 0 ? 'expected a mapping with the root key "assetUpdater"' : 'expected a mapping';
+    return `expected ${issue.expected}`;
+  }
   return `expected ${issue.message}`;
 }
 

@@ -16,6 +16,9 @@ const intRange = (min: number, max: number) =>
     .min(min, { error: `expected an integer from ${min} to ${max}` })
     .max(max, { error: `expected an integer from ${min} to ${max}` });
 
+/** The spec's retry schedule: five retries, 1 to 8 minutes apart. */
+export const DEFAULT_RETRY_DELAYS_SECONDS: readonly number[] = [60, 120, 240, 480, 480];
+
 const nonEmptyString = z.string({ error: 'expected a non-empty string' }).min(1, { error: 'expected a non-empty string' });
 
 /** Payload names of the event types by their lower-case configuration names (Created → CREATED). */
@@ -41,7 +44,9 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** Headers the service sets itself; configuration may not override them. */
 const RESERVED_HEADERS = ['content-type', 'x-api-key', 'host', 'content-length'];
 
-const headers = z.record(z.string(), z.string({ error: 'expected a string header value' })).superRefine((value, context) => {
+const headers = z.record(z.string(), z.string({ error: 'expected a string header value' }), {
+  error: 'expected a mapping of header names to string values',
+}).superRefine((value, context) => {
   for (const [name, headerValue] of Object.entries(value)) {
     if (!HEADER_NAME.test(name)) {
       context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header name made of HTTP token characters' });
@@ -63,7 +68,7 @@ const filterGroup = z
   .strictObject({
     filterKind: z.enum(FILTER_KINDS, { error: `expected one of ${FILTER_KINDS.join(', ')}` }),
     condition: z.enum(CONDITIONS, { error: `expected one of ${CONDITIONS.join(', ')}` }),
-    value: z.array(z.string({ error: 'expected a string' }), { error: 'expected a list of strings' })
+    value: z.array(z.string({ error: 'expected a string (quote numbers: "2026")' }), { error: 'expected a list of strings' })
       .min(1, { error: 'expected at least one value' }),
     /** Only for additionalFields: match only fields of this name. */
     fieldName: nonEmptyString.optional(),
@@ -122,16 +127,17 @@ const webhook = z.strictObject({
   apikey: nonEmptyString.optional(),
   headers: headers.optional(),
   /** Supertypes to deliver. Default: only Resource. */
-  resourceTypes: z.array(nonEmptyString, { error: 'expected a list of supertypes' }).min(1, { error: 'expected at least one resource type' }).default(['Resource']),
-  /** Event types to deliver. Default: all. */
-  eventTypes: z.array(eventTypeName, { error: `expected a list of ${EVENT_TYPE_NAMES}` }).min(1, { error: 'expected at least one event type' }).optional(),
+  resourceTypes: z.array(nonEmptyString, { error: 'expected a list of supertypes' }).min(1, { error: 'expected at least one resource type' }).default(() => ['Resource']),
+  /** Event types to deliver, any case, normalized to the payload form (Created → CREATED). Default: all. */
+  eventTypes: z.array(eventTypeName, { error: `expected a list of ${EVENT_TYPE_NAMES}` })
+    .min(1, { error: 'expected at least one event type' }).default(() => [...EVENT_TYPES]),
   /** Events per payload, 1..100. Default 100. */
   batchSize: intRange(1, 100).default(100),
   /** Payloads in flight, 1..64; 1 means strictly in order. Default 1. */
   concurrency: intRange(1, 64).default(1),
   /** Filter groups, all of which must pass. Default: none. */
-  filters: z.array(filterGroup, { error: 'expected a list of filter groups' }).default([]),
-});
+  filters: z.array(filterGroup, { error: 'expected a list of filter groups' }).default(() => []),
+}).transform((entry) => ({ ...entry, id: entry.id ?? defaultWebhookId(entry.url) }));
 
 const settings = z
   .strictObject({
@@ -144,40 +150,57 @@ const settings = z
     /** How long events, outcomes and payloads are kept, 1..365 days. Default 14. */
     retentionDays: intRange(1, 365).default(14),
     retry: z.strictObject({
-      /** One entry per retry. Default 60, 120, 240, 480, 480 (five retries). */
+      /**
+       * One entry per retry, 0 to 10 entries of 1..86400 seconds; an empty list
+       * means no retry. Default 60, 120, 240, 480, 480 (five retries).
+       */
       delaysSeconds: z.array(intRange(1, 86_400), { error: 'expected a list of delays in seconds' })
-        .max(20, { error: 'expected at most 20 retries' }).default([60, 120, 240, 480, 480]),
+        .max(10, { error: 'expected at most 10 retries' }).default(() => [...DEFAULT_RETRY_DELAYS_SECONDS]),
       /** From payload creation. Default 86400 (24 hours). */
       deadLetterAfterSeconds: intRange(1, 30 * 86_400).default(86_400),
-    }).default({ delaysSeconds: [60, 120, 240, 480, 480], deadLetterAfterSeconds: 86_400 }),
+    }).default(() => ({ delaysSeconds: [...DEFAULT_RETRY_DELAYS_SECONDS], deadLetterAfterSeconds: 86_400 })),
     network: z.strictObject({
       /** Loopback and private ranges are refused unless true. Default false. */
       allowPrivateAddresses: z.boolean({ error: 'expected true or false' }).default(false),
-    }).default({ allowPrivateAddresses: false }),
-    secrets: secrets.default({ provider: 'env', cacheSeconds: 300 }),
-    webhooks: z.array(webhook, { error: 'expected a list of webhooks' }),
-  })
-  .transform((value) => ({
-    ...value,
-    webhooks: value.webhooks.map((entry) => ({ ...entry, id: entry.id ?? defaultWebhookId(entry.url) })),
-  }))
-  .superRefine((value, context) => {
-    const seen = new Map<string, number>();
-    value.webhooks.forEach((entry, index) => {
-      const first = seen.get(entry.id);
-      if (first !== undefined) {
-        context.addIssue({ code: 'custom', path: ['webhooks', index, 'id'], input: entry.id, message: `expected a unique webhook id (webhooks[${first}] has the same)` });
-      } else {
-        seen.set(entry.id, index);
-      }
+    }).default(() => ({ allowPrivateAddresses: false })),
+    secrets: secrets.default(() => ({ provider: 'env' as const, cacheSeconds: 300 })),
+    webhooks: z.array(webhook, { error: 'expected a list of webhooks' })
+      // Runs even when other entries (or other keys) are invalid, so that a
+      // duplicate id is reported together with every other problem.
+      .superRefine(uniqueIds, { when: (payload) => Array.isArray(payload.value) }),
+  });
+
+/**
+ * Two webhooks may not share an id, given or derived from the url. The
+ * entries may be only partly valid here (see `when` above): read them as
+ * unknown and skip what cannot have an id yet.
+ */
+function uniqueIds(entries: readonly unknown[], context: z.core.$RefinementCtx<unknown>): void {
+  const seen = new Map<string, number>();
+  entries.forEach((entry, index) => {
+    if (entry === null || typeof entry !== 'object') return;
+    const { id, url } = entry as { id?: unknown; url?: unknown };
+    const effective = typeof id === 'string' ? id : id === undefined && typeof url === 'string' ? defaultWebhookId(url) : undefined;
+    if (effective === undefined) return;
+    const first = seen.get(effective);
+    if (first === undefined) {
+      seen.set(effective, index);
+      return;
+    }
+    const derived = typeof id === 'string' ? '' : '; this one is derived from the url, set an id';
+    context.addIssue({
+      code: 'custom', path: [index, 'id'], input: effective,
+      message: `expected a unique webhook id (webhooks[${first}] has the same${derived})`,
     });
   });
+}
 
 export const configSchema = z.strictObject({ assetUpdater: settings });
 
 export type Config = z.output<typeof configSchema>;
 export type WebhookConfig = Config['assetUpdater']['webhooks'][number];
 export type FilterGroup = WebhookConfig['filters'][number];
+/** Where `apikey` names are resolved (CONTRACT section 3). */
 export type SecretsConfig = Config['assetUpdater']['secrets'];
 
 /** `webhook-` + the first 12 hex digits of the SHA-256 of the url (CONTRACT section 3). */

@@ -63,26 +63,25 @@ export interface AttemptResult {
   readonly outcome: 'delivered' | 'retry' | Exclude<DeadLetterReason, 'too_large'>;
 }
 
-export async function finishAttempt(client: pg.PoolClient, payload: PayloadForDelivery, attemptNo: number, result: AttemptResult): Promise<void> {
-  await client.query(
-    `update asset_webhooks.attempts
-     set duration_ms = $4, status_code = $5, error_class = $6, error_message = $7, response_excerpt = $8, outcome = $9
-     where payload_id = $1 and series = $2 and attempt_no = $3`,
-    [payload.payloadId, payload.series, attemptNo, result.durationMs, result.statusCode, result.errorClass,
-      result.errorMessage, result.responseExcerpt, result.outcome],
+/**
+ * Records an attempt's result and applies the payload's next state in one
+ * statement (see asset_webhooks.settle_attempt). Returns false when the payload
+ * moved on meanwhile (an operator's redelivery): then only the result is kept.
+ */
+export async function settleAttempt(
+  client: pg.PoolClient | pg.Pool,
+  payload: Pick<PayloadForDelivery, 'payloadId' | 'series'>,
+  attemptNo: number,
+  result: AttemptResult,
+  at: Date,
+  retryAt: Date | null,
+): Promise<boolean> {
+  const { rows } = await client.query<{ applied: boolean }>(
+    'select asset_webhooks.settle_attempt($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) as applied',
+    [payload.payloadId, payload.series, attemptNo, result.durationMs, result.statusCode, result.errorClass, result.errorMessage,
+      result.responseExcerpt, result.outcome, at, retryAt],
   );
-  await client.query(
-    'update asset_webhooks.payloads set last_status_code = $2, last_error = $3 where payload_id = $1',
-    [payload.payloadId, result.statusCode, result.errorClass === null ? null : `${result.errorClass}: ${result.errorMessage ?? ''}`],
-  );
-}
-
-export async function markDelivered(client: pg.PoolClient, payloadId: number, at: Date): Promise<void> {
-  await client.query(
-    `update asset_webhooks.payloads set status = 'delivered', delivered_at = $2, dispatched = false, next_attempt_at = null
-     where payload_id = $1`,
-    [payloadId, at],
-  );
+  return rows[0]?.applied === true;
 }
 
 export async function markDeadLettered(client: pg.PoolClient, payloadId: number, reason: DeadLetterReason, at: Date): Promise<void> {
@@ -92,12 +91,6 @@ export async function markDeadLettered(client: pg.PoolClient, payloadId: number,
      where payload_id = $1`,
     [payloadId, reason, at],
   );
-}
-
-/** Schedules the next attempt as a new job in the same transaction as the attempt's record. */
-export async function scheduleRetry(client: pg.PoolClient, payload: PayloadForDelivery, nextAttempt: number, at: Date): Promise<void> {
-  await client.query('update asset_webhooks.payloads set next_attempt_at = $2 where payload_id = $1', [payload.payloadId, at]);
-  await client.query('select asset_webhooks.enqueue_delivery($1, $2, $3, $4)', [payload.payloadId, payload.series, nextAttempt, at]);
 }
 
 /** Gives a dispatched payload back to the pump (its webhook is disabled or gone). */

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { inTransaction } from '../db/transaction.js';
 import type { SecretResolver } from '../secrets/types.js';
 import {
-  attemptUnfinished, finishAttempt, handBack, handOff, lockPayload, markDeadLettered, markDelivered, scheduleRetry, startAttempt,
+  attemptUnfinished, handBack, handOff, lockPayload, markDeadLettered, settleAttempt, startAttempt,
   type AttemptResult, type PayloadForDelivery,
 } from './attempt-store.js';
 import type { HttpSender, PostResult } from './http/sender.js';
@@ -102,17 +102,9 @@ export async function deliverPayload(job: DeliverJob, context: DeliveryContext):
     // The key may have been rotated: read it again on the next attempt.
     context.secrets.invalidate(webhook.apikey);
   }
-  const result = await inTransaction(context.pool, async (client) => {
-    const current = await lockPayload(client, payload.payloadId);
-    // An operator may have acted meanwhile; then this attempt's result is only recorded.
-    const base = describe(post);
-    if (!current || current.series !== payload.series || current.attempts !== job.attempt || current.status !== 'pending') {
-      const recorded: AttemptResult = { ...base, outcome: 'retry' };
-      await finishAttempt(client, payload, job.attempt, recorded);
-      return recorded;
-    }
-    return settle(client, context, current, job.attempt, base, classifyResponse(post));
-  });
+  // One statement: it locks the payload, checks an operator did not act
+  // meanwhile, records the result and applies the next state.
+  const result = await settle(context.pool, context, payload, job.attempt, describe(post), classifyResponse(post));
   const log = { webhookId: webhook.id, statusCode: result.statusCode, errorClass: result.errorClass, outcome: result.outcome, durationMs: result.durationMs };
   if (result.outcome === 'delivered') logger.info(log, 'payload delivered');
   else logger.warn(log, result.outcome === 'retry' ? 'delivery attempt failed; will retry' : 'payload dead-lettered');
@@ -120,9 +112,9 @@ export async function deliverPayload(job: DeliverJob, context: DeliveryContext):
   return { kind: 'attempted', result };
 }
 
-/** Records the attempt's result and applies the payload's next state. */
+/** Decides the next state (the retry policy) and records it with the attempt's result. */
 async function settle(
-  client: pg.PoolClient,
+  client: pg.PoolClient | pg.Pool,
   context: DeliveryContext,
   payload: PayloadForDelivery,
   attemptNo: number,
@@ -141,17 +133,9 @@ async function settle(
   });
   const outcome: AttemptResult['outcome'] = next.kind === 'delivered' ? 'delivered' : next.kind === 'retry' ? 'retry' : next.reason;
   const recorded: AttemptResult = { ...result, outcome };
-  await finishAttempt(client, payload, attemptNo, recorded);
-  if (next.kind === 'delivered') {
-    await markDelivered(client, payload.payloadId, now);
-    await handOff(client, payload.webhookId);
-  } else if (next.kind === 'retry') {
-    await scheduleRetry(client, payload, attemptNo + 1, next.at);
-  } else {
-    await markDeadLettered(client, payload.payloadId, next.reason, now);
-    await handOff(client, payload.webhookId);
-  }
-  return recorded;
+  const applied = await settleAttempt(client, payload, attemptNo, recorded, now, next.kind === 'retry' ? next.at : null);
+  // Superseded by an operator's redelivery: the result is kept as a plain failed try.
+  return applied ? recorded : { ...recorded, outcome: 'retry' };
 }
 
 /** Resolves the API key and posts; a key that cannot be resolved is a retryable failure of this attempt. */

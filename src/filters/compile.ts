@@ -10,30 +10,35 @@ export interface CompiledWebhook {
   evaluate(eventType: EventType, asset: AssetState): ExclusionCheck | null;
 }
 
-type GroupTest = (asset: AssetState) => boolean;
+type AssetTest = (asset: AssetState) => boolean;
 
 /**
- * Compiles a webhook's configuration into a predicate built from Sets, with no
- * allocation per event: it runs for every event times every webhook.
+ * Compiles a webhook's configuration into a predicate that runs for every
+ * event times every webhook, so it is built once from Sets and allocates
+ * nothing per event: no strings from numbers (numeric filter values are
+ * compared as numbers), no arrays, no closures.
  *
  * Order: a disabled webhook excludes everything (`disabled`, PURGED too);
  * PURGED passes; `resource_type`; `event_type`; `parent` (only top-level
  * assets, unless a parentId filter is configured); then each filter group,
  * `filter:<n>` counting from 1.
+ *
+ * It must agree with referenceEvaluate (reference.ts) on every input; a
+ * property test checks that.
  */
 export function compileWebhook(webhook: WebhookConfig): CompiledWebhook {
-  const resourceTypes = new Set(webhook.resourceTypes);
-  const eventTypes = webhook.eventTypes === undefined ? null : new Set<EventType>(webhook.eventTypes);
-  const topLevelOnly = !webhook.filters.some((group) => group.filterKind === 'parentId');
-  const groups = webhook.filters.map(compileGroup);
-  const names = groups.map((_, index) => `filter:${index + 1}` as const);
   const enabled = webhook.enabled;
+  const resourceTypes = new Set(webhook.resourceTypes);
+  const eventTypes = new Set<EventType>(webhook.eventTypes);
+  const topLevelOnly = !webhook.filters.some((group) => group.filterKind === 'parentId');
+  const groups: readonly AssetTest[] = webhook.filters.map(compileGroup);
+  const names: readonly ExclusionCheck[] = groups.map((_, index) => `filter:${index + 1}` as const);
   return {
     evaluate(eventType, asset) {
       if (!enabled) return 'disabled';
       if (eventType === 'PURGED') return null;
       if (!resourceTypes.has(asset.supertype)) return 'resource_type';
-      if (eventTypes !== null && !eventTypes.has(eventType)) return 'event_type';
+      if (!eventTypes.has(eventType)) return 'event_type';
       if (topLevelOnly && asset.parentId !== null) return 'parent';
       for (let index = 0; index < groups.length; index += 1) {
         if (!groups[index]!(asset)) return names[index]!;
@@ -43,73 +48,125 @@ export function compileWebhook(webhook: WebhookConfig): CompiledWebhook {
   };
 }
 
-/** One filter group as a predicate. A value list is a set; matching is exact and case-sensitive. */
-function compileGroup(group: FilterGroup): GroupTest {
-  const wanted = new Set(group.value);
-  const values = valuesReader(group);
+/**
+ * How a group asks the asset: `any` = at least one listed value is present,
+ * `all` = every listed value is present. NONE is `not any`.
+ */
+interface Presence {
+  readonly any: AssetTest;
+  readonly all: AssetTest;
+}
+
+function compileGroup(group: FilterGroup): AssetTest {
+  const presence = compilePresence(group);
   switch (group.condition) {
     case 'ANY':
-      return (asset) => countMatches(values(asset), wanted, group, asset) > 0;
-    case 'NONE':
-      return (asset) => countMatches(values(asset), wanted, group, asset) === 0;
+      return presence.any;
     case 'AND':
-      return (asset) => distinctMatches(values(asset), wanted, group, asset) === wanted.size;
+      return presence.all;
+    case 'NONE': {
+      const any = presence.any;
+      return (asset) => !any(asset);
+    }
   }
+}
+
+function compilePresence(group: FilterGroup): Presence {
+  switch (group.filterKind) {
+    case 'keywords':
+      return listPresence(group.value, (asset) => asset.keywords);
+    case 'additionalFields':
+      return group.fieldName === undefined
+        ? listPresence(group.value, (asset) => asset.fieldValues)
+        : namedFieldPresence(group.value, group.fieldName);
+    case 'state':
+      return singlePresence(group.value, (asset, wanted) => asset.state !== null && wanted.has(asset.state));
+    case 'schemaId':
+      return numberPresence(group.value, (asset) => asset.schemaId, false);
+    case 'typeId':
+      return numberPresence(group.value, (asset) => asset.typeId, false);
+    case 'domainId':
+      return numberPresence(group.value, (asset) => asset.domainId, false);
+    case 'parentId':
+      return numberPresence(group.value, (asset) => asset.parentId, true);
+  }
+}
+
+/** A multi-valued field (keywords, additional-field values): the list is a set. */
+function listPresence(listed: readonly string[], read: (asset: AssetState) => readonly string[]): Presence {
+  const wanted = new Set(listed);
+  const distinct = [...wanted];
+  return {
+    any: (asset) => {
+      const values = read(asset);
+      for (let index = 0; index < values.length; index += 1) {
+        if (wanted.has(values[index]!)) return true;
+      }
+      return false;
+    },
+    all: (asset) => {
+      const values = read(asset);
+      for (let index = 0; index < distinct.length; index += 1) {
+        if (!values.includes(distinct[index]!)) return false;
+      }
+      return true;
+    },
+  };
+}
+
+/** additionalFields with fieldName: only the values of fields of that name count. */
+function namedFieldPresence(listed: readonly string[], fieldName: string): Presence {
+  const wanted = new Set(listed);
+  const distinct = [...wanted];
+  const hasValue = (asset: AssetState, value: string): boolean => {
+    for (let index = 0; index < asset.fieldValues.length; index += 1) {
+      if (asset.fieldNames[index] === fieldName && asset.fieldValues[index] === value) return true;
+    }
+    return false;
+  };
+  return {
+    any: (asset) => {
+      for (let index = 0; index < asset.fieldValues.length; index += 1) {
+        if (asset.fieldNames[index] === fieldName && wanted.has(asset.fieldValues[index]!)) return true;
+      }
+      return false;
+    },
+    all: (asset) => {
+      for (let index = 0; index < distinct.length; index += 1) {
+        if (!hasValue(asset, distinct[index]!)) return false;
+      }
+      return true;
+    },
+  };
 }
 
 /**
- * Reads the asset's values for the group without allocating: lists are
- * returned as they are; single values as a reused one-element array.
+ * A single-valued field has at most one value, so AND can only pass when the
+ * list names exactly one distinct value, and then AND is ANY.
  */
-function valuesReader(group: FilterGroup): (asset: AssetState) => readonly string[] {
-  const one: string[] = [''];
-  const none: readonly string[] = [];
-  const single = (value: string | number | null): readonly string[] => {
-    if (value === null) return none;
-    one[0] = typeof value === 'string' ? value : String(value);
-    return one;
-  };
-  switch (group.filterKind) {
-    case 'keywords':
-      return (asset) => asset.keywords;
-    case 'additionalFields':
-      // The field name is applied while matching (see inField).
-      return (asset) => asset.fieldValues;
-    case 'state':
-      return (asset) => single(asset.state);
-    case 'schemaId':
-      return (asset) => single(asset.schemaId);
-    case 'typeId':
-      return (asset) => single(asset.typeId);
-    case 'domainId':
-      return (asset) => single(asset.domainId);
-    case 'parentId':
-      return (asset) => single(asset.parentId === null ? 'null' : asset.parentId);
-  }
+function singlePresence(listed: readonly string[], present: (asset: AssetState, wanted: ReadonlySet<string>) => boolean): Presence {
+  const wanted = new Set(listed);
+  const any: AssetTest = (asset) => present(asset, wanted);
+  return { any, all: wanted.size === 1 ? any : () => false };
 }
 
-function inField(group: FilterGroup, asset: AssetState, index: number): boolean {
-  return group.fieldName === undefined || group.filterKind !== 'additionalFields' || asset.fieldNames[index] === group.fieldName;
-}
-
-function countMatches(values: readonly string[], wanted: ReadonlySet<string>, group: FilterGroup, asset: AssetState): number {
-  let matches = 0;
-  for (let index = 0; index < values.length; index += 1) {
-    if (wanted.has(values[index]!) && inField(group, asset, index)) matches += 1;
+/**
+ * schemaId, typeId, domainId, parentId: the asset's number as a decimal string
+ * against the listed digit strings. Instead of turning the number into a string
+ * per event, the listed values are turned into numbers once; a listed value that
+ * is not how a number prints (`012`, or beyond double precision) can never equal
+ * a number's decimal string and is left out. For parentId the listed `null`
+ * matches a top-level asset; an absent schemaId/typeId/domainId has no value.
+ */
+function numberPresence(listed: readonly string[], read: (asset: AssetState) => number | null, nullMatchesListedNull: boolean): Presence {
+  const numbers = new Set<number>();
+  for (const value of listed) {
+    const number = Number(value);
+    if (/^\d+$/.test(value) && String(number) === value) numbers.add(number);
   }
-  return matches;
-}
-
-/** How many of the wanted values are present (each counted once, whatever its repetitions). */
-function distinctMatches(values: readonly string[], wanted: ReadonlySet<string>, group: FilterGroup, asset: AssetState): number {
-  let present = 0;
-  for (const value of wanted) {
-    for (let index = 0; index < values.length; index += 1) {
-      if (values[index] === value && inField(group, asset, index)) {
-        present += 1;
-        break;
-      }
-    }
-  }
-  return present;
+  const wantsNull = nullMatchesListedNull && listed.includes('null');
+  return singlePresence(listed, (asset) => {
+    const value = read(asset);
+    return value === null ? wantsNull : numbers.has(value);
+  });
 }
