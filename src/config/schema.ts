@@ -137,7 +137,7 @@ const webhook = z.strictObject({
   concurrency: intRange(1, 64).default(1),
   /** Filter groups, all of which must pass. Default: none. */
   filters: z.array(filterGroup, { error: 'expected a list of filter groups' }).default(() => []),
-}).transform((entry) => ({ ...entry, id: entry.id ?? defaultWebhookId(entry.url) }));
+});
 
 const settings = z
   .strictObject({
@@ -168,7 +168,12 @@ const settings = z
       // Runs even when other entries (or other keys) are invalid, so that a
       // duplicate id is reported together with every other problem.
       .superRefine(uniqueIds, { when: (payload) => Array.isArray(payload.value) }),
-  });
+  })
+  // After the duplicate check, which must still see whether an id was given.
+  .transform((value) => ({
+    ...value,
+    webhooks: value.webhooks.map((entry) => ({ ...entry, id: entry.id ?? defaultWebhookId(entry.url) })),
+  }));
 
 /**
  * Two webhooks may not share an id, given or derived from the url. The

@@ -1,0 +1,190 @@
+import { createHash } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { configFromEnvOrOption, loadConfigFile, parseConfigText } from '../../src/config/load.js';
+import { redactedUrl, type SecretsConfig } from '../../src/config/schema.js';
+import { UserError } from '../../src/errors.js';
+import { badDocuments } from './bad-documents.js';
+
+const oneWebhook = (webhookFields: string, top = ''): string =>
+  `assetUpdater:\n${top}  webhooks:\n    - { url: "https://receiver.example/a", enabled: true${webhookFields ? `, ${webhookFields}` : ''} }\n`;
+
+const settings = (webhookFields: string, top = '') => parseConfigText(oneWebhook(webhookFields, top), 'test').assetUpdater;
+
+/** The problems of a document that must be refused. */
+function problems(text: string): readonly string[] {
+  try {
+    parseConfigText(text, 'config.yaml');
+  } catch (error) {
+    if (error instanceof UserError && error.code === 'config_invalid') return error.problems;
+    throw error;
+  }
+  throw new Error('the document was accepted');
+}
+
+describe('defaults (CONTRACT section 3, spec section 2.4)', () => {
+  it('fills every extension default', () => {
+    expect(settings('')).toMatchObject({
+      intervalSeconds: 60, maxPayloadBytes: 16_777_216, requestTimeoutSeconds: 30, retentionDays: 14,
+      retry: { delaysSeconds: [60, 120, 240, 480, 480], deadLetterAfterSeconds: 86_400 },
+      network: { allowPrivateAddresses: false }, secrets: { provider: 'env', cacheSeconds: 300 },
+    });
+  });
+
+  it('fills the webhook defaults: only Resource, all event types, no filters, batches of 100, one in flight', () => {
+    expect(settings('').webhooks[0]).toMatchObject({
+      resourceTypes: ['Resource'], eventTypes: ['CREATED', 'EDITED', 'DELETED', 'PURGED', 'REVERSION'],
+      filters: [], batchSize: 100, concurrency: 1,
+    });
+  });
+
+  it('does not share default lists between webhooks or documents', () => {
+    const first = settings('');
+    first.webhooks[0]!.resourceTypes.push('Project');
+    first.retry.delaysSeconds.push(1);
+    const second = settings('');
+    expect(second.webhooks[0]!.resourceTypes).toEqual(['Resource']);
+    expect(second.retry.delaysSeconds).toEqual([60, 120, 240, 480, 480]);
+  });
+
+  it('derives the default id from the SHA-256 of the url', () => {
+    // sha256("https://receiver.example/a") begins 50155c38a274.
+    expect(settings('').webhooks[0]!.id).toBe('webhook-50155c38a274');
+    expect(createHash('sha256').update('https://receiver.example/a').digest('hex').slice(0, 12)).toBe('50155c38a274');
+  });
+
+  it('keeps a given id', () => {
+    expect(settings('id: crm.v2_x-1').webhooks[0]!.id).toBe('crm.v2_x-1');
+  });
+});
+
+describe('normalization', () => {
+  it('matches event type names case-insensitively and gives them in payload form', () => {
+    expect(settings('eventTypes: [created, EDITED, Deleted, pUrGeD, Reversion]').webhooks[0]!.eventTypes)
+      .toEqual(['CREATED', 'EDITED', 'DELETED', 'PURGED', 'REVERSION']);
+  });
+
+  it('keeps resource types as written (they match exactly)', () => {
+    expect(settings('resourceTypes: [Project, resource, Custom Type]').webhooks[0]!.resourceTypes).toEqual(['Project', 'resource', 'Custom Type']);
+  });
+
+  it('accepts an empty retry schedule (no retries) and up to ten delays', () => {
+    expect(settings('', '  retry: { delaysSeconds: [] }\n').retry.delaysSeconds).toEqual([]);
+    expect(settings('', '  retry: { delaysSeconds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] }\n').retry.delaysSeconds).toHaveLength(10);
+  });
+
+  it('accepts ordinary custom headers, values with spaces and punctuation', () => {
+    const webhook = settings('headers: { X-Tenant: acme, Authorization-Hint: "a b;c" }').webhooks[0]!;
+    expect(webhook.headers).toEqual({ 'X-Tenant': 'acme', 'Authorization-Hint': 'a b;c' });
+  });
+});
+
+describe('ranges (CONTRACT section 3): both ends accepted, one beyond refused', () => {
+  it.each([
+    ['intervalSeconds', 1, 3600],
+    ['maxPayloadBytes', 1024, 16_777_216],
+    ['requestTimeoutSeconds', 1, 300],
+    ['retentionDays', 1, 365],
+  ] as const)('%s from %i to %i', (key, min, max) => {
+    expect(settings('', `  ${key}: ${min}\n`)[key]).toBe(min);
+    expect(settings('', `  ${key}: ${max}\n`)[key]).toBe(max);
+    expect(problems(oneWebhook('', `  ${key}: ${min - 1}\n`))).toEqual([`assetUpdater.${key}: expected an integer from ${min} to ${max}, got ${min - 1}`]);
+    expect(problems(oneWebhook('', `  ${key}: ${max + 1}\n`))).toEqual([`assetUpdater.${key}: expected an integer from ${min} to ${max}, got ${max + 1}`]);
+  });
+
+  it.each([
+    ['batchSize', 1, 100],
+    ['concurrency', 1, 64],
+  ] as const)('webhook %s from %i to %i', (key, min, max) => {
+    expect(settings(`${key}: ${min}`).webhooks[0]![key]).toBe(min);
+    expect(settings(`${key}: ${max}`).webhooks[0]![key]).toBe(max);
+    expect(problems(oneWebhook(`${key}: ${min - 1}`))).toEqual([`assetUpdater.webhooks[0].${key}: expected an integer from ${min} to ${max}, got ${min - 1}`]);
+    expect(problems(oneWebhook(`${key}: ${max + 1}`))).toEqual([`assetUpdater.webhooks[0].${key}: expected an integer from ${min} to ${max}, got ${max + 1}`]);
+  });
+});
+
+describe('headers the service sets itself are refused in any case', () => {
+  it.each(['Content-Type', 'content-type', 'X-API-Key', 'x-api-key', 'Host', 'host', 'Content-Length', 'CONTENT-LENGTH'])('%s', (name) => {
+    expect(problems(oneWebhook(`headers: { "${name}": x }`))).toEqual([
+      `assetUpdater.webhooks[0].headers${/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) ? `.${name}` : `["${name}"]`}: expected a header other than Content-Type, X-API-Key, Host or Content-Length (the service sets those), got "${name}"`,
+    ]);
+  });
+});
+
+describe('secrets settings', () => {
+  it.each<[string, string, SecretsConfig]>([
+    ['env', '{ provider: env }', { provider: 'env', cacheSeconds: 300 }],
+    ['file', '{ provider: file, directory: /run/secrets, cacheSeconds: 0 }', { provider: 'file', cacheSeconds: 0, directory: '/run/secrets' }],
+    ['gcp', '{ provider: gcp, gcp: { projectId: my-project, apiEndpoint: "localhost:8443" } }', { provider: 'gcp', cacheSeconds: 300, gcp: { projectId: 'my-project', apiEndpoint: 'localhost:8443' } }],
+    ['aws', '{ provider: aws, aws: { region: eu-west-1, endpoint: "http://127.0.0.1:4566" } }', { provider: 'aws', cacheSeconds: 300, aws: { region: 'eu-west-1', endpoint: 'http://127.0.0.1:4566' } }],
+  ])('provider %s with its settings', (_name, yaml, expected) => {
+    expect(settings('', `  secrets: ${yaml}\n`).secrets).toEqual(expected);
+  });
+});
+
+describe('every kind of bad document is refused with its exact problem line', () => {
+  it.each(badDocuments)('%s', (_what, text, expected) => {
+    const lines = problems(text);
+    expect(lines.some((line) => line.includes(expected)), `${expected}\nnot in\n${lines.join('\n')}`).toBe(true);
+  });
+});
+
+describe('problems', () => {
+  it('reports a duplicate id together with every other problem', () => {
+    expect(problems('assetUpdater:\n  retentionDays: 0\n  webhooks:\n    - { id: a, url: "https://a.example/", enabled: true }\n    - { id: a, url: "https://b.example/", enabled: true }\n    - { url: "ftp://c.example/", enabled: true }\n')).toEqual([
+      'assetUpdater.retentionDays: expected an integer from 1 to 365, got 0',
+      'assetUpdater.webhooks[1].id: expected a unique webhook id (webhooks[0] has the same), got "a"',
+      'assetUpdater.webhooks[2].url: expected an http or https URL, got "ftp://c.example/"',
+    ]);
+  });
+
+  it('names the source for a problem with the whole document', () => {
+    expect(problems('[1, 2]')).toEqual(['config.yaml: expected a mapping with the root key "assetUpdater", got a list [1,2]']);
+    expect(problems('assetUpdater:\n')).toEqual(['assetUpdater: expected a mapping, got null']);
+  });
+
+  it('shortens a long value it quotes', () => {
+    const [line] = problems(oneWebhook('', `  intervalSeconds: "${'x'.repeat(200)}"\n`));
+    expect(line!.length).toBeLessThan(160);
+    expect(line).toMatch(/got "x+\.\.\.$/);
+  });
+});
+
+describe('reading the file', () => {
+  afterEach(() => {
+    vi.unstubAllEnvs();
+  });
+
+  it('loads a file and refuses a missing one as a user error', async () => {
+    const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-load-'));
+    const file = path.join(directory, 'config.yaml');
+    writeFileSync(file, oneWebhook('id: crm'));
+    expect((await loadConfigFile(file)).assetUpdater.webhooks[0]!.id).toBe('crm');
+    await expect(loadConfigFile(path.join(directory, 'nope.yaml'))).rejects.toMatchObject({ name: 'UserError', code: 'config_unreadable' });
+  });
+
+  it('takes --config over ASSET_WEBHOOKS_CONFIG, and the variable when there is no option', () => {
+    vi.stubEnv('ASSET_WEBHOOKS_CONFIG', '/from/env.yaml');
+    expect(configFromEnvOrOption('/from/option.yaml')).toBe('/from/option.yaml');
+    expect(configFromEnvOrOption()).toBe('/from/env.yaml');
+  });
+
+  it('names both --config and ASSET_WEBHOOKS_CONFIG when neither is given', () => {
+    vi.stubEnv('ASSET_WEBHOOKS_CONFIG', '');
+    expect(() => configFromEnvOrOption()).toThrow(UserError);
+    expect(() => configFromEnvOrOption(undefined)).toThrow(/--config: .*ASSET_WEBHOOKS_CONFIG/);
+  });
+});
+
+describe('redactedUrl', () => {
+  it.each([
+    ['https://user:secret@receiver.example:8443/path?q=1', 'https://receiver.example:8443/path?q=1'],
+    ['https://token@receiver.example/', 'https://receiver.example/'],
+    ['http://receiver.example/a', 'http://receiver.example/a'],
+    ['not a url', '<invalid url>'],
+  ])('%s → %s', (url, expected) => {
+    expect(redactedUrl(url)).toBe(expected);
+  });
+});
