@@ -110,6 +110,79 @@ describe('CONTRACT section 3: where the spec is silent', () => {
   });
 });
 
+describe('CONTRACT section 3: single-valued fields (state, schemaId, typeId, domainId, parentId)', () => {
+  const numbered = asset({ state: 'approved', schemaId: 12, typeId: 3, domainId: 0, parentId: null });
+  it.each([
+    ['AND of one value present passes', 'filters: [ { filterKind: state, condition: AND, value: [approved] } ]', 'pass'],
+    ['AND of two different values never passes (one value cannot be both)', 'filters: [ { filterKind: state, condition: AND, value: [approved, draft] } ]', 'filter:1'],
+    ['AND of a value repeated passes like the value once', 'filters: [ { filterKind: schemaId, condition: AND, value: ["12", "12"] } ]', 'pass'],
+    ['ANY of two with one present passes', 'filters: [ { filterKind: typeId, condition: ANY, value: ["4", "3"] } ]', 'pass'],
+    ['NONE of values not present passes', 'filters: [ { filterKind: domainId, condition: NONE, value: ["1", "2"] } ]', 'pass'],
+    ['a number with a leading zero never matches', 'filters: [ { filterKind: typeId, condition: ANY, value: ["03"] } ]', 'filter:1'],
+    ['zero matches "0"', 'filters: [ { filterKind: domainId, condition: AND, value: ["0"] } ]', 'pass'],
+    ['a listed number beyond the asset\'s does not match', 'filters: [ { filterKind: schemaId, condition: ANY, value: ["120", "1"] } ]', 'filter:1'],
+  ])('%s', (_name, config, expected) => {
+    expect(verdict(config, 'EDITED', numbered)).toBe(expected);
+  });
+
+  it.each([
+    ['an absent schemaId has no value: ANY fails', 'filters: [ { filterKind: schemaId, condition: ANY, value: ["0"] } ]', 'filter:1'],
+    ['an absent typeId has no value: NONE passes', 'filters: [ { filterKind: typeId, condition: NONE, value: ["0"] } ]', 'pass'],
+    ['an absent domainId has no value: AND fails', 'filters: [ { filterKind: domainId, condition: AND, value: ["1"] } ]', 'filter:1'],
+    ['an absent state is not the string "null"', 'filters: [ { filterKind: state, condition: ANY, value: ["null"] } ]', 'filter:1'],
+  ])('%s', (_name, config, expected) => {
+    expect(verdict(config, 'EDITED', asset())).toBe(expected);
+  });
+
+  it.each([
+    ['parentId NONE ["null"] excludes top-level assets', 'filters: [ { filterKind: parentId, condition: NONE, value: ["null"] } ]', null, 'filter:1'],
+    ['parentId NONE ["null"] lets children through', 'filters: [ { filterKind: parentId, condition: NONE, value: ["null"] } ]', 4, 'pass'],
+    ['parentId ANY ["null", "4"] takes top-level assets', 'filters: [ { filterKind: parentId, condition: ANY, value: ["null", "4"] } ]', null, 'pass'],
+    ['parentId ANY ["null", "4"] takes children of 4', 'filters: [ { filterKind: parentId, condition: ANY, value: ["null", "4"] } ]', 4, 'pass'],
+    ['parentId ANY ["null", "4"] excludes children of 5', 'filters: [ { filterKind: parentId, condition: ANY, value: ["null", "4"] } ]', 5, 'filter:1'],
+    ['a parentId filter in a later group still lifts the default', 'filters: [ { filterKind: keywords, condition: NONE, value: [x] }, { filterKind: parentId, condition: NONE, value: ["9"] } ]', 4, 'pass'],
+  ] as const)('%s', (_name, config, parentId, expected) => {
+    expect(verdict(config, 'EDITED', asset({ parentId }))).toBe(expected);
+  });
+});
+
+describe('CONTRACT section 3: additionalFields', () => {
+  const fields = asset({ fieldNames: ['campaign', 'region', 'region'], fieldValues: ['2026', 'emea', 'apac'] });
+  it.each([
+    ['without fieldName, AND may take its values from different fields', 'filters: [ { filterKind: additionalFields, condition: AND, value: ["2026", emea] } ]', 'pass'],
+    ['with fieldName, AND needs every value in that field', 'filters: [ { filterKind: additionalFields, fieldName: region, condition: AND, value: [emea, apac] } ]', 'pass'],
+    ['with fieldName, a value of another field does not count for AND', 'filters: [ { filterKind: additionalFields, fieldName: region, condition: AND, value: [emea, "2026"] } ]', 'filter:1'],
+    ['with fieldName, NONE ignores the same value in another field', 'filters: [ { filterKind: additionalFields, fieldName: region, condition: NONE, value: ["2026"] } ]', 'pass'],
+    ['without fieldName, NONE sees every field', 'filters: [ { filterKind: additionalFields, condition: NONE, value: ["2026"] } ]', 'filter:1'],
+    ['a field name that the asset lacks has no values: ANY fails', 'filters: [ { filterKind: additionalFields, fieldName: season, condition: ANY, value: [emea] } ]', 'filter:1'],
+    ['a field name that the asset lacks has no values: NONE passes', 'filters: [ { filterKind: additionalFields, fieldName: season, condition: NONE, value: [emea] } ]', 'pass'],
+    ['field names match case-sensitively', 'filters: [ { filterKind: additionalFields, fieldName: Region, condition: ANY, value: [emea] } ]', 'filter:1'],
+  ])('%s', (_name, config, expected) => {
+    expect(verdict(config, 'EDITED', fields)).toBe(expected);
+  });
+
+  it('an asset without additional fields has no values: ANY fails, NONE passes', () => {
+    expect(verdict('filters: [ { filterKind: additionalFields, condition: ANY, value: [emea] } ]', 'EDITED', asset())).toBe('filter:1');
+    expect(verdict('filters: [ { filterKind: additionalFields, fieldName: region, condition: NONE, value: [emea] } ]', 'EDITED', asset())).toBe('pass');
+  });
+});
+
+describe('PURGED and disabled webhooks', () => {
+  const excludedEverywhere = 'resourceTypes: [Template], eventTypes: [Created], filters: [ { filterKind: keywords, condition: AND, value: [never] }, { filterKind: state, condition: ANY, value: [x] } ]';
+  it.each([
+    ['PURGED of a child asset reaches a webhook without a parentId filter', '', asset({ parentId: 9 }), 'pass'],
+    ['PURGED reaches a webhook whose eventTypes leave Purged out', 'eventTypes: [Created, Edited]', asset(), 'pass'],
+    ['PURGED reaches a webhook that every other check would exclude', excludedEverywhere, asset({ supertype: 'Project', parentId: 9 }), 'pass'],
+  ])('%s', (_name, config, subject, expected) => {
+    expect(verdict(config, 'PURGED', subject)).toBe(expected);
+  });
+
+  it.each(['CREATED', 'EDITED', 'DELETED', 'PURGED', 'REVERSION'] as const)('a disabled webhook receives no %s', (eventType) => {
+    const disabled = { ...webhook(''), enabled: false };
+    expect(compileWebhook(disabled).evaluate(eventType, asset())).toBe('disabled');
+  });
+});
+
 describe('explanations', () => {
   it('gives every check with the values compared, and skips those after the deciding one', () => {
     const explanation = explainWebhook(webhook('filters: [ { filterKind: keywords, condition: ANY, value: [winter] }, { filterKind: state, condition: ANY, value: [x] } ]'), 'EDITED', tagged);
@@ -117,6 +190,37 @@ describe('explanations', () => {
     expect(explanation.checks.map((c) => [c.check, c.verdict])).toEqual([
       ['disabled', 'pass'], ['resource_type', 'pass'], ['event_type', 'pass'], ['parent', 'pass'], ['filter:1', 'fail'], ['filter:2', 'skipped'],
     ]);
-    expect(explanation.checks[4]!.detail).toContain('the asset has [summer, product]');
+    expect(explanation.checks[4]!.detail).toBe('keywords ANY [winter]: the asset has [summer, product], matching none: ANY needs at least one listed value, none is present');
+  });
+
+  it('names what AND misses and what NONE found', () => {
+    const and = explainWebhook(webhook('filters: [ { filterKind: keywords, condition: AND, value: [summer, winter] } ]'), 'EDITED', tagged);
+    expect(and.checks.at(-1)!.detail).toBe('keywords AND [summer, winter]: the asset has [summer, product], matching [summer]: AND needs every listed value, missing [winter]');
+    const none = explainWebhook(webhook('filters: [ { filterKind: additionalFields, fieldName: campaign, condition: NONE, value: ["2027"] } ]'), 'EDITED', tagged);
+    expect(none.checks.at(-1)!.detail).toBe('additionalFields[campaign] NONE [2027]: the asset has [2026, 2027], matching [2027]: NONE allows no listed value, but some are present');
+    const absent = explainWebhook(webhook('filters: [ { filterKind: state, condition: NONE, value: [archived] } ]'), 'EDITED', asset());
+    expect(absent.checks.at(-1)).toEqual({ check: 'filter:1', verdict: 'pass', detail: 'state NONE [archived]: the asset has no value, matching none: no listed value is present' });
+  });
+
+  it('shows the PURGED bypass and marks the later checks skipped', () => {
+    const explanation = explainWebhook(webhook('resourceTypes: [Project]'), 'PURGED', asset());
+    expect(explanation).toMatchObject({ delivered: true, excludedBy: null });
+    expect(explanation.checks.map((c) => [c.check, c.verdict])).toEqual([
+      ['disabled', 'pass'], ['purged_bypass', 'pass'], ['resource_type', 'skipped'], ['event_type', 'skipped'], ['parent', 'skipped'],
+    ]);
+    expect(explanation.checks[2]!.detail).toBe('supertype "Resource" is not in resourceTypes [Project] (skipped: PURGED)');
+  });
+
+  it('a disabled webhook: PURGED excluded by disabled, no bypass shown', () => {
+    const explanation = explainWebhook({ ...webhook(''), enabled: false }, 'PURGED', asset());
+    expect(explanation).toMatchObject({ delivered: false, excludedBy: 'disabled' });
+    expect(explanation.checks.map((c) => c.check)).not.toContain('purged_bypass');
+    expect(explanation.checks[0]).toEqual({ check: 'disabled', verdict: 'fail', detail: 'the webhook is disabled: it receives nothing, PURGED included' });
+  });
+
+  it('explains a child asset excluded by the parent check', () => {
+    const explanation = explainWebhook(webhook(''), 'EDITED', asset({ parentId: 42 }));
+    expect(explanation.excludedBy).toBe('parent');
+    expect(explanation.checks[3]!.detail).toBe('the asset is a child (parentId 42); only top-level assets pass without a parentId filter');
   });
 });
