@@ -48,6 +48,7 @@ export interface DeliveryContext {
 export type DeliverOutcome =
   | { kind: 'stale' }
   | { kind: 'handed_back' }
+  | { kind: 'expired' }
   | { kind: 'attempted'; result: AttemptResult };
 
 /**
@@ -57,7 +58,8 @@ export type DeliverOutcome =
  *      the attempt (or hand the payload back when its webhook is disabled, or
  *      dead-letter it when it expired);
  *   2. resolve the API key and POST the stored body;
- *   3. in a transaction: record the result and apply the payload's next state
+ *   3. in one statement (asset_webhooks.settle_attempt): record the result
+ *      and apply the payload's next state as the retry policy decided it
  *      (delivered, a retry job at the policy's time, or dead-lettered), and
  *      hand the slot to the webhook's next payload.
  * An HTTP outcome never throws: graphile-worker's own retries are left for
@@ -89,7 +91,7 @@ export async function deliverPayload(job: DeliverJob, context: DeliveryContext):
       await markDeadLettered(client, payload.payloadId, 'expired', now);
       await handOff(client, payload.webhookId);
       logger.warn({ webhookId: payload.webhookId, reason: 'expired' }, 'payload dead-lettered');
-      return { kind: 'handed_back' } as const;
+      return { kind: 'expired' } as const;
     }
     await startAttempt(client, payload, job.attempt, now);
     return { kind: 'send', payload, webhook } as const;
