@@ -35,10 +35,11 @@ export function registerExplain(program: Command): void {
         if (!asset) throw new UserError('unknown_asset', `--asset: expected an existing asset id, got ${options.asset} (no such asset in asset_webhooks.asset_state)`);
         const explanation = explainWebhook(webhook, options.eventType, asset);
         if (options.json) {
-          process.stdout.write(`${JSON.stringify(explanation)}\n`);
+          // The asset as the filters saw it, so a reader can check every comparison.
+          process.stdout.write(`${JSON.stringify({ ...explanation, asset })}\n`);
           return;
         }
-        const out = [`webhook ${webhook.id}, asset ${asset.assetId} (${asset.supertype}), event ${options.eventType}:`];
+        const out = [`webhook ${webhook.id}, asset ${asset.assetId} (${asset.supertype}, ${asset.assetUuid}), event ${options.eventType}:`];
         for (const check of explanation.checks) out.push(`  ${check.verdict.padEnd(7)} ${check.check.padEnd(14)} ${check.detail}`);
         out.push(explanation.delivered ? '=> delivered' : `=> excluded by ${explanation.excludedBy}`);
         process.stdout.write(`${out.join('\n')}\n`);
