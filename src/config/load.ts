@@ -20,7 +20,13 @@ export function parseConfigText(text: string, sourceName: string): Config {
       return `${where}: expected valid YAML or JSON, got ${error.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`;
     }));
   }
-  const data: unknown = document.toJS();
+  let data: unknown;
+  try {
+    data = document.toJS();
+  } catch (error) {
+    // An alias expanding beyond the library's limit (a "billion laughs" document).
+    throw new UserError('config_invalid', `${sourceName}: expected a YAML document of ordinary size, got ${describeError(error)}`, { cause: error });
+  }
   if (data === null || data === undefined) {
     throw new UserError('config_invalid', `${sourceName}: expected a document with the root key "assetUpdater", got an empty document`);
   }
@@ -44,7 +50,7 @@ function inDocumentOrder(issues: readonly z.core.$ZodIssue[], document: Document
     return 0;
   };
   return issues
-    .map((issue, index) => ({ issue, index, at: offset(issue.path) }))
+    .map((issue, index) => ({ issue, index, at: offset(issue.code === 'unrecognized_keys' ? [...issue.path, ...issue.keys.slice(0, 1)] : issue.path) }))
     .sort((a, b) => a.at - b.at || a.index - b.index)
     .map(({ issue }) => issue);
 }

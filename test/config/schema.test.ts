@@ -145,6 +145,21 @@ describe('problems', () => {
     expect(problems('assetUpdater:\n')).toEqual(['assetUpdater: expected a mapping, got null']);
   });
 
+  it('places an unknown key among the problems where it is written', () => {
+    expect(problems('assetUpdater:\n  webhooks:\n    - { url: "x", eventType: [Created], enabled: true, batchSize: 0 }\n')).toEqual([
+      'assetUpdater.webhooks[0].url: expected an http or https URL, got "x"',
+      'assetUpdater.webhooks[0].eventType: expected no such key (check the spelling), got unknown key "eventType"',
+      'assetUpdater.webhooks[0].batchSize: expected an integer from 1 to 100, got 0',
+    ]);
+  });
+
+  it('refuses a document whose aliases expand without bound, as a problem line', () => {
+    const bomb = ['a: &a [x, x, x, x, x, x, x, x, x]']
+      .concat(['b', 'c', 'd', 'e'].map((name, index) => `${name}: &${name} [${Array(9).fill(`*${'abcd'[index]}`).join(', ')}]`))
+      .join('\n');
+    expect(problems(bomb)).toEqual([expect.stringMatching(/^config\.yaml: expected a YAML document of ordinary size, got .*alias/i)]);
+  });
+
   it('shortens a long value it quotes', () => {
     const [line] = problems(oneWebhook('', `  intervalSeconds: "${'x'.repeat(200)}"\n`));
     expect(line!.length).toBeLessThan(160);
