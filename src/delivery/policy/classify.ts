@@ -1,13 +1,18 @@
 import type { PostResult } from '../http/sender.js';
 
+/** What an attempt's result means for the payload. */
 export type Classification = 'delivered' | 'rejected' | 'retryable';
 
 /**
  * The single place that maps an attempt's result to retry yes or no (spec
- * section 7, CONTRACT section 5): 2xx delivered; 4xx rejected, never retried;
- * anything else retried: 1xx and 3xx (redirects are not followed), 5xx, codes
- * beyond 599, and every transport failure (timeout, refused or reset
- * connection, TLS or DNS error, refused address, unresolvable API key).
+ * sections 3.2 and 7, CONTRACT section 5):
+ *
+ * | result                                                   | classification |
+ * |----------------------------------------------------------|----------------|
+ * | status 200-299                                           | delivered      |
+ * | status 400-499                                           | rejected (never retried) |
+ * | status 100-199, 300-399 (redirects are not followed), 500-599, 600 and up | retryable |
+ * | any transport error: timeout, refused or reset connection, DNS, TLS, refused address, an API key that could not be resolved | retryable |
  */
 export function classifyResponse(result: PostResult): Classification {
   if (result.kind !== 'response') return 'retryable';

@@ -6,33 +6,57 @@ export type NextState =
   | { readonly kind: 'dead_letter'; readonly reason: 'rejected' | 'retries_exhausted' | 'expired' };
 
 export interface NextStateInput {
+  /** The attempt's result as {@link classifyResponse} classified it. */
   readonly classification: Classification;
-  /** Attempts made in this series, including the one just finished. */
+  /** Attempts made in this series, including the one just finished (1 for the first). */
   readonly attemptsMade: number;
   /** Start of the series: the payload's creation, or an operator's redelivery. */
   readonly createdAt: Date;
+  /** When the attempt finished: the clock of the caller, never read here. */
   readonly now: Date;
+  /** retry.delaysSeconds: the delay before retry n is delaysSeconds[n - 1]. */
   readonly delaysSeconds: readonly number[];
+  /** retry.deadLetterAfterSeconds: the series' delivery window, from createdAt. */
   readonly deadLetterAfterSeconds: number;
 }
 
 /**
- * The one function that decides a payload's next state after an attempt.
+ * The one function that decides a payload's next state after an attempt. It
+ * is pure: the time comes in as `now`, so tests move the clock instead of
+ * sleeping.
  *
- * With the default schedule, delaysSeconds [60, 120, 240, 480, 480]:
+ * With the default schedule, delaysSeconds [60, 120, 240, 480, 480] (spec:
+ * up to five retries, backoff from one to at most eight minutes) and attempts
+ * that fail at once:
  *
- *   attempt 1 at creation  → fails → retry 60 s later
- *   attempt 2              → fails → retry 120 s later
- *   attempt 3              → fails → retry 240 s later
- *   attempt 4              → fails → retry 480 s later
- *   attempt 5              → fails → retry 480 s later
- *   attempt 6              → fails → dead letter `retries_exhausted`
+ *   attempt 1  at +0 s     fails → retry after  60 s, at +60 s
+ *   attempt 2  at +60 s    fails → retry after 120 s, at +180 s
+ *   attempt 3  at +180 s   fails → retry after 240 s, at +420 s
+ *   attempt 4  at +420 s   fails → retry after 480 s, at +900 s
+ *   attempt 5  at +900 s   fails → retry after 480 s, at +1380 s
+ *   attempt 6  at +1380 s  fails → dead letter `retries_exhausted`
  *
- * A 2xx at any attempt: delivered. A 4xx: dead letter `rejected` at once. A
- * retry that would fall at or after createdAt + deadLetterAfterSeconds (24 h by
- * default): dead letter `expired`.
+ * In order:
+ * 1. `delivered` (2xx) → delivered, even past the delivery window: the
+ *    receiver has the events.
+ * 2. `rejected` (4xx) → dead letter `rejected` at once, never retried.
+ * 3. `retryable` with no delay left (attemptsMade > delaysSeconds.length) →
+ *    dead letter `retries_exhausted`.
+ * 4. `retryable` whose retry would fall at or after createdAt +
+ *    deadLetterAfterSeconds (24 h by default), which includes `now` already
+ *    being past it → dead letter `expired`.
+ * 5. Otherwise → retry at now + delaysSeconds[attemptsMade - 1].
+ *
+ * The delay counts from the end of the failed attempt (`now`), not from when
+ * it was scheduled, so a slow receiver cannot make retries bunch up.
+ *
+ * @throws RangeError when attemptsMade is not an integer of at least 1 (a bug
+ *   in the caller, not a delivery outcome).
  */
 export function nextState(input: NextStateInput): NextState {
+  if (!Number.isInteger(input.attemptsMade) || input.attemptsMade < 1) {
+    throw new RangeError(`expected attemptsMade to be an integer of at least 1 (the attempt just made counts), got ${input.attemptsMade}`);
+  }
   if (input.classification === 'delivered') return { kind: 'delivered' };
   if (input.classification === 'rejected') return { kind: 'dead_letter', reason: 'rejected' };
   const delay = input.delaysSeconds[input.attemptsMade - 1];
@@ -42,7 +66,12 @@ export function nextState(input: NextStateInput): NextState {
   return { kind: 'retry', at };
 }
 
-/** Whether a payload's series has passed its deadline without delivery. */
+/**
+ * Whether a series has used up its delivery window without delivery: true
+ * from createdAt + deadLetterAfterSeconds on. The caller checks it before an
+ * attempt, so a payload that waited (a disabled webhook, a queue behind a
+ * strict-order predecessor) is dead-lettered `expired` instead of sent late.
+ */
 export function isExpired(createdAt: Date, now: Date, deadLetterAfterSeconds: number): boolean {
   return now.getTime() >= deadline(createdAt, deadLetterAfterSeconds);
 }
