@@ -1,135 +1,263 @@
 import { performance } from 'node:perf_hooks';
 import ipaddr from 'ipaddr.js';
-import { Agent, request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import { AddressRefusedError, guardedLookup, refusal } from './address-guard.js';
 
-/** The result of one POST: a status from the receiver, or why there was none. Never thrown. */
+/**
+ * The result of one POST: the receiver's status, or why there was none.
+ * Never thrown: a transport failure is a result like any other.
+ */
 export type PostResult =
   | { readonly kind: 'response'; readonly statusCode: number; readonly durationMs: number; readonly responseExcerpt: string }
   | { readonly kind: 'error'; readonly errorClass: ErrorClass; readonly message: string; readonly durationMs: number };
 
+/**
+ * Why an attempt got no status. Stable names, recorded with the attempt and
+ * used as a metrics label.
+ *
+ * - `timeout`: connect, headers or the overall deadline passed.
+ * - `connection_refused`, `connection_reset`: TCP said no, or hung up before a status.
+ * - `dns`: the host name did not resolve.
+ * - `tls`: the TLS handshake or certificate check failed.
+ * - `address_refused`: the address guard refused the address (private, metadata).
+ * - `invalid_url`: not an http or https URL.
+ * - `invalid_response`: the bytes were not an HTTP response (including an
+ *   unsolicited `100 Continue`, see {@link HttpSender}).
+ * - `invalid_request`: undici refused the request itself (e.g. a header value
+ *   with a line break).
+ * - `secret_unavailable`: set by the caller when the API key could not be resolved.
+ * - `other`: anything else; the message says what.
+ */
 export type ErrorClass =
-  | 'timeout' | 'connection_refused' | 'connection_reset' | 'dns' | 'tls' | 'address_refused' | 'invalid_url' | 'secret_unavailable' | 'other';
+  | 'timeout'
+  | 'connection_refused'
+  | 'connection_reset'
+  | 'dns'
+  | 'tls'
+  | 'address_refused'
+  | 'invalid_url'
+  | 'invalid_response'
+  | 'invalid_request'
+  | 'secret_unavailable'
+  | 'other';
 
 export interface SenderOptions {
-  /** Connect, headers, body and overall deadline of one request (requestTimeoutSeconds). */
+  /**
+   * The whole budget of one request in milliseconds (requestTimeoutSeconds):
+   * the connect, headers and between-chunk body timeouts, and an overall
+   * deadline from the start of the request to the end of reading the excerpt.
+   */
   readonly timeoutMs: number;
-  /** network.allowPrivateAddresses. */
+  /** network.allowPrivateAddresses: loopback and private ranges are refused unless true. */
   readonly allowPrivateAddresses: boolean;
-  /** Bytes of the response body kept for the attempt record; the rest is discarded. Default 1024. */
+  /** Bytes of the response body kept as the excerpt; the rest is never read. Default 1024. */
   readonly maxResponseBytes?: number;
 }
 
 export interface PostRequest {
   readonly url: string;
+  /** The exact bytes to send (UTF-8). */
   readonly body: string;
-  /** Configured headers, and X-API-Key when set. Content-Type is set here. */
+  /** The webhook's configured headers and X-API-Key when set. Content-Type is the sender's. */
   readonly headers: Readonly<Record<string, string>>;
 }
 
+/** How long an idle pooled connection to a receiver is kept open. */
+const KEEP_ALIVE_MS = 30_000;
+
+/** Header values shorter than this are not scrubbed from messages (they would mangle ordinary words). */
+const MIN_REDACTED_LENGTH = 4;
+
+const MAX_MESSAGE_LENGTH = 500;
+
 /**
- * POSTs payloads through one shared undici Agent (keep-alive pools per
- * origin). Redirects are not followed (a 3xx is just a status). The response
- * body is read up to a small cap and the connection's stream destroyed after,
- * so a receiver answering gigabytes or trickling bytes can neither exhaust
- * memory nor hold a worker past the deadline.
+ * POSTs payloads to receivers through one shared undici Agent: a keep-alive
+ * pool per origin, connections checked by the address guard.
+ *
+ * Rules (spec 4.1, CONTRACT section 5):
+ * - Content-Type is application/json, whatever the caller's headers say; the
+ *   caller's headers (configured headers, X-API-Key) are sent as given.
+ * - Redirects are not followed: a 3xx is just a status.
+ * - An overall deadline (an AbortSignal of timeoutMs) covers DNS, connect,
+ *   sending, headers and reading the excerpt, so neither a receiver that never
+ *   reads the request nor one that trickles its response a byte at a time can
+ *   hold an attempt past the timeout.
+ * - The response body is read up to maxResponseBytes and the stream destroyed
+ *   after, so a receiver answering gigabytes costs one chunk of memory.
+ * - Once the status line has arrived, the status decides the outcome: a body
+ *   that then breaks, or is cut by the deadline, only shortens the excerpt.
+ * - 1xx: undici never sends `Expect: 100-continue`, so a `100 Continue` is
+ *   unsolicited; undici drops the connection (`invalid_response`, retried).
+ *   Other informational responses (102, 103) are skipped and the final status
+ *   decides; one never followed by a final status ends as a `timeout`.
+ * - Transport failures are returned as `kind: 'error'`, never thrown. Their
+ *   messages never contain a request header value (they may hold the API key).
  */
 export class HttpSender {
   private readonly agent: Agent;
+  private readonly timeoutMs: number;
+  private readonly allowPrivateAddresses: boolean;
   private readonly maxResponseBytes: number;
 
-  constructor(private readonly options: SenderOptions) {
-    this.maxResponseBytes = options.maxResponseBytes ?? 1024;
+  constructor(options: SenderOptions) {
+    this.timeoutMs = options.timeoutMs;
+    this.allowPrivateAddresses = options.allowPrivateAddresses;
+    this.maxResponseBytes = Math.max(0, options.maxResponseBytes ?? 1024);
     this.agent = new Agent({
       connect: { timeout: options.timeoutMs, lookup: guardedLookup(options.allowPrivateAddresses) },
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
-      keepAliveTimeout: 30_000,
+      keepAliveTimeout: KEEP_ALIVE_MS,
+      // No redirect interceptor is composed: undici 7 then never follows a 3xx.
     });
   }
 
   async post(target: PostRequest): Promise<PostResult> {
     const started = performance.now();
     const elapsed = (): number => performance.now() - started;
-    const literal = literalRefusal(target.url, this.options.allowPrivateAddresses);
-    if (literal) return { kind: 'error', ...literal, durationMs: elapsed() };
+    const refused = this.checkUrl(target.url);
+    if (refused) return { kind: 'error', ...refused, durationMs: elapsed() };
+
+    const headers = requestHeaders(target.headers);
+    const deadline = AbortSignal.timeout(this.timeoutMs);
+    let statusCode: number;
+    let body: ResponseBody;
     try {
-      const response = await request(target.url, {
-        method: 'POST',
-        body: target.body,
-        headers: { ...target.headers, 'content-type': 'application/json' },
-        dispatcher: this.agent,
-        signal: AbortSignal.timeout(this.options.timeoutMs),
-      });
-      const excerpt = await readExcerpt(response.body, this.maxResponseBytes);
-      return { kind: 'response', statusCode: response.statusCode, durationMs: elapsed(), responseExcerpt: excerpt };
+      const response = await request(target.url, { method: 'POST', body: target.body, headers, dispatcher: this.agent, signal: deadline });
+      statusCode = response.statusCode;
+      body = response.body;
     } catch (error) {
-      return { kind: 'error', errorClass: classifyError(error), message: errorMessage(error), durationMs: elapsed() };
+      return {
+        kind: 'error',
+        errorClass: classifyError(error),
+        message: redact(errorMessage(error), Object.values(target.headers)),
+        durationMs: elapsed(),
+      };
     }
+    const responseExcerpt = await readExcerpt(body, this.maxResponseBytes);
+    return { kind: 'response', statusCode, durationMs: elapsed(), responseExcerpt };
   }
 
   /** Closes the pools once in-flight requests have finished. */
   async close(): Promise<void> {
     await this.agent.close();
   }
-}
 
-/** An IP literal in the URL is checked here: connecting to it involves no lookup. */
-function literalRefusal(url: string, allowPrivate: boolean): { errorClass: ErrorClass; message: string } | null {
-  let hostname: string;
-  try {
-    hostname = new URL(url).hostname;
-  } catch {
-    return { errorClass: 'invalid_url', message: 'expected an http or https URL' };
+  /**
+   * An http(s) URL, and when its host is an IP literal, one the guard allows.
+   * A literal is checked here because connecting to it involves no lookup.
+   */
+  private checkUrl(url: string): { errorClass: ErrorClass; message: string } | null {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      return { errorClass: 'invalid_url', message: 'expected an absolute http or https URL, got one that does not parse' };
+    }
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+      return { errorClass: 'invalid_url', message: `expected an http or https URL, got scheme ${parsed.protocol.slice(0, -1)}` };
+    }
+    // WHATWG URL has already normalised the host: 0x7f.1 is 127.0.0.1, [::ffff:127.0.0.1] is [::ffff:7f00:1].
+    const host = parsed.hostname.startsWith('[') ? parsed.hostname.slice(1, -1) : parsed.hostname;
+    if (!ipaddr.isValid(host)) return null;
+    const reason = refusal(host, this.allowPrivateAddresses);
+    return reason === null ? null : { errorClass: 'address_refused', message: new AddressRefusedError(host, reason).message };
   }
-  const bare = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
-  if (!ipaddr.isValid(bare)) return null;
-  const reason = refusal(bare, allowPrivate);
-  return reason === null ? null : { errorClass: 'address_refused', message: new AddressRefusedError(bare, reason).message };
 }
 
-async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(): unknown }, max: number): Promise<string> {
+type ResponseBody = Dispatcher.ResponseData['body'];
+
+/** The caller's headers with Content-Type replaced by the sender's, whatever its case. */
+function requestHeaders(given: Readonly<Record<string, string>>): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(given)) {
+    if (name.toLowerCase() !== 'content-type') headers[name] = value;
+  }
+  headers['content-type'] = 'application/json';
+  return headers;
+}
+
+/**
+ * Up to max bytes of the body as UTF-8 (a character cut at the limit becomes
+ * U+FFFD). The stream is destroyed afterwards, so the rest is never read and
+ * the connection is closed rather than drained. A body that breaks or is cut
+ * by the deadline yields what arrived before.
+ */
+async function readExcerpt(body: ResponseBody, max: number): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of body) {
-    chunks.push(chunk);
-    size += chunk.length;
-    if (size >= max) break;
+  try {
+    if (max > 0) {
+      for await (const chunk of body) {
+        chunks.push(chunk.subarray(0, max - size));
+        size += Math.min(chunk.length, max - size);
+        if (size >= max) break;
+      }
+    }
+  } catch {
+    // The status has arrived and decides; what came before the break is the excerpt.
+  } finally {
+    // We are done with the body whatever state it is in. Destroying a body not
+    // yet read to its end emits an abort error: expected, so it is not an
+    // uncaught one.
+    body.on('error', () => {});
+    body.destroy();
   }
-  // Leaving the loop early destroys the stream; the rest is never read.
-  body.destroy();
-  return Buffer.concat(chunks).subarray(0, max).toString('utf8');
+  return Buffer.concat(chunks).toString('utf8');
 }
 
+/** The error and its causes, outermost first. */
 function causes(error: unknown): unknown[] {
   const chain: unknown[] = [];
   let current = error;
-  while (current && chain.length < 5) {
+  while (current !== undefined && current !== null && chain.length < 8) {
     chain.push(current);
-    current = (current as { cause?: unknown }).cause;
+    current = typeof current === 'object' && 'cause' in current ? current.cause : undefined;
   }
   return chain;
+}
+
+function property(item: unknown, key: 'code' | 'name' | 'message'): string {
+  if (typeof item !== 'object' || item === null || !(key in item)) return '';
+  const value: unknown = (item as Record<typeof key, unknown>)[key];
+  return typeof value === 'string' ? value : '';
 }
 
 function classifyError(error: unknown): ErrorClass {
   for (const item of causes(error)) {
     if (item instanceof AddressRefusedError) return 'address_refused';
-    const code = String((item as { code?: unknown }).code ?? '');
-    const name = (item as { name?: unknown }).name;
-    if (name === 'TimeoutError' || name === 'AbortError' || /TIMEOUT/.test(code) || code === 'ETIMEDOUT') return 'timeout';
+    const code = property(item, 'code');
+    const name = property(item, 'name');
+    if (name === 'TimeoutError' || name === 'AbortError' || code === 'ETIMEDOUT' || code.endsWith('_TIMEOUT')) return 'timeout';
     if (code === 'ECONNREFUSED') return 'connection_refused';
+    if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_FAIL' || code === 'EAI_NODATA' || code === 'EAI_NONAME') return 'dns';
+    if (/^(ERR_TLS|ERR_SSL|CERT_|DEPTH_ZERO|SELF_SIGNED|UNABLE_TO_|HOSTNAME_MISMATCH|ERR_TLS_CERT)/.test(code)) return 'tls';
+    if (name === 'HTTPParserError' || code.startsWith('HPE_') || (code === 'UND_ERR_SOCKET' && /^bad (response|upgrade)$/.test(property(item, 'message')))) return 'invalid_response';
     if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'UND_ERR_CLOSED') return 'connection_reset';
-    if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_FAIL') return 'dns';
-    if (/^ERR_TLS|^ERR_SSL|CERT|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code)) return 'tls';
-    if (code === 'ERR_INVALID_URL' || code === 'UND_ERR_INVALID_ARG') return 'invalid_url';
+    if (code === 'UND_ERR_INVALID_ARG' || code === 'ERR_INVALID_HTTP_TOKEN' || code === 'ERR_INVALID_CHAR') return 'invalid_request';
   }
   return 'other';
 }
 
-/** The error's own message (never request headers, which may hold the API key). */
+/** The messages of the error's chain, joined: what undici and the socket said. */
 function errorMessage(error: unknown): string {
-  const chain = causes(error).filter((item): item is Error => item instanceof Error);
-  const refused = chain.find((item) => item instanceof AddressRefusedError);
+  const chain = causes(error);
+  const refused = chain.find((item): item is AddressRefusedError => item instanceof AddressRefusedError);
   if (refused) return refused.message;
-  return chain.map((item) => item.message).filter(Boolean).join(': ').slice(0, 500);
+  const messages = chain.map((item) => (item instanceof Error ? item.message : typeof item === 'string' ? item : '')).filter(Boolean);
+  const unique = messages.filter((message, index) => messages.indexOf(message) === index);
+  return (unique.join(': ') || 'unknown error').slice(0, MAX_MESSAGE_LENGTH);
+}
+
+/**
+ * Scrubs request header values from a message. No message built here includes
+ * headers, but undici's and Node's messages are not ours to promise about: the
+ * API key must never reach an attempt record.
+ */
+function redact(message: string, values: readonly string[]): string {
+  let result = message;
+  for (const value of values) {
+    if (value.length >= MIN_REDACTED_LENGTH) result = result.split(value).join('[redacted]');
+  }
+  return result;
 }
