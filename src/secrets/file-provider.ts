@@ -1,22 +1,25 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { SecretProvider } from './types.js';
-import { SecretResolutionError } from './types.js';
+import { SecretResolutionError, type SecretProvider } from './types.js';
 
-/** `<directory>/<NAME>`, one trailing newline removed. Names may not leave the directory. */
+/**
+ * Reads `<directory>/<NAME>` (a mounted Kubernetes or Docker secret), with one
+ * trailing newline (`\n` or `\r\n`) removed. A NAME is a file name: one with a
+ * path separator, `.` or `..` could leave the directory and is refused.
+ */
 export function fileProvider(directory: string): SecretProvider {
   return {
     name: 'file',
     async read(secretName) {
-      if (secretName.includes('/') || secretName.includes('\\') || secretName === '.' || secretName === '..') {
-        throw new SecretResolutionError(secretName, 'file', 'expected a file name without path separators');
+      if (secretName === '' || secretName === '.' || secretName === '..' || /[/\\\0]/.test(secretName)) {
+        throw new SecretResolutionError(secretName, 'file', 'expected a file name without path separators, NUL, "." or ".."');
       }
       const file = path.join(directory, secretName);
       let text: string;
       try {
         text = await readFile(file, 'utf8');
       } catch (error) {
-        const code = (error as { code?: string }).code ?? 'error';
+        const code = error instanceof Error && 'code' in error && typeof error.code === 'string' ? error.code : 'an error';
         throw new SecretResolutionError(secretName, 'file', `expected a readable file ${file}, got ${code}`, { cause: error });
       }
       return text.endsWith('\r\n') ? text.slice(0, -2) : text.endsWith('\n') ? text.slice(0, -1) : text;
