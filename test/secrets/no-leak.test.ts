@@ -1,0 +1,101 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { inspect } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createLogger } from '../../src/logging/logger.js';
+import { createSecretResolver } from '../../src/secrets/resolver.js';
+import { SecretResolutionError, type SecretsConfig } from '../../src/secrets/types.js';
+import { json, startLocalApi, type LocalApi } from './local-server.js';
+
+/**
+ * A resolution that fails after the value has been read (the value is not
+ * usable as a header) is where a careless message would quote it. Every
+ * rendering of the error (message, String, inspect with causes, JSON) and the
+ * service's pino output of it must be free of the value and of any part of it.
+ */
+const VALUE = 'sk_live_7f3a9c-LEAK-CANARY-51d2';
+const FRAGMENTS = [VALUE, 'LEAK-CANARY', 'sk_live_7f3a9c'];
+
+function renderings(error: unknown): Record<string, string> {
+  let logged = '';
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      logged += chunk.toString('utf8');
+      done();
+    },
+  });
+  const logger = createLogger({ level: 'trace', destination: sink });
+  const secretName = error instanceof SecretResolutionError ? error.secretName : undefined;
+  logger.warn({ err: error, secretName, webhookId: 'crm' }, 'could not resolve the API key');
+  logger.child({ webhookId: 'crm' }).error(error instanceof Error ? error : new Error(String(error)));
+  return {
+    message: error instanceof Error ? error.message : '',
+    string: String(error),
+    inspect: inspect(error, { depth: 10, showHidden: true }),
+    json: JSON.stringify(error),
+    pino: logged,
+  };
+}
+
+function expectNoValue(error: unknown): void {
+  expect(error).toBeInstanceOf(SecretResolutionError);
+  const rendered = renderings(error);
+  expect(rendered.pino).toContain('could not resolve the API key');
+  for (const [how, text] of Object.entries(rendered)) {
+    for (const fragment of FRAGMENTS) expect(text, `${how} contains ${fragment}`).not.toContain(fragment);
+  }
+}
+
+describe('a secret value never appears in errors or logs of a failing resolution', () => {
+  let api: LocalApi;
+  let directory: string;
+
+  beforeAll(async () => {
+    directory = mkdtempSync(path.join(os.tmpdir(), 'aw-leak-'));
+    writeFileSync(path.join(directory, 'two-lines'), `${VALUE}\nX-Injected: yes\n`);
+    writeFileSync(path.join(directory, 'trailing-newlines'), `${VALUE}\n\n`);
+    api = await startLocalApi();
+    api.answer = (_request, response) => json(response, 200, { Name: 'k', SecretString: `${VALUE}\r\n` }, 'application/x-amz-json-1.1');
+    vi.stubEnv('AWS_ACCESS_KEY_ID', 'AKIALOCALTEST');
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'local-secret-access-key');
+    vi.stubEnv('AWS_EC2_METADATA_DISABLED', 'true');
+  });
+  afterAll(async () => {
+    vi.unstubAllEnvs();
+    await api.close();
+  });
+
+  it.each(['two-lines', 'trailing-newlines'])('file provider, a value with a line break (%s)', async (name) => {
+    const resolver = createSecretResolver({ provider: 'file', cacheSeconds: 300, directory });
+    const error = await resolver.resolve(name).catch((caught: unknown) => caught);
+    expect(String(error)).toMatch(/control character 0x0a at position 32/);
+    expectNoValue(error);
+  });
+
+  it('env provider, a value with a control character', async () => {
+    const resolver = createSecretResolver({ provider: 'env', cacheSeconds: 300 }, { env: { ASSET_WEBHOOKS_SECRET_K: `${VALUE}\u0007` } });
+    expectNoValue(await resolver.resolve('k').catch((caught: unknown) => caught));
+  });
+
+  it('aws provider through the SDK, a SecretString ending in CR LF', async () => {
+    const config: SecretsConfig = { provider: 'aws', cacheSeconds: 300, aws: { region: 'eu-west-1', endpoint: api.origin } };
+    const error = await createSecretResolver(config).resolve('k').catch((caught: unknown) => caught);
+    expect(String(error)).toMatch(/control character 0x0d at position 32 of 33/);
+    expectNoValue(error);
+  });
+
+  it('the service logger also redacts header values passed to it by mistake', () => {
+    let output = '';
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        output += chunk.toString('utf8');
+        done();
+      },
+    });
+    createLogger({ level: 'info', destination: sink }).info({ headers: { 'X-API-Key': VALUE }, request: { headers: { 'x-api-key': VALUE } } }, 'delivery');
+    expect(output).toContain('delivery');
+    expect(output).not.toContain('LEAK-CANARY');
+  });
+});
