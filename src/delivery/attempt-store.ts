@@ -63,10 +63,29 @@ export interface AttemptResult {
   readonly outcome: 'delivered' | 'retry' | Exclude<DeadLetterReason, 'too_large'>;
 }
 
+/** How the slot of a payload that ends for good is passed on (see asset_webhooks.settle_attempt). */
+export interface SlotPolicy {
+  /** Take the next payload into this job (a chain) instead of adding a job for it. */
+  readonly chain: boolean;
+  /** A taken payload whose series started this long ago is left to a job, which dead-letters it. */
+  readonly expireAfterSeconds: number;
+}
+
+/** The webhook's next payload, taken into a chain with its attempt recorded as started. */
+export interface ChainedPayload extends Omit<PayloadForDelivery, 'status' | 'dispatched'> {
+  readonly attemptNo: number;
+}
+
+export interface Settled {
+  /** False when the payload moved on meanwhile (an operator's redelivery): then only the result is kept. */
+  readonly applied: boolean;
+  readonly next: ChainedPayload | null;
+}
+
 /**
  * Records an attempt's result and applies the payload's next state in one
- * statement (see asset_webhooks.settle_attempt). Returns false when the payload
- * moved on meanwhile (an operator's redelivery): then only the result is kept.
+ * statement (see asset_webhooks.settle_attempt); with `slot.chain`, also takes
+ * the webhook's next payload and starts its attempt.
  */
 export async function settleAttempt(
   client: pg.PoolClient | pg.Pool,
@@ -75,13 +94,32 @@ export async function settleAttempt(
   result: AttemptResult,
   at: Date,
   retryAt: Date | null,
-): Promise<boolean> {
-  const { rows } = await client.query<{ applied: boolean }>(
-    'select asset_webhooks.settle_attempt($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) as applied',
+  slot: SlotPolicy,
+): Promise<Settled> {
+  const { rows } = await client.query<{
+    applied: boolean; next_payload_id: string | null; next_webhook_id: string; next_series: number; next_attempt: number;
+    next_series_started_at: Date; next_body: string;
+  }>(
+    'select * from asset_webhooks.settle_attempt($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)',
     [payload.payloadId, payload.series, attemptNo, result.durationMs, result.statusCode, result.errorClass, result.errorMessage,
-      result.responseExcerpt, result.outcome, at, retryAt],
+      result.responseExcerpt, result.outcome, at, retryAt, slot.chain, Math.ceil(slot.expireAfterSeconds)],
   );
-  return rows[0]?.applied === true;
+  const row = rows[0];
+  if (!row?.applied) return { applied: false, next: null };
+  if (row.next_payload_id === null) return { applied: true, next: null };
+  const attempts = row.next_attempt;
+  return {
+    applied: true,
+    next: {
+      payloadId: Number(row.next_payload_id), webhookId: row.next_webhook_id, series: row.next_series, attempts, attemptNo: attempts,
+      seriesStartedAt: row.next_series_started_at, body: row.next_body,
+    },
+  };
+}
+
+/** Undoes the start of a chained attempt that will not be made (see asset_webhooks.abandon_attempt). */
+export async function abandonAttempt(client: pg.PoolClient | pg.Pool, payload: ChainedPayload): Promise<void> {
+  await client.query('select asset_webhooks.abandon_attempt($1, $2, $3)', [payload.payloadId, payload.series, payload.attemptNo]);
 }
 
 export async function markDeadLettered(client: pg.PoolClient, payloadId: number, reason: DeadLetterReason, at: Date): Promise<void> {

@@ -3,8 +3,8 @@ import type { Logger } from 'pino';
 import { inTransaction } from '../db/transaction.js';
 import type { SecretResolver } from '../secrets/types.js';
 import {
-  attemptUnfinished, handBack, handOff, lockPayload, markDeadLettered, settleAttempt, startAttempt,
-  type AttemptResult, type PayloadForDelivery,
+  abandonAttempt, attemptUnfinished, handBack, handOff, lockPayload, markDeadLettered, settleAttempt, startAttempt,
+  type AttemptResult, type ChainedPayload, type PayloadForDelivery,
 } from './attempt-store.js';
 import type { HttpSender, PostResult } from './http/sender.js';
 import { classifyResponse } from './policy/classify.js';
@@ -43,6 +43,14 @@ export interface DeliveryContext {
   now(): Date;
   /** Told of every finished attempt (metrics). */
   onAttempt?(webhookId: string, result: AttemptResult): void;
+  /**
+   * How long one job may go on with its webhook's next payloads (a chain)
+   * before handing the slot to a job of its own, so that webhooks take turns
+   * on the worker. 0 turns chains off. Default 5,000 ms.
+   */
+  readonly chainBudgetMs?: number;
+  /** Aborted when the service stops: a chain then ends after its current attempt. */
+  readonly stopping?: AbortSignal;
 }
 
 export type DeliverOutcome =
@@ -61,14 +69,16 @@ export type DeliverOutcome =
  *   3. in one statement (asset_webhooks.settle_attempt): record the result
  *      and apply the payload's next state as the retry policy decided it
  *      (delivered, a retry job at the policy's time, or dead-lettered), and
- *      hand the slot to the webhook's next payload.
+ *      pass the slot to the webhook's next payload.
+ * When the payload ends for good, step 3 may take the next payload into this
+ * job with its attempt already started (a chain, within chainBudgetMs), so a
+ * backlog costs one statement per payload rather than a job each.
  * An HTTP outcome never throws: graphile-worker's own retries are left for
  * failures of our own (the database), and a job re-run after a crash finds its
  * attempt unfinished and counts it as a failed attempt.
+ * The outcome returned is that of the job's own payload.
  */
 export async function deliverPayload(job: DeliverJob, context: DeliveryContext): Promise<DeliverOutcome> {
-  const logger = context.logger.child({ payloadId: job.payloadId, attempt: job.attempt });
-
   const start = await inTransaction(context.pool, async (client) => {
     const payload = await lockPayload(client, job.payloadId);
     if (!payload || payload.status !== 'pending' || !payload.dispatched || payload.series !== job.series) {
@@ -78,7 +88,8 @@ export async function deliverPayload(job: DeliverJob, context: DeliveryContext):
       const result: Omit<AttemptResult, 'outcome'> = {
         durationMs: null, statusCode: null, errorClass: 'interrupted', errorMessage: 'the worker stopped before the attempt was recorded', responseExcerpt: null,
       };
-      return { kind: 'attempted', result: await settle(client, context, payload, job.attempt, result, 'retryable') } as const;
+      const settled = await settle(client, context, payload, job.attempt, result, 'retryable', false);
+      return { kind: 'attempted', result: settled.result } as const;
     }
     if (payload.attempts !== job.attempt - 1) return { kind: 'stale' } as const;
     const webhook = context.webhook(payload.webhookId);
@@ -90,7 +101,7 @@ export async function deliverPayload(job: DeliverJob, context: DeliveryContext):
     if (isExpired(payload.seriesStartedAt, now, context.settings().deadLetterAfterSeconds)) {
       await markDeadLettered(client, payload.payloadId, 'expired', now);
       await handOff(client, payload.webhookId);
-      logger.warn({ webhookId: payload.webhookId, reason: 'expired' }, 'payload dead-lettered');
+      context.logger.warn({ payloadId: payload.payloadId, webhookId: payload.webhookId, reason: 'expired' }, 'payload dead-lettered');
       return { kind: 'expired' } as const;
     }
     await startAttempt(client, payload, job.attempt, now);
@@ -98,7 +109,32 @@ export async function deliverPayload(job: DeliverJob, context: DeliveryContext):
   });
   if (start.kind !== 'send') return start;
 
-  const { payload, webhook } = start;
+  const budgetEnds = performance.now() + (context.chainBudgetMs ?? 5000);
+  let current: { payload: ChainedPayload; webhook: DeliveryWebhook } = { payload: { ...start.payload, attemptNo: job.attempt }, webhook: start.webhook };
+  let first: AttemptResult | undefined;
+  for (;;) {
+    const chain = performance.now() < budgetEnds && context.stopping?.aborted !== true;
+    const { result, next } = await attempt(context, current.payload, current.webhook, chain);
+    first ??= result;
+    if (!next) break;
+    const webhook = context.webhook(next.webhookId);
+    if (!webhook || !webhook.enabled) {
+      // A reload disabled it after the database chose the payload: put it back as it was.
+      await abandonAttempt(context.pool, next);
+      break;
+    }
+    current = { payload: next, webhook };
+  }
+  return { kind: 'attempted', result: first };
+}
+
+/** Steps 2 and 3 of a started attempt: POST, then settle (and maybe take the next payload). */
+async function attempt(
+  context: DeliveryContext,
+  payload: ChainedPayload,
+  webhook: DeliveryWebhook,
+  chain: boolean,
+): Promise<{ result: AttemptResult; next: ChainedPayload | null }> {
   const post = await send(context, webhook, payload.body);
   if (post.kind === 'response' && (post.statusCode === 401 || post.statusCode === 403) && webhook.apikey) {
     // The key may have been rotated: read it again on the next attempt.
@@ -106,23 +142,27 @@ export async function deliverPayload(job: DeliverJob, context: DeliveryContext):
   }
   // One statement: it locks the payload, checks an operator did not act
   // meanwhile, records the result and applies the next state.
-  const result = await settle(context.pool, context, payload, job.attempt, describe(post), classifyResponse(post));
-  const log = { webhookId: webhook.id, statusCode: result.statusCode, errorClass: result.errorClass, outcome: result.outcome, durationMs: result.durationMs };
-  if (result.outcome === 'delivered') logger.info(log, 'payload delivered');
-  else logger.warn(log, result.outcome === 'retry' ? 'delivery attempt failed; will retry' : 'payload dead-lettered');
+  const { result, next } = await settle(context.pool, context, payload, payload.attemptNo, describe(post), classifyResponse(post), chain);
+  const log = {
+    payloadId: payload.payloadId, attempt: payload.attemptNo, webhookId: webhook.id,
+    statusCode: result.statusCode, errorClass: result.errorClass, outcome: result.outcome, durationMs: result.durationMs,
+  };
+  if (result.outcome === 'delivered') context.logger.info(log, 'payload delivered');
+  else context.logger.warn(log, result.outcome === 'retry' ? 'delivery attempt failed; will retry' : 'payload dead-lettered');
   context.onAttempt?.(webhook.id, result);
-  return { kind: 'attempted', result };
+  return { result, next };
 }
 
 /** Decides the next state (the retry policy) and records it with the attempt's result. */
 async function settle(
   client: pg.PoolClient | pg.Pool,
   context: DeliveryContext,
-  payload: PayloadForDelivery,
+  payload: Pick<PayloadForDelivery, 'payloadId' | 'series' | 'seriesStartedAt'>,
   attemptNo: number,
   result: Omit<AttemptResult, 'outcome'>,
   classification: ReturnType<typeof classifyResponse>,
-): Promise<AttemptResult> {
+  chain: boolean,
+): Promise<{ result: AttemptResult; next: ChainedPayload | null }> {
   const now = context.now();
   const settings = context.settings();
   const next = nextState({
@@ -135,9 +175,10 @@ async function settle(
   });
   const outcome: AttemptResult['outcome'] = next.kind === 'delivered' ? 'delivered' : next.kind === 'retry' ? 'retry' : next.reason;
   const recorded: AttemptResult = { ...result, outcome };
-  const applied = await settleAttempt(client, payload, attemptNo, recorded, now, next.kind === 'retry' ? next.at : null);
+  const settled = await settleAttempt(client, payload, attemptNo, recorded, now, next.kind === 'retry' ? next.at : null,
+    { chain, expireAfterSeconds: settings.deadLetterAfterSeconds });
   // Superseded by an operator's redelivery: the result is kept as a plain failed try.
-  return applied ? recorded : { ...recorded, outcome: 'retry' };
+  return settled.applied ? { result: recorded, next: settled.next } : { result: { ...recorded, outcome: 'retry' }, next: null };
 }
 
 /** Resolves the API key and posts; a key that cannot be resolved is a retryable failure of this attempt. */

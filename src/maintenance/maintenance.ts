@@ -40,17 +40,28 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
      returning webhook_id`,
     [options.deadLetterAfterSeconds],
   );
+  // A payload taken into a delivery chain has no job of its own: when its
+  // worker died, its attempt is left without a result, and is closed here.
   const { rows: orphaned } = await pool.query<{ webhook_id: string }>(
-    `update asset_webhooks.payloads p set dispatched = false
-     where p.status = 'pending' and p.dispatched
-       and coalesce(p.next_attempt_at, p.last_attempt_at, p.series_started_at) < now() - interval '10 minutes'
-       and not exists (
-         select 1 from graphile_worker.jobs j
-         where j.key in (asset_webhooks.deliver_job_key(p.payload_id, p.series, p.attempts),
-                         asset_webhooks.deliver_job_key(p.payload_id, p.series, p.attempts + 1))
-           and j.attempts < j.max_attempts
-           and (j.locked_at is null or j.locked_at > now() - interval '10 minutes'))
-     returning p.webhook_id`,
+    `with orphaned as (
+       update asset_webhooks.payloads p set dispatched = false
+       where p.status = 'pending' and p.dispatched
+         and coalesce(p.next_attempt_at, p.last_attempt_at, p.series_started_at) < now() - interval '10 minutes'
+         and not exists (
+           select 1 from graphile_worker.jobs j
+           where j.key in (asset_webhooks.deliver_job_key(p.payload_id, p.series, p.attempts),
+                           asset_webhooks.deliver_job_key(p.payload_id, p.series, p.attempts + 1))
+             and j.attempts < j.max_attempts
+             and (j.locked_at is null or j.locked_at > now() - interval '10 minutes'))
+       returning p.payload_id, p.series, p.attempts, p.webhook_id
+     ),
+     interrupted as (
+       update asset_webhooks.attempts a
+       set outcome = 'retry', error_class = 'interrupted', error_message = 'the worker stopped before the attempt was recorded'
+       from orphaned o
+       where a.payload_id = o.payload_id and a.series = o.series and a.attempt_no = o.attempts and a.outcome is null
+     )
+     select webhook_id from orphaned`,
   );
   await dispatchWebhooks(pool, [...expired, ...orphaned].map((row) => row.webhook_id));
   if (expired.length > 0) logger.warn({ payloads: expired.length }, 'waiting payloads expired and were dead-lettered');

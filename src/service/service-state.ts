@@ -58,6 +58,7 @@ export function deliveryContext(
   current: () => ServiceState,
   logger: Logger,
   metrics: ServiceMetrics,
+  stopping?: AbortSignal,
 ): DeliveryContext {
   return {
     pool,
@@ -72,6 +73,7 @@ export function deliveryContext(
     logger,
     now: () => new Date(),
     onAttempt: (webhookId, result) => metrics.recordAttempt(webhookId, result),
+    stopping,
   };
 }
 

@@ -56,7 +56,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   let state = new ServiceState(config);
   await syncWebhooks(pool, state.config);
   const metrics = new ServiceMetrics(pool);
-  const context = deliveryContext(pool, () => state, logger, metrics);
+  const shutdown = new AbortController();
+  const context = deliveryContext(pool, () => state, logger, metrics, shutdown.signal);
   const intervalSeconds = config.assetUpdater.intervalSeconds;
 
   const taskList: TaskList = {
@@ -143,6 +144,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       stopping ??= (async () => {
         if (ticker) clearInterval(ticker);
         logger.info('stopping: finishing in-flight jobs');
+        shutdown.abort();
         await runner.stop();
         await stopped;
         await new Promise<void>((resolve) => (httpServer ? httpServer.close(() => resolve()) : resolve()));
