@@ -19,17 +19,34 @@
 create index payloads_in_flight on asset_webhooks.payloads (webhook_id) where status = 'pending' and dispatched;
 create index payloads_undispatched on asset_webhooks.payloads (webhook_id, payload_id) where status = 'pending' and not dispatched;
 
+-- Whether a payload taken into a chain at p_at may be sent at once: it is due
+-- (not waiting for a retry time) and its series has not expired. Otherwise it
+-- gets a job as from hand_off, which waits or dead-letters it.
+create function asset_webhooks.may_chain(p_next_attempt_at timestamptz, p_series_started_at timestamptz,
+                                          p_at timestamptz, p_expire_after_seconds integer) returns boolean
+language sql immutable as $$
+  select coalesce(p_next_attempt_at, p_at) <= p_at
+     and p_at < p_series_started_at + make_interval(secs => p_expire_after_seconds)
+$$;
+
 -- Takes the webhook's next pending payload for a slot that just became free
 -- and marks it dispatched; the rules of hand_off (which now calls it): none
 -- when the webhook is disabled or already at its concurrency; SKIP LOCKED so
 -- concurrent finishers take different payloads, except with concurrency 1,
 -- where the head is waited for so strict order holds. Null when there is none.
-create function asset_webhooks.take_next(p_webhook_id text) returns asset_webhooks.payloads
+-- With p_start_at, a payload that may_chain also has its next attempt counted
+-- as started then, in the same row update.
+create function asset_webhooks.take_next(p_webhook_id text, p_start_at timestamptz default null,
+                                          p_expire_after_seconds integer default null)
+returns asset_webhooks.payloads
 language plpgsql as $$
 declare
   v_limit integer;
   v_in_flight integer;
   v_next bigint;
+  v_next_attempt_at timestamptz;
+  v_series_started_at timestamptz;
+  v_start boolean;
   r asset_webhooks.payloads;
 begin
   select w.concurrency into v_limit from asset_webhooks.webhooks w where w.webhook_id = p_webhook_id and w.enabled;
@@ -42,18 +59,25 @@ begin
     return null;
   end if;
   if v_limit = 1 then
-    select q.payload_id into v_next from asset_webhooks.payloads q
+    select q.payload_id, q.next_attempt_at, q.series_started_at into v_next, v_next_attempt_at, v_series_started_at
+    from asset_webhooks.payloads q
     where q.webhook_id = p_webhook_id and q.status = 'pending' and not q.dispatched
     order by q.payload_id limit 1 for update;
   else
-    select q.payload_id into v_next from asset_webhooks.payloads q
+    select q.payload_id, q.next_attempt_at, q.series_started_at into v_next, v_next_attempt_at, v_series_started_at
+    from asset_webhooks.payloads q
     where q.webhook_id = p_webhook_id and q.status = 'pending' and not q.dispatched
     order by q.payload_id limit 1 for update skip locked;
   end if;
   if v_next is null then
     return null;
   end if;
-  update asset_webhooks.payloads p set dispatched = true
+  v_start := p_start_at is not null
+             and asset_webhooks.may_chain(v_next_attempt_at, v_series_started_at, p_start_at, p_expire_after_seconds);
+  update asset_webhooks.payloads p
+  set dispatched = true,
+      attempts = case when v_start then p.attempts + 1 else p.attempts end,
+      last_attempt_at = case when v_start then p_start_at else p.last_attempt_at end
   where p.payload_id = v_next and not p.dispatched
   returning p.* into r;
   return r;
@@ -125,15 +149,13 @@ begin
   elsif not p_chain then
     perform asset_webhooks.hand_off(v_payload.webhook_id);
   else
-    v_next := asset_webhooks.take_next(v_payload.webhook_id);
+    v_next := asset_webhooks.take_next(v_payload.webhook_id, p_at, p_expire_after_seconds);
     if v_next.payload_id is not null then
-      if coalesce(v_next.next_attempt_at, p_at) <= p_at
-         and p_at < v_next.series_started_at + make_interval(secs => p_expire_after_seconds) then
+      if asset_webhooks.may_chain(v_next.next_attempt_at, v_next.series_started_at, p_at, p_expire_after_seconds) then
+        -- take_next counted the attempt; record its start.
         insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
-        values (v_next.payload_id, v_next.series, v_next.attempts + 1, p_at);
-        update asset_webhooks.payloads set attempts = v_next.attempts + 1, last_attempt_at = p_at
-        where payload_id = v_next.payload_id;
-        return query select true, v_next.payload_id, v_next.webhook_id, v_next.series, v_next.attempts + 1,
+        values (v_next.payload_id, v_next.series, v_next.attempts, p_at);
+        return query select true, v_next.payload_id, v_next.webhook_id, v_next.series, v_next.attempts,
                             v_next.series_started_at, v_next.body;
         return;
       end if;
