@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { assetStateFromRow, type AssetStateRow } from '../filters/read-asset-state.js';
 import type { AssetState, EventType } from '../interfaces.js';
 
 /** One claimed outbox row with what the coalescer needs to decide its routes. */
@@ -17,27 +18,17 @@ export interface ClaimedEvent {
   readonly asset: AssetState | null;
 }
 
-interface ClaimRow {
+/** An outbox row (event_ columns) with its asset's state (null columns when the asset is gone). */
+interface ClaimRow extends Omit<AssetStateRow, 'asset_id'> {
   seq: number;
   event_id: string;
   event_timestamp: string;
   event_type: EventType;
-  asset_id: number;
-  asset_uuid: string | null;
+  event_asset_id: number;
+  event_asset_uuid: string | null;
   atom_id: number | null;
   latest_edit_id: string | null;
-  s_asset_id: number | null;
-  s_asset_uuid: string;
-  supertype: string;
-  parent_id: number | null;
-  state: string | null;
-  schema_id: number | null;
-  type_id: number | null;
-  domain_id: number | null;
-  latest_atom_id: number | null;
-  keywords: string[];
-  field_names: string[];
-  field_values: string[];
+  asset_id: number | null;
 }
 
 /**
@@ -63,12 +54,13 @@ export async function claimChunk(client: pg.PoolClient, maxSeq: number, limit: n
        where s.asset_id in (select distinct asset_id from claimed)
      )
      select c.seq, c.event_id,
-            to_char(c.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp, c.event_type, c.asset_id, c.asset_uuid, c.atom_id,
+            to_char(c.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp, c.event_type,
+            c.asset_id as event_asset_id, c.asset_uuid as event_asset_uuid, c.atom_id,
             case when c.event_type = 'EDITED' then (
               select l.event_id from asset_webhooks.outbox l
               where l.asset_id = c.asset_id and l.event_type = 'EDITED' and l.seq <= $1
               order by l.seq desc limit 1) end as latest_edit_id,
-            s.asset_id as s_asset_id, s.asset_uuid as s_asset_uuid, s.supertype, s.parent_id, s.state,
+            s.asset_id, s.asset_uuid, s.supertype, s.parent_id, s.state,
             s.schema_id, s.type_id, s.domain_id, s.latest_atom_id, s.keywords, s.field_names, s.field_values
      from claimed c
      left join states s on s.asset_id = c.asset_id
@@ -79,32 +71,18 @@ export async function claimChunk(client: pg.PoolClient, maxSeq: number, limit: n
 }
 
 function toClaimedEvent(row: ClaimRow): ClaimedEvent {
+  // asset_id is checked here; the rest of the state columns come with it.
+  const asset = row.asset_id === null ? null : assetStateFromRow(row as AssetStateRow);
   return {
     seq: row.seq,
     eventId: row.event_id,
     eventTimestamp: row.event_timestamp,
     eventType: row.event_type,
-    assetId: row.asset_id,
-    assetUuid: row.asset_uuid ?? (row.s_asset_id === null ? null : row.s_asset_uuid),
+    assetId: row.event_asset_id,
+    assetUuid: row.event_asset_uuid ?? asset?.assetUuid ?? null,
     atomId: row.atom_id,
     latestEditId: row.latest_edit_id,
-    asset:
-      row.s_asset_id === null
-        ? null
-        : {
-            assetId: row.s_asset_id,
-            assetUuid: row.s_asset_uuid,
-            supertype: row.supertype,
-            parentId: row.parent_id,
-            state: row.state,
-            schemaId: row.schema_id,
-            typeId: row.type_id,
-            domainId: row.domain_id,
-            latestAtomId: row.latest_atom_id,
-            keywords: row.keywords,
-            fieldNames: row.field_names,
-            fieldValues: row.field_values,
-          },
+    asset,
   };
 }
 
