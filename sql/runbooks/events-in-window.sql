@@ -14,7 +14,7 @@ order by o.occurred_at, o.event_id, o.webhook_id;
 
 \echo 'Captured in the window but not coalesced yet:'
 select occurred_at, event_id, event_type, asset_id
-from asset_webhooks.outbox
+from asset_webhooks.waiting_events
 where occurred_at >= :'from'::timestamptz and occurred_at < :'to'::timestamptz
   and (:'asset_id' = '' or asset_id = nullif(:'asset_id', '')::bigint)
 order by seq;

@@ -5,7 +5,7 @@
 \set ON_ERROR_STOP on
 \echo 'Still waiting in the outbox (not coalesced yet)?'
 select event_id, event_type, asset_id, occurred_at, 'waiting for the next coalescing run' as state
-from asset_webhooks.outbox where event_id = :'event_id';
+from asset_webhooks.find_waiting_event(:'event_id');
 
 \echo 'Outcome per webhook (excluded with the check, collapsed, or the payload that carries it):'
 select o.webhook_id, o.outcome, o.excluded_by, o.collapsed_into, o.payload_id,

@@ -26,7 +26,8 @@ export async function measureCoalesce(pool: pg.Pool, webhooks: readonly RoutedWe
     await pool.query(
       `with consumed as (delete from asset_webhooks.outbox returning *)
        insert into asset_webhooks.events (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, routes)
-       select event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, 0, now(), '{}'::jsonb from consumed`);
+       select coalesce(event_id, asset_webhooks.event_id_of(seq, occurred_at)), seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, 0, now(), '{}'::jsonb
+       from consumed`);
     rawRates.push(options.events / seconds(started));
     await clearResults(pool);
 

@@ -53,11 +53,11 @@ export async function claimChunk(client: pg.PoolClient, maxSeq: number, limit: n
        select s.* from asset_webhooks.asset_state s
        where s.asset_id in (select distinct asset_id from claimed)
      )
-     select c.seq, c.event_id,
+     select c.seq, coalesce(c.event_id, asset_webhooks.event_id_of(c.seq, c.occurred_at)) as event_id,
             to_char(c.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp, c.event_type,
             c.asset_id as event_asset_id, c.asset_uuid as event_asset_uuid, c.atom_id,
             case when c.event_type = 'EDITED' then (
-              select l.event_id from asset_webhooks.outbox l
+              select coalesce(l.event_id, asset_webhooks.event_id_of(l.seq, l.occurred_at)) from asset_webhooks.outbox l
               where l.asset_id = c.asset_id and l.event_type = 'EDITED' and l.seq <= $1
               order by l.seq desc limit 1) end as latest_edit_id,
             s.asset_id, s.asset_uuid, s.supertype, s.parent_id, s.state,

@@ -86,7 +86,7 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, events
      )
      insert into asset_webhooks.events
        (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, collapsed_into, routes)
-     select c.event_id, c.seq, c.occurred_at, c.event_type, c.asset_id, c.asset_uuid, r.atom_id, $1,
+     select coalesce(c.event_id, asset_webhooks.event_id_of(c.seq, c.occurred_at)), c.seq, c.occurred_at, c.event_type, c.asset_id, c.asset_uuid, r.atom_id, $1,
             clock_timestamp(), r.collapsed_into, r.routes
      from consumed c
      join jsonb_to_recordset($3::jsonb) as r(seq bigint, atom_id bigint, collapsed_into uuid, routes jsonb)

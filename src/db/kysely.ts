@@ -6,7 +6,8 @@ import type pg from 'pg';
  * read, typed for kysely. Writes on hot paths use plain SQL (bulk unnest).
  */
 export interface OperatorDatabase {
-  'asset_webhooks.outbox': {
+  /** The outbox with each row's eventId (derived from seq and occurred_at unless a binding stored one). */
+  'asset_webhooks.waiting_events': {
     seq: number; event_id: string; occurred_at: Date; event_type: string; asset_id: number;
     asset_uuid: string | null; atom_id: number | null; supertype: string | null; parent_id: number | null;
   };

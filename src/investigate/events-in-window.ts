@@ -18,7 +18,7 @@ export async function eventsInWindow(pool: pg.Pool, filter: { from: Date; to: Da
     .where('occurred_at', '>=', filter.from).where('occurred_at', '<', filter.to);
   if (filter.webhookId !== undefined) outcomes = outcomes.where('webhook_id', '=', filter.webhookId);
   if (filter.assetId !== undefined) outcomes = outcomes.where('asset_id', '=', filter.assetId);
-  let waiting = db.selectFrom('asset_webhooks.outbox').selectAll()
+  let waiting = db.selectFrom('asset_webhooks.waiting_events').selectAll()
     .where('occurred_at', '>=', filter.from).where('occurred_at', '<', filter.to);
   if (filter.assetId !== undefined) waiting = waiting.where('asset_id', '=', filter.assetId);
   const [rows, pending] = await Promise.all([

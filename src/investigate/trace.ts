@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { operatorDb } from '../db/kysely.js';
+import { operatorDb, type OperatorDatabase } from '../db/kysely.js';
 import { UserError } from '../errors.js';
 
 export interface TraceAttempt {
@@ -44,7 +44,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace> {
   if (!UUID.test(eventId)) throw new UserError('invalid_event_id', `EVENT_ID: expected a UUID, got ${JSON.stringify(eventId)}`);
   const db = operatorDb(pool);
-  const waiting = await db.selectFrom('asset_webhooks.outbox').selectAll().where('event_id', '=', eventId).executeTakeFirst();
+  const { rows: [waiting] } = await pool.query<OperatorDatabase['asset_webhooks.waiting_events']>(
+    'select * from asset_webhooks.find_waiting_event($1)', [eventId]);
   if (waiting) {
     return {
       eventId, eventType: waiting.event_type, assetId: waiting.asset_id, assetUuid: waiting.asset_uuid, occurredAt: waiting.occurred_at,

@@ -76,12 +76,30 @@ describe('the reference binding captures exactly the events of CONTRACT section 
     expect(rows).toEqual([{ event_type: 'PURGED', asset_uuid: asset!.asset_uuid, supertype: 'Resource', parent_id: 1, atom_id: null }]);
   });
 
-  it('assigns every event a distinct UUID and a time of occurrence at capture', async () => {
+  it('gives every event a distinct UUIDv7 eventId, derived from its row, and a time of occurrence at capture', async () => {
     await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 50) g");
-    const { rows } = await db.pool.query<{ n: number; ids: number; late: number }>(`
-      select count(*)::int n, count(distinct event_id)::int ids, count(*) filter (where occurred_at > now() + interval '1 minute')::int late
-      from asset_webhooks.outbox`);
-    expect(rows[0]).toEqual({ n: 50, ids: 50, late: 0 });
+    const { rows } = await db.pool.query<{ n: number; ids: number; late: number; v7: number; stored: number }>(`
+      select count(*)::int n, count(distinct event_id)::int ids, count(*) filter (where occurred_at > now() + interval '1 minute')::int late,
+             count(*) filter (where event_id::text ~ '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$')::int v7,
+             (select count(event_id)::int from asset_webhooks.outbox) stored
+      from asset_webhooks.waiting_events`);
+    // Nothing computed in the trigger: the id is derived when the row is read.
+    expect(rows[0]).toEqual({ n: 50, ids: 50, late: 0, v7: 50, stored: 0 });
+    // Its first 48 bits are the time of occurrence in milliseconds; each id leads back to its row.
+    const { rows: back } = await db.pool.query<{ wrong_time: number; found: number }>(`
+      select count(*) filter (where ('x' || lpad(replace(left(w.event_id::text, 13), '-', ''), 16, '0'))::bit(64)::bigint
+                                    <> floor(extract(epoch from w.occurred_at) * 1000)::bigint)::int wrong_time,
+             count(*) filter (where (select f.seq from asset_webhooks.find_waiting_event(w.event_id) f) = w.seq)::int found
+      from asset_webhooks.waiting_events w`);
+    expect(back[0]).toEqual({ wrong_time: 0, found: 50 });
+  });
+
+  it('keeps an eventId a binding stored itself, and finds the event by it', async () => {
+    await db.pool.query("insert into asset_webhooks.outbox (event_id, event_type, asset_id) values ('0b5f2c1e-8d5a-4c1e-9a3b-5d2f1e0c9b7a', 'EDITED', 7)");
+    const { rows } = await db.pool.query("select event_type, asset_id from asset_webhooks.find_waiting_event('0b5f2c1e-8d5a-4c1e-9a3b-5d2f1e0c9b7a')");
+    expect(rows).toEqual([{ event_type: 'EDITED', asset_id: 7 }]);
+    const { rows: none } = await db.pool.query("select * from asset_webhooks.find_waiting_event('0b5f2c1e-8d5a-4c1e-9a3b-5d2f1e0c9b7b')");
+    expect(none).toEqual([]);
   });
 
   it('lets the application role write assets without any right on asset_webhooks', async () => {

@@ -13,7 +13,7 @@ describe('coalescing', () => {
     await db.pool.query("insert into assets (asset_id, latest_atom_id) values (1, 10)");
     for (const title of ['a', 'b', 'c']) await db.pool.query('update assets set title = $1 where asset_id = 1', [title]);
     await db.pool.query('update assets set latest_atom_id = 11 where asset_id = 1');
-    const { rows: edits } = await db.pool.query<{ event_id: string }>("select event_id from asset_webhooks.outbox where event_type = 'EDITED' order by seq");
+    const { rows: edits } = await db.pool.query<{ event_id: string }>("select event_id from asset_webhooks.waiting_events where event_type = 'EDITED' order by seq");
     const lastEdit = edits.at(-1)!.event_id;
 
     await runCoalesce(db.pool, [crm]);

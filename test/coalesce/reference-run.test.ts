@@ -32,7 +32,7 @@ it('a 10,000-event run across five webhooks matches a reference computation exac
   await db.pool.query('update assets set trashed_at = now() where asset_id % 11 = 0');
   await db.pool.query('delete from assets where asset_id > 1900');
   const { rows: captured } = await db.pool.query<{ event_id: string; event_type: EventType; asset_id: number; seq: number }>(
-    'select event_id, event_type, asset_id, seq from asset_webhooks.outbox order by seq');
+    'select event_id, event_type, asset_id, seq from asset_webhooks.waiting_events order by seq');
   expect(captured.length).toBeGreaterThanOrEqual(10_000);
 
   // The reference: collapse by hand, then the plain evaluation of every check.

@@ -39,7 +39,7 @@ beforeAll(async () => {
     dead: await eventOf(2, 'CREATED'),
     excluded: await eventOf(2, 'CREATED'),
     collapsed: await eventOf(1, 'EDITED'),
-    waiting: await eventOf(3, 'CREATED', 'asset_webhooks.outbox'),
+    waiting: await eventOf(3, 'CREATED', 'asset_webhooks.waiting_events'),
     deadPayload: payloads[1]!.payload_id,
   };
 });
