@@ -58,6 +58,8 @@ const PAYLOADS_PER_STATEMENT = 500;
 /** The consumed events of one chunk, column by column (parallel arrays, one entry per event). */
 export interface ConsumedEvents {
   readonly seqs: readonly number[];
+  /** As the claim read them (derived once there, see asset_webhooks.event_id_of). */
+  readonly eventIds: readonly string[];
   readonly atomIds: ReadonlyArray<number | null>;
   readonly collapsedInto: ReadonlyArray<string | null>;
   /** JSON objects: webhook id to payload id (number) or reason (string). */
@@ -74,7 +76,7 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, events
   let document = '[';
   for (let i = 0; i < events.seqs.length; i += 1) {
     const collapsed = events.collapsedInto[i];
-    document += `${i === 0 ? '' : ','}{"seq":${events.seqs[i]},"atom_id":${events.atomIds[i] ?? 'null'},` +
+    document += `${i === 0 ? '' : ','}{"seq":${events.seqs[i]},"event_id":"${events.eventIds[i]}","atom_id":${events.atomIds[i] ?? 'null'},` +
       `"collapsed_into":${collapsed ? `"${collapsed}"` : 'null'},"routes":${events.routes[i]}}`;
   }
   document += ']';
@@ -86,10 +88,10 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, events
      )
      insert into asset_webhooks.events
        (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, collapsed_into, routes)
-     select coalesce(c.event_id, asset_webhooks.event_id_of(c.seq, c.occurred_at)), c.seq, c.occurred_at, c.event_type, c.asset_id, c.asset_uuid, r.atom_id, $1,
+     select r.event_id, c.seq, c.occurred_at, c.event_type, c.asset_id, c.asset_uuid, r.atom_id, $1,
             clock_timestamp(), r.collapsed_into, r.routes
      from consumed c
-     join jsonb_to_recordset($3::jsonb) as r(seq bigint, atom_id bigint, collapsed_into uuid, routes jsonb)
+     join jsonb_to_recordset($3::jsonb) as r(seq bigint, event_id uuid, atom_id bigint, collapsed_into uuid, routes jsonb)
        on r.seq = c.seq`,
     [runId, events.seqs, document],
   );

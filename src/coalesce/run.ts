@@ -95,6 +95,7 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
         await upsertPayloads(client, runId, batches, isoTimestamp(now()));
         await consumeEvents(client, runId, {
           seqs: rows.map((row) => row.seq),
+          eventIds: rows.map((row) => row.eventId),
           atomIds: routed.atomIds,
           collapsedInto: routed.collapsed,
           routes: routesJson(routeKeys, routed.targets, rows.length),
