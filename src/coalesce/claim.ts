@@ -32,38 +32,66 @@ interface ClaimRow extends Omit<AssetStateRow, 'asset_id'> {
 }
 
 /**
+ * Records, for this run, the latest EDITED row of every asset in the outbox up
+ * to `maxSeq` (its seq and eventId), in a temporary table of the run's
+ * session: collapsing needs it for rows of later chunks. One pass over the
+ * backlog per run replaces an index on the outbox, which every captured row
+ * paid for in the asset database's own writes.
+ *
+ * A row that commits late (after this) with a seq below maxSeq is claimed by
+ * a later chunk: when it is newer than what is recorded here it counts as the
+ * latest itself, as it would have had it been visible.
+ */
+export async function recordLatestEdits(session: pg.PoolClient, maxSeq: number): Promise<void> {
+  await session.query(
+    'create temporary table if not exists aw_latest_edit (asset_id bigint primary key, seq bigint not null, event_id uuid not null)');
+  await session.query('truncate aw_latest_edit');
+  await session.query(
+    `insert into aw_latest_edit (asset_id, seq, event_id)
+     select l.asset_id, l.seq, coalesce(o.event_id, asset_webhooks.event_id_of(o.seq, o.occurred_at))
+     from (select asset_id, max(seq) as seq from asset_webhooks.outbox
+           where event_type = 'EDITED' and seq <= $1 group by asset_id) l
+     join asset_webhooks.outbox o on o.seq = l.seq`,
+    [maxSeq],
+  );
+  await session.query('analyze aw_latest_edit');
+}
+
+/**
  * Claims the next chunk of outbox rows up to `maxSeq`, in order of capture,
  * with the current state of their assets read through the binding's view in
  * the same query (one query per chunk, never one per event). Rows stay locked
  * until the caller's transaction deletes them; rows another transaction holds
  * are skipped, not waited for.
  *
- * This must run inside the transaction that consumes the rows.
+ * This must run inside the transaction that consumes the rows, on the session
+ * that ran recordLatestEdits for this run.
  */
-export async function claimChunk(client: pg.PoolClient, maxSeq: number, limit: number): Promise<ClaimedEvent[]> {
-  const { rows } = await client.query<ClaimRow>(
+export async function claimChunk(session: pg.PoolClient, maxSeq: number, limit: number): Promise<ClaimedEvent[]> {
+  const { rows } = await session.query<ClaimRow>(
     `with claimed as materialized (
-       select o.* from asset_webhooks.outbox o
+       select o.*, coalesce(o.event_id, asset_webhooks.event_id_of(o.seq, o.occurred_at)) as id
+       from asset_webhooks.outbox o
        where o.seq <= $1
        order by o.seq
        limit $2
-       for update skip locked
+       for update of o skip locked
      ),
      states as materialized (
        select s.* from asset_webhooks.asset_state s
        where s.asset_id in (select distinct asset_id from claimed)
      )
-     select c.seq, coalesce(c.event_id, asset_webhooks.event_id_of(c.seq, c.occurred_at)) as event_id,
+     select c.seq, c.id as event_id,
             to_char(c.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp, c.event_type,
             c.asset_id as event_asset_id, c.asset_uuid as event_asset_uuid, c.atom_id,
-            case when c.event_type = 'EDITED' then (
-              select coalesce(l.event_id, asset_webhooks.event_id_of(l.seq, l.occurred_at)) from asset_webhooks.outbox l
-              where l.asset_id = c.asset_id and l.event_type = 'EDITED' and l.seq <= $1
-              order by l.seq desc limit 1) end as latest_edit_id,
+            case when c.event_type = 'EDITED' then
+              case when le.seq is null or le.seq < c.seq then c.id else le.event_id end
+            end as latest_edit_id,
             s.asset_id, s.asset_uuid, s.supertype, s.parent_id, s.state,
             s.schema_id, s.type_id, s.domain_id, s.latest_atom_id, s.keywords, s.field_names, s.field_values
      from claimed c
      left join states s on s.asset_id = c.asset_id
+     left join pg_temp.aw_latest_edit le on le.asset_id = c.asset_id
      order by c.seq`,
     [maxSeq, limit],
   );

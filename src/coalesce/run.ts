@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { inTransaction } from '../db/transaction.js';
 import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
-import { claimChunk, outboxHighWater, type ClaimedEvent } from './claim.js';
+import { claimChunk, outboxHighWater, recordLatestEdits, type ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
 import { Packer, type Batch } from './pack.js';
 import { assignPayloadIds, consumeEvents, dispatchWebhooks, upsertPayloads } from './persist.js';
@@ -55,7 +55,7 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
       return { runId: null, events: 0, payloads: 0, chunks: 0, routes: {} };
     }
     try {
-      return await runLocked(options, chunkSize, now);
+      return await runLocked(options, chunkSize, now, lockClient);
     } finally {
       await lockClient.query('select pg_advisory_unlock($1)', [COALESCE_LOCK_KEY]);
     }
@@ -64,7 +64,8 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
   }
 }
 
-async function runLocked(options: CoalesceOptions, chunkSize: number, now: () => Date): Promise<CoalesceResult> {
+/** `session` holds the run's advisory lock; every chunk runs on it (see recordLatestEdits). */
+async function runLocked(options: CoalesceOptions, chunkSize: number, now: () => Date, session: pg.PoolClient): Promise<CoalesceResult> {
   const { pool, webhooks } = options;
   // A previous run that crashed may have left open payloads: they are complete
   // as far as their events go (written in the same transaction), so seal them.
@@ -85,8 +86,9 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
   let chunks = 0;
 
   if (maxSeq !== null) {
+    await recordLatestEdits(session, maxSeq);
     for (;;) {
-      const claimed = await inTransaction(pool, async (client) => {
+      const claimed = await inTransaction(session, async (client) => {
         const rows = await claimChunk(client, maxSeq, chunkSize);
         if (rows.length === 0) return 0;
         const routed = routeChunk(rows, webhooks, packers, routes);
@@ -113,7 +115,7 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
   }
 
   // Seal the last payload of each webhook.
-  await inTransaction(pool, async (client) => {
+  await inTransaction(session, async (client) => {
     for (const packer of packers) packer.finish();
     const batches = packers.flatMap((packer) => packer.drain());
     await upsertPayloads(client, runId, batches, isoTimestamp(now()));

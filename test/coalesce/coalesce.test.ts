@@ -1,4 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest';
+import { claimChunk, outboxHighWater, recordLatestEdits } from '../../src/coalesce/claim.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { bodyEvents, openWebhook, outcomes, payloads, registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
 
@@ -168,5 +169,33 @@ describe('coalescing', () => {
       "select split_part(key, ':', 2)::int as payload_id from graphile_worker.jobs where task_identifier = 'deliver'");
     const [first] = await payloads(db.pool);
     expect(rows).toEqual([{ payload_id: first!.payload_id }]);
+  });
+
+  it('counts an edit that commits after the run recorded the latest edits, and is newer, as the latest itself', async () => {
+    await db.pool.query("insert into assets (asset_id) values (1), (2)");
+    await db.pool.query('delete from asset_webhooks.outbox');
+    await db.pool.query("update assets set title = 'committed first' where asset_id = 1");
+    const late = await db.pool.connect();
+    const session = await db.pool.connect();
+    try {
+      await late.query('begin');
+      await late.query("update assets set title = 'commits late' where asset_id = 1");
+      await db.pool.query("update assets set title = 'after' where asset_id = 2");
+      const maxSeq = (await outboxHighWater(db.pool))!;
+      await recordLatestEdits(session, maxSeq);
+      await late.query('commit');
+      await session.query('begin');
+      const claimed = await claimChunk(session, maxSeq, 10);
+      await session.query('rollback');
+      // The late row lies between the two and was not seen by recordLatestEdits.
+      expect(claimed.map((row) => [row.assetId, row.eventType])).toEqual([[1, 'EDITED'], [1, 'EDITED'], [2, 'EDITED']]);
+      const [first, lateEdit] = claimed;
+      expect(first!.latestEditId).toBe(first!.eventId);
+      expect(lateEdit!.latestEditId).toBe(lateEdit!.eventId);
+    } finally {
+      await late.query('rollback').catch(() => {});
+      late.release();
+      session.release();
+    }
   });
 });
