@@ -2,6 +2,7 @@ import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { redeliver } from '../../src/investigate/dead-letters.js';
 import { createLogger } from '../../src/logging/logger.js';
+import { receiverConfig, type TestConfigOptions, type TestWebhook } from '../helpers/config.js';
 import { resetData } from '../helpers/seed.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { startTestService, type TestService } from '../helpers/service.js';
@@ -27,14 +28,9 @@ async function receiver(): Promise<TestReceiver> {
   return started;
 }
 
-function config(webhooks: string, extra = ''): string {
-  return `assetUpdater:
-  intervalSeconds: 1
-  requestTimeoutSeconds: 2
-  network: { allowPrivateAddresses: true }
-${extra}
-  webhooks:
-${webhooks}`;
+/** Coalescing every second; a 2-second request timeout, which the hanging receiver's test relies on. */
+function config(webhooks: readonly TestWebhook[], retry?: TestConfigOptions['retry']): string {
+  return receiverConfig(webhooks, { requestTimeoutSeconds: 2, retry });
 }
 
 interface PayloadRow { payload_id: number; status: string; attempts: number; dead_letter_reason: string | null; body: string }
@@ -60,11 +56,7 @@ describe('delivery through the running service', () => {
   it('POSTs the stored body with Content-Type, the API key and the configured headers', async () => {
     const crm = await receiver();
     process.env.ASSET_WEBHOOKS_SECRET_CRM_KEY = 'the-secret-value';
-    running = await startTestService(db.url, config(`    - id: crm
-      url: ${crm.url}
-      enabled: true
-      apikey: crm-key
-      headers: { X-Tenant: acme }`));
+    running = await startTestService(db.url, config([{ id: 'crm', url: crm.url, apikey: 'crm-key', headers: { 'X-Tenant': 'acme' } }]));
     await db.pool.query("insert into assets (asset_id) values (1)");
     const [payload] = await settled(1);
     expect(payload!.status).toBe('delivered');
@@ -84,7 +76,7 @@ describe('delivery through the running service', () => {
 
   it('sends no X-API-Key when no apikey is configured', async () => {
     const open = await receiver();
-    running = await startTestService(db.url, config(`    - { id: open, url: "${open.url}", enabled: true }`));
+    running = await startTestService(db.url, config([{ id: 'open', url: open.url }]));
     await db.pool.query("insert into assets (asset_id) values (1)");
     await settled(1);
     expect(open.requests[0]!.headers['x-api-key']).toBeUndefined();
@@ -93,7 +85,7 @@ describe('delivery through the running service', () => {
   it('dead-letters a 4xx at once as rejected, without retrying', async () => {
     const picky = await receiver();
     picky.respond = () => 422;
-    running = await startTestService(db.url, config(`    - { id: picky, url: "${picky.url}", enabled: true }`));
+    running = await startTestService(db.url, config([{ id: 'picky', url: picky.url }]));
     await db.pool.query("insert into assets (asset_id) values (1)");
     const [payload] = await settled(1);
     expect(payload).toMatchObject({ status: 'dead_lettered', dead_letter_reason: 'rejected', attempts: 1 });
@@ -104,7 +96,7 @@ describe('delivery through the running service', () => {
   it('retries on the configured schedule with the same body, then dead-letters as retries_exhausted', async () => {
     const down = await receiver();
     down.respond = () => 503;
-    running = await startTestService(db.url, config(`    - { id: down, url: "${down.url}", enabled: true }`, '  retry: { delaysSeconds: [1, 2] }'));
+    running = await startTestService(db.url, config([{ id: 'down', url: down.url }], { delaysSeconds: [1, 2] }));
     await db.pool.query("insert into assets (asset_id) values (1)");
     const [payload] = await settled(1);
     expect(payload).toMatchObject({ status: 'dead_lettered', dead_letter_reason: 'retries_exhausted', attempts: 3 });
@@ -119,8 +111,8 @@ describe('delivery through the running service', () => {
   it('expires a payload still undelivered deadLetterAfterSeconds after creation', async () => {
     const down = await receiver();
     down.respond = () => 500;
-    running = await startTestService(db.url, config(`    - { id: down, url: "${down.url}", enabled: true }`,
-      '  retry: { delaysSeconds: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1], deadLetterAfterSeconds: 3 }'));
+    running = await startTestService(db.url, config([{ id: 'down', url: down.url }],
+      { delaysSeconds: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1], deadLetterAfterSeconds: 3 }));
     await db.pool.query("insert into assets (asset_id) values (1)");
     const [payload] = await settled(1);
     expect(payload).toMatchObject({ status: 'dead_lettered', dead_letter_reason: 'expired' });
@@ -130,7 +122,7 @@ describe('delivery through the running service', () => {
   it('sends a payload only after the previous one of the webhook is delivered (concurrency 1)', async () => {
     const crm = await receiver();
     crm.respond = (_request, index) => (index < 2 ? 503 : 200);
-    running = await startTestService(db.url, config(`    - { id: crm, url: "${crm.url}", enabled: true, batchSize: 1 }`, '  retry: { delaysSeconds: [1, 1, 1] }'));
+    running = await startTestService(db.url, config([{ id: 'crm', url: crm.url, batchSize: 1 }], { delaysSeconds: [1, 1, 1] }));
     await db.pool.query("insert into assets (asset_id) values (1), (2), (3)");
     await settled(3);
     const assetIds = crm.requests.map((r) => (JSON.parse(r.body) as { events: Array<{ assetId: number }> }).events[0]!.assetId);
@@ -141,8 +133,7 @@ describe('delivery through the running service', () => {
     const hanging = await receiver();
     hanging.respond = () => 'hang';
     const fast = await receiver();
-    running = await startTestService(db.url, config(`    - { id: hanging, url: "${hanging.url}", enabled: true }
-    - { id: fast, url: "${fast.url}", enabled: true }`, '  retry: { delaysSeconds: [60] }'));
+    running = await startTestService(db.url, config([{ id: 'hanging', url: hanging.url }, { id: 'fast', url: fast.url }], { delaysSeconds: [60] }));
     await db.pool.query("insert into assets (asset_id) values (1)");
     await hanging.waitFor(1);
     await fast.waitFor(1);
@@ -156,13 +147,13 @@ describe('delivery through the running service', () => {
 
   it('keeps payloads of a disabled webhook waiting and sends them once it is enabled again', async () => {
     const crm = await receiver();
-    const retry = '  retry: { delaysSeconds: [1, 1, 1, 1, 1] }';
-    const enabled = config(`    - { id: crm, url: "${crm.url}", enabled: true }`, retry);
+    const retry = { delaysSeconds: [1, 1, 1, 1, 1] };
+    const enabled = config([{ id: 'crm', url: crm.url }], retry);
     running = await startTestService(db.url, enabled);
     crm.respond = () => 503;
     await db.pool.query("insert into assets (asset_id) values (1)");
     await crm.waitFor(1);
-    running.writeConfig(config(`    - { id: crm, url: "${crm.url}", enabled: false }`, retry));
+    running.writeConfig(config([{ id: 'crm', url: crm.url, enabled: false }], retry));
     expect(await running.service.reload()).toBe(true);
     await db.pool.query("insert into assets (asset_id) values (2)");
     // The retry comes due while the webhook is disabled: the payload is handed back, not sent.
@@ -186,7 +177,7 @@ describe('delivery through the running service', () => {
 
   it('keeps running on the old configuration when a reload finds it invalid', async () => {
     const crm = await receiver();
-    running = await startTestService(db.url, config(`    - { id: crm, url: "${crm.url}", enabled: true }`));
+    running = await startTestService(db.url, config([{ id: 'crm', url: crm.url }]));
     running.writeConfig('assetUpdater:\n  webhooks:\n    - { id: crm, url: "not a url", enabled: maybe }\n');
     expect(await running.service.reload()).toBe(false);
     await db.pool.query("insert into assets (asset_id) values (1)");
@@ -200,7 +191,7 @@ describe('delivery through the running service', () => {
     process.env.ASSET_WEBHOOKS_SECRET_ROTATING = 'old-key';
     let logs = '';
     const sink = new Writable({ write(chunk: Buffer, _encoding, done) { logs += chunk.toString(); done(); } });
-    running = await startTestService(db.url, config(`    - { id: crm, url: "${crm.url}", enabled: true, apikey: rotating }`), createLogger({ level: 'trace', destination: sink }));
+    running = await startTestService(db.url, config([{ id: 'crm', url: crm.url, apikey: 'rotating' }]), createLogger({ level: 'trace', destination: sink }));
     await db.pool.query("insert into assets (asset_id) values (1)");
     const [rejected] = await settled(1);
     expect(rejected).toMatchObject({ status: 'dead_lettered', dead_letter_reason: 'rejected' });
@@ -228,7 +219,7 @@ describe('delivery through the running service', () => {
         resolve(200);
       }, 300));
     };
-    running = await startTestService(db.url, config(`    - { id: crm, url: "${crm.url}", enabled: true, batchSize: 1, concurrency: 3 }`));
+    running = await startTestService(db.url, config([{ id: 'crm', url: crm.url, batchSize: 1, concurrency: 3 }]));
     await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 12) g');
     await settled(12);
     expect(crm.requests).toHaveLength(12);

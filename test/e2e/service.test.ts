@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
 import { runCli, startCli, type CliProcess } from '../helpers/cli.js';
+import { receiverConfig } from '../helpers/config.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -27,18 +28,8 @@ function writeConfig(yaml: string): string {
   return file;
 }
 
-function serviceConfig(url: string, extra = ''): string {
-  return `assetUpdater:
-  intervalSeconds: 1
-  requestTimeoutSeconds: 5
-  network: { allowPrivateAddresses: true }
-  retry: { delaysSeconds: [1, 1, 1] }
-  webhooks:
-    - id: crm
-      url: ${url}
-      enabled: true
-      resourceTypes: [Resource, Project]
-${extra}`;
+function serviceConfig(url: string): string {
+  return receiverConfig([{ id: 'crm', url, resourceTypes: ['Resource', 'Project'] }], { requestTimeoutSeconds: 5, retry: { delaysSeconds: [1, 1, 1] } });
 }
 
 function run(configFile: string, extraArgs: string[] = []): CliProcess {

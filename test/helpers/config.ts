@@ -1,0 +1,39 @@
+import { stringify } from 'yaml';
+
+/** One webhook of a test configuration, with the document's own key names; `enabled` defaults to true. */
+export interface TestWebhook {
+  readonly id: string;
+  readonly url: string;
+  readonly enabled?: boolean;
+  readonly apikey?: string;
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly resourceTypes?: readonly string[];
+  readonly batchSize?: number;
+  readonly concurrency?: number;
+}
+
+export interface TestConfigOptions {
+  /** Default 1 (coalescing driven by the SQL tick); null leaves the key out, so the 60-second default (graphile-worker's cron) applies. */
+  readonly intervalSeconds?: number | null;
+  /** Left out (the service's default, 30) unless given. */
+  readonly requestTimeoutSeconds?: number;
+  /** Left out (the spec's schedule) unless given. */
+  readonly retry?: { readonly delaysSeconds?: readonly number[]; readonly deadLetterAfterSeconds?: number };
+}
+
+/**
+ * The configuration document (YAML) of a service that delivers to test
+ * receivers on 127.0.0.1, so private addresses are allowed.
+ */
+export function receiverConfig(webhooks: readonly TestWebhook[], options: TestConfigOptions = {}): string {
+  const { intervalSeconds = 1, requestTimeoutSeconds, retry } = options;
+  return stringify({
+    assetUpdater: {
+      ...(intervalSeconds === null ? {} : { intervalSeconds }),
+      ...(requestTimeoutSeconds === undefined ? {} : { requestTimeoutSeconds }),
+      network: { allowPrivateAddresses: true },
+      ...(retry === undefined ? {} : { retry }),
+      webhooks: webhooks.map((webhook) => ({ ...webhook, enabled: webhook.enabled ?? true })),
+    },
+  });
+}
