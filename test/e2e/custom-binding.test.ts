@@ -91,30 +91,37 @@ afterAll(async () => {
 });
 
 describe('migrate --binding FILE with a binding of another asset schema', () => {
-  it('installs it on an empty database, again without harm, and the service reads assets through it', async () => {
+  it('installs it on an empty database, again without harm, and explain and coalescing read assets through it', async () => {
     const first = await runCli(['migrate', '--database-url', url, '--binding', bindingFile]);
     expect(first.stderr).toBe('');
     expect(first.code).toBe(0);
     expect(first.stdout).toContain('media-binding.sql');
     const again = await runCli(['migrate', '--database-url', url, '--binding', bindingFile]);
+    expect(again.stderr).toBe('');
     expect(again.code).toBe(0);
     // No reference schema was installed alongside.
     const { rows: tables } = await pool.query("select to_regclass('public.assets')::text as assets, to_regclass('public.media_items')::text as media");
     expect(tables).toEqual([{ assets: null, media: 'media_items' }]);
 
-    await pool.query("insert into media_items (kind, status, tags) values ('Image', 'draft', '{summer}'), ('Video', 'draft', '{}')");
-    await pool.query("update media_items set status = 'approved' where kind = 'Image'");
-    await pool.query("update media_items set version = 2 where kind = 'Video'");
-    const { rows: captured } = await pool.query('select event_type, asset_id, atom_id from asset_webhooks.waiting_events order by seq');
+    // Three items: an Image with the keyword summer, a Video, an Image without it.
+    await pool.query("insert into media_items (kind, status, tags) values ('Image', 'draft', '{summer}'), ('Video', 'draft', '{}'), ('Image', 'draft', '{winter}')");
+    await pool.query("update media_items set status = 'approved' where item_id = 1");
+    await pool.query("update media_items set version = 2 where item_id = 2");
+    const { rows: items } = await pool.query<{ item_uuid: string }>('select item_uuid from media_items order by item_id');
+    const [one, two, three] = items.map((item) => item.item_uuid);
+    // One outbox row per changed item and statement, with the columns a binding must write.
+    const { rows: captured } = await pool.query(
+      'select event_type, asset_id, asset_uuid, atom_id, supertype, parent_id from asset_webhooks.outbox order by seq');
     expect(captured).toEqual([
-      { event_type: 'CREATED', asset_id: 1, atom_id: 1 },
-      { event_type: 'CREATED', asset_id: 2, atom_id: 1 },
-      { event_type: 'EDITED', asset_id: 1, atom_id: 1 },
-      { event_type: 'REVERSION', asset_id: 2, atom_id: 2 },
+      { event_type: 'CREATED', asset_id: 1, asset_uuid: one, atom_id: 1, supertype: 'Image', parent_id: null },
+      { event_type: 'CREATED', asset_id: 2, asset_uuid: two, atom_id: 1, supertype: 'Video', parent_id: null },
+      { event_type: 'CREATED', asset_id: 3, asset_uuid: three, atom_id: 1, supertype: 'Image', parent_id: null },
+      { event_type: 'EDITED', asset_id: 1, asset_uuid: one, atom_id: 1, supertype: 'Image', parent_id: null },
+      { event_type: 'REVERSION', asset_id: 2, asset_uuid: two, atom_id: 2, supertype: 'Video', parent_id: null },
     ]);
 
     // A webhook filtering on what only the custom view provides: the supertype Image, the keyword summer.
-    const [webhook] = routedWebhooks(parseConfigText(`assetUpdater:
+    const configText = `assetUpdater:
   webhooks:
     - id: images
       url: https://images.example/hook
@@ -122,17 +129,44 @@ describe('migrate --binding FILE with a binding of another asset schema', () => 
       resourceTypes: [Image]
       filters:
         - { filterKind: keywords, condition: ANY, value: [summer] }
-`, 'test').assetUpdater.webhooks);
+`;
+    const configFile = path.join(directory, 'config.yaml');
+    writeFileSync(configFile, configText);
+
+    // explain reads one asset through the view, as the real command does.
+    const explain = (assetId: number) =>
+      runCli(['explain', '--webhook', 'images', '--asset', String(assetId), '--json', '--config', configFile, '--database-url', url]);
+    const explained = await Promise.all([1, 2, 3].map(explain));
+    for (const result of explained) {
+      expect(result.stderr).toBe('');
+      expect(result.code).toBe(0);
+    }
+    const [image, video, winterImage] = explained.map((result) => JSON.parse(result.stdout) as unknown);
+    expect(image).toMatchObject({
+      delivered: true, excludedBy: null,
+      asset: { assetId: 1, assetUuid: one, supertype: 'Image', parentId: null, state: 'approved', latestAtomId: 1, keywords: ['summer'], fieldNames: [], fieldValues: [] },
+    });
+    expect(video).toMatchObject({ delivered: false, excludedBy: 'resource_type', asset: { assetId: 2, supertype: 'Video', latestAtomId: 2 } });
+    expect(winterImage).toMatchObject({ delivered: false, excludedBy: 'filter:1', asset: { assetId: 3, keywords: ['winter'] } });
+
+    // A coalescing run routes every captured event through the same view.
+    const [webhook] = routedWebhooks(parseConfigText(configText, 'test').assetUpdater.webhooks);
     await registerWebhooks(pool, [webhook!]);
     await runCoalesce(pool, [webhook!]);
-    const [payload] = await payloads(pool, 'images');
-    const { rows: [uuid] } = await pool.query<{ item_uuid: string }>('select item_uuid from media_items where item_id = 1');
-    expect(bodyEvents(payload!).map((event) => [event.eventType, event.assetId, event.assetUuid])).toEqual([
-      ['CREATED', 1, uuid!.item_uuid],
-      ['EDITED', 1, uuid!.item_uuid],
+    const { rows: outcomes } = await pool.query(
+      "select asset_id, event_type, outcome, excluded_by from asset_webhooks.event_outcomes where webhook_id = 'images' order by occurred_at, event_id");
+    expect(outcomes).toEqual([
+      { asset_id: 1, event_type: 'CREATED', outcome: 'pending', excluded_by: null },
+      { asset_id: 2, event_type: 'CREATED', outcome: 'excluded', excluded_by: 'resource_type' },
+      { asset_id: 3, event_type: 'CREATED', outcome: 'excluded', excluded_by: 'filter:1' },
+      { asset_id: 1, event_type: 'EDITED', outcome: 'pending', excluded_by: null },
+      { asset_id: 2, event_type: 'REVERSION', outcome: 'excluded', excluded_by: 'resource_type' },
     ]);
-    const { rows: excluded } = await pool.query(
-      "select asset_id, event_type, excluded_by from asset_webhooks.event_outcomes where webhook_id = 'images' and outcome = 'excluded' order by asset_id, event_type");
-    expect(excluded.map((row) => row.asset_id)).toEqual([2, 2]);
+    const stored = await payloads(pool, 'images');
+    expect(stored).toHaveLength(1);
+    expect(bodyEvents(stored[0]!).map((event) => [event.eventType, event.assetId, event.assetUuid, event.atomId])).toEqual([
+      ['CREATED', 1, one, 1],
+      ['EDITED', 1, one, 1],
+    ]);
   });
 });
