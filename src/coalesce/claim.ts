@@ -39,8 +39,8 @@ interface ClaimRow extends Omit<AssetStateRow, 'asset_id'> {
  * paid for in the asset database's own writes.
  *
  * A row that commits late (after this) with a seq below maxSeq is claimed by
- * a later chunk: when it is newer than what is recorded here it counts as the
- * latest itself, as it would have had it been visible.
+ * a later chunk: when it is newer than what is recorded here, the latest edit
+ * of its asset is the newest of its chunk, as the claim sees it then.
  */
 export async function recordLatestEdits(session: pg.PoolClient, maxSeq: number): Promise<void> {
   await session.query(
@@ -77,6 +77,11 @@ export async function claimChunk(session: pg.PoolClient, maxSeq: number, limit: 
        limit $2
        for update of o skip locked
      ),
+     chunk_latest as (
+       select distinct on (asset_id) asset_id, seq, id from claimed
+       where event_type = 'EDITED'
+       order by asset_id, seq desc
+     ),
      states as materialized (
        select s.* from asset_webhooks.asset_state s
        where s.asset_id in (select distinct asset_id from claimed)
@@ -85,13 +90,14 @@ export async function claimChunk(session: pg.PoolClient, maxSeq: number, limit: 
             to_char(c.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp, c.event_type,
             c.asset_id as event_asset_id, c.asset_uuid as event_asset_uuid, c.atom_id,
             case when c.event_type = 'EDITED' then
-              case when le.seq is null or le.seq < c.seq then c.id else le.event_id end
+              case when le.seq >= cl.seq then le.event_id else cl.id end
             end as latest_edit_id,
             s.asset_id, s.asset_uuid, s.supertype, s.parent_id, s.state,
             s.schema_id, s.type_id, s.domain_id, s.latest_atom_id, s.keywords, s.field_names, s.field_values
      from claimed c
      left join states s on s.asset_id = c.asset_id
      left join pg_temp.aw_latest_edit le on le.asset_id = c.asset_id
+     left join chunk_latest cl on cl.asset_id = c.asset_id
      order by c.seq`,
     [maxSeq, limit],
   );

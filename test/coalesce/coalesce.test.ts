@@ -171,7 +171,7 @@ describe('coalescing', () => {
     expect(rows).toEqual([{ payload_id: first!.payload_id }]);
   });
 
-  it('counts an edit that commits after the run recorded the latest edits, and is newer, as the latest itself', async () => {
+  it('collapses into an edit that commits after the run recorded the latest edits, when the claim sees it', async () => {
     await db.pool.query("insert into assets (asset_id) values (1), (2)");
     await db.pool.query('delete from asset_webhooks.outbox');
     await db.pool.query("update assets set title = 'committed first' where asset_id = 1");
@@ -184,14 +184,24 @@ describe('coalescing', () => {
       const maxSeq = (await outboxHighWater(db.pool))!;
       await recordLatestEdits(session, maxSeq);
       await late.query('commit');
-      await session.query('begin');
-      const claimed = await claimChunk(session, maxSeq, 10);
-      await session.query('rollback');
+      const claim = async (limit: number) => {
+        await session.query('begin');
+        try {
+          return await claimChunk(session, maxSeq, limit);
+        } finally {
+          await session.query('rollback');
+        }
+      };
       // The late row lies between the two and was not seen by recordLatestEdits.
-      expect(claimed.map((row) => [row.assetId, row.eventType])).toEqual([[1, 'EDITED'], [1, 'EDITED'], [2, 'EDITED']]);
-      const [first, lateEdit] = claimed;
-      expect(first!.latestEditId).toBe(first!.eventId);
+      const both = await claim(10);
+      expect(both.map((row) => [row.assetId, row.eventType])).toEqual([[1, 'EDITED'], [1, 'EDITED'], [2, 'EDITED']]);
+      const [first, lateEdit] = both;
+      // In one chunk: the newest edit the claim sees wins (CONTRACT 5: one EDITED per asset and run).
+      expect(first!.latestEditId).toBe(lateEdit!.eventId);
       expect(lateEdit!.latestEditId).toBe(lateEdit!.eventId);
+      // In a chunk of its own before the late row: the recorded latest (itself).
+      const [alone] = await claim(1);
+      expect(alone!.latestEditId).toBe(alone!.eventId);
     } finally {
       await late.query('rollback').catch(() => {});
       late.release();
