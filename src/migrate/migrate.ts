@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { SchemaVersionError, UserError } from '../errors.js';
 import { describeError } from '../db/connect.js';
 import { inTransaction } from '../db/transaction.js';
+import { assertBinding } from './binding-check.js';
 import { loadMigrations, referenceBindingPath } from './sql-files.js';
 
 /**
@@ -63,7 +64,11 @@ export async function migrate(pool: pg.Pool, connectionString: string, options: 
       // graphile-worker migrates its own schema, under its own lock.
       await runMigrations({ connectionString });
       if (bindingSql !== undefined) {
-        await inTransaction(client, (tx) => tx.query(bindingSql.sql));
+        // Checked before it commits: a binding whose view the service cannot read is rolled back.
+        await inTransaction(client, async (tx) => {
+          await tx.query(bindingSql.sql);
+          await assertBinding(tx);
+        });
       }
     } finally {
       await client.query('select pg_advisory_unlock($1)', [MIGRATE_LOCK_KEY]);

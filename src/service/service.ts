@@ -9,6 +9,7 @@ import { assertReachable, createPool, describeError } from '../db/connect.js';
 import { deliverPayload, type DeliverJob } from '../delivery/deliver.js';
 import { UserError } from '../errors.js';
 import { runMaintenance } from '../maintenance/maintenance.js';
+import { assertBinding } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
 import { startHttpServer } from './http-server.js';
 import { ServiceMetrics } from './metrics.js';
@@ -176,14 +177,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       return true;
     },
   };
-}
-
-async function assertBinding(pool: pg.Pool): Promise<void> {
-  const { rows } = await pool.query<{ view: string | null }>("select to_regclass('asset_webhooks.asset_state')::text as view");
-  if (!rows[0]?.view) {
-    throw new UserError('binding_missing',
-      'view asset_webhooks.asset_state: expected a binding to be installed, got none (run `asset-webhooks migrate --binding reference|FILE`)');
-  }
 }
 
 function parseDeliverJob(payload: unknown): DeliverJob {
