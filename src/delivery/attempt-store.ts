@@ -97,7 +97,7 @@ export async function settleAttempt(
   slot: SlotPolicy,
 ): Promise<Settled> {
   const { rows } = await client.query<{
-    applied: boolean; next_payload_id: string | null; next_webhook_id: string; next_series: number; next_attempt: number;
+    applied: boolean; next_payload_id: number | null; next_webhook_id: string; next_series: number; next_attempt: number;
     next_series_started_at: Date; next_body: string;
   }>(
     'select * from asset_webhooks.settle_attempt($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)',
@@ -111,7 +111,7 @@ export async function settleAttempt(
   return {
     applied: true,
     next: {
-      payloadId: Number(row.next_payload_id), webhookId: row.next_webhook_id, series: row.next_series, attempts, attemptNo: attempts,
+      payloadId: row.next_payload_id, webhookId: row.next_webhook_id, series: row.next_series, attempts, attemptNo: attempts,
       seriesStartedAt: row.next_series_started_at, body: row.next_body,
     },
   };

@@ -4,6 +4,7 @@ import { deliverPayload, type DeliveryContext } from '../../src/delivery/deliver
 import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { ServiceMetrics } from '../../src/service/metrics.js';
 import { deliveryContext, ServiceState, syncWebhooks } from '../../src/service/service-state.js';
+import { receiverConfig } from '../helpers/config.js';
 import { startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { resetData, silentLogger } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -28,13 +29,10 @@ afterEach(async () => {
 });
 
 async function setUp(options: { concurrency?: number; deadLetterAfterSeconds?: number; payloads: number }): Promise<{ context: DeliveryContext; ids: number[]; state: ServiceState }> {
-  const state = new ServiceState(parseConfigText(`assetUpdater:
-  requestTimeoutSeconds: 2
-  network: { allowPrivateAddresses: true }
-  retry: { deadLetterAfterSeconds: ${options.deadLetterAfterSeconds ?? 86_400} }
-  webhooks:
-    - { id: shop, url: "${receiver.url}", enabled: true, concurrency: ${options.concurrency ?? 1} }
-`, 'test'));
+  const state = new ServiceState(parseConfigText(receiverConfig(
+    [{ id: 'shop', url: receiver.url, concurrency: options.concurrency ?? 1 }],
+    { requestTimeoutSeconds: 2, retry: { deadLetterAfterSeconds: options.deadLetterAfterSeconds ?? 86_400 } },
+  ), 'test'));
   states.push(state);
   await syncWebhooks(db.pool, state.config);
   const { rows } = await db.pool.query<{ payload_id: number }>(

@@ -1,13 +1,11 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { routedWebhooks } from '../../src/coalesce/routed-webhooks.js';
 import { parseConfigText } from '../../src/config/load.js';
-import { createPool } from '../../src/db/connect.js';
 import { runCli } from '../helpers/cli.js';
-import { databaseUrlFor } from '../helpers/database-url.js';
+import { useTestDatabase } from '../helpers/test-database.js';
 import { bodyEvents, payloads, registerWebhooks, runCoalesce } from '../helpers/seed.js';
 
 // `migrate --binding FILE` with a binding of another asset schema, as a DAM
@@ -59,58 +57,38 @@ select i.item_id as asset_id, i.item_uuid as asset_uuid, i.kind as supertype, nu
 from public.media_items i;
 `;
 
-const name = `aw_custom_${process.pid}_${Date.now().toString(36)}`;
-let url: string;
-let pool: pg.Pool;
+const db = useTestDatabase({ empty: true });
 let directory: string;
 let bindingFile: string;
 
-beforeAll(async () => {
-  const admin = createPool(inject('serverUrl'), { max: 1 });
-  try {
-    await admin.query(`create database ${name}`);
-  } finally {
-    await admin.end();
-  }
-  url = databaseUrlFor(inject('serverUrl'), name);
-  pool = createPool(url, { max: 4 });
+beforeAll(() => {
   directory = mkdtempSync(path.join(os.tmpdir(), 'aw-binding-'));
   bindingFile = path.join(directory, 'media-binding.sql');
   writeFileSync(bindingFile, binding);
 });
-
-afterAll(async () => {
-  await pool?.end();
-  rmSync(directory, { recursive: true, force: true });
-  const admin = createPool(inject('serverUrl'), { max: 1 });
-  try {
-    await admin.query(`drop database if exists ${name} with (force)`);
-  } finally {
-    await admin.end();
-  }
-});
+afterAll(() => rmSync(directory, { recursive: true, force: true }));
 
 describe('migrate --binding FILE with a binding of another asset schema', () => {
   it('installs it on an empty database, again without harm, and explain and coalescing read assets through it', async () => {
-    const first = await runCli(['migrate', '--database-url', url, '--binding', bindingFile]);
+    const first = await runCli(['migrate', '--database-url', db.url, '--binding', bindingFile]);
     expect(first.stderr).toBe('');
     expect(first.code).toBe(0);
     expect(first.stdout).toContain('media-binding.sql');
-    const again = await runCli(['migrate', '--database-url', url, '--binding', bindingFile]);
+    const again = await runCli(['migrate', '--database-url', db.url, '--binding', bindingFile]);
     expect(again.stderr).toBe('');
     expect(again.code).toBe(0);
     // No reference schema was installed alongside.
-    const { rows: tables } = await pool.query("select to_regclass('public.assets')::text as assets, to_regclass('public.media_items')::text as media");
+    const { rows: tables } = await db.pool.query("select to_regclass('public.assets')::text as assets, to_regclass('public.media_items')::text as media");
     expect(tables).toEqual([{ assets: null, media: 'media_items' }]);
 
     // Three items: an Image with the keyword summer, a Video, an Image without it.
-    await pool.query("insert into media_items (kind, status, tags) values ('Image', 'draft', '{summer}'), ('Video', 'draft', '{}'), ('Image', 'draft', '{winter}')");
-    await pool.query("update media_items set status = 'approved' where item_id = 1");
-    await pool.query("update media_items set version = 2 where item_id = 2");
-    const { rows: items } = await pool.query<{ item_uuid: string }>('select item_uuid from media_items order by item_id');
+    await db.pool.query("insert into media_items (kind, status, tags) values ('Image', 'draft', '{summer}'), ('Video', 'draft', '{}'), ('Image', 'draft', '{winter}')");
+    await db.pool.query("update media_items set status = 'approved' where item_id = 1");
+    await db.pool.query("update media_items set version = 2 where item_id = 2");
+    const { rows: items } = await db.pool.query<{ item_uuid: string }>('select item_uuid from media_items order by item_id');
     const [one, two, three] = items.map((item) => item.item_uuid);
     // One outbox row per changed item and statement, with the columns a binding must write.
-    const { rows: captured } = await pool.query(
+    const { rows: captured } = await db.pool.query(
       'select event_type, asset_id, asset_uuid, atom_id, supertype, parent_id from asset_webhooks.outbox order by seq');
     expect(captured).toEqual([
       { event_type: 'CREATED', asset_id: 1, asset_uuid: one, atom_id: 1, supertype: 'Image', parent_id: null },
@@ -135,7 +113,7 @@ describe('migrate --binding FILE with a binding of another asset schema', () => 
 
     // explain reads one asset through the view, as the real command does.
     const explain = (assetId: number) =>
-      runCli(['explain', '--webhook', 'images', '--asset', String(assetId), '--json', '--config', configFile, '--database-url', url]);
+      runCli(['explain', '--webhook', 'images', '--asset', String(assetId), '--json', '--config', configFile, '--database-url', db.url]);
     const explained = await Promise.all([1, 2, 3].map(explain));
     for (const result of explained) {
       expect(result.stderr).toBe('');
@@ -151,9 +129,9 @@ describe('migrate --binding FILE with a binding of another asset schema', () => 
 
     // A coalescing run routes every captured event through the same view.
     const [webhook] = routedWebhooks(parseConfigText(configText, 'test').assetUpdater.webhooks);
-    await registerWebhooks(pool, [webhook!]);
-    await runCoalesce(pool, [webhook!]);
-    const { rows: outcomes } = await pool.query(
+    await registerWebhooks(db.pool, [webhook!]);
+    await runCoalesce(db.pool, [webhook!]);
+    const { rows: outcomes } = await db.pool.query(
       "select asset_id, event_type, outcome, excluded_by from asset_webhooks.event_outcomes where webhook_id = 'images' order by occurred_at, event_id");
     expect(outcomes).toEqual([
       { asset_id: 1, event_type: 'CREATED', outcome: 'pending', excluded_by: null },
@@ -162,7 +140,7 @@ describe('migrate --binding FILE with a binding of another asset schema', () => 
       { asset_id: 1, event_type: 'EDITED', outcome: 'pending', excluded_by: null },
       { asset_id: 2, event_type: 'REVERSION', outcome: 'excluded', excluded_by: 'resource_type' },
     ]);
-    const stored = await payloads(pool, 'images');
+    const stored = await payloads(db.pool, 'images');
     expect(stored).toHaveLength(1);
     expect(bodyEvents(stored[0]!).map((event) => [event.eventType, event.assetId, event.assetUuid, event.atomId])).toEqual([
       ['CREATED', 1, one, 1],

@@ -15,10 +15,11 @@ let counter = 0;
 
 /**
  * Gives the calling test file its own database, cloned from the migrated
- * template. It is dropped after the file's tests only when they all passed, so
- * a failure leaves its data to inspect (the name is printed).
+ * template (or empty, for tests of `migrate` itself). It is dropped after the
+ * file's tests only when they all passed, so a failure leaves its data to
+ * inspect (the name is printed).
  */
-export function useTestDatabase(): TestDatabase {
+export function useTestDatabase(options: { empty?: boolean } = {}): TestDatabase {
   const name = `aw_test_${process.pid}_${Date.now().toString(36)}_${counter++}`;
   const url = databaseUrlFor(inject('serverUrl'), name);
   let pool: pg.Pool | undefined;
@@ -35,7 +36,7 @@ export function useTestDatabase(): TestDatabase {
   beforeAll(async () => {
     const admin = createPool(inject('serverUrl'), { max: 1 });
     try {
-      await admin.query(`create database ${name} template ${inject('templateDatabase')}`);
+      await admin.query(options.empty ? `create database ${name}` : `create database ${name} template ${inject('templateDatabase')}`);
     } finally {
       await admin.end();
     }
