@@ -82,29 +82,62 @@ export interface Settled {
   readonly next: ChainedPayload | null;
 }
 
+/** The columns asset_webhooks.settle_attempt and settle_attempts return. */
+interface SettledRow {
+  applied: boolean; next_payload_id: number | null; next_webhook_id: string; next_series: number; next_attempt: number;
+  next_series_started_at: Date; next_body: string;
+}
+
+/** One attempt's result, to be recorded and applied (see {@link settleAttempt}). */
+export interface SettleRequest {
+  readonly payload: Pick<PayloadForDelivery, 'payloadId' | 'series'>;
+  readonly attemptNo: number;
+  readonly result: AttemptResult;
+  readonly at: Date;
+  readonly retryAt: Date | null;
+  readonly slot: SlotPolicy;
+}
+
 /**
  * Records an attempt's result and applies the payload's next state in one
  * statement (see asset_webhooks.settle_attempt); with `slot.chain`, also takes
  * the webhook's next payload and starts its attempt.
  */
-export async function settleAttempt(
-  client: pg.PoolClient | pg.Pool,
-  payload: Pick<PayloadForDelivery, 'payloadId' | 'series'>,
-  attemptNo: number,
-  result: AttemptResult,
-  at: Date,
-  retryAt: Date | null,
-  slot: SlotPolicy,
-): Promise<Settled> {
-  const { rows } = await client.query<{
-    applied: boolean; next_payload_id: number | null; next_webhook_id: string; next_series: number; next_attempt: number;
-    next_series_started_at: Date; next_body: string;
-  }>(
+export async function settleAttempt(client: pg.PoolClient | pg.Pool, request: SettleRequest): Promise<Settled> {
+  const { payload, result, slot } = request;
+  const { rows } = await client.query<SettledRow>(
     'select * from asset_webhooks.settle_attempt($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)',
-    [payload.payloadId, payload.series, attemptNo, result.durationMs, result.statusCode, result.errorClass, result.errorMessage,
-      result.responseExcerpt, result.outcome, at, retryAt, slot.chain, Math.ceil(slot.expireAfterSeconds)],
+    [payload.payloadId, payload.series, request.attemptNo, result.durationMs, result.statusCode, result.errorClass, result.errorMessage,
+      result.responseExcerpt, result.outcome, request.at, request.retryAt, slot.chain, Math.ceil(slot.expireAfterSeconds)],
   );
-  const row = rows[0];
+  return settled(rows[0]);
+}
+
+/**
+ * Settles several attempts in one statement (asset_webhooks.settle_attempts,
+ * each exactly as {@link settleAttempt} would): the answers in request order.
+ */
+export async function settleAttempts(client: pg.PoolClient | pg.Pool, requests: readonly SettleRequest[]): Promise<Settled[]> {
+  const column = <T>(pick: (request: SettleRequest) => T): T[] => requests.map(pick);
+  const { rows } = await client.query<SettledRow & { idx: number }>(
+    `select * from asset_webhooks.settle_attempts($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[], $6::text[], $7::text[],
+       $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::boolean[], $13::int[])`,
+    [
+      column((r) => r.payload.payloadId), column((r) => r.payload.series), column((r) => r.attemptNo),
+      column((r) => r.result.durationMs), column((r) => r.result.statusCode), column((r) => r.result.errorClass),
+      column((r) => r.result.errorMessage), column((r) => r.result.responseExcerpt), column((r) => r.result.outcome),
+      column((r) => r.at), column((r) => r.retryAt), column((r) => r.slot.chain), column((r) => Math.ceil(r.slot.expireAfterSeconds)),
+    ],
+  );
+  const answers: Settled[] = new Array(requests.length);
+  for (const row of rows) answers[row.idx - 1] = settled(row);
+  if (rows.length !== requests.length || answers.some((answer) => answer === undefined)) {
+    throw new Error(`settle_attempts answered ${rows.length} of ${requests.length} results`);
+  }
+  return answers;
+}
+
+function settled(row: SettledRow | undefined): Settled {
   if (!row?.applied) return { applied: false, next: null };
   if (row.next_payload_id === null) return { applied: true, next: null };
   const attempts = row.next_attempt;

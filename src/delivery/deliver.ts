@@ -4,11 +4,12 @@ import { inTransaction } from '../db/transaction.js';
 import type { SecretResolver } from '../secrets/types.js';
 import {
   abandonAttempt, attemptUnfinished, handBack, handOff, lockPayload, markDeadLettered, settleAttempt, startAttempt,
-  type AttemptResult, type ChainedPayload, type PayloadForDelivery,
+  type AttemptResult, type ChainedPayload, type PayloadForDelivery, type SettleRequest,
 } from './attempt-store.js';
 import type { HttpSender, PostResult } from './http/sender.js';
 import { classifyResponse } from './policy/classify.js';
 import { isExpired, nextState } from './policy/next-state.js';
+import type { SettleBatcher } from './settle-batcher.js';
 
 /** The job payload of the `deliver` task: one attempt of one payload. */
 export interface DeliverJob {
@@ -35,6 +36,8 @@ export interface DeliverySettings {
 /** Everything a delivery attempt talks to; the service builds it once and on reload. */
 export interface DeliveryContext {
   readonly pool: pg.Pool;
+  /** Writes the results of attempts made outside a transaction, several per statement when busy. */
+  readonly settler: Pick<SettleBatcher, 'settle'>;
   readonly sender: Pick<HttpSender, 'post'>;
   readonly secrets: SecretResolver;
   webhook(id: string): DeliveryWebhook | undefined;
@@ -140,9 +143,9 @@ async function attempt(
     // The key may have been rotated: read it again on the next attempt.
     context.secrets.invalidate(webhook.apikey);
   }
-  // One statement: it locks the payload, checks an operator did not act
-  // meanwhile, records the result and applies the next state.
-  const { result, next } = await settle(context.pool, context, payload, payload.attemptNo, describe(post), classifyResponse(post), chain);
+  // One statement (shared with other results when busy): it locks the payload,
+  // checks an operator did not act meanwhile, records the result and applies the next state.
+  const { result, next } = await settle(context.settler, context, payload, payload.attemptNo, describe(post), classifyResponse(post), chain);
   const log = {
     payloadId: payload.payloadId, attempt: payload.attemptNo, webhookId: webhook.id,
     statusCode: result.statusCode, errorClass: result.errorClass, outcome: result.outcome, durationMs: result.durationMs,
@@ -155,7 +158,7 @@ async function attempt(
 
 /** Decides the next state (the retry policy) and records it with the attempt's result. */
 async function settle(
-  client: pg.PoolClient | pg.Pool,
+  writer: pg.PoolClient | Pick<SettleBatcher, 'settle'>,
   context: DeliveryContext,
   payload: Pick<PayloadForDelivery, 'payloadId' | 'series' | 'seriesStartedAt'>,
   attemptNo: number,
@@ -175,8 +178,11 @@ async function settle(
   });
   const outcome: AttemptResult['outcome'] = next.kind === 'delivered' ? 'delivered' : next.kind === 'retry' ? 'retry' : next.reason;
   const recorded: AttemptResult = { ...result, outcome };
-  const settled = await settleAttempt(client, payload, attemptNo, recorded, now, next.kind === 'retry' ? next.at : null,
-    { chain, expireAfterSeconds: settings.deadLetterAfterSeconds });
+  const request: SettleRequest = {
+    payload, attemptNo, result: recorded, at: now, retryAt: next.kind === 'retry' ? next.at : null,
+    slot: { chain, expireAfterSeconds: settings.deadLetterAfterSeconds },
+  };
+  const settled = 'settle' in writer ? await writer.settle(request) : await settleAttempt(writer, request);
   // Superseded by an operator's redelivery: the result is kept as a plain failed try.
   return settled.applied ? { result: recorded, next: settled.next } : { result: { ...recorded, outcome: 'retry' }, next: null };
 }

@@ -7,6 +7,7 @@ import type { RoutedWebhook } from '../coalesce/route.js';
 import { routedWebhooks } from '../coalesce/routed-webhooks.js';
 import type { DeliveryContext, DeliverySettings, DeliveryWebhook } from '../delivery/deliver.js';
 import { HttpSender } from '../delivery/http/sender.js';
+import { SettleBatcher } from '../delivery/settle-batcher.js';
 import { createSecretResolver } from '../secrets/resolver.js';
 import type { SecretResolver } from '../secrets/types.js';
 import type { ServiceMetrics } from './metrics.js';
@@ -62,6 +63,7 @@ export function deliveryContext(
 ): DeliveryContext {
   return {
     pool,
+    settler: new SettleBatcher(pool),
     get sender() {
       return current().sender;
     },

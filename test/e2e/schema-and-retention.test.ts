@@ -22,10 +22,10 @@ describe('schema versions', () => {
     try {
       const run = await runCli(['run', '--config', configFile, '--database-url', db.url]);
       expect(run.code).toBe(1);
-      expect(run.stderr).toMatch(/schema asset_webhooks is at version 999, newer than this code's version 5/);
+      expect(run.stderr).toMatch(/schema asset_webhooks is at version 999, newer than this code's version 6/);
       const migrate = await runCli(['migrate', '--database-url', db.url]);
       expect(migrate.code).toBe(1);
-      expect(migrate.stderr).toMatch(/version 999, newer than this code's version 5/);
+      expect(migrate.stderr).toMatch(/version 999, newer than this code's version 6/);
     } finally {
       await db.pool.query('delete from asset_webhooks.migrations where id = 999');
     }

@@ -1,0 +1,164 @@
+import type pg from 'pg';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { parseConfigText } from '../../src/config/load.js';
+import type { AttemptResult, SettleRequest } from '../../src/delivery/attempt-store.js';
+import { SettleBatcher } from '../../src/delivery/settle-batcher.js';
+import { syncWebhooks } from '../../src/service/service-state.js';
+import { receiverConfig } from '../helpers/config.js';
+import { resetData } from '../helpers/seed.js';
+import { useTestDatabase } from '../helpers/test-database.js';
+
+// Attempt results written several per statement (asset_webhooks.settle_attempts,
+// sql/migrations/0006_settle_batches.sql): each result must be settled exactly
+// as it would have been alone, and a failing batch must change nothing.
+
+const db = useTestDatabase();
+
+beforeEach(async () => {
+  await resetData(db.pool);
+});
+
+/** `count` pending payloads of the webhook, the first `started` of them dispatched with attempt 1 started. */
+async function payloads(webhookId: string, count: number, started: number): Promise<number[]> {
+  const { rows } = await db.pool.query<{ payload_id: number }>(
+    `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
+     select $1, 'pending', '{"n":' || n || '}', 8, 1, '{}'::uuid[] from generate_series(1, $2::int) n
+     returning payload_id`, [webhookId, count]);
+  const ids = rows.map((row) => row.payload_id).sort((a, b) => a - b);
+  const head = ids.slice(0, started);
+  await db.pool.query(
+    "update asset_webhooks.payloads set dispatched = true, attempts = 1, last_attempt_at = now() where payload_id = any($1)", [head]);
+  await db.pool.query(
+    'insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at) select id, 1, 1, now() from unnest($1::bigint[]) id', [head]);
+  return ids;
+}
+
+async function webhooks(list: ReadonlyArray<{ id: string; concurrency: number }>): Promise<void> {
+  await syncWebhooks(db.pool, parseConfigText(receiverConfig(list.map((w) => ({ ...w, url: 'http://127.0.0.1:9/' }))), 'test'));
+}
+
+const ok: AttemptResult = { durationMs: 3, statusCode: 200, errorClass: null, errorMessage: null, responseExcerpt: 'ok', outcome: 'delivered' };
+
+function request(payloadId: number, result: Partial<AttemptResult> = {}, options: { chain?: boolean; series?: number; retryAt?: Date } = {}): SettleRequest {
+  return {
+    payload: { payloadId, series: options.series ?? 1 }, attemptNo: 1, result: { ...ok, ...result }, at: new Date(),
+    retryAt: options.retryAt ?? null, slot: { chain: options.chain ?? false, expireAfterSeconds: 86_400 },
+  };
+}
+
+/** The pool as settle_attempts sees it, noting the size of every batch written. */
+function counting(pool: pg.Pool): { pool: pg.Pool; batches: number[] } {
+  const batches: number[] = [];
+  const query = (text: string, values: unknown[][]): Promise<pg.QueryResult> => {
+    if (text.includes('settle_attempts')) batches.push(values[0]!.length);
+    return pool.query(text, values);
+  };
+  return { pool: { query } as unknown as pg.Pool, batches };
+}
+
+async function payloadRows(ids: readonly number[]): Promise<unknown[]> {
+  const { rows } = await db.pool.query(
+    `select payload_id, status, dispatched, attempts, dead_letter_reason from asset_webhooks.payloads
+     where payload_id = any($1) order by payload_id`, [ids]);
+  return rows;
+}
+
+describe('settling attempts in batches', () => {
+  it('writes a lone result at once and the results that finish meanwhile together, answering each', async () => {
+    await webhooks([{ id: 'shop', concurrency: 10 }]);
+    const ids = await payloads('shop', 10, 10);
+    const { pool, batches } = counting(db.pool);
+    const batcher = new SettleBatcher(pool, { maxInFlight: 1 });
+    const answers = await Promise.all(ids.map((id) => batcher.settle(request(id))));
+    expect(batches).toEqual([1, 9]);
+    expect(answers).toEqual(ids.map(() => ({ applied: true, next: null })));
+    const { rows } = await db.pool.query(
+      "select count(*)::int as n from asset_webhooks.payloads where status = 'delivered' and not dispatched and payload_id = any($1)", [ids]);
+    expect(rows[0]).toEqual({ n: 10 });
+    const attempts = await db.pool.query("select count(*)::int as n from asset_webhooks.attempts where outcome = 'delivered'");
+    expect(attempts.rows[0]).toEqual({ n: 10 });
+  });
+
+  it('keeps batches within maxBatch', async () => {
+    await webhooks([{ id: 'shop', concurrency: 12 }]);
+    const ids = await payloads('shop', 12, 12);
+    const { pool, batches } = counting(db.pool);
+    const batcher = new SettleBatcher(pool, { maxInFlight: 1, maxBatch: 4 });
+    await Promise.all(ids.map((id) => batcher.settle(request(id))));
+    expect(batches).toEqual([1, 4, 4, 3]);
+  });
+
+  it('settles each result of one batch as alone: delivered, retry, rejected, superseded and chained', async () => {
+    await webhooks([{ id: 'shop', concurrency: 5 }, { id: 'crm', concurrency: 1 }]);
+    const shop = await payloads('shop', 8, 5);
+    const crm = await payloads('crm', 2, 1);
+    // An operator's redelivery moved shop[3] to series 2 while its attempt of series 1 was in flight.
+    await db.pool.query('update asset_webhooks.payloads set series = 2, attempts = 0 where payload_id = $1', [shop[3]]);
+    const retryAt = new Date(Date.now() + 60_000);
+    const { pool, batches } = counting(db.pool);
+    const batcher = new SettleBatcher(pool, { maxInFlight: 1 });
+    // Alone and not chained: it hands its slot off to shop[5] with a job.
+    const first = batcher.settle(request(shop[4]!));
+    const answers = await Promise.all([
+      batcher.settle(request(shop[0]!, {}, { chain: true })),
+      batcher.settle(request(shop[1]!, { statusCode: 503, outcome: 'retry' }, { retryAt })),
+      batcher.settle(request(shop[2]!, { statusCode: 400, outcome: 'rejected' }, { chain: true })),
+      batcher.settle(request(shop[3]!)),
+      batcher.settle(request(crm[0]!, {}, { chain: true })),
+    ]);
+    await first;
+    expect(batches).toEqual([1, 5]);
+    // The two chained shop results took the next two shop payloads, one each, in order; crm its next.
+    expect(answers.map((answer) => [answer.applied, answer.next?.payloadId ?? null, answer.next?.attemptNo ?? null])).toEqual([
+      [true, shop[6], 1], [true, null, null], [true, shop[7], 1], [false, null, null], [true, crm[1], 1],
+    ]);
+    expect(answers[0]!.next!.body).toBe('{"n":7}');
+    expect(await payloadRows([...shop, ...crm])).toEqual([
+      { payload_id: shop[0], status: 'delivered', dispatched: false, attempts: 1, dead_letter_reason: null },
+      { payload_id: shop[1], status: 'pending', dispatched: true, attempts: 1, dead_letter_reason: null },
+      { payload_id: shop[2], status: 'dead_lettered', dispatched: false, attempts: 1, dead_letter_reason: 'rejected' },
+      { payload_id: shop[3], status: 'pending', dispatched: true, attempts: 0, dead_letter_reason: null },
+      { payload_id: shop[4], status: 'delivered', dispatched: false, attempts: 1, dead_letter_reason: null },
+      { payload_id: shop[5], status: 'pending', dispatched: true, attempts: 0, dead_letter_reason: null },
+      { payload_id: shop[6], status: 'pending', dispatched: true, attempts: 1, dead_letter_reason: null },
+      { payload_id: shop[7], status: 'pending', dispatched: true, attempts: 1, dead_letter_reason: null },
+      { payload_id: crm[0], status: 'delivered', dispatched: false, attempts: 1, dead_letter_reason: null },
+      { payload_id: crm[1], status: 'pending', dispatched: true, attempts: 1, dead_letter_reason: null },
+    ]);
+    const attempts = await db.pool.query<{ payload_id: number; outcome: string | null }>(
+      'select payload_id, outcome from asset_webhooks.attempts order by payload_id, attempt_no');
+    expect(attempts.rows).toEqual([
+      { payload_id: shop[0], outcome: 'delivered' }, { payload_id: shop[1], outcome: 'retry' },
+      { payload_id: shop[2], outcome: 'rejected' }, { payload_id: shop[3], outcome: 'retry' },
+      { payload_id: shop[4], outcome: 'delivered' }, { payload_id: shop[6], outcome: null }, { payload_id: shop[7], outcome: null },
+      { payload_id: crm[0], outcome: 'delivered' }, { payload_id: crm[1], outcome: null },
+    ]);
+    // The retry got its job at the policy's time; the handed-off payload a job of its own.
+    const jobs = await db.pool.query<{ key: string; run_at: Date }>(
+      "select key, run_at from graphile_worker.jobs where task_identifier = 'deliver' order by key");
+    expect(jobs.rows.map((job) => job.key).sort()).toEqual([`deliver:${shop[1]}:1:2`, `deliver:${shop[5]}:1:1`].sort());
+    const retryJob = jobs.rows.find((job) => job.key === `deliver:${shop[1]}:1:2`)!;
+    expect(Math.abs(retryJob.run_at.getTime() - retryAt.getTime())).toBeLessThan(1000);
+  });
+
+  it('fails every result of a failing batch and changes nothing; the next batch is written', async () => {
+    await webhooks([{ id: 'shop', concurrency: 3 }]);
+    const ids = await payloads('shop', 3, 3);
+    const batcher = new SettleBatcher(db.pool, { maxInFlight: 1 });
+    const first = batcher.settle(request(ids[0]!));
+    // An outcome the attempts table refuses fails the statement, and with it its whole batch.
+    const failing = [
+      batcher.settle(request(ids[1]!)),
+      batcher.settle(request(ids[2]!, { outcome: 'lost' as AttemptResult['outcome'] })),
+    ];
+    await expect(first).resolves.toEqual({ applied: true, next: null });
+    for (const result of await Promise.allSettled(failing)) {
+      expect(result).toMatchObject({ status: 'rejected', reason: { message: expect.stringMatching(/attempts_outcome_check/) } });
+    }
+    expect(await payloadRows(ids.slice(1))).toEqual([
+      { payload_id: ids[1], status: 'pending', dispatched: true, attempts: 1, dead_letter_reason: null },
+      { payload_id: ids[2], status: 'pending', dispatched: true, attempts: 1, dead_letter_reason: null },
+    ]);
+    await expect(batcher.settle(request(ids[1]!))).resolves.toEqual({ applied: true, next: null });
+  });
+});
