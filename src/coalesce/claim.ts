@@ -38,9 +38,10 @@ interface ClaimRow extends Omit<AssetStateRow, 'asset_id'> {
  * backlog per run replaces an index on the outbox, which every captured row
  * paid for in the asset database's own writes.
  *
- * A row that commits late (after this) with a seq below maxSeq is claimed by
- * a later chunk: when it is newer than what is recorded here, the latest edit
- * of its asset is the newest of its chunk, as the claim sees it then.
+ * A row that commits late (after this) with a seq below maxSeq but above the
+ * chunks already read is claimed by a later chunk: when it is newer than what
+ * is recorded here, the latest edit of its asset is the newest of its chunk,
+ * as the claim sees it then.
  */
 export async function recordLatestEdits(session: pg.PoolClient, maxSeq: number): Promise<void> {
   await session.query(
@@ -58,24 +59,25 @@ export async function recordLatestEdits(session: pg.PoolClient, maxSeq: number):
 }
 
 /**
- * Claims the next chunk of outbox rows up to `maxSeq`, in order of capture,
- * with the current state of their assets read through the binding's view in
- * the same query (one query per chunk, never one per event). Rows stay locked
- * until the caller's transaction deletes them; rows another transaction holds
- * are skipped, not waited for.
+ * Reads the next chunk of outbox rows after `afterSeq` up to `maxSeq`, in
+ * order of capture, with the current state of their assets read through the
+ * binding's view in the same query (one query per chunk, never one per event).
  *
- * This must run inside the transaction that consumes the rows, on the session
- * that ran recordLatestEdits for this run.
+ * Rows are not locked: only the run holding the coalescing lock reads or
+ * deletes outbox rows, so the read needs no transaction of its own and can
+ * run while the previous chunk is still being written. A row that commits
+ * late with a seq at or below `afterSeq` waits for the next run.
+ *
+ * This must run on the session that ran recordLatestEdits for this run.
  */
-export async function claimChunk(session: pg.PoolClient, maxSeq: number, limit: number): Promise<ClaimedEvent[]> {
+export async function claimChunk(session: pg.PoolClient, maxSeq: number, afterSeq: number, limit: number): Promise<ClaimedEvent[]> {
   const { rows } = await session.query<ClaimRow>(
     `with claimed as materialized (
        select o.*, coalesce(o.event_id, asset_webhooks.event_id_of(o.seq, o.occurred_at)) as id
        from asset_webhooks.outbox o
-       where o.seq <= $1
+       where o.seq > $2 and o.seq <= $1
        order by o.seq
-       limit $2
-       for update of o skip locked
+       limit $3
      ),
      chunk_latest as (
        select distinct on (asset_id) asset_id, seq, id from claimed
@@ -96,10 +98,12 @@ export async function claimChunk(session: pg.PoolClient, maxSeq: number, limit: 
             s.schema_id, s.type_id, s.domain_id, s.latest_atom_id, s.keywords, s.field_names, s.field_values
      from claimed c
      left join states s on s.asset_id = c.asset_id
-     left join pg_temp.aw_latest_edit le on le.asset_id = c.asset_id
+     -- One index probe per row: hashing the whole table cost a chunk time
+     -- in proportion to the backlog, not to the chunk.
+     left join lateral (select l.seq, l.event_id from pg_temp.aw_latest_edit l where l.asset_id = c.asset_id offset 0) le on true
      left join chunk_latest cl on cl.asset_id = c.asset_id
      order by c.seq`,
-    [maxSeq, limit],
+    [maxSeq, afterSeq, limit],
   );
   return rows.map(toClaimedEvent);
 }

@@ -91,30 +91,48 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
 
   if (maxSeq !== null) {
     await recordLatestEdits(session, maxSeq);
-    for (;;) {
-      const claimed = await inTransaction(session, async (client) => {
-        const rows = await claimChunk(client, maxSeq, chunkSize);
-        if (rows.length === 0) return 0;
-        const routed = routeChunk(rows, webhooks, packers, routes);
-        const batches = packers.flatMap((packer) => packer.drain());
-        await assignPayloadIds(client, batches);
-        await upsertPayloads(client, runId, batches, isoTimestamp(now()));
-        await consumeEvents(client, runId, {
-          seqs: rows.map((row) => row.seq),
-          eventIds: rows.map((row) => row.eventId),
-          atomIds: routed.atomIds,
-          collapsedInto: routed.collapsed,
-          routes: routesJson(routeKeys, routed.targets, rows.length),
+    // Chunks are written one after the other on `writer`, each in its own
+    // transaction, while the session reads the next chunk: the read and the
+    // write of neighbouring chunks run on both cores at once.
+    const writer = await pool.connect();
+    let next = claimChunk(session, maxSeq, 0, chunkSize);
+    let broken: Error | undefined;
+    try {
+      for (;;) {
+        const rows = await next;
+        if (rows.length === 0) break;
+        next = rows.length < chunkSize ? Promise.resolve([]) : claimChunk(session, maxSeq, rows[rows.length - 1]!.seq, chunkSize);
+        // If the write below fails, this read is abandoned; its own failure is not the run's.
+        next.catch(() => {});
+        await inTransaction(writer, async (client) => {
+          // A chunk lost to a server crash after commit is lost whole, outbox
+          // deletions included, and coalesced again by the next run with the
+          // same eventIds: waiting for the WAL flush buys nothing here.
+          await client.query('set local synchronous_commit = off');
+          const routed = routeChunk(rows, webhooks, packers, routes);
+          const batches = packers.flatMap((packer) => packer.drain());
+          await assignPayloadIds(client, batches);
+          await upsertPayloads(client, runId, batches, isoTimestamp(now()));
+          await consumeEvents(client, runId, {
+            seqs: rows.map((row) => row.seq),
+            eventIds: rows.map((row) => row.eventId),
+            atomIds: routed.atomIds,
+            collapsedInto: routed.collapsed,
+            routes: routesJson(routeKeys, routed.targets, rows.length),
+          });
+          for (const batch of batches) payloadIds.add(batch.payloadId!);
+          await dispatchWebhooks(client, batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId));
+        }).catch((error: unknown) => {
+          broken = error instanceof Error ? error : new Error(String(error));
+          throw error;
         });
-        for (const batch of batches) payloadIds.add(batch.payloadId!);
-        await dispatchWebhooks(client, batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId));
-        return rows.length;
-      });
-      if (claimed === 0) break;
-      events += claimed;
-      chunks += 1;
-      logger.debug({ events: claimed }, 'coalesced a chunk');
-      if (claimed < chunkSize) break;
+        events += rows.length;
+        chunks += 1;
+        logger.debug({ events: rows.length }, 'coalesced a chunk');
+      }
+    } finally {
+      await next.catch(() => {});
+      writer.release(broken);
     }
   }
 

@@ -149,6 +149,51 @@ describe('coalescing', () => {
     expect(carried).toEqual([2, 1]);
   });
 
+  it('leaves a row that commits during a run below the chunks already read to the next run, once', async () => {
+    const late = await db.pool.connect();
+    let committed: Promise<unknown> | undefined;
+    // The first chunk's routing commits the open transaction: its row (the
+    // lowest seq) becomes visible while the run reads the chunks after it.
+    const crm = openWebhook('crm', {
+      evaluate: () => {
+        committed ??= late.query('commit');
+        return null;
+      },
+    });
+    await registerWebhooks(db.pool, [crm]);
+    try {
+      await late.query('begin');
+      await late.query("insert into assets (asset_id) values (1)");
+      await db.pool.query("insert into assets (asset_id) select g from generate_series(2, 4) g");
+      expect((await runCoalesce(db.pool, [crm], { chunkSize: 1 })).events).toBe(3);
+      await committed;
+    } finally {
+      late.release();
+    }
+    const { rows } = await db.pool.query('select asset_id from asset_webhooks.outbox');
+    expect(rows).toEqual([{ asset_id: 1 }]);
+    expect((await runCoalesce(db.pool, [crm], { chunkSize: 1 })).events).toBe(1);
+    const carried = (await payloads(db.pool)).flatMap(bodyEvents).map((e) => e.assetId);
+    expect(carried).toEqual([2, 3, 4, 1]);
+  });
+
+  it('keeps the chunks written before a chunk that fails, leaves the rest in the outbox and frees the run', async () => {
+    const failing = openWebhook('crm', {
+      evaluate: (_type, asset) => {
+        if (asset.assetId === 2) throw new Error('routing failed');
+        return null;
+      },
+    });
+    await registerWebhooks(db.pool, [failing]);
+    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 3) g");
+    await expect(runCoalesce(db.pool, [failing], { chunkSize: 1 })).rejects.toThrow('routing failed');
+    const { rows } = await db.pool.query('select asset_id from asset_webhooks.outbox order by seq');
+    expect(rows).toEqual([{ asset_id: 2 }, { asset_id: 3 }]);
+    expect((await runCoalesce(db.pool, [openWebhook('crm')], { chunkSize: 1 })).events).toBe(2);
+    const carried = (await payloads(db.pool)).flatMap(bodyEvents).map((e) => e.assetId);
+    expect(carried).toEqual([1, 2, 3]);
+  });
+
   it('produces each payload once when two runs start at the same moment', async () => {
     const crm = openWebhook('crm', { batchSize: 10 });
     await registerWebhooks(db.pool, [crm]);
@@ -187,7 +232,7 @@ describe('coalescing', () => {
       const claim = async (limit: number) => {
         await session.query('begin');
         try {
-          return await claimChunk(session, maxSeq, limit);
+          return await claimChunk(session, maxSeq, 0, limit);
         } finally {
           await session.query('rollback');
         }
