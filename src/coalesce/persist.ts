@@ -55,7 +55,7 @@ export async function upsertPayloads(client: pg.PoolClient, runId: number, batch
 /** Payload rows per INSERT: 7 parameters each, well under PostgreSQL's 65,535. */
 const PAYLOADS_PER_STATEMENT = 500;
 
-/** The consumed events of one chunk, column by column (parallel arrays, one entry per event). */
+/** The consumed events of one chunk, column by column (parallel arrays, one entry per event, in seq order). */
 export interface ConsumedEvents {
   readonly seqs: readonly number[];
   /** As the claim read them (derived once there, see asset_webhooks.event_id_of). */
@@ -83,7 +83,7 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, events
   await client.query(
     `with consumed as (
        delete from asset_webhooks.outbox o
-       where o.seq = any($2::bigint[])
+       where o.seq between $4 and $5 and o.seq = any($2::bigint[])
        returning o.*
      )
      insert into asset_webhooks.events
@@ -93,7 +93,8 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, events
      from consumed c
      join jsonb_to_recordset($3::jsonb) as r(seq bigint, event_id uuid, atom_id bigint, collapsed_into uuid, routes jsonb)
        on r.seq = c.seq`,
-    [runId, events.seqs, document],
+    // The range lets the planner walk the index: with `= any` alone it scanned the whole outbox.
+    [runId, events.seqs, document, events.seqs[0], events.seqs[events.seqs.length - 1]],
   );
 }
 
