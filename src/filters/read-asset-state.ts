@@ -26,9 +26,27 @@ export function assetStateFromRow(row: AssetStateRow): AssetState {
   };
 }
 
-/** One asset's current state through the binding's view, or null when it does not exist. */
+/**
+ * One asset's current state through the binding's view, or null when it does
+ * not exist. For people reading it, keywords and fields are sorted (by name,
+ * then value): the view gives them in no particular order, which the filters
+ * do not mind.
+ */
 export async function readAssetState(pool: pg.Pool, assetId: number): Promise<AssetState | null> {
   const { rows } = await pool.query<AssetStateRow>('select * from asset_webhooks.asset_state where asset_id = $1', [assetId]);
   const row = rows[0];
-  return row ? assetStateFromRow(row) : null;
+  if (!row) return null;
+  const fields = row.field_names.map((name, i) => [name, row.field_values[i]!] as const)
+    .sort(([a, x], [b, y]) => compare(a, b) || compare(x, y));
+  return assetStateFromRow({
+    ...row,
+    keywords: [...row.keywords].sort(compare),
+    field_names: fields.map(([name]) => name),
+    field_values: fields.map(([, value]) => value),
+  });
+}
+
+/** Code-point order: the same on every machine, whatever the database's collation. */
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
