@@ -197,8 +197,8 @@ create or replace trigger asset_webhooks_capture_delete after delete on public.a
 -- field value); both come from one lateral read of the fields (three correlated
 -- subqueries read them twice). The arrays are in no particular order: filters
 -- treat them as sets, and an ORDER BY in the aggregates cost a sort per asset
--- (about a tenth of a coalescing chunk's read). The coalescer reads it with `where asset_id = any($1)`, so it
--- must be cheap for a list of ids.
+-- (about a tenth of a coalescing chunk's read). The coalescer reads it for a
+-- list of ids (`asset_id in (...)`), so it must be cheap for a list of ids.
 create or replace view asset_webhooks.asset_state as
 select a.asset_id, a.asset_uuid, a.supertype, a.parent_id, a.state, a.schema_id, a.type_id, a.domain_id, a.latest_atom_id,
        coalesce(k.keywords, '{}'::text[]) as keywords,

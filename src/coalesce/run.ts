@@ -97,7 +97,7 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
     // write of neighbouring chunks run on both cores at once.
     const writer = await pool.connect();
     let next = claimChunk(session, maxSeq, 0, chunkSize);
-    let broken: Error | undefined;
+    let failed = false;
     try {
       for (;;) {
         const rows = await next;
@@ -123,17 +123,18 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
           });
           for (const batch of batches) payloadIds.add(batch.payloadId!);
           await dispatchWebhooks(client, batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId));
-        }).catch((error: unknown) => {
-          broken = error instanceof Error ? error : new Error(String(error));
-          throw error;
         });
         events += rows.length;
         chunks += 1;
         logger.debug({ events: rows.length }, 'coalesced a chunk');
       }
+    } catch (error) {
+      failed = true;
+      throw error;
     } finally {
       await next.catch(() => {});
-      writer.release(broken);
+      // After a failure the connection may be in any state: close it rather than reuse it.
+      writer.release(failed);
     }
   }
 

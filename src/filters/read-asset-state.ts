@@ -40,13 +40,13 @@ export async function readAssetState(pool: pg.Pool, assetId: number): Promise<As
     .sort(([a, x], [b, y]) => compare(a, b) || compare(x, y));
   return assetStateFromRow({
     ...row,
-    keywords: [...row.keywords].sort(compare),
+    keywords: [...row.keywords].sort(),
     field_names: fields.map(([name]) => name),
     field_values: fields.map(([, value]) => value),
   });
 }
 
-/** Code-point order: the same on every machine, whatever the database's collation. */
+/** JavaScript's default string order (as `sort()` uses): the same on every machine, whatever the database's collation. */
 function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
