@@ -1,14 +1,16 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
 import { badDocuments, twoWebhooks, valid } from './bad-documents.js';
+import { useTempDirectories } from '../helpers/temp-directories.js';
+
+const tempDirectory = useTempDirectories();
 
 // These run the real command line as a child process (from dist/: `npm test`
 // builds first), so they check the exit status and what an operator sees.
 
-const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-config-'));
+const directory = tempDirectory('aw-config-');
 let counter = 0;
 
 function file(text: string): string {

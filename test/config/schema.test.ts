@@ -1,12 +1,14 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { configFromEnvOrOption, loadConfigFile, parseConfigText } from '../../src/config/load.js';
 import { redactedUrl, type SecretsConfig } from '../../src/config/schema.js';
 import { UserError } from '../../src/errors.js';
 import { badDocuments } from './bad-documents.js';
+import { useTempDirectories } from '../helpers/temp-directories.js';
+
+const tempDirectory = useTempDirectories();
 
 const oneWebhook = (webhookFields: string, top = ''): string =>
   `assetUpdater:\n${top}  webhooks:\n    - { url: "https://receiver.example/a", enabled: true${webhookFields ? `, ${webhookFields}` : ''} }\n`;
@@ -173,7 +175,7 @@ describe('reading the file', () => {
   });
 
   it('loads a file and refuses a missing one as a user error', async () => {
-    const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-load-'));
+    const directory = tempDirectory('aw-load-');
     const file = path.join(directory, 'config.yaml');
     writeFileSync(file, oneWebhook('id: crm'));
     expect((await loadConfigFile(file)).assetUpdater.webhooks[0]!.id).toBe('crm');

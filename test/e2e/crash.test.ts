@@ -1,18 +1,20 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect, it } from 'vitest';
 import { startCli } from '../helpers/cli.js';
 import { eventually, startTestReceiver } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
+import { useTempDirectories } from '../helpers/temp-directories.js';
+
+const tempDirectory = useTempDirectories();
 
 const db = useTestDatabase();
 
 it('a worker killed with SIGKILL between claim and commit loses nothing and duplicates nothing', { timeout: 90_000 }, async () => {
   await resetData(db.pool);
   const receiver = await startTestReceiver();
-  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'aw-crash-')), 'config.yaml');
+  const file = path.join(tempDirectory('aw-crash-'), 'config.yaml');
   writeFileSync(file, `assetUpdater:
   intervalSeconds: 1
   network: { allowPrivateAddresses: true }

@@ -1,5 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pino } from 'pino';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -7,9 +6,12 @@ import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { runCli } from '../helpers/cli.js';
 import { openWebhook, registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
+import { useTempDirectories } from '../helpers/temp-directories.js';
+
+const tempDirectory = useTempDirectories();
 
 const db = useTestDatabase();
-const configFile = path.join(mkdtempSync(path.join(os.tmpdir(), 'aw-schema-')), 'config.yaml');
+const configFile = path.join(tempDirectory('aw-schema-'), 'config.yaml');
 
 beforeAll(async () => {
   await resetData(db.pool);

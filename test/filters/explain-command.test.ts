@@ -1,15 +1,17 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/test-database.js';
+import { useTempDirectories } from '../helpers/temp-directories.js';
+
+const tempDirectory = useTempDirectories();
 
 // `explain` through the real command line against the reference asset schema:
 // the asset is read from asset_webhooks.asset_state as the coalescer reads it.
 
 const db = useTestDatabase();
-const configFile = path.join(mkdtempSync(path.join(os.tmpdir(), 'aw-explain-command-')), 'config.yaml');
+const configFile = path.join(tempDirectory('aw-explain-command-'), 'config.yaml');
 
 beforeAll(async () => {
   writeFileSync(configFile, `assetUpdater:

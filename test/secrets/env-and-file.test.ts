@@ -1,10 +1,12 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { envVariableName } from '../../src/secrets/env-provider.js';
 import { createSecretResolver } from '../../src/secrets/resolver.js';
 import { SecretResolutionError } from '../../src/secrets/types.js';
+import { useTempDirectories } from '../helpers/temp-directories.js';
+
+const tempDirectory = useTempDirectories();
 
 describe('env provider', () => {
   it.each([
@@ -36,7 +38,7 @@ describe('env provider', () => {
 });
 
 describe('file provider', () => {
-  const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-secrets-'));
+  const directory = tempDirectory('aw-secrets-');
   writeFileSync(path.join(directory, 'crm-api-key'), 'file-secret\n');
   writeFileSync(path.join(directory, 'no-newline'), 'plain');
   writeFileSync(path.join(directory, 'crlf'), 'windows\r\n');

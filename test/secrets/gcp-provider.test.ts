@@ -1,11 +1,13 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { gcpResourceName } from '../../src/secrets/gcp-provider.js';
 import { createSecretResolver } from '../../src/secrets/resolver.js';
 import { SecretResolutionError, type SecretsConfig } from '../../src/secrets/types.js';
 import { json, startLocalApi, type LocalApi } from './local-server.js';
+import { useTempDirectories } from '../helpers/temp-directories.js';
+
+const tempDirectory = useTempDirectories();
 
 /**
  * The real @google-cloud/secret-manager client over its REST transport
@@ -28,7 +30,7 @@ const versions = new Map<string, string>();
 beforeAll(async () => {
   api = await startLocalApi();
   config = { provider: 'gcp', cacheSeconds: 300, gcp: { projectId: 'my-project', apiEndpoint: api.origin } };
-  const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-gcp-'));
+  const directory = tempDirectory('aw-gcp-');
   writeFileSync(path.join(directory, 'subject-token'), 'a-subject-token');
   writeFileSync(path.join(directory, 'credentials.json'), JSON.stringify({
     type: 'external_account',

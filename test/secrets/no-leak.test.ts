@@ -1,5 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { inspect } from 'node:util';
@@ -8,6 +7,9 @@ import { createLogger } from '../../src/logging/logger.js';
 import { createSecretResolver } from '../../src/secrets/resolver.js';
 import { SecretResolutionError, type SecretsConfig } from '../../src/secrets/types.js';
 import { json, startLocalApi, type LocalApi } from './local-server.js';
+import { useTempDirectories } from '../helpers/temp-directories.js';
+
+const tempDirectory = useTempDirectories();
 
 /**
  * A resolution that fails after the value has been read (the value is not
@@ -53,7 +55,7 @@ describe('a secret value never appears in errors or logs of a failing resolution
   let directory: string;
 
   beforeAll(async () => {
-    directory = mkdtempSync(path.join(os.tmpdir(), 'aw-leak-'));
+    directory = tempDirectory('aw-leak-');
     writeFileSync(path.join(directory, 'two-lines'), `${VALUE}\nX-Injected: yes\n`);
     writeFileSync(path.join(directory, 'trailing-newlines'), `${VALUE}\n\n`);
     api = await startLocalApi();
