@@ -1,49 +1,51 @@
 import type pg from 'pg';
 
 /**
- * Schedules coalescing for intervals that graphile-worker's cron cannot
- * express (it ticks at most once a minute). Every `run` process calls tick()
- * often; the slot of the current interval is inserted with ON CONFLICT DO
- * NOTHING, and only the process whose insert returns a row adds the job: the
- * once-per-interval guarantee lives in SQL, not in process memory.
+ * Schedules coalescing runs. graphile-worker's cron ticks at most once a
+ * minute and its crontab is fixed when the runner starts, so it cannot follow
+ * an `intervalSeconds` changed by a reload. Instead every `run` process calls
+ * tick() often with the interval it currently has; the slot of the current
+ * interval is inserted with ON CONFLICT DO NOTHING, and only the process whose
+ * insert returns a row adds the job: the once-per-interval guarantee lives in
+ * SQL, not in process memory.
+ *
+ * `notBefore` (epoch milliseconds) skips an interval that began before it: a
+ * process that starts, or reloads a new interval, in the middle of an interval
+ * waits for the next boundary, as a cron schedule would, rather than running at
+ * once. An interval another process already ticked is not ticked again either
+ * way.
  *
  * No graphile-worker named queue serialises the runs: a worker that dies keeps
  * its queue locked until graphile-worker's stale-lock recovery (hours later).
  * coalesce() takes a session advisory lock instead, which PostgreSQL releases
  * the moment the dead worker's connection goes.
  */
-export async function tick(pool: pg.Pool, intervalSeconds: number): Promise<boolean> {
+export async function tick(pool: pg.Pool, intervalSeconds: number, notBefore = 0): Promise<boolean> {
   const { rows } = await pool.query(
-    `with slot as (
+    `with current_slot as (
+       select floor(extract(epoch from now()) / $1)::bigint as slot
+     ), slot as (
        insert into asset_webhooks.ticks (slot)
-       values (floor(extract(epoch from now()) / $1)::bigint)
+       select slot from current_slot where slot * $1 * 1000 >= $2::float8
        on conflict do nothing
        returning slot
      )
      select graphile_worker.add_job('coalesce', json_build_object('slot', slot.slot),
               job_key := 'asset_webhooks_coalesce', max_attempts := 3)
      from slot`,
-    [intervalSeconds],
+    [intervalSeconds, notBefore],
   );
   return rows.length > 0;
 }
 
-/**
- * The graphile-worker crontab for an interval that is a whole number of
- * minutes dividing an hour (the default, 60 seconds, is `* * * * *`), else
- * null (then tick() schedules). Maintenance runs every minute either way.
- */
-export function crontabFor(intervalSeconds: number): string {
-  const lines = ['* * * * * maintenance ?max=1&jobKey=asset_webhooks_maintenance'];
-  const minutes = intervalSeconds / 60;
-  if (Number.isInteger(minutes) && 60 % minutes === 0) {
-    const schedule = minutes === 1 ? '* * * * *' : `*/${minutes} * * * *`;
-    lines.push(`${schedule} coalesce ?max=1&jobKey=asset_webhooks_coalesce`);
-  }
-  return lines.join('\n');
-}
+/** graphile-worker's crontab: maintenance every minute. Coalescing is scheduled by tick(). */
+export const MAINTENANCE_CRONTAB = '* * * * * maintenance ?max=1&jobKey=asset_webhooks_maintenance';
 
-/** Whether tick() must drive coalescing for this interval. */
-export function needsTicker(intervalSeconds: number): boolean {
-  return !crontabFor(intervalSeconds).includes(' coalesce ');
+/**
+ * How often a process calls tick() for an interval: a quarter of it, between
+ * 100 ms and one second. Ticking more often never runs more, only sooner after
+ * the boundary.
+ */
+export function tickPeriodMs(intervalSeconds: number): number {
+  return Math.min(1000, Math.max(100, (intervalSeconds * 1000) / 4));
 }

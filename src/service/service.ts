@@ -4,7 +4,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { loadConfigFile } from '../config/load.js';
 import { coalesce } from '../coalesce/run.js';
-import { crontabFor, needsTicker, tick } from '../coalesce/schedule.js';
+import { MAINTENANCE_CRONTAB, tick, tickPeriodMs } from '../coalesce/schedule.js';
 import { assertReachable, createPool, describeError } from '../db/connect.js';
 import { deliverPayload, type DeliverJob } from '../delivery/deliver.js';
 import { UserError } from '../errors.js';
@@ -38,7 +38,7 @@ export interface RunningService {
 /**
  * The `run` command: a graphile-worker runner with the coalesce, deliver and
  * maintenance tasks. Several processes may share one database: coalescing is
- * scheduled once per interval (cron or tick(), both exactly-once in SQL) and
+ * scheduled once per interval (tick(), exactly-once in SQL) and
  * serialised by a queue and an advisory lock; deliveries are jobs.
  */
 export async function startService(options: ServiceOptions): Promise<RunningService> {
@@ -59,7 +59,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const metrics = new ServiceMetrics(pool);
   const shutdown = new AbortController();
   const context = deliveryContext(pool, () => state, logger, metrics, shutdown.signal);
-  const intervalSeconds = config.assetUpdater.intervalSeconds;
 
   const taskList: TaskList = {
     coalesce: async () => {
@@ -90,7 +89,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       noHandleSignals: true,
       pollInterval: 1000,
       taskList,
-      crontab: crontabFor(intervalSeconds),
+      crontab: MAINTENANCE_CRONTAB,
       logger: workerLogger(logger),
     });
   } catch (error) {
@@ -110,21 +109,26 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     },
   );
 
+  // Each tick reads the interval the current configuration has, so a reload
+  // that changes intervalSeconds takes effect at the new interval's next boundary.
   let ticker: NodeJS.Timeout | undefined;
-  if (needsTicker(intervalSeconds)) {
-    // Check often; the slot insert decides, so checking more often never runs more.
-    const every = Math.min(1000, Math.max(100, (intervalSeconds * 1000) / 4));
-    let ticking = false;
-    ticker = setInterval(() => {
-      if (ticking) return;
-      ticking = true;
-      tick(pool, intervalSeconds)
+  let tickedInterval = state.settings.intervalSeconds;
+  let notBefore = Date.now();
+  const scheduleTick = (): void => {
+    ticker = setTimeout(() => {
+      const intervalSeconds = state.settings.intervalSeconds;
+      if (intervalSeconds !== tickedInterval) {
+        tickedInterval = intervalSeconds;
+        notBefore = Date.now();
+      }
+      tick(pool, intervalSeconds, notBefore)
         .catch((error: unknown) => logger.warn({ err: describeError(error) }, 'could not schedule a coalescing run'))
         .finally(() => {
-          ticking = false;
+          if (!shutdown.signal.aborted) scheduleTick();
         });
-    }, every);
-  }
+    }, tickPeriodMs(state.settings.intervalSeconds));
+  };
+  scheduleTick();
 
   const httpServer = options.httpPort === undefined
     ? undefined
@@ -133,7 +137,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   logger.info({
     webhooks: state.routed.length,
     enabled: state.routed.filter((webhook) => webhook.enabled).length,
-    intervalSeconds,
+    intervalSeconds: state.settings.intervalSeconds,
     httpPort: options.httpPort,
   }, 'asset-webhooks running');
 
@@ -143,9 +147,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     httpServer,
     stop() {
       stopping ??= (async () => {
-        if (ticker) clearInterval(ticker);
         logger.info('stopping: finishing in-flight jobs');
         shutdown.abort();
+        clearTimeout(ticker);
         await runner.stop();
         await stopped;
         await new Promise<void>((resolve) => (httpServer ? httpServer.close(() => resolve()) : resolve()));
@@ -166,14 +170,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         logger.error('invalid configuration: keeping the one in use');
         return false;
       }
-      if (next.settings.intervalSeconds !== intervalSeconds) {
-        logger.warn({ intervalSeconds: next.settings.intervalSeconds }, 'intervalSeconds changes take effect after a restart');
-      }
       const previous = state;
       state = next;
       await syncWebhooks(pool, next.config);
       void previous.close().catch(() => {});
-      logger.info({ webhooks: next.routed.length }, 'configuration reloaded');
+      logger.info({ webhooks: next.routed.length, intervalSeconds: next.settings.intervalSeconds }, 'configuration reloaded');
       return true;
     },
   };

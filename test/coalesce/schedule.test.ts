@@ -1,27 +1,33 @@
 import { parseCrontab } from 'graphile-worker';
 import { describe, expect, it } from 'vitest';
 import { createPool } from '../../src/db/connect.js';
-import { crontabFor, needsTicker, tick } from '../../src/coalesce/schedule.js';
+import { MAINTENANCE_CRONTAB, tick, tickPeriodMs } from '../../src/coalesce/schedule.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 const db = useTestDatabase();
 
 describe('scheduling coalescing runs', () => {
-  it('uses graphile-worker cron for whole minutes that divide an hour, the SQL tick otherwise', () => {
-    expect(crontabFor(60)).toContain('* * * * * coalesce');
-    expect(crontabFor(300)).toContain('*/5 * * * * coalesce');
-    expect(needsTicker(60)).toBe(false);
-    expect(needsTicker(1)).toBe(true);
-    expect(needsTicker(90)).toBe(true);
+  it('leaves graphile-worker cron only maintenance, with its job key', () => {
+    const items = parseCrontab(MAINTENANCE_CRONTAB);
+    expect(items.map((item) => [item.task, item.options.jobKey])).toEqual([['maintenance', 'asset_webhooks_maintenance']]);
   });
 
-  it('writes crontabs graphile-worker accepts, with one coalesce job key', () => {
-    for (const interval of [1, 60, 300, 3600]) {
-      const items = parseCrontab(crontabFor(interval));
-      expect(items.map((item) => item.task).sort()).toEqual(interval % 60 === 0 ? ['coalesce', 'maintenance'] : ['maintenance']);
-      for (const item of items) expect(item.options.jobKey).toBe(`asset_webhooks_${item.task}`);
-    }
+  it('checks for a new interval four times per interval, between 100 ms and a second apart', () => {
+    expect([0.1, 1, 2, 60, 3600].map(tickPeriodMs)).toEqual([100, 250, 500, 1000, 1000]);
+  });
+
+  it('does not tick an interval that began before notBefore, and ticks the next one', async () => {
+    await resetData(db.pool);
+    await db.pool.query('truncate asset_webhooks.ticks');
+    const { rows: [clock] } = await db.pool.query<{ now: number }>('select extract(epoch from now())::float8 * 1000 as now');
+    const slotStart = Math.floor(clock!.now / 3_600_000) * 3_600_000;
+    // A process that started (or reloaded to 3600 s) one second into this hour waits for the next.
+    expect(await tick(db.pool, 3600, slotStart + 1000)).toBe(false);
+    // One that started at the hour's first millisecond, or earlier, ticks it.
+    expect(await tick(db.pool, 3600, slotStart)).toBe(true);
+    const { rows } = await db.pool.query<{ slot: string }>('select slot::text from asset_webhooks.ticks');
+    expect(rows).toEqual([{ slot: String(slotStart / 3_600_000) }]);
   });
 
   it('adds exactly one job per interval however many processes tick at the same moment', async () => {

@@ -1,5 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
@@ -8,6 +7,9 @@ import { receiverConfig } from '../helpers/config.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
+import { useTempDirectories } from '../helpers/temp-directories.js';
+
+const tempDirectory = useTempDirectories();
 
 const db = useTestDatabase();
 let processes: CliProcess[] = [];
@@ -23,7 +25,7 @@ afterEach(async () => {
 });
 
 function writeConfig(yaml: string): string {
-  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'aw-e2e-')), 'config.yaml');
+  const file = path.join(tempDirectory('aw-e2e-'), 'config.yaml');
   writeFileSync(file, yaml);
   return file;
 }
@@ -93,6 +95,29 @@ describe('the service as operators run it', () => {
     await db.pool.query("insert into assets (asset_id) values (2)");
     await receiver.waitFor(2);
     expect(proc.child.exitCode).toBeNull();
+  });
+
+  it('applies an intervalSeconds changed by SIGHUP without a restart', async () => {
+    const receiver = await startTestReceiver();
+    receivers.push(receiver);
+    const hourly = receiverConfig([{ id: 'crm', url: receiver.url }], { intervalSeconds: 3600 });
+    const file = writeConfig(hourly);
+    const startedAt = Date.now();
+    const proc = run(file);
+    await eventually(async () => (proc.output.stderr.includes('asset-webhooks running') ? true : undefined), 20_000, 'the service to start');
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    // Started mid-hour, the service waits for the next whole hour: no run yet.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    if (Math.floor(startedAt / 3_600_000) === Math.floor(Date.now() / 3_600_000)) {
+      const { rows } = await db.pool.query<{ n: number }>('select count(*)::int as n from asset_webhooks.coalesce_runs');
+      expect(rows).toEqual([{ n: 0 }]);
+      expect(receiver.requests).toHaveLength(0);
+    }
+    writeFileSync(file, receiverConfig([{ id: 'crm', url: receiver.url }], { intervalSeconds: 1 }));
+    proc.child.kill('SIGHUP');
+    await receiver.waitFor(1, 10_000);
+    expect(proc.output.stderr).toMatch(/configuration reloaded.*"intervalSeconds":1|"intervalSeconds":1.*configuration reloaded/);
+    expect(delivered(receiver).map((e) => [e.eventType, e.assetId])).toEqual([['CREATED', 1]]);
   });
 
   it('serves /metrics in Prometheus format that moves with deliveries, and /healthz', async () => {

@@ -13,7 +13,7 @@ export interface TestWebhook {
 }
 
 export interface TestConfigOptions {
-  /** Default 1 (coalescing driven by the SQL tick); null leaves the key out, so the 60-second default (graphile-worker's cron) applies. */
+  /** Default 1; null leaves the key out, so the 60-second default applies. */
   readonly intervalSeconds?: number | null;
   /** Left out (the service's default, 30) unless given. */
   readonly requestTimeoutSeconds?: number;

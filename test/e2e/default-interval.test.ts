@@ -7,9 +7,10 @@ import { receiverConfig } from '../helpers/config.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
-// The default interval (60 s) is scheduled by graphile-worker's cron
-// (`* * * * *`), not by the SQL tick the other tests use with 1 s. This test
-// runs that path for real: it costs up to a minute of wall time.
+// The default interval (60 s), as the other tests' 1 s interval, is scheduled
+// by the SQL tick: runs start on whole minutes, and a process that starts in
+// the middle of a minute waits for the next one. This test runs the default
+// for real: it costs up to a minute of wall time.
 const db = useTestDatabase();
 let service: CliProcess | undefined;
 let receiver: TestReceiver | undefined;
