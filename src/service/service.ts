@@ -78,6 +78,21 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     },
   };
 
+  // Listen before any work starts: a port that cannot be had is refused like a
+  // bad option, not left behind by a worker that is already running.
+  let workerRunning = false;
+  let httpServer: Server | undefined;
+  const closeHttpServer = (): Promise<void> => new Promise((resolve) => (httpServer ? httpServer.close(() => resolve()) : resolve()));
+  if (options.httpPort !== undefined) {
+    try {
+      httpServer = await startHttpServer(options.httpPort, { pool, workerRunning: () => workerRunning }, metrics);
+    } catch (error) {
+      await state.close();
+      await pool.end();
+      throw new UserError('http_port_unavailable', `--http-port ${options.httpPort}: expected a port this process can listen on, got ${describeError(error)}`);
+    }
+  }
+
   // graphile-worker gets a pool of ours, so stop() can wait until its last
   // connection is closed (its own pool may still be closing when it resolves).
   const workerPool = createPool(options.databaseUrl, { max: (options.concurrency ?? 10) + 2, applicationName: 'asset-webhooks worker' });
@@ -93,12 +108,13 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       logger: workerLogger(logger),
     });
   } catch (error) {
+    await closeHttpServer();
     await state.close();
     await workerPool.end();
     await pool.end();
     throw error;
   }
-  let workerRunning = true;
+  workerRunning = true;
   const stopped = runner.promise.then(
     () => {
       workerRunning = false;
@@ -130,10 +146,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   };
   scheduleTick();
 
-  const httpServer = options.httpPort === undefined
-    ? undefined
-    : await startHttpServer(options.httpPort, { pool, workerRunning: () => workerRunning }, metrics);
-
   logger.info({
     webhooks: state.routed.length,
     enabled: state.routed.filter((webhook) => webhook.enabled).length,
@@ -152,7 +164,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         clearTimeout(ticker);
         await runner.stop();
         await stopped;
-        await new Promise<void>((resolve) => (httpServer ? httpServer.close(() => resolve()) : resolve()));
+        await closeHttpServer();
         await state.close();
         await workerPool.end();
         await pool.end();

@@ -1,4 +1,5 @@
 import { writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
@@ -156,6 +157,22 @@ describe('the service as operators run it', () => {
     expect(result.code).toBe(1);
     expect(result.stderr.trim().split('\n')).toHaveLength(1);
     expect(result.stderr).toMatch(/expected a reachable PostgreSQL server/);
+  });
+
+  it('refuses an --http-port already in use with one line (exit 1), before any work starts', async () => {
+    const port = await freePort();
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(port, '0.0.0.0', resolve));
+    try {
+      await db.pool.query("insert into assets (asset_id) values (1)");
+      const result = await runCli(['run', '--database-url', db.url, '--config', writeConfig(serviceConfig('http://127.0.0.1:9/x')), '--http-port', String(port)], {}, 20_000);
+      expect(result.code).toBe(1);
+      expect(result.stderr.trim().split('\n')).toEqual([expect.stringMatching(new RegExp(`^--http-port ${port}: expected a port this process can listen on, got .*EADDRINUSE`))]);
+      const { rows } = await db.pool.query<{ n: number }>('select count(*)::int as n from asset_webhooks.outbox');
+      expect(rows).toEqual([{ n: 1 }]);
+    } finally {
+      await new Promise((resolve) => holder.close(resolve));
+    }
   });
 
   it('prints usage errors with exit 2', async () => {
