@@ -9,7 +9,8 @@ import type pg from 'pg';
  * insert returns a row adds the job: the once-per-interval guarantee lives in
  * SQL, not in process memory.
  *
- * `notBefore` (epoch milliseconds) skips an interval that began before it: a
+ * `notBefore` (epoch milliseconds, by the database's clock: see
+ * databaseNowMs) skips an interval that began before it: a
  * process that starts, or reloads a new interval, in the middle of an interval
  * waits for the next boundary, as a cron schedule would, rather than running at
  * once. An interval another process already ticked is not ticked again either
@@ -36,6 +37,16 @@ export async function tick(pool: pg.Pool, intervalSeconds: number, notBefore = 0
     [intervalSeconds, notBefore],
   );
   return rows.length > 0;
+}
+
+/**
+ * The database's clock in epoch milliseconds. Slots are cut by the database's
+ * now(), so the time a process started is read from the same clock: a process
+ * whose own clock runs ahead would otherwise skip intervals after it starts.
+ */
+export async function databaseNowMs(pool: pg.Pool): Promise<number> {
+  const { rows } = await pool.query<{ now: number }>('select extract(epoch from clock_timestamp())::float8 * 1000 as now');
+  return rows[0]!.now;
 }
 
 /** graphile-worker's crontab: maintenance every minute. Coalescing is scheduled by tick(). */

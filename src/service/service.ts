@@ -4,7 +4,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { loadConfigFile } from '../config/load.js';
 import { coalesce } from '../coalesce/run.js';
-import { MAINTENANCE_CRONTAB, tick, tickPeriodMs } from '../coalesce/schedule.js';
+import { databaseNowMs, MAINTENANCE_CRONTAB, tick, tickPeriodMs } from '../coalesce/schedule.js';
 import { assertReachable, createPool, describeError } from '../db/connect.js';
 import { deliverPayload, type DeliverJob } from '../delivery/deliver.js';
 import { UserError } from '../errors.js';
@@ -56,6 +56,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
 
   let state = new ServiceState(config);
   await syncWebhooks(pool, state.config);
+  // Coalescing starts at the first interval boundary after this moment.
+  let notBefore = await databaseNowMs(pool);
   const metrics = new ServiceMetrics(pool);
   const shutdown = new AbortController();
   const context = deliveryContext(pool, () => state, logger, metrics, shutdown.signal);
@@ -129,15 +131,16 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // that changes intervalSeconds takes effect at the new interval's next boundary.
   let ticker: NodeJS.Timeout | undefined;
   let tickedInterval = state.settings.intervalSeconds;
-  let notBefore = Date.now();
   const scheduleTick = (): void => {
     ticker = setTimeout(() => {
-      const intervalSeconds = state.settings.intervalSeconds;
-      if (intervalSeconds !== tickedInterval) {
-        tickedInterval = intervalSeconds;
-        notBefore = Date.now();
-      }
-      tick(pool, intervalSeconds, notBefore)
+      void (async () => {
+        const intervalSeconds = state.settings.intervalSeconds;
+        if (intervalSeconds !== tickedInterval) {
+          notBefore = await databaseNowMs(pool);
+          tickedInterval = intervalSeconds;
+        }
+        await tick(pool, intervalSeconds, notBefore);
+      })()
         .catch((error: unknown) => logger.warn({ err: describeError(error) }, 'could not schedule a coalescing run'))
         .finally(() => {
           if (!shutdown.signal.aborted) scheduleTick();
