@@ -66,7 +66,7 @@ export async function migrate(pool: pg.Pool, connectionString: string, options: 
       if (bindingSql !== undefined) {
         // Checked before it commits: a binding whose view the service cannot read is rolled back.
         await inTransaction(client, async (tx) => {
-          await tx.query(bindingSql.sql);
+          await runBindingSql(tx, bindingSql);
           await assertBinding(tx);
         });
       }
@@ -77,6 +77,19 @@ export async function migrate(pool: pg.Pool, connectionString: string, options: 
     client.release();
   }
   return { applied, schemaVersion: codeVersion, ...(bindingSql ? { binding: bindingSql.name } : {}) };
+}
+
+/** Runs a binding's SQL; an error in it is the user's, named with its file and line. */
+async function runBindingSql(client: pg.PoolClient, binding: { name: string; sql: string }): Promise<void> {
+  try {
+    await client.query(binding.sql);
+  } catch (error) {
+    const position = Number((error as { position?: unknown }).position);
+    const line = Number.isInteger(position) && position > 0 ? `, line ${binding.sql.slice(0, position - 1).split('\n').length}` : '';
+    throw new UserError('binding_failed',
+      `--binding ${binding.name}: expected SQL that runs on this database, got an error${line}: ${describeError(error)} (nothing of the binding was installed)`,
+      { cause: error });
+  }
 }
 
 async function readBinding(binding: string): Promise<{ name: string; sql: string }> {
@@ -90,9 +103,11 @@ async function readBinding(binding: string): Promise<{ name: string; sql: string
 
 /** The highest applied migration, 0 when schema asset_webhooks has none. */
 export async function readSchemaVersion(client: pg.Pool | pg.PoolClient): Promise<number> {
-  const { rows } = await client.query<{ version: number | null }>(`
-    select case when to_regclass('asset_webhooks.migrations') is null then 0
-           else (select coalesce(max(id), 0) from asset_webhooks.migrations) end as version`);
+  // Two statements: one that names the table fails to parse when the table
+  // does not exist, even in a branch that would not run.
+  const { rows: [table] } = await client.query<{ present: boolean }>("select to_regclass('asset_webhooks.migrations') is not null as present");
+  if (!table?.present) return 0;
+  const { rows } = await client.query<{ version: number }>('select coalesce(max(id), 0)::int as version from asset_webhooks.migrations');
   return rows[0]?.version ?? 0;
 }
 

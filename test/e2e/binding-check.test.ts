@@ -29,7 +29,39 @@ const expectedProblems = [
   'view asset_webhooks.asset_state, column field_values: expected text[], got no such column',
 ];
 
+describe('a database never migrated', () => {
+  it('every command but migrate says to run migrate, in one line (exit 1)', async () => {
+    const config = path.join(directory, 'unmigrated.yaml');
+    writeFileSync(config, 'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n');
+    const commands = [
+      ['trace', '00000000-0000-4000-8000-000000000000'],
+      ['events', '--from', '2026-11-01', '--to', '2026-11-02'],
+      ['dead-letters'],
+      ['dead-letters', 'redeliver', '1'],
+      ['explain', '--webhook', 'crm', '--asset', '1', '--config', config],
+      ['run', '--config', config],
+    ];
+    for (const command of commands) {
+      const result = await runCli([...command, '--database-url', db.url]);
+      expect({ command, code: result.code, stderr: result.stderr }).toEqual({
+        command, code: 1, stderr: "schema asset_webhooks is at version 0, older than this code's version 6: run `asset-webhooks migrate` first\n",
+      });
+    }
+  });
+});
+
 describe('the binding view check', () => {
+  it('migrate refuses a binding file whose SQL fails, naming the file and the line, and installs none of it', async () => {
+    const file = path.join(directory, 'failing-binding.sql');
+    writeFileSync(file, 'create table public.first_thing (id bigint);\n\nselect nonsense\nfrom nowhere;\n');
+    const result = await runCli(['migrate', '--database-url', db.url, '--binding', file]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe(`--binding ${file}: expected SQL that runs on this database, got an error, line 4: ` +
+      'relation "nowhere" does not exist (42P01) (nothing of the binding was installed)\n');
+    const { rows } = await db.pool.query("select to_regclass('public.first_thing')::text as table");
+    expect(rows).toEqual([{ table: null }]);
+  });
+
   it('migrate refuses a binding whose view lacks a column or has a wrong type, and installs none of it', async () => {
     const file = path.join(directory, 'bad-binding.sql');
     writeFileSync(file, badView);
