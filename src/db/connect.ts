@@ -25,6 +25,18 @@ export function requireDatabaseUrl(option: string | undefined): string {
   if (!url) {
     throw new UserError('database_url_missing', '--database-url: expected a PostgreSQL URL (or the environment variable DATABASE_URL), got nothing');
   }
+  // The value is not echoed: it may hold a password.
+  let protocol: string | undefined;
+  try {
+    protocol = new URL(url).protocol;
+  } catch {
+    protocol = undefined;
+  }
+  // pg also reads socket:/dir?db=name and a bare socket directory.
+  if (!url.startsWith('/') && protocol !== 'postgres:' && protocol !== 'postgresql:' && protocol !== 'socket:') {
+    throw new UserError('database_url_invalid',
+      `--database-url: expected a URL such as postgres://user@host:5432/database (from ${option ? 'the option' : 'DATABASE_URL'}), got ${protocol ? `one with scheme ${protocol}` : 'a value that is not a URL'}`);
+  }
   return url;
 }
 

@@ -96,6 +96,60 @@ describe('events in a window', () => {
   });
 });
 
+describe('the command line refuses what it cannot answer', () => {
+  const window = (): string[] => ['--from', new Date(Date.now() - 3_600_000).toISOString(), '--to', new Date(Date.now() + 60_000).toISOString()];
+
+  it('reads a time without an offset as UTC, whatever the local zone, and honours an offset', async () => {
+    const from = new Date(Date.now() - 3_600_000).toISOString();
+    const to = new Date(Date.now() + 60_000).toISOString();
+    const withZ = await runCli(['events', '--from', from, '--to', to, '--json', '--database-url', db.url]);
+    const noOffset = await runCli(['events', '--from', from.slice(0, -1), '--to', to.slice(0, -1), '--json', '--database-url', db.url], { TZ: 'America/New_York' });
+    // The same instant written in UTC+02:00.
+    const shifted = (iso: string): string => `${new Date(Date.parse(iso) + 7_200_000).toISOString().slice(0, -1)}+02:00`;
+    const withOffset = await runCli(['events', '--from', shifted(from), '--to', shifted(to), '--json', '--database-url', db.url], { TZ: 'Asia/Tokyo' });
+    expect(JSON.parse(withZ.stdout)).not.toHaveLength(0);
+    expect(noOffset.stdout).toBe(withZ.stdout);
+    expect(withOffset.stdout).toBe(withZ.stdout);
+  });
+
+  it('refuses an impossible date, a window that ends before it starts (exit 2) and an unknown webhook (exit 1)', async () => {
+    for (const bad of ['2026-02-30', '2026-11-31T00:00:00Z', '2026-11-22T24:00:00Z', '2026-11-22T09:00:00+25:00', 'yesterday']) {
+      const result = await runCli(['events', '--from', bad, '--to', '2026-12-01T00:00:00Z', '--database-url', db.url]);
+      expect({ bad, code: result.code }).toEqual({ bad, code: 2 });
+      expect(result.stderr).toContain(`--from: expected an ISO-8601 time such as 2026-11-22T09:00:00Z (UTC when no offset is given), got ${JSON.stringify(bad)}`);
+    }
+    const backwards = await runCli(['events', '--from', '2026-11-24T00:00:00Z', '--to', '2026-11-23T00:00:00Z', '--database-url', db.url]);
+    expect(backwards.code).toBe(2);
+    expect(backwards.stderr).toMatch(/^--from: expected a time before --to \(2026-11-23T00:00:00.000Z\), got 2026-11-24T00:00:00.000Z\n/);
+    for (const command of [['events', ...window()], ['dead-letters']]) {
+      const unknown = await runCli([...command, '--webhook', 'nosuch', '--database-url', db.url]);
+      expect({ command, code: unknown.code, stderr: unknown.stderr }).toEqual({
+        command, code: 1, stderr: '--webhook: expected the id of a webhook the service has run with (crm, shop), got "nosuch"\n',
+      });
+    }
+  });
+
+  it('reads an eventId in capitals, and refuses a malformed one or a malformed PAYLOAD_ID as bad usage (exit 2)', async () => {
+    const upper = await runCli(['trace', ids.delivered.toUpperCase(), '--json', '--database-url', db.url]);
+    expect(upper.code).toBe(0);
+    expect((JSON.parse(upper.stdout) as { eventId: string }).eventId).toBe(ids.delivered);
+    const malformed = await runCli(['trace', 'not-a-uuid', '--database-url', db.url]);
+    expect(malformed.code).toBe(2);
+    expect(malformed.stderr).toContain('EVENT_ID: expected a UUID, got "not-a-uuid"');
+    for (const bad of ['abc', '0', '3.0']) {
+      const result = await runCli(['dead-letters', 'redeliver', bad, '--database-url', db.url]);
+      expect({ bad, code: result.code }).toEqual({ bad, code: 2 });
+      expect(result.stderr).toContain(`PAYLOAD_ID: expected an integer from 1 to ${Number.MAX_SAFE_INTEGER}, got "${bad}"`);
+    }
+  });
+
+  it('refuses a --database-url that is not a PostgreSQL URL without echoing it (exit 1)', async () => {
+    const result = await runCli(['dead-letters', '--database-url', 'secret-password-here']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe('--database-url: expected a URL such as postgres://user@host:5432/database (from the option), got a value that is not a URL\n');
+  });
+});
+
 describe('dead letters', () => {
   it('lists the store and redelivers a payload with the same body as a new series, recorded', async () => {
     const list = await runCli(['dead-letters', '--webhook', 'crm', '--database-url', db.url]);
