@@ -19,6 +19,21 @@ export function createPool(databaseUrl: string, options: { max?: number; applica
   return pool;
 }
 
+const CONNECTION_ERROR_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', '57P01', '57P02', '57P03']);
+
+/**
+ * Whether an error says the database could not be reached or the connection
+ * was lost (rather than that a statement was wrong): worth trying again once
+ * the server is back.
+ */
+export function isConnectionError(error: unknown): boolean {
+  if (error instanceof AggregateError) return error.errors.some(isConnectionError);
+  if (!(error instanceof Error)) return false;
+  const code = String((error as { code?: unknown }).code ?? '');
+  // SQLSTATE class 08: connection exception.
+  return CONNECTION_ERROR_CODES.has(code) || code.startsWith('08') || /^Connection terminated/.test(error.message);
+}
+
 /** The database URL from the option or DATABASE_URL, or a UserError naming both. */
 export function requireDatabaseUrl(option: string | undefined): string {
   const url = option ?? process.env.DATABASE_URL;

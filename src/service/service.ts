@@ -131,17 +131,39 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // that changes intervalSeconds takes effect at the new interval's next boundary.
   let ticker: NodeJS.Timeout | undefined;
   let tickedInterval = state.settings.intervalSeconds;
+  // The webhooks of a reload are recorded in the database (views, delivery's
+  // concurrency, dispatch); if it cannot be reached the reload still applies in
+  // this process, and every tick tries to record them again until it works.
+  let unrecorded = false;
+  const recordWebhooks = async (): Promise<void> => {
+    try {
+      await syncWebhooks(pool, state.config);
+      if (unrecorded) logger.info('the configuration in use is recorded in the database again');
+      unrecorded = false;
+    } catch (error) {
+      if (!unrecorded) logger.warn({ err: describeError(error) }, 'could not record the configuration in the database; trying again');
+      unrecorded = true;
+    }
+  };
+  // One warning when scheduling starts failing (the database is away), one line when it works again.
+  let failedTicks = 0;
   const scheduleTick = (): void => {
     ticker = setTimeout(() => {
       void (async () => {
+        if (unrecorded) await recordWebhooks();
         const intervalSeconds = state.settings.intervalSeconds;
         if (intervalSeconds !== tickedInterval) {
           notBefore = await databaseNowMs(pool);
           tickedInterval = intervalSeconds;
         }
         await tick(pool, intervalSeconds, notBefore);
+        if (failedTicks > 0) logger.info({ failedChecks: failedTicks }, 'coalescing runs are scheduled again');
+        failedTicks = 0;
       })()
-        .catch((error: unknown) => logger.warn({ err: describeError(error) }, 'could not schedule a coalescing run'))
+        .catch((error: unknown) => {
+          if (failedTicks === 0) logger.warn({ err: describeError(error) }, 'could not schedule a coalescing run; trying again');
+          failedTicks += 1;
+        })
         .finally(() => {
           if (!shutdown.signal.aborted) scheduleTick();
         });
@@ -187,9 +209,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       }
       const previous = state;
       state = next;
-      await syncWebhooks(pool, next.config);
       void previous.close().catch(() => {});
       logger.info({ webhooks: next.routed.length, intervalSeconds: next.settings.intervalSeconds }, 'configuration reloaded');
+      await recordWebhooks();
       return true;
     },
   };

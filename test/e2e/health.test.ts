@@ -1,44 +1,12 @@
-import { createServer, connect, type Server, type Socket } from 'node:net';
 import { pino } from 'pino';
 import { expect, it } from 'vitest';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
+import { databaseProxy } from '../helpers/database-proxy.js';
 import { eventually } from '../helpers/receiver.js';
 import { startTestService } from '../helpers/service.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 const db = useTestDatabase();
-
-/** A TCP proxy to the database that can drop every connection and refuse new ones: the database "stops". */
-async function databaseProxy(target: URL): Promise<{ url: string; down(): void; up(): void; close(): Promise<void> }> {
-  let available = true;
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    if (!available) return void client.destroy();
-    const upstream = connect(Number(target.port || 5432), target.hostname);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
-      socket.on('error', () => {});
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  const port = await freePort();
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-  const url = new URL(target.toString());
-  url.hostname = '127.0.0.1';
-  url.port = String(port);
-  return {
-    url: url.toString(),
-    down() {
-      available = false;
-      for (const socket of sockets) socket.destroy();
-    },
-    up() {
-      available = true;
-    },
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 it('/healthz turns 503 while the database is unreachable and 200 again when it returns', { timeout: 90_000 }, async () => {
   const proxy = await databaseProxy(new URL(db.url));

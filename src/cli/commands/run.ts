@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { configFromEnvOrOption } from '../../config/load.js';
-import { requireDatabaseUrl } from '../../db/connect.js';
+import { describeError, requireDatabaseUrl } from '../../db/connect.js';
 import { createLogger } from '../../logging/logger.js';
 import { startService } from '../../service/service.js';
 import { parseIntegerOption } from '../options.js';
@@ -22,6 +22,15 @@ export function registerRun(program: Command): void {
         httpPort: options.httpPort,
         concurrency: options.concurrency,
       });
+      // graphile-worker can leave a promise rejected with nobody to handle it
+      // (failing a job while the database is unreachable); Node would end the
+      // process for it, in-flight deliveries and all. Log it and carry on: the
+      // job's payload is recovered by maintenance. It stays registered after the
+      // stop: graphile-worker fails jobs in batches, after its runner resolved.
+      const onUnhandled = (reason: unknown): void => {
+        logger.error({ err: describeError(reason) }, 'an operation failed with nobody to handle it; carrying on');
+      };
+      process.on('unhandledRejection', onUnhandled);
       const stop = (signal: string): void => {
         logger.info({ signal }, 'signal received');
         void service.stop();
