@@ -41,12 +41,7 @@ export function requireDatabaseUrl(option: string | undefined): string {
     throw new UserError('database_url_missing', '--database-url: expected a PostgreSQL URL (or the environment variable DATABASE_URL), got nothing');
   }
   // The value is not echoed: it may hold a password.
-  let protocol: string | undefined;
-  try {
-    protocol = new URL(url).protocol;
-  } catch {
-    protocol = undefined;
-  }
+  const protocol = URL.canParse(url) ? new URL(url).protocol : undefined;
   // pg also reads socket:/dir?db=name and a bare socket directory.
   if (!url.startsWith('/') && protocol !== 'postgres:' && protocol !== 'postgresql:' && protocol !== 'socket:') {
     throw new UserError('database_url_invalid',

@@ -55,8 +55,6 @@ export interface DeliveryContext {
   readonly chainBudgetMs?: number;
   /** Aborted when the service stops: a chain then ends after its current attempt. */
   readonly stopping?: AbortSignal;
-  /** How long a result is retried while the database is unreachable (see settleSurvivingOutage). */
-  readonly settleRetryMs?: number;
 }
 
 export type DeliverOutcome =
@@ -148,7 +146,8 @@ async function attempt(
   }
   // One statement (shared with other results when busy): it locks the payload,
   // checks an operator did not act meanwhile, records the result and applies the next state.
-  const { result, next } = await settleSurvivingOutage(context, webhook, payload, describe(post), classifyResponse(post), chain);
+  const { result, next } = await whileDatabaseAway(context, { payloadId: payload.payloadId, webhookId: webhook.id },
+    () => settle(context.settler, context, payload, payload.attemptNo, describe(post), classifyResponse(post), chain));
   const log = {
     payloadId: payload.payloadId, attempt: payload.attemptNo, webhookId: webhook.id,
     statusCode: result.statusCode, errorClass: result.errorClass, outcome: result.outcome, durationMs: result.durationMs,
@@ -160,39 +159,25 @@ async function attempt(
 }
 
 /**
- * Settles a result the receiver already gave. When the database cannot be
- * reached the write is tried again, with growing pauses, for up to
- * `settleRetryMs` (default two minutes; ten seconds once the service is
- * stopping): given up, the attempt stays unfinished, its webhook waits for
- * maintenance to hand the payload back, and the payload is sent again, a
- * duplicate for a receiver that had answered 2xx.
+ * Writes a result the receiver already gave. While the database cannot be
+ * reached the write is tried again, with growing pauses, for up to two minutes
+ * (ten seconds once the service is stopping). Given up, the attempt stays
+ * unfinished, its webhook waits for maintenance to hand the payload back, and
+ * the payload is sent again: a duplicate for a receiver that had answered 2xx.
  */
-async function settleSurvivingOutage(
-  context: DeliveryContext,
-  webhook: DeliveryWebhook,
-  payload: ChainedPayload,
-  result: Omit<AttemptResult, 'outcome'>,
-  classification: ReturnType<typeof classifyResponse>,
-  chain: boolean,
-): Promise<{ result: AttemptResult; next: ChainedPayload | null }> {
+async function whileDatabaseAway<T>(context: DeliveryContext, about: { payloadId: number; webhookId: string }, write: () => Promise<T>): Promise<T> {
   const started = performance.now();
   for (let retry = 0; ; retry += 1) {
     try {
-      return await settle(context.settler, context, payload, payload.attemptNo, result, classification, chain);
+      return await write();
     } catch (error) {
-      const limit = context.stopping?.aborted === true ? Math.min(STOPPING_SETTLE_RETRY_MS, context.settleRetryMs ?? SETTLE_RETRY_MS) : (context.settleRetryMs ?? SETTLE_RETRY_MS);
+      const limit = context.stopping?.aborted === true ? 10_000 : 120_000;
       if (!isConnectionError(error) || performance.now() - started >= limit) throw error;
-      if (retry === 0) {
-        context.logger.warn({ payloadId: payload.payloadId, webhookId: webhook.id, err: describeError(error) },
-          'could not record a delivery attempt: the database is unreachable; trying again');
-      }
+      if (retry === 0) context.logger.warn({ ...about, err: describeError(error) }, 'could not record a delivery attempt: the database is unreachable; trying again');
       await new Promise((resolve) => setTimeout(resolve, Math.min(250 * 2 ** retry, 5000)));
     }
   }
 }
-
-const SETTLE_RETRY_MS = 120_000;
-const STOPPING_SETTLE_RETRY_MS = 10_000;
 
 /** Decides the next state (the retry policy) and records it with the attempt's result. */
 async function settle(

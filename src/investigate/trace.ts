@@ -40,9 +40,14 @@ export interface Trace {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** Whether a string has the shape of an eventId (a UUID, any case). */
+export function isEventId(value: string): boolean {
+  return UUID.test(value);
+}
+
 /** The life of one event: capture, per webhook its route, every attempt, and the final state. */
 export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace> {
-  if (!UUID.test(eventId)) throw new UserError('invalid_event_id', `EVENT_ID: expected a UUID, got ${JSON.stringify(eventId)}`);
+  if (!isEventId(eventId)) throw new UserError('invalid_event_id', `EVENT_ID: expected a UUID, got ${JSON.stringify(eventId)}`);
   const db = operatorDb(pool);
   const { rows: [waiting] } = await pool.query<OperatorDatabase['asset_webhooks.waiting_events']>(
     'select * from asset_webhooks.find_waiting_event($1)', [eventId]);

@@ -78,6 +78,12 @@ describe('check-config on a valid document', () => {
     expect(result.stdout).toMatch(/: valid, 2 webhook\(s\) \(1 enabled\): crm, webhook-[0-9a-f]{12}; interval 60s\n$/);
   });
 
+  it.concurrent('takes --database-url as every command does, and needs no database', async ({ expect }) => {
+    const result = await runCli(['check-config', file(valid('id: crm')), '--database-url', 'postgres://nobody@127.0.0.1:1/none']);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/valid, 1 webhook\(s\) \(1 enabled\): crm/);
+  });
+
   it.concurrent('accepts JSON too', async ({ expect }) => {
     const result = await runCli(['check-config', file(JSON.stringify({ assetUpdater: { webhooks: [{ id: 'crm', url: 'https://a.example/', enabled: true }] } }))]);
     expect(result.code).toBe(0);

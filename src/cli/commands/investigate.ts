@@ -1,7 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { listDeadLetters, redeliver, renderDeadLetters } from '../../investigate/dead-letters.js';
 import { eventsInWindow, renderEvents } from '../../investigate/events-in-window.js';
-import { renderTrace, traceEvent } from '../../investigate/trace.js';
+import { isEventId, renderTrace, traceEvent } from '../../investigate/trace.js';
 import { assertKnownWebhook } from '../../investigate/known-webhook.js';
 import { withDatabase } from '../database.js';
 import { parseIntegerOption } from '../options.js';
@@ -31,10 +31,8 @@ function parseTime(name: string): (value: string) => Date {
   };
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 function parseEventId(value: string): string {
-  if (!UUID.test(value)) throw new InvalidArgumentError(`EVENT_ID: expected a UUID, got ${JSON.stringify(value)}`);
+  if (!isEventId(value)) throw new InvalidArgumentError(`EVENT_ID: expected a UUID, got ${JSON.stringify(value)}`);
   return value.toLowerCase();
 }
 
