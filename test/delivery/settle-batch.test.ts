@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { parseConfigText } from '../../src/config/load.js';
-import type { AttemptResult, SettleRequest } from '../../src/delivery/attempt-store.js';
+import { settleAttempts, type AttemptResult, type SettleRequest } from '../../src/delivery/attempt-store.js';
 import { SettleBatcher } from '../../src/delivery/settle-batcher.js';
 import { syncWebhooks } from '../../src/service/service-state.js';
 import { receiverConfig } from '../helpers/config.js';
@@ -33,7 +33,7 @@ async function payloads(webhookId: string, count: number, started: number): Prom
   return ids;
 }
 
-async function webhooks(list: ReadonlyArray<{ id: string; concurrency: number }>): Promise<void> {
+async function webhooks(list: ReadonlyArray<{ id: string; concurrency: number; enabled?: boolean }>): Promise<void> {
   await syncWebhooks(db.pool, parseConfigText(receiverConfig(list.map((w) => ({ ...w, url: 'http://127.0.0.1:9/' }))), 'test'));
 }
 
@@ -139,6 +139,47 @@ describe('settling attempts in batches', () => {
     expect(jobs.rows.map((job) => job.key).sort()).toEqual([`deliver:${shop[1]}:1:2`, `deliver:${shop[5]}:1:1`].sort());
     const retryJob = jobs.rows.find((job) => job.key === `deliver:${shop[1]}:1:2`)!;
     expect(Math.abs(retryJob.run_at.getTime() - retryAt.getTime())).toBeLessThan(1000);
+  });
+
+  it('gives chained results of one batch only the slots their webhook has, and starts only what is due', async () => {
+    await webhooks([{ id: 'shop', concurrency: 4 }, { id: 'crm', concurrency: 3 }, { id: 'cms', concurrency: 2 }]);
+    const shop = await payloads('shop', 6, 4);
+    const crm = await payloads('crm', 3, 2);
+    const cms = await payloads('cms', 4, 2);
+    // A reload lowered shop to 2 and disabled crm while their attempts were in flight.
+    await webhooks([{ id: 'shop', concurrency: 2 }, { id: 'crm', concurrency: 3, enabled: false }, { id: 'cms', concurrency: 2 }]);
+    // cms's next payload waits for a retry time an hour away.
+    await db.pool.query("update asset_webhooks.payloads set next_attempt_at = now() + interval '1 hour' where payload_id = $1", [cms[2]]);
+    const chained = [shop[0]!, shop[1]!, shop[2]!, crm[0]!, crm[1]!, cms[0]!, cms[1]!];
+    const answers = await settleAttempts(db.pool, chained.map((id) => request(id, {}, { chain: true })));
+    expect(answers.every((answer) => answer.applied)).toBe(true);
+    // Alone, one at a time, shop's three results would free slots until one is below its new concurrency:
+    // with shop[3] still in flight, one next payload. crm takes none. cms's first result takes the
+    // payload that is not due (it gets a job), its second the one after, which it starts.
+    expect(answers.map((answer) => answer.next?.payloadId ?? null)).toEqual([shop[4], null, null, null, null, null, cms[3]]);
+    expect(answers[6]!.next).toMatchObject({ webhookId: 'cms', series: 1, attemptNo: 1, body: '{"n":4}' });
+    expect(await payloadRows([shop[4]!, shop[5]!, crm[2]!, cms[2]!, cms[3]!])).toEqual([
+      { payload_id: shop[4], status: 'pending', dispatched: true, attempts: 1, dead_letter_reason: null },
+      { payload_id: shop[5], status: 'pending', dispatched: false, attempts: 0, dead_letter_reason: null },
+      { payload_id: crm[2], status: 'pending', dispatched: false, attempts: 0, dead_letter_reason: null },
+      { payload_id: cms[2], status: 'pending', dispatched: true, attempts: 0, dead_letter_reason: null },
+      { payload_id: cms[3], status: 'pending', dispatched: true, attempts: 1, dead_letter_reason: null },
+    ]);
+    // The payload that is not due got a job at its retry time, as from hand_off; the started ones an open attempt each.
+    const jobs = await db.pool.query<{ key: string }>("select key from graphile_worker.jobs where task_identifier = 'deliver'");
+    expect(jobs.rows.map((job) => job.key)).toEqual([`deliver:${cms[2]}:1:1`]);
+    const open = await db.pool.query<{ payload_id: number }>('select payload_id from asset_webhooks.attempts where outcome is null order by payload_id');
+    expect(open.rows.map((row) => row.payload_id)).toEqual([shop[3], shop[4], cms[3]]);
+  });
+
+  it('settles a payload named twice in one batch as two results one after the other', async () => {
+    await webhooks([{ id: 'shop', concurrency: 2 }]);
+    const ids = await payloads('shop', 3, 2);
+    const answers = await settleAttempts(db.pool, [request(ids[0]!, {}, { chain: true }), request(ids[0]!, {}, { chain: true })]);
+    // The first applies and takes the next payload; the second finds the payload delivered already.
+    expect(answers.map((answer) => [answer.applied, answer.next?.payloadId ?? null])).toEqual([[true, ids[2]], [false, null]]);
+    const attempts = await db.pool.query('select outcome from asset_webhooks.attempts where payload_id = $1', [ids[0]]);
+    expect(attempts.rows).toEqual([{ outcome: 'retry' }]);
   });
 
   it('fails every result of a failing batch and changes nothing; the next batch is written', async () => {

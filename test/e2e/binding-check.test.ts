@@ -2,8 +2,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadMigrations } from '../../src/migrate/sql-files.js';
 import { runCli } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/test-database.js';
+
+/** The newest migration: the schema version this code expects. */
+const codeVersion = Math.max(...loadMigrations().map((migration) => migration.id));
 
 // A binding whose asset_state view the service cannot read is refused where it
 // is installed (migrate) and where it is used (run), naming each column.
@@ -44,7 +48,7 @@ describe('a database never migrated', () => {
     for (const command of commands) {
       const result = await runCli([...command, '--database-url', db.url]);
       expect({ command, code: result.code, stderr: result.stderr }).toEqual({
-        command, code: 1, stderr: "schema asset_webhooks is at version 0, older than this code's version 6: run `asset-webhooks migrate` first\n",
+        command, code: 1, stderr: `schema asset_webhooks is at version 0, older than this code's version ${codeVersion}: run \`asset-webhooks migrate\` first\n`,
       });
     }
   });
