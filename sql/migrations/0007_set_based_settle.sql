@@ -26,6 +26,13 @@
 --   * the n-th of a webhook's chained results (by payload_id) gets its n-th
 --     next payload (by payload_id); a next payload that is not due or whose
 --     series has expired is not started but gets a job, as from hand_off.
+--
+-- Measured on PG15, chained batches settled back to back (4,096 payloads of
+-- 20 KB, one connection), ms per batch of 1 / 8 / 32 / 64 results:
+--   0006's function, a call per result:  0.93 / 3.45 / 10.4 / 18.5
+--   this one, generic plans:             0.95-1.05 / 2.34 / 4.2-5.8 / 7.5-9.4
+--   this one, plans made per call:       1.7 / 3.0 / 4.3 / 6.9
+-- The service's batches hold about 7 results at concurrency 32.
 create or replace function asset_webhooks.settle_attempts(
   p_payload_ids bigint[], p_series integer[], p_attempts integer[],
   p_duration_ms integer[], p_status_codes integer[], p_error_classes text[], p_error_messages text[], p_excerpts text[],
@@ -35,7 +42,11 @@ create or replace function asset_webhooks.settle_attempts(
   idx integer, applied boolean, next_payload_id bigint, next_webhook_id text, next_series integer, next_attempt integer,
   next_series_started_at timestamptz, next_body text
 )
-language plpgsql as $$
+language plpgsql
+-- Its statements are planned once per connection, not on every call: custom
+-- plans for the array parameters cost more to make than they saved (above).
+set plan_cache_mode = force_generic_plan
+as $$
 #variable_conflict use_column
 declare
   v_set boolean[];
