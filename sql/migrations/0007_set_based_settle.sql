@@ -54,7 +54,6 @@ declare
   v_answered boolean[];
   v_settled_idx integer[];
   v_settled_webhook text[];
-  v_settled_payload bigint[];
   v_webhook text;
   v_slots integer[];
   v_limit integer;
@@ -102,14 +101,15 @@ begin
     where v_set[r.i] and v_current[r.i] and p.payload_id = r.payload_id
     returning r.i, p.webhook_id, p.payload_id
   )
-  select array_agg(s.i order by s.payload_id), array_agg(s.webhook_id order by s.payload_id), array_agg(s.payload_id order by s.payload_id)
-  into v_settled_idx, v_settled_webhook, v_settled_payload
+  -- In payload_id order: the order in which a webhook's results take its next payloads.
+  select array_agg(s.i order by s.payload_id), array_agg(s.webhook_id order by s.payload_id)
+  into v_settled_idx, v_settled_webhook
   from settled s;
 
   -- Each webhook's freed slots go to its next payloads.
   for v_webhook in select distinct w from unnest(v_settled_webhook) as w order by w loop
-    v_slots := array(select s.i from unnest(v_settled_idx, v_settled_webhook, v_settled_payload) as s(i, w, payload_id)
-                     where s.w = v_webhook order by s.payload_id);
+    v_slots := array(select s.i from unnest(v_settled_idx, v_settled_webhook) with ordinality as s(i, w, k)
+                     where s.w = v_webhook order by s.k);
     select w.concurrency into v_limit from asset_webhooks.webhooks w where w.webhook_id = v_webhook and w.enabled;
     continue when v_limit is null;
     select count(*) into v_in_flight from asset_webhooks.payloads p

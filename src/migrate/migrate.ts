@@ -5,7 +5,7 @@ import { SchemaVersionError, UserError } from '../errors.js';
 import { describeError } from '../db/connect.js';
 import { inTransaction } from '../db/transaction.js';
 import { assertBinding } from './binding-check.js';
-import { loadMigrations, referenceBindingPath } from './sql-files.js';
+import { codeSchemaVersion, loadMigrations, referenceBindingPath } from './sql-files.js';
 
 /**
  * Serialises every `migrate` against one database: two runs at once wait for
@@ -116,7 +116,7 @@ export async function readSchemaVersion(client: pg.Pool | pg.PoolClient): Promis
  * newer (upgrade this code) than the code.
  */
 export async function assertSchemaCurrent(pool: pg.Pool): Promise<void> {
-  const codeVersion = Math.max(...loadMigrations().map((m) => m.id));
+  const codeVersion = codeSchemaVersion();
   const databaseVersion = await readSchemaVersion(pool);
   if (databaseVersion < codeVersion) {
     throw new SchemaVersionError(

@@ -2,12 +2,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadMigrations } from '../../src/migrate/sql-files.js';
+import { codeSchemaVersion } from '../../src/migrate/sql-files.js';
 import { runCli } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
-/** The newest migration: the schema version this code expects. */
-const codeVersion = Math.max(...loadMigrations().map((migration) => migration.id));
+const codeVersion = codeSchemaVersion();
 
 // A binding whose asset_state view the service cannot read is refused where it
 // is installed (migrate) and where it is used (run), naming each column.

@@ -3,14 +3,13 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { runMaintenance } from '../../src/maintenance/maintenance.js';
-import { loadMigrations } from '../../src/migrate/sql-files.js';
+import { codeSchemaVersion } from '../../src/migrate/sql-files.js';
 import { runCli } from '../helpers/cli.js';
 import { openWebhook, registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 
-/** The newest migration: the schema version this code expects. */
-const codeVersion = Math.max(...loadMigrations().map((migration) => migration.id));
+const codeVersion = codeSchemaVersion();
 
 const tempDirectory = useTempDirectories();
 
