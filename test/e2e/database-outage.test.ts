@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import { startCli, type CliProcess } from '../helpers/cli.js';
+import { nonJsonLines, startCli, type CliProcess } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
 import { databaseProxy, type DatabaseProxy } from '../helpers/database-proxy.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
@@ -78,6 +78,8 @@ it('records a delivery the receiver answered while the database was away, once i
   await db.pool.query('insert into assets (asset_id) values (2)');
   await receiver.waitFor(2, 20_000);
   expect(service.child.exitCode).toBeNull();
+  // What the database outage made our dependencies print is in the JSON log too.
+  expect(nonJsonLines(service.output.stderr)).toEqual([]);
 });
 
 it('exits 0 on SIGTERM while the database is away with a delivery in flight', { timeout: 90_000 }, async () => {
@@ -91,4 +93,5 @@ it('exits 0 on SIGTERM while the database is away with a delivery in flight', { 
   // The settle is retried for at most 10 s once stopping, then left to maintenance.
   expect(Date.now() - stoppedAt).toBeLessThan(40_000);
   expect(service.output.stderr).not.toMatch(/\n\s+at .*batchFailJobs/);
+  expect(nonJsonLines(service.output.stderr)).toEqual([]);
 });

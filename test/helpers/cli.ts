@@ -45,3 +45,16 @@ export function startCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): 
   const exited = new Promise<number | string>((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')));
   return { child, output, exited };
 }
+
+/** The lines of a `run` process's log stream that are not JSON objects (operators' log pipelines expect none). */
+export function nonJsonLines(log: string): string[] {
+  return log.split('\n').filter((line) => {
+    if (line.trim() === '') return false;
+    try {
+      const parsed: unknown = JSON.parse(line);
+      return typeof parsed !== 'object' || parsed === null;
+    } catch {
+      return true;
+    }
+  });
+}

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { configFromEnvOrOption } from '../../config/load.js';
 import { describeError, requireDatabaseUrl } from '../../db/connect.js';
+import { routeConsoleTo } from '../../logging/console.js';
 import { createLogger } from '../../logging/logger.js';
 import { startService } from '../../service/service.js';
 import { parseIntegerOption } from '../options.js';
@@ -15,6 +16,7 @@ export function registerRun(program: Command): void {
     .option('--concurrency <n>', 'jobs this process runs at once (default 10)', parseIntegerOption('--concurrency', 1, 256))
     .action(async (options: { databaseUrl?: string; config?: string; httpPort?: number; concurrency?: number }) => {
       const logger = createLogger();
+      routeConsoleTo(logger);
       const service = await startService({
         databaseUrl: requireDatabaseUrl(options.databaseUrl),
         configPath: configFromEnvOrOption(options.config),
