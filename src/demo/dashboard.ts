@@ -44,7 +44,7 @@ export async function readDashboard(pool: pg.Pool): Promise<DashboardSnapshot> {
 }
 
 /** The dashboard as text lines. */
-export function renderDashboard(snapshot: DashboardSnapshot, elapsedSeconds: number, databaseUrl: string): string[] {
+export function renderDashboard(snapshot: DashboardSnapshot, elapsedSeconds: number, databaseUrl: string, keepsDatabase = false): string[] {
   const pad = (value: string | number, width: number): string => String(value).padStart(width);
   const lines = [
     `asset-webhooks demo — ${elapsedSeconds}s — events captured: ${snapshot.captured} (waiting for the next run: ${snapshot.waiting})`,
@@ -59,7 +59,7 @@ export function renderDashboard(snapshot: DashboardSnapshot, elapsedSeconds: num
     '  npx asset-webhooks dead-letters',
     `  psql "$DATABASE_URL" -c 'select * from asset_webhooks.event_outcomes order by occurred_at desc limit 10'`,
     '',
-    'Ctrl-C stops the demo and removes its database.',
+    keepsDatabase ? 'Ctrl-C stops the demo; its tables stay in the database.' : 'Ctrl-C stops the demo and removes its database.',
   ];
   return lines;
 }

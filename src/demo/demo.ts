@@ -1,7 +1,10 @@
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import type pg from 'pg';
 import { pino } from 'pino';
-import { createPool } from '../db/connect.js';
+import { assertReachable, createPool, redactUrl } from '../db/connect.js';
+import { UserError } from '../errors.js';
 import { startEmbeddedPostgres } from '../embedded/embedded-postgres.js';
 import { migrate } from '../migrate/migrate.js';
 import { startService } from '../service/service.js';
@@ -12,26 +15,49 @@ import { startReceiver } from './receivers.js';
 export interface DemoOptions {
   /** End by itself after this many seconds; undefined = until Ctrl-C. */
   readonly durationSeconds?: number | undefined;
+  /**
+   * Run against this database instead of an embedded one. It must be empty of
+   * asset tables and of asset-webhooks (checked): the demo installs the
+   * reference schema and writes simulated assets. Its tables stay there.
+   */
+  readonly databaseUrl?: string | undefined;
   readonly out?: NodeJS.WriteStream;
 }
 
 /**
- * The whole service on an embedded PostgreSQL: the reference schema, two local
- * receivers (one reliable, one that fails now and then), simulated activity, a
- * two-second interval, and a live view. Everything is removed on exit.
+ * The whole service on an embedded PostgreSQL (or the empty database given):
+ * the reference schema, two local receivers (one reliable, one that fails now
+ * and then), simulated activity, a two-second interval, and a live view. An
+ * embedded database is removed on exit; a given one keeps the demo's tables.
  */
 export async function runDemo(options: DemoOptions): Promise<void> {
   const out = options.out ?? process.stdout;
-  out.write('starting an embedded PostgreSQL...\n');
-  const server = await startEmbeddedPostgres();
-  const cleanups: Array<() => Promise<void>> = [() => server.stop()];
+  const external = options.databaseUrl !== undefined;
+  const cleanups: Array<() => Promise<void>> = [];
   const cleanup = async (): Promise<void> => {
     for (const step of cleanups.reverse()) await step().catch(() => {});
   };
   try {
-    const databaseUrl = server.url;
+    let databaseUrl: string;
+    let directory: string;
+    if (options.databaseUrl !== undefined) {
+      databaseUrl = options.databaseUrl;
+      directory = mkdtempSync(path.join(os.tmpdir(), 'asset-webhooks-demo-'));
+      cleanups.push(async () => rmSync(directory, { recursive: true, force: true }));
+    } else {
+      out.write('starting an embedded PostgreSQL...\n');
+      const server = await startEmbeddedPostgres();
+      cleanups.push(() => server.stop());
+      databaseUrl = server.url;
+      directory = server.directory;
+    }
     const pool = createPool(databaseUrl, { max: 4, applicationName: 'asset-webhooks demo' });
     cleanups.push(() => pool.end());
+    if (external) {
+      await assertReachable(pool, databaseUrl);
+      await assertEmptyForDemo(pool, databaseUrl);
+      out.write(`running the demo in ${redactUrl(databaseUrl)}\n`);
+    }
     await migrate(pool, databaseUrl, { binding: 'reference' });
 
     const crm = await startReceiver('crm', () => 200);
@@ -39,9 +65,9 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     const shop = await startReceiver('shop', (n) => (n === 8 ? 400 : n % 7 === 0 ? 503 : 200));
     cleanups.push(() => crm.close(), () => shop.close());
 
-    const configPath = path.join(server.directory, 'demo-config.yaml');
+    const configPath = path.join(directory, 'demo-config.yaml');
     writeFileSync(configPath, demoConfig(crm.url, shop.url));
-    const logPath = path.join(server.directory, 'service.log');
+    const logPath = path.join(directory, 'service.log');
     const logger = pino({ level: process.env.LOG_LEVEL ?? 'info' }, pino.destination({ dest: logPath, sync: false }));
     const service = await startService({ databaseUrl, configPath, logger, concurrency: 4 });
     cleanups.push(() => service.stop());
@@ -61,7 +87,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       };
       const draw = async (): Promise<void> => {
         const elapsed = Math.round((Date.now() - started) / 1000);
-        const lines = renderDashboard(await readDashboard(pool), elapsed, databaseUrl);
+        const lines = renderDashboard(await readDashboard(pool), elapsed, external ? redactUrl(databaseUrl) : databaseUrl, external);
         out.write(interactive ? `\x1b[H\x1b[2J${lines.join('\n')}\n` : `${lines.slice(0, 3 + 3).join('\n')}\n\n`);
         if (options.durationSeconds !== undefined && elapsed >= options.durationSeconds) finish();
       };
@@ -72,9 +98,27 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     const final = await readDashboard(pool);
     out.write(`\nstopping. receivers got: crm ${crm.stats.events} events in ${crm.stats.accepted} payloads, shop ${shop.stats.events} events in ${shop.stats.accepted} payloads (${shop.stats.requests - shop.stats.accepted} refused)\n`);
     out.write(`dead letters: ${final.rows.reduce((n, row) => n + row.deadLetters, 0)}\n`);
+    if (external) out.write(`the demo's tables stay in ${redactUrl(databaseUrl)} for trace, events and dead-letters.\n`);
   } finally {
     await cleanup();
-    out.write('demo database removed.\n');
+    if (!external) out.write('demo database removed.\n');
+  }
+}
+
+/**
+ * Refuses a database that holds asset tables or asset-webhooks already: the
+ * demo would write simulated assets into a real asset database.
+ */
+async function assertEmptyForDemo(pool: pg.Pool, databaseUrl: string): Promise<void> {
+  const { rows } = await pool.query<{ name: string }>(
+    `select 'schema asset_webhooks' as name from pg_namespace where nspname = 'asset_webhooks'
+     union all
+     select 'table ' || c.relname from pg_class c
+     where c.relnamespace = 'public'::regnamespace and c.relname in ('assets', 'asset_atoms', 'asset_keywords', 'asset_additional_fields')`,
+  );
+  if (rows.length > 0) {
+    throw new UserError('demo_database_not_empty',
+      `--database-url: expected an empty database for the demo (it installs the reference asset schema and writes simulated assets), got ${redactUrl(databaseUrl)} with ${rows.map((row) => row.name).join(', ')}`);
   }
 }
 
