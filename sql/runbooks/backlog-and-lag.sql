@@ -18,3 +18,12 @@ from asset_webhooks.coalesce_runs order by run_id desc limit 10;
 \echo 'Captures that failed inside a trigger (the source write went through; the event was not captured):'
 select occurred_at, table_name, operation, sqlstate, message
 from asset_webhooks.capture_errors order by capture_error_id desc limit 20;
+
+\echo 'Open transactions that hold back the cleanup of dead rows, oldest first (needs pg_read_all_stats to see other roles):'
+\echo 'While one stays open (pg_dump, a long report, a session left idle in transaction), every delivered payload'
+\echo 'leaves rows that cannot be removed, and delivering a backlog slows down more the longer the backlog is.'
+select pid, usename, application_name, state, now() - xact_start as open_for, left(query, 80) as query
+from pg_stat_activity
+where datname = current_database() and backend_xmin is not null and pid <> pg_backend_pid()
+order by xact_start limit 5;
+select gid, prepared, now() - prepared as open_for from pg_prepared_xacts where database = current_database();

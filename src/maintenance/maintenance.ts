@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { dispatchWebhooks } from '../coalesce/persist.js';
+import { oldestTransactionAge } from '../db/long-transactions.js';
 
 export interface MaintenanceOptions {
   readonly pool: pg.Pool;
@@ -9,6 +10,8 @@ export interface MaintenanceOptions {
   readonly logger: Logger;
   /** Rows deleted per statement, so no statement holds long locks. Default 5,000. */
   readonly batchSize?: number;
+  /** Warn about a transaction open this long while payloads wait. Default 600 s. */
+  readonly longTransactionSeconds?: number;
 }
 
 export interface MaintenanceResult {
@@ -26,7 +29,10 @@ export interface MaintenanceResult {
  *    that died (graphile-worker frees such locks only after hours) are handed
  *    back to the pump, so none waits on a dead worker;
  *  - consumed events, finished payloads, runs and ticks older than
- *    retentionDays are removed in small batches.
+ *    retentionDays are removed in small batches;
+ *  - while payloads wait, a transaction open for longer than
+ *    longTransactionSeconds is logged: the dead rows of every delivery stay
+ *    until it ends, and delivering a backlog slows down more the longer it is.
  */
 export async function runMaintenance(options: MaintenanceOptions): Promise<MaintenanceResult> {
   const { pool, logger } = options;
@@ -67,6 +73,8 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
   if (expired.length > 0) logger.warn({ payloads: expired.length }, 'waiting payloads expired and were dead-lettered');
   if (orphaned.length > 0) logger.warn({ payloads: orphaned.length }, 'payloads whose delivery job was lost were handed back');
 
+  await warnOfLongTransaction(options);
+
   const deleted: Record<string, number> = {};
   const cutoff = `now() - make_interval(days => $1)`;
   const purge = async (name: string, sql: string): Promise<void> => {
@@ -91,4 +99,15 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
     select slot from asset_webhooks.ticks where created_at < ${cutoff} limit $2)`);
   if (Object.keys(deleted).length > 0) logger.info({ deleted }, 'retention cleanup');
   return { expired: expired.length, redispatched: orphaned.length, deleted };
+}
+
+async function warnOfLongTransaction(options: MaintenanceOptions): Promise<void> {
+  const oldest = await oldestTransactionAge(options.pool);
+  if (!oldest || oldest.seconds < (options.longTransactionSeconds ?? 600)) return;
+  const { rows } = await options.pool.query<{ waiting: boolean }>(
+    "select exists (select 1 from asset_webhooks.payloads where status = 'pending') as waiting");
+  if (!rows[0]?.waiting) return;
+  options.logger.warn(
+    { ageSeconds: Math.round(oldest.seconds), pid: oldest.pid, applicationName: oldest.applicationName, state: oldest.state },
+    'a long open transaction holds back the cleanup of delivered payloads: delivery slows until it ends (sql/runbooks/backlog-and-lag.sql)');
 }

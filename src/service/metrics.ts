@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { oldestTransactionAge } from '../db/long-transactions.js';
 import type { AttemptResult } from '../delivery/attempt-store.js';
 
 /**
@@ -49,6 +50,15 @@ export class ServiceMetrics {
         const { rows } = await pool.query<{ age: number | null }>(
           'select extract(epoch from now() - min(occurred_at))::float8 as age from asset_webhooks.outbox');
         this.set(Math.max(0, rows[0]?.age ?? 0));
+      },
+    });
+    new Gauge({
+      name: 'asset_webhooks_oldest_transaction_age_seconds',
+      help: 'Age of the oldest open transaction or snapshot in this database that holds back the removal of dead rows (0 when none). '
+        + 'While one stays open, delivering a backlog slows more the longer the backlog: see sql/runbooks/backlog-and-lag.sql.',
+      registers: [this.registry],
+      async collect() {
+        this.set((await oldestTransactionAge(pool))?.seconds ?? 0);
       },
     });
     new Gauge({

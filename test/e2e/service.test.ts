@@ -143,6 +143,7 @@ describe('the service as operators run it', () => {
     }, 10_000, 'the delivery to show in /metrics');
     expect(text).toMatch(/# TYPE asset_webhooks_events_coalesced_total counter/);
     expect(text).toMatch(/asset_webhooks_outbox_backlog_rows \d+/);
+    expect(text).toMatch(/\nasset_webhooks_oldest_transaction_age_seconds \d/);
     expect(text).not.toContain(receiver.url);
   });
 
