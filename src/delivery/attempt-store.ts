@@ -117,7 +117,7 @@ export async function settleAttempt(client: pg.PoolClient | pg.Pool, request: Se
  * Settles several attempts in one statement (asset_webhooks.settle_attempts,
  * each exactly as {@link settleAttempt} would): the answers in request order.
  */
-export async function settleAttempts(client: pg.PoolClient | pg.Pool, requests: readonly SettleRequest[]): Promise<Settled[]> {
+export async function settleAttempts(client: pg.ClientBase | pg.Pool, requests: readonly SettleRequest[]): Promise<Settled[]> {
   const column = <T>(pick: (request: SettleRequest) => T): T[] => requests.map(pick);
   const { rows } = await client.query<SettledRow & { idx: number }>(
     `select * from asset_webhooks.settle_attempts($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[], $6::text[], $7::text[],
