@@ -51,12 +51,14 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       databaseUrl = server.url;
       directory = server.directory;
     }
+    // A given URL may hold a password; the embedded one's is throwaway and needed by the commands shown.
+    const shownUrl = external ? redactUrl(databaseUrl) : databaseUrl;
     const pool = createPool(databaseUrl, { max: 4, applicationName: 'asset-webhooks demo' });
     cleanups.push(() => pool.end());
     if (external) {
       await assertReachable(pool, databaseUrl);
-      await assertEmptyForDemo(pool, databaseUrl);
-      out.write(`running the demo in ${redactUrl(databaseUrl)}\n`);
+      await assertEmptyForDemo(pool, shownUrl);
+      out.write(`running the demo in ${shownUrl}\n`);
     }
     await migrate(pool, databaseUrl, { binding: 'reference' });
 
@@ -87,7 +89,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       };
       const draw = async (): Promise<void> => {
         const elapsed = Math.round((Date.now() - started) / 1000);
-        const lines = renderDashboard(await readDashboard(pool), elapsed, external ? redactUrl(databaseUrl) : databaseUrl, external);
+        const lines = renderDashboard(await readDashboard(pool), elapsed, shownUrl, external);
         out.write(interactive ? `\x1b[H\x1b[2J${lines.join('\n')}\n` : `${lines.slice(0, 3 + 3).join('\n')}\n\n`);
         if (options.durationSeconds !== undefined && elapsed >= options.durationSeconds) finish();
       };
@@ -98,7 +100,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     const final = await readDashboard(pool);
     out.write(`\nstopping. receivers got: crm ${crm.stats.events} events in ${crm.stats.accepted} payloads, shop ${shop.stats.events} events in ${shop.stats.accepted} payloads (${shop.stats.requests - shop.stats.accepted} refused)\n`);
     out.write(`dead letters: ${final.rows.reduce((n, row) => n + row.deadLetters, 0)}\n`);
-    if (external) out.write(`the demo's tables stay in ${redactUrl(databaseUrl)} for trace, events and dead-letters.\n`);
+    if (external) out.write(`the demo's tables stay in ${shownUrl} for trace, events and dead-letters.\n`);
   } finally {
     await cleanup();
     if (!external) out.write('demo database removed.\n');
@@ -109,7 +111,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
  * Refuses a database that holds asset tables or asset-webhooks already: the
  * demo would write simulated assets into a real asset database.
  */
-async function assertEmptyForDemo(pool: pg.Pool, databaseUrl: string): Promise<void> {
+async function assertEmptyForDemo(pool: pg.Pool, shownUrl: string): Promise<void> {
   const { rows } = await pool.query<{ name: string }>(
     `select 'schema asset_webhooks' as name from pg_namespace where nspname = 'asset_webhooks'
      union all
@@ -118,7 +120,7 @@ async function assertEmptyForDemo(pool: pg.Pool, databaseUrl: string): Promise<v
   );
   if (rows.length > 0) {
     throw new UserError('demo_database_not_empty',
-      `--database-url: expected an empty database for the demo (it installs the reference asset schema and writes simulated assets), got ${redactUrl(databaseUrl)} with ${rows.map((row) => row.name).join(', ')}`);
+      `--database-url: expected an empty database for the demo (it installs the reference asset schema and writes simulated assets), got ${shownUrl} with ${rows.map((row) => row.name).join(', ')}`);
   }
 }
 

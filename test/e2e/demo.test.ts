@@ -23,7 +23,8 @@ it('npm run demo -- --duration 20 delivers to both receivers and leaves nothing 
   // The suite's own embedded server may be running: only new ones count.
   const before = new Set(embeddedDirectories());
   const processesBefore = new Set(postgresProcesses());
-  const result = await runCli(['demo', '--duration', '20'], {}, 120_000);
+  // DATABASE_URL names a real database here: the plain demo must not use it.
+  const result = await runCli(['demo', '--duration', '20'], { DATABASE_URL: db.url }, 120_000);
   expect(result.code).toBe(0);
   const summary = /receivers got: crm (\d+) events in (\d+) payloads, shop (\d+) events in (\d+) payloads/.exec(result.stdout);
   expect(summary, result.stdout + result.stderr).not.toBeNull();
@@ -32,6 +33,8 @@ it('npm run demo -- --duration 20 delivers to both receivers and leaves nothing 
   expect(result.stdout).toContain('demo database removed.');
   expect(embeddedDirectories().filter((name) => !before.has(name))).toEqual([]);
   expect(postgresProcesses().filter((pid) => !processesBefore.has(pid))).toEqual([]);
+  const { rows } = await db.pool.query("select 1 from pg_namespace where nspname = 'asset_webhooks'");
+  expect(rows).toEqual([]);
 }, 150_000);
 
 it('demo --database-url runs in the empty database given, keeps its tables there, and refuses a database that has asset tables', async () => {
