@@ -11,7 +11,9 @@ import { configSchema, type Config } from './schema.js';
  * `<path>: <what was expected>, got <what was found>`.
  */
 export function parseConfigText(text: string, sourceName: string): Config {
-  const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  // logLevel error: the library's warnings (a key that is a list, say) would
+  // go to the process's stderr; such a key is refused by the schema instead.
+  const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true, logLevel: 'error' });
   if (document.errors.length > 0) {
     throw new UserError('config_invalid', document.errors.map((error) => {
       const position = error.linePos?.[0];
@@ -24,8 +26,12 @@ export function parseConfigText(text: string, sourceName: string): Config {
   try {
     data = document.toJS();
   } catch (error) {
+    const message = describeError(error);
+    if (message.startsWith('Unresolved alias')) {
+      throw new UserError('config_invalid', `${sourceName}: expected every alias to name an anchor set before it, got ${message}`, { cause: error });
+    }
     // An alias expanding beyond the library's limit (a "billion laughs" document).
-    throw new UserError('config_invalid', `${sourceName}: expected a YAML document of ordinary size, got ${describeError(error)}`, { cause: error });
+    throw new UserError('config_invalid', `${sourceName}: expected a YAML document of ordinary size, got ${message}`, { cause: error });
   }
   if (data === null || data === undefined) {
     throw new UserError('config_invalid', `${sourceName}: expected a document with the root key "assetUpdater", got an empty document`);
@@ -85,7 +91,9 @@ export function configFromEnvOrOption(option?: string): string {
  * as a whole is named by `sourceName`.
  */
 export function formatIssues(issues: readonly z.core.$ZodIssue[], sourceName = '(document)'): string[] {
-  return issues.flatMap((issue) => {
+  // A value can fail two checks with the same message (a huge number is neither
+  // an integer nor in range): one line is enough.
+  return [...new Set(issues.flatMap((issue) => {
     const path = formatPath(issue.path);
     if (issue.code === 'unrecognized_keys') {
       return issue.keys.map((key) => {
@@ -98,7 +106,7 @@ export function formatIssues(issues: readonly z.core.$ZodIssue[], sourceName = '
       ? `expected one of ${issue.values.map(String).join(', ')}`
       : issue.message.startsWith('expected') ? issue.message : genericExpectation(issue);
     return [`${path || sourceName}: ${expected}, got ${describeInput(issue.input)}`];
-  });
+  }))];
 }
 
 function genericExpectation(issue: z.core.$ZodIssue): string {
@@ -123,6 +131,8 @@ function describeInput(input: unknown): string {
   if (input === undefined) return 'nothing';
   if (Array.isArray(input)) return input.length === 0 ? 'an empty list' : `a list ${truncate(JSON.stringify(input))}`;
   if (input !== null && typeof input === 'object') return 'a mapping';
+  // JSON would write null (1e400 in YAML is Infinity).
+  if (typeof input === 'number' && !Number.isFinite(input)) return String(input);
   return truncate(JSON.stringify(input));
 }
 

@@ -41,28 +41,53 @@ const httpUrl = z.string({ error: 'expected an http or https URL' }).refine((val
 
 /** RFC 9110 token characters. */
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** RFC 9110 field-value characters: visible ASCII, space, tab and obs-text (0x80-0xFF); no CR, LF, NUL or other controls. */
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 /** Headers the service sets itself; configuration may not override them. */
-const RESERVED_HEADERS = ['content-type', 'x-api-key', 'host', 'content-length'];
+const SERVICE_HEADERS = ['content-type', 'x-api-key', 'host', 'content-length'];
+/** Headers of the connection and the message framing, which the HTTP client manages (undici refuses them). */
+const CONNECTION_HEADERS = ['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'expect'];
 
-const headers = z.record(z.string(), z.string({ error: 'expected a string header value' }), {
+/**
+ * Values are checked here rather than by the record's value type, so that
+ * every problem of the mapping is reported at once, not only the wrong types.
+ */
+const headers = z.record(z.string(), z.unknown(), {
   error: 'expected a mapping of header names to string values',
 }).superRefine((value, context) => {
+  const seen = new Map<string, string>();
   for (const [name, headerValue] of Object.entries(value)) {
+    const lower = name.toLowerCase();
     if (!HEADER_NAME.test(name)) {
       context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header name made of HTTP token characters' });
-    } else if (RESERVED_HEADERS.includes(name.toLowerCase())) {
+    } else if (SERVICE_HEADERS.includes(lower)) {
       context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header other than Content-Type, X-API-Key, Host or Content-Length (the service sets those)' });
+    } else if (CONNECTION_HEADERS.includes(lower)) {
+      context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header other than Connection, Keep-Alive, Transfer-Encoding, Upgrade or Expect (the HTTP client manages those)' });
+    } else if (seen.has(lower)) {
+      context.addIssue({ code: 'custom', path: [name], input: name, message: `expected each header once (header names ignore case: ${JSON.stringify(seen.get(lower))} is the same header)` });
     }
-    if (/[\r\n\0]/.test(headerValue)) {
-      context.addIssue({ code: 'custom', path: [name], input: headerValue, message: 'expected a header value without CR, LF or NUL' });
+    seen.set(lower, seen.get(lower) ?? name);
+    if (typeof headerValue !== 'string') {
+      context.addIssue({ code: 'custom', path: [name], input: headerValue, message: 'expected a string header value' });
+    } else if (!HEADER_VALUE.test(headerValue)) {
+      context.addIssue({
+        code: 'custom', path: [name], input: headerValue,
+        message: 'expected a header value without CR, LF, NUL or other control characters, nor characters beyond U+00FF',
+      });
     }
   }
-});
+}).transform((value) => value as Record<string, string>);
 
 export const FILTER_KINDS = ['keywords', 'additionalFields', 'state', 'schemaId', 'typeId', 'domainId', 'parentId'] as const;
 export type FilterKind = (typeof FILTER_KINDS)[number];
 export const CONDITIONS = ['AND', 'ANY', 'NONE'] as const;
 export type Condition = (typeof CONDITIONS)[number];
+
+/** The filter kinds whose values are numbers, written as decimal strings. */
+const NUMERIC_KINDS: ReadonlySet<string> = new Set(['schemaId', 'typeId', 'domainId', 'parentId']);
+/** How an asset's number reads as a string (CONTRACT section 3): "007" would never match. */
+const DECIMAL = /^(0|[1-9][0-9]*)$/;
 
 const filterGroup = z
   .strictObject({
@@ -73,22 +98,25 @@ const filterGroup = z
     /** Only for additionalFields: match only fields of this name. */
     fieldName: nonEmptyString.optional(),
   })
+  // Runs even when other parts of the group are invalid (a number among the
+  // values, say), so that every problem of the group is reported at once.
   .superRefine((group, context) => {
-    if (group.fieldName !== undefined && group.filterKind !== 'additionalFields') {
-      context.addIssue({ code: 'custom', path: ['fieldName'], input: group.fieldName, message: `expected no fieldName on a ${group.filterKind} filter (only additionalFields takes one)` });
+    const kind: unknown = group.filterKind;
+    if (group.fieldName !== undefined && typeof kind === 'string' && kind !== 'additionalFields' && FILTER_KINDS.includes(kind as FilterKind)) {
+      context.addIssue({ code: 'custom', path: ['fieldName'], input: group.fieldName, message: `expected no fieldName on a ${kind} filter (only additionalFields takes one)` });
     }
-    if (group.filterKind === 'schemaId' || group.filterKind === 'typeId' || group.filterKind === 'domainId' || group.filterKind === 'parentId') {
-      group.value.forEach((value, index) => {
-        const ok = /^\d+$/.test(value) || (group.filterKind === 'parentId' && value === 'null');
-        if (!ok) {
+    if (typeof kind === 'string' && NUMERIC_KINDS.has(kind) && Array.isArray(group.value)) {
+      (group.value as unknown[]).forEach((value, index) => {
+        if (typeof value !== 'string') return;
+        if (!DECIMAL.test(value) && !(kind === 'parentId' && value === 'null')) {
           context.addIssue({
             code: 'custom', path: ['value', index], input: value,
-            message: group.filterKind === 'parentId' ? 'expected a string of digits or "null"' : 'expected a string of digits',
+            message: `expected a string of digits without leading zeros${kind === 'parentId' ? ' or "null"' : ''}`,
           });
         }
       });
     }
-  });
+  }, { when: (payload) => payload.value !== null && typeof payload.value === 'object' });
 
 export const SECRET_PROVIDERS = ['env', 'file', 'gcp', 'aws'] as const;
 

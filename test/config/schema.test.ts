@@ -162,6 +162,41 @@ describe('problems', () => {
     expect(problems(bomb)).toEqual([expect.stringMatching(/^config\.yaml: expected a YAML document of ordinary size, got .*alias/i)]);
   });
 
+  it('reports every problem of a headers mapping at once, not only the wrongly typed value', () => {
+    expect(problems(oneWebhook('headers: { "Bad Name": v, X-A: "a\\r\\nb", X-C: 5 }'))).toEqual([
+      'assetUpdater.webhooks[0].headers["Bad Name"]: expected a header name made of HTTP token characters, got "Bad Name"',
+      'assetUpdater.webhooks[0].headers["X-A"]: expected a header value without CR, LF, NUL or other control characters, nor characters beyond U+00FF, got "a\\r\\nb"',
+      'assetUpdater.webhooks[0].headers["X-C"]: expected a string header value, got 5',
+    ]);
+  });
+
+  it('reports every problem of a filter value list at once', () => {
+    expect(problems(oneWebhook('filters: [ { filterKind: schemaId, condition: ANY, value: [12, "1.5", abc] } ]'))).toEqual([
+      'assetUpdater.webhooks[0].filters[0].value[0]: expected a string (quote numbers: "2026"), got 12',
+      'assetUpdater.webhooks[0].filters[0].value[1]: expected a string of digits without leading zeros, got "1.5"',
+      'assetUpdater.webhooks[0].filters[0].value[2]: expected a string of digits without leading zeros, got "abc"',
+    ]);
+  });
+
+  it('writes a number too large for JavaScript as Infinity, once', () => {
+    expect(problems(oneWebhook('', '  intervalSeconds: 1e400\n'))).toEqual(['assetUpdater.intervalSeconds: expected an integer from 1 to 3600, got Infinity']);
+    expect(problems(oneWebhook('', '  intervalSeconds: 99999999999999999999999\n'))).toEqual(['assetUpdater.intervalSeconds: expected an integer from 1 to 3600, got 1e+23']);
+  });
+
+  it('names an alias without its anchor as such', () => {
+    expect(problems('assetUpdater:\n  webhooks: *nope\n')).toEqual([expect.stringMatching(/^config\.yaml: expected every alias to name an anchor set before it, got Unresolved alias.*nope/)]);
+  });
+
+  it('refuses a key that is a list without a warning of the YAML library on stderr', () => {
+    const warn = vi.spyOn(process, 'emitWarning');
+    try {
+      expect(problems(oneWebhook('headers: { [a, b]: abc }'))).toEqual([expect.stringMatching(/^assetUpdater\.webhooks\[0\]\.headers\[.*\]: expected a header name made of HTTP token characters/)]);
+      expect(warn).not.toHaveBeenCalled();
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
   it('shortens a long value it quotes', () => {
     const [line] = problems(oneWebhook('', `  intervalSeconds: "${'x'.repeat(200)}"\n`));
     expect(line!.length).toBeLessThan(160);
