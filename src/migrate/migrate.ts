@@ -79,13 +79,24 @@ export async function migrate(pool: pg.Pool, connectionString: string, options: 
   return { applied, schemaVersion: codeVersion, ...(bindingSql ? { binding: bindingSql.name } : {}) };
 }
 
-/** Runs a binding's SQL; an error in it is the user's, named with its file and line. */
+/**
+ * Runs a binding's SQL; an error in it is the user's, named with its file and line.
+ *
+ * The file runs through EXECUTE in a function of this session, not as a query
+ * of its own: a COMMIT or ROLLBACK written in the file would otherwise end the
+ * migration's transaction halfway through the file and leave the part before
+ * it installed. Through EXECUTE, PostgreSQL refuses transaction commands, and
+ * the statements still run one after the other, each planned when it runs.
+ */
 async function runBindingSql(client: pg.PoolClient, binding: { name: string; sql: string }): Promise<void> {
+  await client.query('create or replace function pg_temp.asset_webhooks_run_binding(sql text) returns void language plpgsql as $f$ begin execute sql; end $f$');
   try {
-    await client.query(binding.sql);
+    await client.query('select pg_temp.asset_webhooks_run_binding($1)', [binding.sql]);
   } catch (error) {
-    const position = Number((error as { position?: unknown }).position);
-    const line = Number.isInteger(position) && position > 0 ? `, line ${binding.sql.slice(0, position - 1).split('\n').length}` : '';
+    // The position of a statement run by EXECUTE is reported as the internal one.
+    const { position, internalPosition } = error as { position?: unknown; internalPosition?: unknown };
+    const offset = Number(position ?? internalPosition);
+    const line = Number.isInteger(offset) && offset > 0 ? `, line ${binding.sql.slice(0, offset - 1).split('\n').length}` : '';
     throw new UserError('binding_failed',
       `--binding ${binding.name}: expected SQL that runs on this database, got an error${line}: ${describeError(error)} (nothing of the binding was installed)`,
       { cause: error });

@@ -101,6 +101,15 @@ describe('check-config on a valid document', () => {
     expect(byEnv.stdout).toContain('from-env');
   });
 
+  it.concurrent('refuses a file argument and a different --config together (exit 2) rather than pick one', async ({ expect }) => {
+    const first = file(valid('id: first'));
+    const second = file(valid('id: second'));
+    const result = await runCli(['check-config', first, '--config', second]);
+    expect({ code: result.code, stdout: result.stdout }).toEqual({ code: 2, stdout: '' });
+    expect(result.stderr.split('\n')[0]).toBe(`--config: expected the same file as the argument ${JSON.stringify(first)}, or only one of them, got ${JSON.stringify(second)}`);
+    expect((await runCli(['check-config', first, '--config', first])).code).toBe(0);
+  });
+
   it.concurrent('without a file, --config or ASSET_WEBHOOKS_CONFIG: exit 1 naming both', async ({ expect }) => {
     const result = await runCli(['check-config'], { ASSET_WEBHOOKS_CONFIG: undefined });
     expect(result.code).toBe(1);

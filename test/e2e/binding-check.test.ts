@@ -65,6 +65,16 @@ describe('the binding view check', () => {
     expect(rows).toEqual([{ table: null }]);
   });
 
+  it('migrate refuses a binding that ends the transaction itself, and installs none of it', async () => {
+    const file = path.join(directory, 'committing-binding.sql');
+    writeFileSync(file, 'create table public.before_commit (id bigint);\ncommit;\nselect 1/0;\n');
+    const result = await runCli(['migrate', '--database-url', db.url, '--binding', file]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(new RegExp(`^--binding ${file}: expected SQL that runs on this database, got an error: EXECUTE of transaction commands is not implemented \\(0A000\\) \\(nothing of the binding was installed\\)\\n$`));
+    const { rows } = await db.pool.query("select to_regclass('public.before_commit')::text as table");
+    expect(rows).toEqual([{ table: null }]);
+  });
+
   it('migrate refuses a binding whose view lacks a column or has a wrong type, and installs none of it', async () => {
     const file = path.join(directory, 'bad-binding.sql');
     writeFileSync(file, badView);
@@ -74,6 +84,16 @@ describe('the binding view check', () => {
     expect(result.stderr).not.toMatch(/\n\s+at /);
     const { rows } = await db.pool.query("select to_regclass('public.things')::text as things, to_regclass('asset_webhooks.asset_state')::text as view");
     expect(rows).toEqual([{ things: null, view: null }]);
+  });
+
+  it('explain on a database without a binding says to install one, in one line (exit 1)', async () => {
+    const config = path.join(directory, 'explain.yaml');
+    writeFileSync(config, 'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n');
+    expect((await runCli(['migrate', '--database-url', db.url])).code).toBe(0);
+    const result = await runCli(['explain', '--webhook', 'crm', '--asset', '1', '--config', config, '--database-url', db.url]);
+    expect({ code: result.code, stderr: result.stderr }).toEqual({
+      code: 1, stderr: 'view asset_webhooks.asset_state: expected a binding to be installed, got none (run `asset-webhooks migrate --binding reference|FILE`)\n',
+    });
   });
 
   it('run refuses to start on a database whose view was changed by hand', async () => {

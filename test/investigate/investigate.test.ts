@@ -155,8 +155,9 @@ describe('dead letters', () => {
     const list = await runCli(['dead-letters', '--webhook', 'crm', '--database-url', db.url]);
     expect(list.stdout).toMatch(new RegExp(`payload ${ids.deadPayload}\\s+webhook crm\\s+rejected`));
     const { rows: [before] } = await db.pool.query<{ body: string }>('select body from asset_webhooks.payloads where payload_id = $1', [ids.deadPayload]);
-    const redelivered = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--database-url', db.url]);
+    const redelivered = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--json', '--database-url', db.url]);
     expect(redelivered.code).toBe(0);
+    expect(JSON.parse(redelivered.stdout)).toEqual({ payloadId: ids.deadPayload, webhookId: 'crm', series: 2 });
     const { rows: [after] } = await db.pool.query<{ body: string; status: string; series: number; attempts: number }>(
       'select body, status, series, attempts from asset_webhooks.payloads where payload_id = $1', [ids.deadPayload]);
     expect(after).toEqual({ body: before!.body, status: 'pending', series: 2, attempts: 0 });

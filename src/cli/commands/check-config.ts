@@ -8,7 +8,11 @@ export function registerCheckConfig(program: Command): void {
     .option('--config <file>', 'configuration document (default: env ASSET_WEBHOOKS_CONFIG)')
     // Every command takes it (CONTRACT section 2); checking a document needs no database.
     .option('--database-url <url>', 'accepted for uniformity with the other commands; not used')
-    .action(async (file: string | undefined, options: { config?: string }) => {
+    .action(async (file: string | undefined, options: { config?: string }, command: Command) => {
+      if (file !== undefined && options.config !== undefined && file !== options.config) {
+        command.error(`--config: expected the same file as the argument ${JSON.stringify(file)}, or only one of them, got ${JSON.stringify(options.config)}`,
+          { exitCode: 2, code: 'asset-webhooks.config-twice' });
+      }
       const path = file ?? configFromEnvOrOption(options.config);
       const config = await loadConfigFile(path);
       const webhooks = config.assetUpdater.webhooks;

@@ -7,6 +7,7 @@ import { explainWebhook } from '../../filters/explain.js';
 import { readAssetState } from '../../filters/read-asset-state.js';
 import { EVENT_TYPES, type EventType } from '../../interfaces.js';
 import { parseIntegerOption } from '../options.js';
+import { assertBinding } from '../../migrate/binding-check.js';
 
 function parseEventType(value: string): EventType {
   const type = EVENT_TYPES.find((candidate) => candidate === value.toUpperCase());
@@ -20,7 +21,7 @@ export function registerExplain(program: Command): void {
     .description("Evaluate a webhook's checks against an asset's current state and say which check passes or excludes it.")
     .requiredOption('--webhook <id>', 'webhook id')
     .requiredOption('--asset <assetId>', 'asset id', parseIntegerOption('--asset', 1, Number.MAX_SAFE_INTEGER))
-    .option('--event-type <type>', 'event type to evaluate (default Edited)', parseEventType, 'EDITED' as EventType)
+    .option('--event-type <type>', 'event type to evaluate', parseEventType, 'EDITED' as EventType)
     .option('--json', 'machine-readable output')
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
     .option('--config <file>', 'configuration document (default: env ASSET_WEBHOOKS_CONFIG)')
@@ -31,6 +32,8 @@ export function registerExplain(program: Command): void {
         throw new UserError('unknown_webhook', `--webhook: expected one of ${config.assetUpdater.webhooks.map((w) => w.id).join(', ') || '(no webhooks configured)'}, got ${JSON.stringify(options.webhook)}`);
       }
       await withDatabase(options.databaseUrl, async (pool) => {
+        // Without a (valid) binding there is no asset state to read: say so in one line.
+        await assertBinding(pool);
         const asset = await readAssetState(pool, options.asset);
         if (!asset) throw new UserError('unknown_asset', `--asset: expected an existing asset id, got ${options.asset} (no such asset in asset_webhooks.asset_state)`);
         const explanation = explainWebhook(webhook, options.eventType, asset);

@@ -91,10 +91,14 @@ export function registerInvestigation(program: Command): void {
     .command('redeliver')
     .argument('<payloadId>', 'the dead-lettered payload', parseIntegerOption('PAYLOAD_ID', 1, Number.MAX_SAFE_INTEGER))
     .description('Send one dead-lettered payload again: same body, same eventIds, a fresh series of attempts. Recorded.')
+    .option('--json', 'machine-readable output')
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
-    .action(async (id: number, options: { databaseUrl?: string }) => {
-      const databaseUrl = options.databaseUrl ?? deadLetters.opts<{ databaseUrl?: string }>().databaseUrl;
+    .action(async (id: number, options: { json?: boolean; databaseUrl?: string }) => {
+      // Options written before the subcommand's name belong to `dead-letters`.
+      const parent = deadLetters.opts<{ json?: boolean; databaseUrl?: string }>();
+      const databaseUrl = options.databaseUrl ?? parent.databaseUrl;
       const result = await withDatabase(databaseUrl, (pool) => redeliver(pool, id));
-      process.stdout.write(`payload ${id} of webhook ${result.webhookId} queued for redelivery (series ${result.series}); a running service sends it\n`);
+      print({ payloadId: id, webhookId: result.webhookId, series: result.series }, options.json ?? parent.json,
+        () => `payload ${id} of webhook ${result.webhookId} queued for redelivery (series ${result.series}); a running service sends it`);
     });
 }
