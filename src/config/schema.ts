@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { EVENT_TYPES, type EventType } from '../interfaces.js';
+import { isSecretFileName, SECRET_FILE_NAME_EXPECTED } from '../secrets/file-provider.js';
 
 /**
  * The configuration document (CONTRACT section 3): this one zod schema is the
@@ -196,6 +197,16 @@ const settings = z
       // Runs even when other entries (or other keys) are invalid, so that a
       // duplicate id is reported together with every other problem.
       .superRefine(uniqueIds, { when: (payload) => Array.isArray(payload.value) }),
+  })
+  // With provider file an apikey names a file in the directory: one that
+  // could never be read is refused now rather than at every delivery.
+  .superRefine((value, context) => {
+    if (value.secrets.provider !== 'file') return;
+    value.webhooks.forEach((entry, index) => {
+      if (entry.apikey !== undefined && !isSecretFileName(entry.apikey)) {
+        context.addIssue({ code: 'custom', path: ['webhooks', index, 'apikey'], input: entry.apikey, message: `${SECRET_FILE_NAME_EXPECTED} (secrets provider file)` });
+      }
+    });
   })
   // After the duplicate check, which must still see whether an id was given.
   .transform((value) => ({

@@ -11,8 +11,8 @@ export function fileProvider(directory: string): SecretProvider {
   return {
     name: 'file',
     async read(secretName) {
-      if (secretName === '' || secretName === '.' || secretName === '..' || /[/\\\0]/.test(secretName)) {
-        throw new SecretResolutionError(secretName, 'file', 'expected a file name without path separators, NUL, "." or ".."');
+      if (!isSecretFileName(secretName)) {
+        throw new SecretResolutionError(secretName, 'file', SECRET_FILE_NAME_EXPECTED);
       }
       const file = path.join(directory, secretName);
       let text: string;
@@ -25,4 +25,11 @@ export function fileProvider(directory: string): SecretProvider {
       return text.endsWith('\r\n') ? text.slice(0, -2) : text.endsWith('\n') ? text.slice(0, -1) : text;
     },
   };
+}
+
+/** What a secret's name must be for provider file (also checked when the configuration is read). */
+export const SECRET_FILE_NAME_EXPECTED = 'expected a file name without path separators, NUL, "." or ".."';
+
+export function isSecretFileName(name: string): boolean {
+  return name !== '' && name !== '.' && name !== '..' && !/[/\\\0]/.test(name);
 }

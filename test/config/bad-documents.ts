@@ -75,6 +75,7 @@ export const badDocuments: readonly (readonly [string, string, string])[] = [
   ['provider file without a directory', valid('', '  secrets: { provider: file }\n'), 'assetUpdater.secrets.directory: expected a directory for secrets provider file, got nothing'],
   ['provider gcp without a projectId', valid('', '  secrets: { provider: gcp }\n'), 'assetUpdater.secrets.gcp.projectId: expected a projectId for secrets provider gcp, got nothing'],
   ['provider gcp with an empty gcp block', valid('', '  secrets: { provider: gcp, gcp: {} }\n'), 'assetUpdater.secrets.gcp.projectId: expected a non-empty string, got nothing'],
+  ['provider file with an apikey that is a path', valid('apikey: ../outside.txt', '  secrets: { provider: file, directory: /run/secrets }\n'), 'assetUpdater.webhooks[0].apikey: expected a file name without path separators, NUL, "." or ".." (secrets provider file), got "../outside.txt"'],
   ['provider aws without a region', valid('', '  secrets: { provider: aws }\n'), 'assetUpdater.secrets.aws.region: expected a region for secrets provider aws, got nothing'],
   // unknown keys
   ['a misspelt key that would otherwise mean "all types"', valid('eventType: [Created]'), 'assetUpdater.webhooks[0].eventType: expected no such key (check the spelling), got unknown key "eventType"'],
