@@ -65,17 +65,22 @@ describe('outcomes other than a retryable failure', () => {
 
 describe('the delivery window (deadLetterAfterSeconds from the start of the series)', () => {
   it.each([
-    // attempt, failed at, expected: a retry that lands inside the window is kept, at or after it expires
+    // attempt, failed at, expected: a retry inside the window is kept; one that
+    // would land after it comes at its end (where the job dead-letters it); a
+    // failure at or after the end is expired at once.
     [2, DAY - 121, { kind: 'retry', at: plus(DAY - 1) }],
-    [2, DAY - 120, { kind: 'dead_letter', reason: 'expired' }],
-    [2, DAY - 60, { kind: 'dead_letter', reason: 'expired' }],
+    [2, DAY - 120, { kind: 'retry', at: plus(DAY) }],
+    [2, DAY - 60, { kind: 'retry', at: plus(DAY) }],
+    [2, DAY - 0.001, { kind: 'retry', at: plus(DAY) }],
+    [2, DAY, { kind: 'dead_letter', reason: 'expired' }],
     [1, DAY + 10, { kind: 'dead_letter', reason: 'expired' }],
   ] as const)('failed attempt %i at +%is → %j', (attemptsMade, failedAt, expected) => {
     expect(nextState(input({ attemptsMade, now: plus(failedAt) }))).toEqual(expected);
   });
 
-  it('a short window expires a payload before its retries are used up', () => {
-    expect(nextState(input({ attemptsMade: 3, now: plus(180), deadLetterAfterSeconds: 400 }))).toEqual({ kind: 'dead_letter', reason: 'expired' });
+  it('a short window ends a payload\'s retries before they are used up, at its end and not before', () => {
+    expect(nextState(input({ attemptsMade: 3, now: plus(180), deadLetterAfterSeconds: 400 }))).toEqual({ kind: 'retry', at: plus(400) });
+    expect(isExpired(createdAt, plus(400), 400)).toBe(true);
   });
 
   it('a series started by an operator redelivery gets a fresh window', () => {

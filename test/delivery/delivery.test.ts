@@ -117,6 +117,10 @@ describe('delivery through the running service', () => {
     const [payload] = await settled(1);
     expect(payload).toMatchObject({ status: 'dead_lettered', dead_letter_reason: 'expired' });
     expect(payload!.attempts).toBeLessThan(10);
+    // When the window has passed, not when the next retry would fall after it.
+    const { rows: [window] } = await db.pool.query<{ ms: number }>(
+      'select extract(epoch from dead_lettered_at - series_started_at) * 1000 as ms from asset_webhooks.payloads where payload_id = $1', [payload!.payload_id]);
+    expect(Number(window!.ms)).toBeGreaterThanOrEqual(3000);
   });
 
   it('sends a payload only after the previous one of the webhook is delivered (concurrency 1)', async () => {

@@ -42,10 +42,12 @@ export interface NextStateInput {
  * 2. `rejected` (4xx) → dead letter `rejected` at once, never retried.
  * 3. `retryable` with no delay left (attemptsMade > delaysSeconds.length) →
  *    dead letter `retries_exhausted`.
- * 4. `retryable` whose retry would fall at or after createdAt +
- *    deadLetterAfterSeconds (24 h by default), which includes `now` already
- *    being past it → dead letter `expired`.
- * 5. Otherwise → retry at now + delaysSeconds[attemptsMade - 1].
+ * 4. `retryable` with `now` at or past createdAt + deadLetterAfterSeconds
+ *    (24 h by default) → dead letter `expired`.
+ * 5. Otherwise → retry at now + delaysSeconds[attemptsMade - 1], or at the
+ *    end of the window if that comes first: the job then finds the payload
+ *    expired (isExpired) and dead-letters it exactly when the window ends,
+ *    never earlier (CONTRACT section 5: when the seconds *pass*).
  *
  * The delay counts from the end of the failed attempt (`now`), not from when
  * it was scheduled, so a slow receiver cannot make retries bunch up.
@@ -61,9 +63,9 @@ export function nextState(input: NextStateInput): NextState {
   if (input.classification === 'rejected') return { kind: 'dead_letter', reason: 'rejected' };
   const delay = input.delaysSeconds[input.attemptsMade - 1];
   if (delay === undefined) return { kind: 'dead_letter', reason: 'retries_exhausted' };
-  const at = new Date(input.now.getTime() + delay * 1000);
-  if (at.getTime() >= deadline(input.createdAt, input.deadLetterAfterSeconds)) return { kind: 'dead_letter', reason: 'expired' };
-  return { kind: 'retry', at };
+  const end = deadline(input.createdAt, input.deadLetterAfterSeconds);
+  if (input.now.getTime() >= end) return { kind: 'dead_letter', reason: 'expired' };
+  return { kind: 'retry', at: new Date(Math.min(input.now.getTime() + delay * 1000, end)) };
 }
 
 /**
