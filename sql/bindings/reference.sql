@@ -59,8 +59,7 @@ returns trigger language plpgsql security definer set search_path = pg_catalog, 
 begin
   insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
   select 'CREATED', n.asset_id, n.asset_uuid, n.latest_atom_id, n.supertype, n.parent_id
-  from new_rows n
-  order by n.asset_id;
+  from new_rows n;
   return null;
 exception when others then
   perform asset_webhooks.record_capture_error(tg_table_name, tg_op, sqlstate, sqlerrm);
@@ -77,6 +76,13 @@ end $$;
 -- The pairs are compared once (materialized) and each event type read from
 -- them by its own branch: a lateral list of three candidates per row cost a
 -- third of the trigger's time on a bulk update (bench: write_cost).
+-- The branches are inserted one after the other (an INSERT never runs a
+-- parallel plan), so an asset's events get their seqs in the order above; the
+-- order across assets of one statement carries no meaning. An ORDER BY
+-- asset_id sorted every bulk update's events for nothing. A 100,000-row
+-- UPDATE, medians of 8 alternating: PG15 1.50 s with it, 1.38 s without,
+-- 0.98 s without triggers; embedded PG17 1.48, 1.42 and 0.89 s. The other
+-- functions need no order either: they capture one event per asset.
 create or replace function asset_webhooks.reference_capture_assets_update()
 returns trigger language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off as $$
 begin
@@ -94,13 +100,12 @@ begin
   )
   select e.event_type, e.asset_id, e.asset_uuid, e.latest_atom_id, e.supertype, e.parent_id
   from (
-    select 1 as ord, 'REVERSION' as event_type, c.* from changed c where c.reverted
+    select 'REVERSION' as event_type, c.* from changed c where c.reverted
     union all
-    select 2, 'EDITED', c.* from changed c where c.edited
+    select 'EDITED', c.* from changed c where c.edited
     union all
-    select 3, 'DELETED', c.* from changed c where c.trashed
-  ) e
-  order by e.asset_id, e.ord;
+    select 'DELETED', c.* from changed c where c.trashed
+  ) e;
   return null;
 exception when others then
   perform asset_webhooks.record_capture_error(tg_table_name, tg_op, sqlstate, sqlerrm);
@@ -113,8 +118,7 @@ returns trigger language plpgsql security definer set search_path = pg_catalog, 
 begin
   insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
   select 'PURGED', o.asset_id, o.asset_uuid, null, o.supertype, o.parent_id
-  from old_rows o
-  order by o.asset_id;
+  from old_rows o;
   return null;
 exception when others then
   perform asset_webhooks.record_capture_error(tg_table_name, tg_op, sqlstate, sqlerrm);
@@ -132,14 +136,12 @@ begin
     insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
     select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
     from public.assets a
-    where a.asset_id in (select n.asset_id from new_rows n)
-    order by a.asset_id;
+    where a.asset_id in (select n.asset_id from new_rows n);
   elsif tg_op = 'DELETE' then
     insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
     select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
     from public.assets a
-    where a.asset_id in (select o.asset_id from old_rows o)
-    order by a.asset_id;
+    where a.asset_id in (select o.asset_id from old_rows o);
   else
     insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
     select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
@@ -148,8 +150,7 @@ begin
       select c.asset_id from (select * from old_rows except all select * from new_rows) c
       union
       select c.asset_id from (select * from new_rows except all select * from old_rows) c
-    )
-    order by a.asset_id;
+    );
   end if;
   return null;
 exception when others then

@@ -55,6 +55,22 @@ describe('the reference binding captures exactly the events of CONTRACT section 
     expect(await capture(setup, change)).toEqual(expected);
   });
 
+  it('keeps each asset\'s events of one statement in the order REVERSION, EDITED, DELETED, whatever the other assets', async () => {
+    await db.pool.query("insert into assets (asset_id, title, latest_atom_id) select g, 't' || g, g from generate_series(1, 300) g");
+    await db.pool.query('delete from asset_webhooks.outbox');
+    // Every third asset gets all three, the others one or two of them.
+    await db.pool.query(`update assets set
+       latest_atom_id = case when asset_id % 2 = 0 then latest_atom_id + 1000 else latest_atom_id end,
+       title = case when asset_id % 3 = 0 then 'changed' else title end,
+       trashed_at = case when asset_id % 2 = 0 or asset_id % 3 = 0 then now() end`);
+    const byAsset = new Map<number, string[]>();
+    for (const row of await captured()) byAsset.set(row.asset_id, [...(byAsset.get(row.asset_id) ?? []), row.event_type]);
+    const expected = (id: number): string[] => [
+      ...(id % 2 === 0 ? ['REVERSION'] : []), ...(id % 3 === 0 ? ['EDITED'] : []), ...(id % 2 === 0 || id % 3 === 0 ? ['DELETED'] : []),
+    ];
+    for (let id = 1; id <= 300; id += 1) expect({ id, events: byAsset.get(id) ?? [] }).toEqual({ id, events: expected(id) });
+  });
+
   it('captures nothing from a rolled-back transaction', async () => {
     const client = await db.pool.connect();
     try {
