@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { describeError, isConnectionError } from '../db/connect.js';
 import { inTransaction } from '../db/transaction.js';
+import { HAND_BACK_AFTER_MINUTES } from '../maintenance/maintenance.js';
 import type { SecretResolver } from '../secrets/types.js';
 import {
   abandonAttempt, attemptUnfinished, handBack, handOff, lockPayload, markDeadLettered, settleAttempt, startAttempt,
@@ -139,6 +140,7 @@ async function attempt(
   webhook: DeliveryWebhook,
   chain: boolean,
 ): Promise<{ result: AttemptResult; next: ChainedPayload | null }> {
+  const started = performance.now();
   const post = await send(context, webhook, payload.body);
   if (post.kind === 'response' && (post.statusCode === 401 || post.statusCode === 403) && webhook.apikey) {
     // The key may have been rotated: read it again on the next attempt.
@@ -146,7 +148,7 @@ async function attempt(
   }
   // One statement (shared with other results when busy): it locks the payload,
   // checks an operator did not act meanwhile, records the result and applies the next state.
-  const { result, next } = await whileDatabaseAway(context, { payloadId: payload.payloadId, webhookId: webhook.id },
+  const { result, next } = await whileDatabaseAway(context, { payloadId: payload.payloadId, webhookId: webhook.id }, started,
     () => settle(context.settler, context, payload, payload.attemptNo, describe(post), classifyResponse(post), chain));
   const log = {
     payloadId: payload.payloadId, attempt: payload.attemptNo, webhookId: webhook.id,
@@ -160,24 +162,34 @@ async function attempt(
 
 /**
  * Writes a result the receiver already gave. While the database cannot be
- * reached the write is tried again, with growing pauses, for up to two minutes
- * (ten seconds once the service is stopping). Given up, the attempt stays
+ * reached the write is tried again, with growing pauses, until
+ * RECORD_RESULT_FOR_MS after the attempt started (ten seconds once the service
+ * is stopping). That is two minutes short of maintenance's hand-back, which
+ * comes HAND_BACK_AFTER_MINUTES after the attempt's start: a result written in
+ * time is never raced by a second send. Given up, the attempt stays
  * unfinished, its webhook waits for maintenance to hand the payload back, and
  * the payload is sent again: a duplicate for a receiver that had answered 2xx.
  */
-async function whileDatabaseAway<T>(context: DeliveryContext, about: { payloadId: number; webhookId: string }, write: () => Promise<T>): Promise<T> {
-  const started = performance.now();
+async function whileDatabaseAway<T>(
+  context: DeliveryContext, about: { payloadId: number; webhookId: string }, attemptStarted: number, write: () => Promise<T>,
+): Promise<T> {
+  const stoppingFrom = performance.now();
   for (let retry = 0; ; retry += 1) {
     try {
       return await write();
     } catch (error) {
-      const limit = context.stopping?.aborted === true ? 10_000 : 120_000;
-      if (!isConnectionError(error) || performance.now() - started >= limit) throw error;
+      const now = performance.now();
+      const stopping = context.stopping?.aborted === true;
+      const outOfTime = now - attemptStarted >= RECORD_RESULT_FOR_MS || (stopping && now - stoppingFrom >= 10_000);
+      if (!isConnectionError(error) || outOfTime) throw error;
       if (retry === 0) context.logger.warn({ ...about, err: describeError(error) }, 'could not record a delivery attempt: the database is unreachable; trying again');
       await new Promise((resolve) => setTimeout(resolve, Math.min(250 * 2 ** retry, 5000)));
     }
   }
 }
+
+/** How long after an attempt's start its result is still written (see whileDatabaseAway). */
+const RECORD_RESULT_FOR_MS = (HAND_BACK_AFTER_MINUTES - 2) * 60_000;
 
 /** Decides the next state (the retry policy) and records it with the attempt's result. */
 async function settle(

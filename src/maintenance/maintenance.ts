@@ -34,6 +34,13 @@ export interface MaintenanceResult {
  *    longTransactionSeconds is logged: the dead rows of every delivery stay
  *    until it ends, and delivering a backlog slows down more the longer it is.
  */
+/**
+ * How long after its attempt started a dispatched payload without a live job
+ * is handed back (and sent again). Delivery keeps trying to record a result
+ * for less than this (deliver.ts), so the two never overlap.
+ */
+export const HAND_BACK_AFTER_MINUTES = 10;
+
 export async function runMaintenance(options: MaintenanceOptions): Promise<MaintenanceResult> {
   const { pool, logger } = options;
   const batchSize = options.batchSize ?? 5000;
@@ -52,13 +59,13 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
     `with orphaned as (
        update asset_webhooks.payloads p set dispatched = false
        where p.status = 'pending' and p.dispatched
-         and coalesce(p.next_attempt_at, p.last_attempt_at, p.series_started_at) < now() - interval '10 minutes'
+         and coalesce(p.next_attempt_at, p.last_attempt_at, p.series_started_at) < now() - make_interval(mins => $1)
          and not exists (
            select 1 from graphile_worker.jobs j
            where j.key in (asset_webhooks.deliver_job_key(p.payload_id, p.series, p.attempts),
                            asset_webhooks.deliver_job_key(p.payload_id, p.series, p.attempts + 1))
              and j.attempts < j.max_attempts
-             and (j.locked_at is null or j.locked_at > now() - interval '10 minutes'))
+             and (j.locked_at is null or j.locked_at > now() - make_interval(mins => $1)))
        returning p.payload_id, p.series, p.attempts, p.webhook_id
      ),
      interrupted as (
@@ -68,6 +75,7 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
        where a.payload_id = o.payload_id and a.series = o.series and a.attempt_no = o.attempts and a.outcome is null
      )
      select webhook_id from orphaned`,
+    [HAND_BACK_AFTER_MINUTES],
   );
   await dispatchWebhooks(pool, [...expired, ...orphaned].map((row) => row.webhook_id));
   if (expired.length > 0) logger.warn({ payloads: expired.length }, 'waiting payloads expired and were dead-lettered');
