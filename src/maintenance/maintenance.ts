@@ -21,6 +21,13 @@ export interface MaintenanceResult {
 }
 
 /**
+ * How long after its attempt started a dispatched payload without a live job
+ * is handed back (and sent again). Delivery keeps trying to record a result
+ * for less than this (deliver.ts), so the two never overlap.
+ */
+export const HAND_BACK_AFTER_MINUTES = 10;
+
+/**
  * The periodic housekeeping of the service (once a minute):
  *  - payloads that wait undispatched past deadLetterAfterSeconds (a disabled
  *    webhook, or behind a stuck one) are dead-lettered as `expired`;
@@ -34,13 +41,6 @@ export interface MaintenanceResult {
  *    longTransactionSeconds is logged: the dead rows of every delivery stay
  *    until it ends, and delivering a backlog slows down more the longer it is.
  */
-/**
- * How long after its attempt started a dispatched payload without a live job
- * is handed back (and sent again). Delivery keeps trying to record a result
- * for less than this (deliver.ts), so the two never overlap.
- */
-export const HAND_BACK_AFTER_MINUTES = 10;
-
 export async function runMaintenance(options: MaintenanceOptions): Promise<MaintenanceResult> {
   const { pool, logger } = options;
   const batchSize = options.batchSize ?? 5000;

@@ -92,6 +92,7 @@ async function runBindingSql(client: pg.PoolClient, binding: { name: string; sql
   await client.query('create or replace function pg_temp.asset_webhooks_run_binding(sql text) returns void language plpgsql as $f$ begin execute sql; end $f$');
   try {
     await client.query('select pg_temp.asset_webhooks_run_binding($1)', [binding.sql]);
+    await client.query('drop function pg_temp.asset_webhooks_run_binding(text)');
   } catch (error) {
     // The position of a statement run by EXECUTE is reported as the internal one.
     const { position, internalPosition } = error as { position?: unknown; internalPosition?: unknown };
