@@ -68,7 +68,7 @@ const headers = z.record(z.string(), z.unknown(), {
     } else if (seen.has(lower)) {
       context.addIssue({ code: 'custom', path: [name], input: name, message: `expected each header once (header names ignore case: ${JSON.stringify(seen.get(lower))} is the same header)` });
     }
-    seen.set(lower, seen.get(lower) ?? name);
+    if (!seen.has(lower)) seen.set(lower, name);
     if (typeof headerValue !== 'string') {
       context.addIssue({ code: 'custom', path: [name], input: headerValue, message: 'expected a string header value' });
     } else if (!HEADER_VALUE.test(headerValue)) {
@@ -200,14 +200,17 @@ const settings = z
   })
   // With provider file an apikey names a file in the directory: one that
   // could never be read is refused now rather than at every delivery.
+  // Runs even when other keys are invalid (see uniqueIds), so the entries are read as unknown.
   .superRefine((value, context) => {
-    if (value.secrets.provider !== 'file') return;
-    value.webhooks.forEach((entry, index) => {
-      if (entry.apikey !== undefined && !isSecretFileName(entry.apikey)) {
-        context.addIssue({ code: 'custom', path: ['webhooks', index, 'apikey'], input: entry.apikey, message: `${SECRET_FILE_NAME_EXPECTED} (secrets provider file)` });
+    const { secrets: given, webhooks: entries } = value as { secrets?: { provider?: unknown }; webhooks?: unknown };
+    if (given?.provider !== 'file' || !Array.isArray(entries)) return;
+    entries.forEach((entry: unknown, index) => {
+      const apikey = entry !== null && typeof entry === 'object' ? (entry as { apikey?: unknown }).apikey : undefined;
+      if (typeof apikey === 'string' && apikey !== '' && !isSecretFileName(apikey)) {
+        context.addIssue({ code: 'custom', path: ['webhooks', index, 'apikey'], input: apikey, message: `${SECRET_FILE_NAME_EXPECTED} (secrets provider file)` });
       }
     });
-  })
+  }, { when: (payload) => payload.value !== null && typeof payload.value === 'object' })
   // After the duplicate check, which must still see whether an id was given.
   .transform((value) => ({
     ...value,

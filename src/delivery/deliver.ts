@@ -173,14 +173,15 @@ async function attempt(
 async function whileDatabaseAway<T>(
   context: DeliveryContext, about: { payloadId: number; webhookId: string }, attemptStarted: number, write: () => Promise<T>,
 ): Promise<T> {
-  const stoppingFrom = performance.now();
+  // When a failed write first found the service stopping: from then on it has ten seconds.
+  let stopSeen: number | undefined;
   for (let retry = 0; ; retry += 1) {
     try {
       return await write();
     } catch (error) {
       const now = performance.now();
-      const stopping = context.stopping?.aborted === true;
-      const outOfTime = now - attemptStarted >= RECORD_RESULT_FOR_MS || (stopping && now - stoppingFrom >= 10_000);
+      if (context.stopping?.aborted === true) stopSeen ??= now;
+      const outOfTime = now - attemptStarted >= RECORD_RESULT_FOR_MS || (stopSeen !== undefined && now - stopSeen >= 10_000);
       if (!isConnectionError(error) || outOfTime) throw error;
       if (retry === 0) context.logger.warn({ ...about, err: describeError(error) }, 'could not record a delivery attempt: the database is unreachable; trying again');
       await new Promise((resolve) => setTimeout(resolve, Math.min(250 * 2 ** retry, 5000)));

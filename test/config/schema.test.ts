@@ -170,6 +170,13 @@ describe('problems', () => {
     ]);
   });
 
+  it('reports an apikey that provider file could never read together with the other problems', () => {
+    expect(problems(oneWebhook('apikey: ../outside.txt', '  retentionDays: soon\n  secrets: { provider: file, directory: /run/secrets }\n'))).toEqual([
+      'assetUpdater.retentionDays: expected an integer from 1 to 365, got "soon"',
+      'assetUpdater.webhooks[0].apikey: expected a file name without path separators, NUL, "." or ".." (secrets provider file), got "../outside.txt"',
+    ]);
+  });
+
   it('reports every problem of a filter value list at once', () => {
     expect(problems(oneWebhook('filters: [ { filterKind: schemaId, condition: ANY, value: [12, "1.5", abc] } ]'))).toEqual([
       'assetUpdater.webhooks[0].filters[0].value[0]: expected a string (quote numbers: "2026"), got 12',

@@ -33,8 +33,13 @@ afterEach(async () => {
   await receiver.close();
 });
 
-/** A context whose settle statement fails `failures` times as an unreachable database does, `minutes` apart. */
-async function awayFor(failures: number, minutes: number): Promise<{ context: DeliveryContext; payloadId: number; calls: () => number }> {
+/**
+ * A context whose settle statement fails `failures` times as an unreachable
+ * database does, `minutes` apart (or as `minutes(call)` says, from 1).
+ */
+async function awayFor(
+  failures: number, minutes: number | ((call: number) => number), stopping?: AbortSignal,
+): Promise<{ context: DeliveryContext; payloadId: number; calls: () => number }> {
   const { rows: [row] } = await db.pool.query<{ payload_id: number }>(
     `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids, dispatched)
      values ('shop', 'pending', '{"n":1}', 7, 1, '{}'::uuid[], true) returning payload_id`);
@@ -44,11 +49,11 @@ async function awayFor(failures: number, minutes: number): Promise<{ context: De
     settle: async (request: SettleRequest): Promise<Settled> => {
       calls += 1;
       if (calls > failures) return real.settler.settle(request);
-      vi.advanceTimersByTime(minutes * 60_000);
+      vi.advanceTimersByTime((typeof minutes === 'number' ? minutes : minutes(calls)) * 60_000);
       throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
     },
   };
-  return { context: { ...real, settler }, payloadId: row!.payload_id, calls: () => calls };
+  return { context: { ...real, settler, stopping }, payloadId: row!.payload_id, calls: () => calls };
 }
 
 it('records the result once the database is back within eight minutes of the attempt: one POST, delivered', { timeout: 30_000 }, async () => {
@@ -68,4 +73,16 @@ it('gives up eight minutes after the attempt started, leaving the attempt to mai
   expect(calls()).toBe(3);
   const { rows } = await db.pool.query('select outcome from asset_webhooks.attempts where payload_id = $1', [payloadId]);
   expect(rows).toEqual([{ outcome: null }]);
+});
+
+it('once the service is stopping, gives up ten seconds after it first finds so, not at once', { timeout: 30_000 }, async () => {
+  const stop = new AbortController();
+  // One minute apart until the third failure, which happens while stopping; then four seconds apart.
+  const { context, payloadId, calls } = await awayFor(10, (call) => {
+    if (call === 3) stop.abort();
+    return call <= 3 ? 1 : 4 / 60;
+  }, stop.signal);
+  await expect(deliverPayload({ payloadId, series: 1, attempt: 1 }, context)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+  // Stopping seen at the third failure; tried again at +4 s and +8 s, given up at +12 s.
+  expect(calls()).toBe(6);
 });
