@@ -4,7 +4,13 @@ import { settleAttempts, type SettleRequest, type Settled } from './attempt-stor
 export interface SettleBatcherOptions {
   /** Most results written by one statement. Default 64. */
   readonly maxBatch?: number;
-  /** Most statements in flight at once. Default 2. */
+  /**
+   * Most statements in flight at once. Default 1: every statement costs the
+   * database about 2 ms of CPU besides its results, so the fewer and fuller
+   * the better. Measured against 2 (PG15, 32 in flight, 3,000 payloads): 15
+   * results per statement instead of 7, 320-350 instead of 490-520 us of
+   * database CPU per payload, 1,645-1,887 instead of 1,517-1,735 payloads/s.
+   */
   readonly maxInFlight?: number;
 }
 
@@ -28,7 +34,7 @@ export class SettleBatcher {
 
   constructor(private readonly pool: pg.Pool, options: SettleBatcherOptions = {}) {
     this.maxBatch = Math.max(1, options.maxBatch ?? 64);
-    this.maxInFlight = Math.max(1, options.maxInFlight ?? 2);
+    this.maxInFlight = Math.max(1, options.maxInFlight ?? 1);
   }
 
   settle(request: SettleRequest): Promise<Settled> {
