@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { isNode, parseDocument, type Document } from 'yaml';
+import { isNode, isPair, isScalar, isSeq, parseDocument, visit, type Document } from 'yaml';
 import type { z } from 'zod';
 import { describeError } from '../db/connect.js';
 import { UserError } from '../errors.js';
@@ -22,6 +22,7 @@ export function parseConfigText(text: string, sourceName: string): Config {
       return `${where}: expected valid YAML or JSON, got ${error.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`;
     }));
   }
+  const nullKeys = nullKeyProblems(document, sourceName);
   let data: unknown;
   try {
     data = document.toJS();
@@ -37,8 +38,19 @@ export function parseConfigText(text: string, sourceName: string): Config {
     throw new UserError('config_invalid', `${sourceName}: expected a document with the root key "assetUpdater", got an empty document`);
   }
   const result = configSchema.safeParse(data, { reportInput: true });
-  if (!result.success) throw new UserError('config_invalid', formatIssues(inDocumentOrder(result.error.issues, document), sourceName));
-  return result.data;
+  if (result.success && nullKeys.length === 0) return result.data;
+  // A null key reaches the schema as the key "": its own line replaces what the schema says of "".
+  const nullKeyPaths = new Set(nullKeys.map((problem) => formatPath(problem.path)));
+  const aboutNullKey = (path: readonly PropertyKey[]): boolean =>
+    path.some((segment, index) => segment === '' && nullKeyPaths.has(formatPath(path.slice(0, index))));
+  const issues = (result.success ? [] : result.error.issues).flatMap((issue) => {
+    if (issue.code === 'unrecognized_keys' && nullKeyPaths.has(formatPath(issue.path))) {
+      const keys = issue.keys.filter((key) => key !== '');
+      return keys.length === 0 ? [] : [{ ...issue, keys }];
+    }
+    return aboutNullKey(issue.path) ? [] : [issue];
+  });
+  throw new UserError('config_invalid', [...nullKeys.map((problem) => problem.line), ...formatIssues(inDocumentOrder(issues, document), sourceName)]);
 }
 
 /**
@@ -59,6 +71,34 @@ function inDocumentOrder(issues: readonly z.core.$ZodIssue[], document: Document
     .map((issue, index) => ({ issue, index, at: offset(issue.code === 'unrecognized_keys' ? [...issue.path, ...issue.keys.slice(0, 1)] : issue.path) }))
     .sort((a, b) => a.at - b.at || a.index - b.index)
     .map(({ issue }) => issue);
+}
+
+/**
+ * Keys that YAML reads as null (`null:`, `~:` or nothing before the colon).
+ * Converted to plain data they would become the key "", and the schema would
+ * name them as an unknown key "" that appears nowhere in the document.
+ */
+function nullKeyProblems(document: Document.Parsed, sourceName: string): Array<{ path: PropertyKey[]; line: string }> {
+  const problems: Array<{ path: PropertyKey[]; line: string }> = [];
+  visit(document, {
+    Pair(_, pair, ancestors) {
+      if (pair.key !== null && !(isScalar(pair.key) && pair.key.value === null)) return;
+      const path: PropertyKey[] = [];
+      ancestors.forEach((node, index) => {
+        if (isPair(node)) path.push(isScalar(node.key) ? String(node.key.value) : String(node.key));
+        else if (isSeq(node)) path.push(node.items.indexOf(ancestors[index + 1] as (typeof node.items)[number]));
+      });
+      const source = isScalar(pair.key) ? pair.key.source : undefined;
+      const where = formatPath(path) || sourceName;
+      problems.push({
+        path,
+        line: source
+          ? `${where}: expected key names, got ${source}, which YAML reads as no name (write "${source}" to use the word as a key)`
+          : `${where}: expected key names, got a key with no name before its colon`,
+      });
+    },
+  });
+  return problems;
 }
 
 /** Reads and validates a configuration file. */

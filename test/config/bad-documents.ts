@@ -22,6 +22,10 @@ export const badDocuments: readonly (readonly [string, string, string])[] = [
   ['a filter value written as a number', valid('filters: [ { filterKind: additionalFields, condition: ANY, value: [2026] } ]'), 'assetUpdater.webhooks[0].filters[0].value[0]: expected a string (quote numbers: "2026"), got 2026'],
   ['headers that are not a mapping', valid('headers: [X-Tenant]'), 'assetUpdater.webhooks[0].headers: expected a mapping of header names to string values, got a list ["X-Tenant"]'],
   ['an empty resource type', valid('resourceTypes: [""]'), 'assetUpdater.webhooks[0].resourceTypes[0]: expected a non-empty string, got ""'],
+  ['a key YAML reads as null', 'assetUpdater:\n  webhooks:\n    - url: "https://receiver.example/a"\n      enabled: true\n      null: 5\n', 'assetUpdater.webhooks[0]: expected key names, got null, which YAML reads as no name (write "null" to use the word as a key)'],
+  ['a key written as ~', 'assetUpdater:\n  ~: 1\n  webhooks: []\n', 'assetUpdater: expected key names, got ~, which YAML reads as no name (write "~" to use the word as a key)'],
+  ['a key with no name', 'assetUpdater:\n  webhooks: []\n  : 1\n', 'assetUpdater: expected key names, got a key with no name before its colon'],
+  ['a root key YAML reads as null', '~: 1\n', 'config.yaml: expected key names, got ~, which YAML reads as no name (write "~" to use the word as a key)'],
   // urls
   ['a url that is not http(s)', 'assetUpdater:\n  webhooks:\n    - { url: "ftp://x.example/", enabled: true }\n', 'assetUpdater.webhooks[0].url: expected an http or https URL, got "ftp://x.example/"'],
   ['a url without a host', 'assetUpdater:\n  webhooks:\n    - { url: "https://", enabled: true }\n', 'assetUpdater.webhooks[0].url: expected an http or https URL, got "https://"'],

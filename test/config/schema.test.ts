@@ -190,6 +190,14 @@ describe('problems', () => {
     expect(problems(oneWebhook('', '  intervalSeconds: 99999999999999999999999\n'))).toEqual(['assetUpdater.intervalSeconds: expected an integer from 1 to 3600, got 1e+23']);
   });
 
+  it('names a null key in place of the schema\'s unknown key "", with every other problem', () => {
+    const document = 'assetUpdater:\n  webhooks:\n    - url: "https://receiver.example/a"\n      enabled: true\n      batchSize: ten\n      headers: { ~: v, X-Tenant: a }\n';
+    expect(problems(document)).toEqual([
+      'assetUpdater.webhooks[0].headers: expected key names, got ~, which YAML reads as no name (write "~" to use the word as a key)',
+      'assetUpdater.webhooks[0].batchSize: expected an integer from 1 to 100, got "ten"',
+    ]);
+  });
+
   it('names an alias without its anchor as such', () => {
     expect(problems('assetUpdater:\n  webhooks: *nope\n')).toEqual([expect.stringMatching(/^config\.yaml: expected every alias to name an anchor set before it, got Unresolved alias.*nope/)]);
   });
