@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { dispatchWebhooks } from '../coalesce/persist.js';
 import { oldestTransactionAge } from '../db/long-transactions.js';
+import { inTransaction } from '../db/transaction.js';
 
 export interface MaintenanceOptions {
   readonly pool: pg.Pool;
@@ -49,7 +50,7 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
     `update asset_webhooks.payloads
      set status = 'dead_lettered', dead_letter_reason = 'expired', dead_lettered_at = now()
      where status = 'pending' and not dispatched
-       and series_started_at + make_interval(secs => $1) <= now()
+       and series_started_at <= now() - make_interval(secs => $1)
      returning webhook_id`,
     [options.deadLetterAfterSeconds],
   );
@@ -85,26 +86,39 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
 
   const deleted: Record<string, number> = {};
   const cutoff = `now() - make_interval(days => $1)`;
+  // Each batch walks the index of its time column from the oldest row, so a
+  // purge costs what it deletes, not the size of the history it keeps
+  // (migration 0010). Sequential scans are off for the statement: with
+  // statistics taken while a table was empty, the planner would read the
+  // whole table every minute instead.
   const purge = async (name: string, sql: string): Promise<void> => {
     let total = 0;
     for (;;) {
-      const { rowCount } = await pool.query(sql, [options.retentionDays, batchSize]);
-      total += rowCount ?? 0;
-      if ((rowCount ?? 0) < batchSize) break;
+      const count = await inTransaction(pool, async (client) => {
+        await client.query('set local enable_seqscan = off');
+        const { rowCount } = await client.query(sql, [options.retentionDays, batchSize]);
+        return rowCount ?? 0;
+      });
+      total += count;
+      if (count < batchSize) break;
     }
     if (total > 0) deleted[name] = total;
   };
   await purge('events', `delete from asset_webhooks.events where event_id in (
-    select event_id from asset_webhooks.events where coalesced_at < ${cutoff} limit $2)`);
+    select event_id from asset_webhooks.events where coalesced_at < ${cutoff} order by coalesced_at limit $2)`);
+  // Delivered or dead-lettered after it was created: created_at below the
+  // cutoff is implied, and payloads_created answers it.
   await purge('payloads', `delete from asset_webhooks.payloads where payload_id in (
     select payload_id from asset_webhooks.payloads
-    where (status = 'delivered' and delivered_at < ${cutoff})
-       or (status = 'dead_lettered' and dead_lettered_at < ${cutoff})
+    where created_at < ${cutoff}
+      and ((status = 'delivered' and delivered_at < ${cutoff})
+        or (status = 'dead_lettered' and dead_lettered_at < ${cutoff}))
+    order by created_at
     limit $2)`);
   await purge('coalesce_runs', `delete from asset_webhooks.coalesce_runs where run_id in (
-    select run_id from asset_webhooks.coalesce_runs where started_at < ${cutoff} limit $2)`);
+    select run_id from asset_webhooks.coalesce_runs where started_at < ${cutoff} order by started_at limit $2)`);
   await purge('ticks', `delete from asset_webhooks.ticks where slot in (
-    select slot from asset_webhooks.ticks where created_at < ${cutoff} limit $2)`);
+    select slot from asset_webhooks.ticks where created_at < ${cutoff} order by created_at limit $2)`);
   if (Object.keys(deleted).length > 0) logger.info({ deleted }, 'retention cleanup');
   return { expired: expired.length, redispatched: orphaned.length, deleted };
 }

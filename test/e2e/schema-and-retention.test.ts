@@ -43,7 +43,7 @@ describe('retention', () => {
     await registerWebhooks(db.pool, [crm]);
     await db.pool.query("insert into assets (asset_id) values (10), (11)");
     await runCoalesce(db.pool, [crm]);
-    await db.pool.query("update asset_webhooks.payloads set status = 'delivered', delivered_at = now() - interval '20 days'");
+    await db.pool.query("update asset_webhooks.payloads set status = 'delivered', created_at = now() - interval '21 days', delivered_at = now() - interval '20 days'");
     await db.pool.query("update asset_webhooks.events set coalesced_at = now() - interval '20 days' where asset_id = 10");
     const result = await runMaintenance({ pool: db.pool, retentionDays: 14, deadLetterAfterSeconds: 86_400, logger: pino({ level: 'silent' }), batchSize: 1 });
     expect(result.deleted).toMatchObject({ events: 1, payloads: 1 });
