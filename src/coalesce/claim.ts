@@ -73,11 +73,15 @@ export async function recordLatestEdits(session: pg.PoolClient, maxSeq: number):
 export async function claimChunk(session: pg.PoolClient, maxSeq: number, afterSeq: number, limit: number): Promise<ClaimedEvent[]> {
   const { rows } = await session.query<ClaimRow>(
     `with claimed as materialized (
-       select o.*, coalesce(o.event_id, asset_webhooks.event_id_of(o.seq, o.occurred_at)) as id
-       from asset_webhooks.outbox o
-       where o.seq > $2 and o.seq <= $1
-       order by o.seq
-       limit $3
+       -- The upper bound is applied after the limit: with both bounds inside,
+       -- statistics taken while the outbox was empty (its usual state) made
+       -- the planner expect fewer rows than the limit and read the whole
+       -- backlog for every chunk. One bound leads it down the primary key.
+       -- Rows above maxSeq are dropped afterwards; they come after every row
+       -- at or below it, so the chunk still holds all it should.
+       select c.*, coalesce(c.event_id, asset_webhooks.event_id_of(c.seq, c.occurred_at)) as id
+       from (select o.* from asset_webhooks.outbox o where o.seq > $2 order by o.seq limit $3) c
+       where c.seq <= $1
      ),
      chunk_latest as (
        select distinct on (asset_id) asset_id, seq, id from claimed
