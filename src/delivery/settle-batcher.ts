@@ -6,8 +6,8 @@ export interface SettleBatcherOptions {
   readonly maxBatch?: number;
   /**
    * Most statements in flight at once. Default 1: every statement costs the
-   * database about 2 ms of CPU besides its results, so the fewer and fuller
-   * the better. Measured against 2 (PG15, 32 in flight, 3,000 payloads): 15
+   * database 1.4-1.8 ms of CPU besides about 0.19 ms per result (PG15, called
+   * in a loop), so the fewer and fuller the better. Measured against 2 (PG15, 32 in flight, 3,000 payloads): 15
    * results per statement instead of 7, 320-350 instead of 490-520 us of
    * database CPU per payload, 1,645-1,887 instead of 1,517-1,735 payloads/s.
    */
