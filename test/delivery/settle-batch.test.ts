@@ -244,21 +244,21 @@ describe('settling attempts in batches', () => {
     await db.pool.query(
       'insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at) select id, 1, 1, now() from unnest($1::bigint[]) id',
       [ids.slice(1500, 1502)]);
-    const rowsRead = async (client: pg.Client): Promise<number> => {
-      await client.query('select pg_stat_force_next_flush()');
-      const { rows } = await db.pool.query<{ n: string }>(
-        `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_user_tables where relid = 'asset_webhooks.payloads'::regclass`);
-      return Number(rows[0]!.n);
-    };
-    // Each way into the queue on a connection of its own, so each makes its plans now.
+    // Each way into the queue on a connection of its own, so each makes its
+    // plans now, in a transaction whose own counts (pg_stat_xact_user_tables)
+    // hold only what that call read, whatever other sessions flush meanwhile.
     const read: Record<string, number> = {};
     const measure = async (name: string, run: (client: pg.Client) => Promise<void>): Promise<void> => {
       const client = new pg.Client({ connectionString: db.url });
       await client.connect();
       try {
-        const before = await rowsRead(client);
+        await client.query('begin');
         await run(client);
-        read[name] = (await rowsRead(client)) - before;
+        const { rows } = await client.query<{ n: string }>(
+          `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_xact_user_tables
+           where relid = 'asset_webhooks.payloads'::regclass`);
+        read[name] = Number(rows[0]!.n);
+        await client.query('commit');
       } finally {
         await client.end();
       }
