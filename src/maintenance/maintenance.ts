@@ -106,8 +106,14 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
   };
   await purge('events', `delete from asset_webhooks.events where event_id in (
     select event_id from asset_webhooks.events where coalesced_at < ${cutoff} order by coalesced_at limit $2)`);
-  // Delivered or dead-lettered after it was created: created_at below the
-  // cutoff is implied, and payloads_created answers it.
+  // A payload ends after it is created, so asking for created_at below the
+  // cutoff as well removes nothing that is due and lets payloads_created lead
+  // the way. Where an end time comes before the creation (a too_large payload,
+  // dead-lettered microseconds before its created_at in the statement that
+  // creates it; an end time from a Node clock behind the database's), the
+  // payload is purged that much later. Rows created before the cutoff that
+  // are not due (an old payload redelivered recently) are read again by each
+  // batch: few, and never more than the whole table the purge read before.
   await purge('payloads', `delete from asset_webhooks.payloads where payload_id in (
     select payload_id from asset_webhooks.payloads
     where created_at < ${cutoff}
