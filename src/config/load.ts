@@ -50,27 +50,27 @@ export function parseConfigText(text: string, sourceName: string): Config {
     }
     return aboutNullKey(issue.path) ? [] : [issue];
   });
-  throw new UserError('config_invalid', [...nullKeys.map((problem) => problem.line), ...formatIssues(inDocumentOrder(issues, document), sourceName)]);
+  // Every line in document order: the null keys where they are written, the schema's issues where their paths point.
+  const lines = [
+    ...nullKeys.map((problem, index) => ({ at: problem.at, index, lines: [problem.line] })),
+    ...issues.map((issue, index) => ({ at: issueOffset(issue, document), index: nullKeys.length + index, lines: formatIssues([issue], sourceName) })),
+  ].sort((a, b) => a.at - b.at || a.index - b.index);
+  throw new UserError('config_invalid', [...new Set(lines.flatMap((entry) => entry.lines))]);
 }
 
 /**
- * The issues sorted by where their path points in the document, so that the
- * lines read top to bottom (zod reports a list's own checks, such as duplicate
- * ids, after its entries' problems). A path that exists sorts at its node's
- * start; a missing key at the end of its nearest existing ancestor.
+ * Where an issue's path points in the document, so that the lines read top to
+ * bottom (zod reports a list's own checks, such as duplicate ids, after its
+ * entries' problems). A path that exists sorts at its node's start; a missing
+ * key at the end of its nearest existing ancestor.
  */
-function inDocumentOrder(issues: readonly z.core.$ZodIssue[], document: Document.Parsed): z.core.$ZodIssue[] {
-  const offset = (path: readonly PropertyKey[]): number => {
-    for (let length = path.length; length > 0; length -= 1) {
-      const node = document.getIn(path.slice(0, length), true);
-      if (isNode(node) && node.range) return length === path.length ? node.range[0] : node.range[1];
-    }
-    return 0;
-  };
-  return issues
-    .map((issue, index) => ({ issue, index, at: offset(issue.code === 'unrecognized_keys' ? [...issue.path, ...issue.keys.slice(0, 1)] : issue.path) }))
-    .sort((a, b) => a.at - b.at || a.index - b.index)
-    .map(({ issue }) => issue);
+function issueOffset(issue: z.core.$ZodIssue, document: Document.Parsed): number {
+  const path = issue.code === 'unrecognized_keys' ? [...issue.path, ...issue.keys.slice(0, 1)] : issue.path;
+  for (let length = path.length; length > 0; length -= 1) {
+    const node = document.getIn(path.slice(0, length), true);
+    if (isNode(node) && node.range) return length === path.length ? node.range[0] : node.range[1];
+  }
+  return 0;
 }
 
 /**
@@ -78,8 +78,8 @@ function inDocumentOrder(issues: readonly z.core.$ZodIssue[], document: Document
  * Converted to plain data they would become the key "", and the schema would
  * name them as an unknown key "" that appears nowhere in the document.
  */
-function nullKeyProblems(document: Document.Parsed, sourceName: string): Array<{ path: PropertyKey[]; line: string }> {
-  const problems: Array<{ path: PropertyKey[]; line: string }> = [];
+function nullKeyProblems(document: Document.Parsed, sourceName: string): Array<{ path: PropertyKey[]; at: number; line: string }> {
+  const problems: Array<{ path: PropertyKey[]; at: number; line: string }> = [];
   visit(document, {
     Pair(_, pair, ancestors) {
       if (pair.key !== null && !(isScalar(pair.key) && pair.key.value === null)) return;
@@ -90,8 +90,10 @@ function nullKeyProblems(document: Document.Parsed, sourceName: string): Array<{
       });
       const source = isScalar(pair.key) ? pair.key.source : undefined;
       const where = formatPath(path) || sourceName;
+      const written = isNode(pair.key) ? pair.key : isNode(pair.value) ? pair.value : undefined;
       problems.push({
         path,
+        at: written?.range?.[0] ?? 0,
         line: source
           ? `${where}: expected key names, got ${source}, which YAML reads as no name (write "${source}" to use the word as a key)`
           : `${where}: expected key names, got a key with no name before its colon`,

@@ -190,11 +190,12 @@ describe('problems', () => {
     expect(problems(oneWebhook('', '  intervalSeconds: 99999999999999999999999\n'))).toEqual(['assetUpdater.intervalSeconds: expected an integer from 1 to 3600, got 1e+23']);
   });
 
-  it('names a null key in place of the schema\'s unknown key "", with every other problem', () => {
-    const document = 'assetUpdater:\n  webhooks:\n    - url: "https://receiver.example/a"\n      enabled: true\n      batchSize: ten\n      headers: { ~: v, X-Tenant: a }\n';
+  it('names a null key in place of the schema\'s unknown key "", with every other problem, in document order', () => {
+    const document = 'assetUpdater:\n  webhooks:\n    - url: "https://receiver.example/a"\n      enabled: true\n      batchSize: ten\n      headers: { ~: v, X-Tenant: a }\n      concurrency: 0\n';
     expect(problems(document)).toEqual([
-      'assetUpdater.webhooks[0].headers: expected key names, got ~, which YAML reads as no name (write "~" to use the word as a key)',
       'assetUpdater.webhooks[0].batchSize: expected an integer from 1 to 100, got "ten"',
+      'assetUpdater.webhooks[0].headers: expected key names, got ~, which YAML reads as no name (write "~" to use the word as a key)',
+      'assetUpdater.webhooks[0].concurrency: expected an integer from 1 to 64, got 0',
     ]);
   });
 
