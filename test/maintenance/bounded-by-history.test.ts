@@ -56,6 +56,30 @@ it('purges expired history without reading the history it keeps, with statistics
   expect(read.events).toBeLessThan(100);
 });
 
+it('removes payloads, runs and ticks that ended before the retention, by when they ended, whatever their age', async () => {
+  const old = "now() - interval '40 days'";
+  const recent = "now() - interval '1 day'";
+  const { rows } = await db.pool.query<{ payload_id: number }>(
+    `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids, created_at, delivered_at, dead_letter_reason, dead_lettered_at)
+     values ('crm', 'delivered', '{}', 2, 0, '{}', ${old}, ${old}, null, null),
+            ('crm', 'dead_lettered', '{}', 2, 0, '{}', ${old}, null, 'rejected', ${old}),
+            -- Old payloads an operator redelivered: they ended again recently.
+            ('crm', 'delivered', '{}', 2, 0, '{}', ${old}, ${recent}, null, null),
+            ('crm', 'dead_lettered', '{}', 2, 0, '{}', ${old}, null, 'rejected', ${recent}),
+            ('crm', 'pending', '{}', 2, 0, '{}', ${old}, null, null, null)
+     returning payload_id`);
+  await db.pool.query(`insert into asset_webhooks.coalesce_runs (started_at) values (${old}), (${recent})`);
+  await db.pool.query(`insert into asset_webhooks.ticks (slot, created_at) values (1, ${old}), (2, ${recent})`);
+  const result = await runMaintenance({ pool: db.pool, retentionDays: 30, deadLetterAfterSeconds: 100 * 86_400, logger: pino({ level: 'silent' }) });
+  expect(result.deleted).toEqual({ payloads: 2, coalesce_runs: 1, ticks: 1 });
+  const kept = await db.pool.query<{ payload_id: number }>('select payload_id from asset_webhooks.payloads order by payload_id');
+  expect(kept.rows.map((row) => row.payload_id)).toEqual(rows.slice(2).map((row) => row.payload_id));
+  const runs = await db.pool.query<{ recent: boolean }>("select started_at > now() - interval '2 days' as recent from asset_webhooks.coalesce_runs");
+  expect(runs.rows).toEqual([{ recent: true }]);
+  const ticks = await db.pool.query<{ slot: number }>('select slot from asset_webhooks.ticks');
+  expect(ticks.rows).toEqual([{ slot: 2 }]);
+});
+
 it('reads one chunk of a large outbox backlog per claim when its statistics were taken while it was empty', async () => {
   await db.pool.query('analyze asset_webhooks.outbox');
   await db.pool.query(
