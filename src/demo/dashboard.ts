@@ -14,6 +14,8 @@ export interface DashboardSnapshot {
   readonly waiting: number;
   readonly rows: readonly DashboardRow[];
   readonly lastEventId: string | null;
+  /** The asset of that event (for `explain`). */
+  readonly lastAssetId: number | null;
 }
 
 /** Reads what the demo shows, from the service's own tables (what an operator would query). */
@@ -32,34 +34,44 @@ export async function readDashboard(pool: pg.Pool): Promise<DashboardSnapshot> {
        from asset_webhooks.webhooks w
        left join asset_webhooks.payloads p on p.webhook_id = w.webhook_id
        group by w.webhook_id order by w.webhook_id`),
-    pool.query<{ event_id: string }>(
-      `select event_id from asset_webhooks.event_outcomes where outcome = 'delivered' order by occurred_at desc limit 1`),
+    pool.query<{ event_id: string; asset_id: number }>(
+      `select event_id, asset_id from asset_webhooks.event_outcomes where outcome = 'delivered' order by occurred_at desc limit 1`),
   ]);
   return {
     captured: counts[0]?.captured ?? 0,
     waiting: counts[0]?.waiting ?? 0,
     rows: rows.map((row) => ({ webhook: row.webhook, delivered: row.delivered, pending: row.pending, retries: row.retries, deadLetters: row.dead, eventsDelivered: row.events })),
     lastEventId: last[0]?.event_id ?? null,
+    lastAssetId: last[0]?.asset_id ?? null,
   };
 }
 
 /** The dashboard as text lines. */
-export function renderDashboard(snapshot: DashboardSnapshot, elapsedSeconds: number, databaseUrl: string, keepsDatabase = false): string[] {
+export function renderDashboard(snapshot: DashboardSnapshot, elapsedSeconds: number, databaseUrl: string, configPath: string, keepsDatabase = false): DashboardView {
   const pad = (value: string | number, width: number): string => String(value).padStart(width);
-  const lines = [
+  const status = [
     `asset-webhooks demo — ${elapsedSeconds}s — events captured: ${snapshot.captured} (waiting for the next run: ${snapshot.waiting})`,
     '',
     `${'webhook'.padEnd(10)}${pad('payloads delivered', 20)}${pad('events delivered', 18)}${pad('pending', 9)}${pad('retries', 9)}${pad('dead letters', 14)}`,
     ...snapshot.rows.map((row) =>
       `${row.webhook.padEnd(10)}${pad(row.delivered, 20)}${pad(row.eventsDelivered, 18)}${pad(row.pending, 9)}${pad(row.retries, 9)}${pad(row.deadLetters, 14)}`),
-    '',
+  ];
+  const help = [
     'Try, in another terminal:',
     `  export DATABASE_URL=${databaseUrl}`,
+    `  export ASSET_WEBHOOKS_CONFIG=${configPath}`,
     snapshot.lastEventId ? `  npx asset-webhooks trace ${snapshot.lastEventId}` : '  npx asset-webhooks trace <eventId>',
     '  npx asset-webhooks dead-letters',
+    `  npx asset-webhooks explain --webhook shop --asset ${snapshot.lastAssetId ?? 1}`,
     `  psql "$DATABASE_URL" -c 'select * from asset_webhooks.event_outcomes order by occurred_at desc limit 10'`,
     '',
     keepsDatabase ? 'Ctrl-C stops the demo; its tables stay in the database.' : 'Ctrl-C stops the demo and removes its database.',
   ];
-  return lines;
+  return { status, help };
+}
+
+/** The live view: the figures, and the commands to try (shown once when the output is not a terminal). */
+export interface DashboardView {
+  readonly status: readonly string[];
+  readonly help: readonly string[];
 }

@@ -80,6 +80,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
 
     const started = Date.now();
     const interactive = out.isTTY === true;
+    let helpShown = false;
     await new Promise<void>((resolve) => {
       const finish = (): void => {
         clearInterval(timer);
@@ -89,17 +90,25 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       };
       const draw = async (): Promise<void> => {
         const elapsed = Math.round((Date.now() - started) / 1000);
-        const lines = renderDashboard(await readDashboard(pool), elapsed, shownUrl, external);
-        out.write(interactive ? `\x1b[H\x1b[2J${lines.join('\n')}\n` : `${lines.slice(0, 3 + 3).join('\n')}\n\n`);
+        const view = renderDashboard(await readDashboard(pool), elapsed, shownUrl, configPath, external);
+        if (interactive) {
+          out.write(`\x1b[H\x1b[2J${[...view.status, '', ...view.help].join('\n')}\n`);
+        } else {
+          // A log or a pipe gets the figures every time and the commands once.
+          out.write(`${[...view.status, '', ...(helpShown ? [] : [...view.help, ''])].join('\n')}\n`);
+          helpShown = true;
+        }
         if (options.durationSeconds !== undefined && elapsed >= options.durationSeconds) finish();
       };
       const timer = setInterval(() => void draw().catch(() => {}), interactive ? 1000 : 5000);
       process.once('SIGINT', finish);
       process.once('SIGTERM', finish);
     });
-    const final = await readDashboard(pool);
+    // Figures read at the end; a database already going away (the demo was
+    // stopped with the server) does not hide what the receivers got.
+    const final = await readDashboard(pool).catch(() => null);
     out.write(`\nstopping. receivers got: crm ${crm.stats.events} events in ${crm.stats.accepted} payloads, shop ${shop.stats.events} events in ${shop.stats.accepted} payloads (${shop.stats.requests - shop.stats.accepted} refused)\n`);
-    out.write(`dead letters: ${final.rows.reduce((n, row) => n + row.deadLetters, 0)}\n`);
+    if (final) out.write(`dead letters: ${final.rows.reduce((n, row) => n + row.deadLetters, 0)}\n`);
     if (external) out.write(`the demo's tables stay in ${shownUrl} for trace, events and dead-letters.\n`);
   } finally {
     await cleanup();

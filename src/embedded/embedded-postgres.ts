@@ -131,9 +131,15 @@ const serverScript = fileURLToPath(new URL('../../dist/embedded/server-process.j
  * cannot change the exit status or signal handling of the caller (a test run
  * that fails must still exit non-zero). The child stops the server and removes
  * its files when its stdin closes, so it also goes when the caller dies.
+ *
+ * The child leads a process group of its own (`detached`), and the server
+ * runs in that group: Ctrl-C in a terminal signals the whole foreground group,
+ * and the server must not shut down under the caller while the caller is
+ * still finishing (the demo reads its final figures from it). The caller
+ * stops it, or its stdin closes when the caller dies.
  */
 export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Promise<EmbeddedServer> {
-  const child = spawn(process.execPath, [serverScript, ...(options.durable ? ['--durable'] : [])], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [serverScript, ...(options.durable ? ['--durable'] : [])], { stdio: ['pipe', 'pipe', 'inherit'], detached: true });
   const lines = createInterface({ input: child.stdout });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const started = await new Promise<{ url: string; port: number; directory: string }>((resolve, reject) => {

@@ -1,8 +1,8 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import os from 'node:os';
 import { expect, it } from 'vitest';
-import { runCli } from '../helpers/cli.js';
+import { cliPath, runCli } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 const db = useTestDatabase({ empty: true });
@@ -56,4 +56,32 @@ it('demo --database-url runs in the empty database given, keeps its tables there
   expect(again.stderr.trim()).toMatch(/^--database-url: expected an empty database for the demo .*, got .* with schema asset_webhooks, (table asset_\w+, )*table assets$/);
   const { rows: assets } = await db.pool.query<{ n: number }>('select count(*)::int as n from assets');
   expect(assets[0]!.n).toBeGreaterThan(0);
+}, 150_000);
+
+it('Ctrl-C in a terminal (SIGINT to the whole process group) stops the demo cleanly, with its summary', async () => {
+  const before = new Set(embeddedDirectories());
+  const processesBefore = new Set(postgresProcesses());
+  // A group of its own, as a shell gives a foreground job: the signal below
+  // reaches the demo and every process it started, as Ctrl-C does.
+  const child = spawn(process.execPath, [cliPath, 'demo'], { env: { ...process.env, DATABASE_URL: '' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | string>((resolve) => child.on('close', (code, signal) => resolve(code ?? signal ?? 'unknown')));
+  const deadline = Date.now() + 90_000;
+  // Until something was delivered to both receivers, so the summary has figures to show.
+  while (!/\n\s*shop\s+[1-9]/.test(stdout) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 250));
+  expect(stdout, stdout + stderr).toMatch(/\n\s*shop\s+[1-9]/);
+  // Not a terminal: the commands to try are printed once, with the files they need.
+  expect(stdout.match(/Try, in another terminal:/g)).toHaveLength(1);
+  expect(stdout).toMatch(/export ASSET_WEBHOOKS_CONFIG=\S+demo-config\.yaml/);
+  process.kill(-child.pid!, 'SIGINT');
+  expect(await exited, stdout + stderr).toBe(0);
+  expect(stdout).toMatch(/stopping\. receivers got: crm [1-9]\d* events in \d+ payloads, shop [1-9]\d* events/);
+  expect(stdout).toMatch(/dead letters: \d+/);
+  expect(stdout).toContain('demo database removed.');
+  expect(stderr).not.toMatch(/error|shutting down/i);
+  expect(embeddedDirectories().filter((name) => !before.has(name))).toEqual([]);
+  expect(postgresProcesses().filter((pid) => !processesBefore.has(pid))).toEqual([]);
 }, 150_000);
