@@ -1,13 +1,15 @@
 -- Backlog and lag: is the service keeping up?
 -- When: receivers report delays, or the outbox_oldest_age metric rises.
--- Usage: psql -f sql/runbooks/backlog-and-lag.sql
+-- Usage: psql "$DATABASE_URL" -f sql/runbooks/backlog-and-lag.sql
 \set ON_ERROR_STOP on
 select count(*) as outbox_rows, min(occurred_at) as oldest, now() - min(occurred_at) as oldest_age
 from asset_webhooks.outbox;
 
 \echo 'Payloads waiting per webhook (open = still being filled by a run):'
 select webhook_id, status, count(*) as payloads, sum(event_count) as events, min(created_at) as oldest,
-       count(*) filter (where dispatched) as in_flight, min(next_attempt_at) as next_retry
+       count(*) filter (where dispatched and not coalesce(next_attempt_at > now(), false)) as in_flight,
+       count(*) filter (where dispatched and next_attempt_at > now()) as waiting_to_retry,
+       min(next_attempt_at) filter (where next_attempt_at > now()) as next_retry
 from asset_webhooks.payloads where status in ('open', 'pending')
 group by webhook_id, status order by webhook_id, status;
 

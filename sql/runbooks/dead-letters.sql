@@ -1,6 +1,6 @@
 -- Review the dead-letter store, optionally for one webhook.
 -- When: daily review, or after a receiver outage.
--- Usage: psql [-v webhook_id=crm] -f sql/runbooks/dead-letters.sql
+-- Usage: psql "$DATABASE_URL" [-v webhook_id=crm] -f sql/runbooks/dead-letters.sql
 -- Reasons: rejected (a 4xx, not retried), retries_exhausted, expired (undelivered 24 h after
 -- creation), too_large (one event over maxPayloadBytes).
 \set ON_ERROR_STOP on

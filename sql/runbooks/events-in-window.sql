@@ -1,7 +1,17 @@
 -- Events of a time window with their outcome per webhook, optionally of one asset.
 -- When: a receiver reports "we missed something between 09:00 and 10:00" without eventIds.
--- Usage: psql -v from=2026-11-22T09:00Z -v to=2026-11-22T10:00Z [-v asset_id=42] -f sql/runbooks/events-in-window.sql
+-- Usage: psql "$DATABASE_URL" -v from=2026-11-22T09:00Z -v to=2026-11-22T10:00Z [-v asset_id=42] -f sql/runbooks/events-in-window.sql
 \set ON_ERROR_STOP on
+\if :{?from}
+\else
+do $$ begin raise exception 'missing variable from: run with -v from=2026-11-22T09:00Z'; end $$;
+\endif
+\if :{?to}
+\else
+do $$ begin raise exception 'missing variable to: run with -v to=2026-11-22T10:00Z'; end $$;
+\endif
+-- A time without an offset is UTC, as on the command line, and times are shown in UTC.
+set timezone = 'UTC';
 \if :{?asset_id}
 \else
 \set asset_id ''

@@ -1,8 +1,12 @@
 -- Find one event by its eventId, and what became of it for every webhook.
 -- When: a receiver reports a missing event and gives its eventId.
--- Usage: psql -v event_id=UUID -f sql/runbooks/find-event.sql
+-- Usage: psql "$DATABASE_URL" -v event_id=UUID -f sql/runbooks/find-event.sql
 -- (The command line does the same with more detail: asset-webhooks trace UUID)
 \set ON_ERROR_STOP on
+\if :{?event_id}
+\else
+do $$ begin raise exception 'missing variable event_id: run with -v event_id=UUID'; end $$;
+\endif
 \echo 'Still waiting in the outbox (not coalesced yet)?'
 select event_id, event_type, asset_id, occurred_at, 'waiting for the next coalescing run' as state
 from asset_webhooks.find_waiting_event(:'event_id');
@@ -20,3 +24,10 @@ select a.payload_id, a.series, a.attempt_no, a.started_at, a.duration_ms, a.stat
 from asset_webhooks.attempts a
 where a.payload_id in (select payload_id from asset_webhooks.event_outcomes where event_id = :'event_id' and payload_id is not null)
 order by a.payload_id, a.series, a.attempt_no;
+
+select exists (select 1 from asset_webhooks.events where event_id = :'event_id')
+    or exists (select 1 from asset_webhooks.find_waiting_event(:'event_id')) as event_found \gset
+\if :event_found
+\else
+\echo 'No such event: it was not captured by this installation, or it is older than retentionDays.'
+\endif

@@ -1,9 +1,13 @@
 -- Send one dead-lettered payload again: same body, same eventIds, a fresh series of attempts.
 -- When: the receiver is fixed (or the key rotated) and the operator decides to resend.
--- Usage: psql -v payload_id=123 -f sql/runbooks/redeliver-dead-letter.sql
+-- Usage: psql "$DATABASE_URL" -v payload_id=123 -f sql/runbooks/redeliver-dead-letter.sql
 -- Same as `asset-webhooks dead-letters redeliver 123`; recorded with requested_by = current_user.
 -- A running service sends it (with concurrency 1, in the webhook's order).
 \set ON_ERROR_STOP on
+\if :{?payload_id}
+\else
+do $$ begin raise exception 'missing variable payload_id: run with -v payload_id=123'; end $$;
+\endif
 begin;
 with target as (
   select payload_id, series, dead_letter_reason, webhook_id
@@ -20,7 +24,22 @@ with target as (
 insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason)
 select payload_id, series, current_user, dead_letter_reason from reset
 returning payload_id, series, requested_by, previous_reason;
+-- requested_at defaults to now(), the start of this transaction: only this redelivery matches.
+select exists (select 1 from asset_webhooks.redeliveries
+               where payload_id = :'payload_id'::bigint and requested_at = now()) as redelivered \gset
+\if :redelivered
 select asset_webhooks.dispatch(webhook_id) as jobs_started
-from asset_webhooks.payloads where payload_id = :'payload_id'::bigint and status = 'pending';
+from asset_webhooks.payloads where payload_id = :'payload_id'::bigint;
 commit;
-\echo 'No row above means the payload was not dead-lettered (check asset_webhooks.dead_letters).'
+select case when w.webhook_id is null then 'WARNING: the service has never run with webhook ' || p.webhook_id
+            || '; the payload waits, and expires after retry.deadLetterAfterSeconds'
+            when not w.enabled then 'WARNING: webhook ' || p.webhook_id || ' is disabled or no longer configured; the payload'
+            || ' waits until it is enabled (then SIGHUP), and expires after retry.deadLetterAfterSeconds'
+            else 'a running service sends it' end as next
+from asset_webhooks.payloads p left join asset_webhooks.webhooks w using (webhook_id)
+where p.payload_id = :'payload_id'::bigint;
+\else
+rollback;
+\echo 'Nothing was redelivered: the payload is not dead-lettered (its current state below; no row: no such payload_id).'
+select payload_id, webhook_id, status, series, attempts from asset_webhooks.payloads where payload_id = :'payload_id'::bigint;
+\endif

@@ -1,10 +1,20 @@
 -- Why a webhook did not receive an event: the check that excluded it, and the asset as it is now.
 -- When: trace says "excluded by filter:2" and you want the values behind it.
--- Usage: psql -v event_id=UUID -v webhook_id=crm -f sql/runbooks/why-excluded.sql
--- Checks, in order: disabled, resource_type, event_type, parent, filter:<n> (n counts the
--- webhook's filter groups from 1), asset_gone. `asset-webhooks explain --webhook ID --asset ID`
--- evaluates every check against the asset's current state with the values compared.
+-- Usage: psql "$DATABASE_URL" -v event_id=UUID -v webhook_id=crm -f sql/runbooks/why-excluded.sql
+-- Checks, in order (the first that fails names the exclusion): collapsed (an EDITED merged into a
+-- later edit of the same asset), disabled; a PURGED event passes from here on; asset_gone,
+-- resource_type, event_type, parent, filter:<n> (n counts the webhook's filter groups from 1).
+-- `asset-webhooks explain --webhook ID --asset ID` evaluates every check against the asset's
+-- current state with the values compared.
 \set ON_ERROR_STOP on
+\if :{?event_id}
+\else
+do $$ begin raise exception 'missing variable event_id: run with -v event_id=UUID'; end $$;
+\endif
+\if :{?webhook_id}
+\else
+do $$ begin raise exception 'missing variable webhook_id: run with -v webhook_id=crm'; end $$;
+\endif
 select o.event_id, o.event_type, o.asset_id, o.webhook_id, o.outcome, o.excluded_by, o.collapsed_into,
        case o.excluded_by
          when 'disabled' then 'the webhook was disabled when the event was coalesced'

@@ -45,7 +45,16 @@ export function renderDeadLetters(letters: readonly DeadLetter[]): string {
  * Sends one dead-lettered payload again: same body and eventIds, a fresh series
  * of attempts (expiry counted from now), recorded in asset_webhooks.redeliveries.
  */
-export async function redeliver(pool: pg.Pool, payloadId: number, requestedBy = `${os.userInfo().username}@${os.hostname()}`): Promise<{ series: number; webhookId: string }> {
+/**
+ * Whether the running service sends to the webhook, as it last wrote
+ * asset_webhooks.webhooks: `disabled` (also a webhook removed from the
+ * configuration) and `not_configured` (no service has run with it) mean a
+ * redelivered payload waits, and expires after retry.deadLetterAfterSeconds
+ * unless the webhook is enabled meanwhile.
+ */
+export type WebhookState = 'enabled' | 'disabled' | 'not_configured';
+
+export async function redeliver(pool: pg.Pool, payloadId: number, requestedBy = `${os.userInfo().username}@${os.hostname()}`): Promise<{ series: number; webhookId: string; webhookState: WebhookState }> {
   return inTransaction(pool, async (client) => {
     const { rows } = await client.query<{ status: string; webhook_id: string; series: number; dead_letter_reason: string | null }>(
       'select status, webhook_id, series, dead_letter_reason from asset_webhooks.payloads where payload_id = $1 for update', [payloadId]);
@@ -64,6 +73,9 @@ export async function redeliver(pool: pg.Pool, payloadId: number, requestedBy = 
       'insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason) values ($1, $2, $3, $4)',
       [payloadId, series, requestedBy, payload.dead_letter_reason]);
     await dispatchWebhooks(client, [payload.webhook_id]);
-    return { series, webhookId: payload.webhook_id };
+    const { rows: [webhook] } = await client.query<{ enabled: boolean }>(
+      'select enabled from asset_webhooks.webhooks where webhook_id = $1', [payload.webhook_id]);
+    const webhookState: WebhookState = webhook === undefined ? 'not_configured' : webhook.enabled ? 'enabled' : 'disabled';
+    return { series, webhookId: payload.webhook_id, webhookState };
   });
 }

@@ -157,7 +157,8 @@ describe('dead letters', () => {
     const { rows: [before] } = await db.pool.query<{ body: string }>('select body from asset_webhooks.payloads where payload_id = $1', [ids.deadPayload]);
     const redelivered = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--json', '--database-url', db.url]);
     expect(redelivered.code).toBe(0);
-    expect(JSON.parse(redelivered.stdout)).toEqual({ payloadId: ids.deadPayload, webhookId: 'crm', series: 2 });
+    expect(JSON.parse(redelivered.stdout)).toEqual({ payloadId: ids.deadPayload, webhookId: 'crm', series: 2, webhookState: 'enabled' });
+    expect(redelivered.stderr).toBe('');
     const { rows: [after] } = await db.pool.query<{ body: string; status: string; series: number; attempts: number }>(
       'select body, status, series, attempts from asset_webhooks.payloads where payload_id = $1', [ids.deadPayload]);
     expect(after).toEqual({ body: before!.body, status: 'pending', series: 2, attempts: 0 });
@@ -166,6 +167,19 @@ describe('dead letters', () => {
     const again = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--database-url', db.url]);
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/expected a dead-lettered payload, got one that is pending/);
+  });
+
+  it('redelivers to a disabled webhook, saying that the payload waits and may expire', async () => {
+    await db.pool.query("update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now() where payload_id = $1", [ids.deadPayload]);
+    await db.pool.query("update asset_webhooks.webhooks set enabled = false where webhook_id = 'crm'");
+    try {
+      const result = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--database-url', db.url]);
+      expect(result.code).toBe(0);
+      expect(result.stdout).toMatch(new RegExp(`payload ${ids.deadPayload} of webhook crm queued for redelivery \\(series 3\\); it is not sent while the webhook is not enabled`));
+      expect(result.stderr).toMatch(/^warning: webhook crm is disabled or no longer configured: the payload waits until the webhook is enabled .* dead-lettered as expired if that takes longer than retry\.deadLetterAfterSeconds\n$/);
+    } finally {
+      await db.pool.query("update asset_webhooks.webhooks set enabled = true where webhook_id = 'crm'");
+    }
   });
 });
 
@@ -202,5 +216,40 @@ describe('psql runbooks', () => {
       'after-key-rotation.sql': /payload_id/,
     };
     expect(stdout).toMatch(expected[file]!);
+  });
+
+  const psql = (file: string, variables: string[], env: NodeJS.ProcessEnv = {}) =>
+    promisify(execFile)('psql', [db.url, '-X', ...variables.flatMap((v) => ['-v', v]), '-f', `${runbooks}${file}`], { env: { ...process.env, ...env } });
+
+  it.each(Object.entries(variables).filter(([, vars]) => vars.length > 0))('%s without its variables names the one missing and fails', async (file, vars) => {
+    const failure = await psql(file, []).then(() => null, (error: { code: number; stderr: string }) => error);
+    expect(failure?.code).toBe(3);
+    const first = vars[0]!.split('=')[0]!;
+    expect(failure?.stderr).toMatch(new RegExp(`ERROR:  missing variable ${first}: run with -v ${first}=`));
+  });
+
+  it('find-event.sql says so when no event has the id', async () => {
+    const { stdout } = await psql('find-event.sql', ['event_id=0195a3b0-0000-7000-8000-000000000000']);
+    expect(stdout).toContain('No such event: it was not captured by this installation, or it is older than retentionDays.');
+    const found = await psql('find-event.sql', [`event_id=${ids.delivered}`]);
+    expect(found.stdout).not.toContain('No such event');
+  });
+
+  it('redeliver-dead-letter.sql on a payload that is not dead-lettered changes nothing and says so', async () => {
+    const { rows: [delivered] } = await db.pool.query<{ payload_id: number }>("select payload_id from asset_webhooks.payloads where status = 'delivered' limit 1");
+    const { stdout } = await psql('redeliver-dead-letter.sql', [`payload_id=${delivered!.payload_id}`]);
+    expect(stdout).toContain('Nothing was redelivered: the payload is not dead-lettered');
+    expect(stdout).toMatch(new RegExp(`${delivered!.payload_id}\\s+\\|\\s+crm\\s+\\|\\s+delivered`));
+    const { rows } = await db.pool.query('select 1 from asset_webhooks.redeliveries where payload_id = $1', [delivered!.payload_id]);
+    expect(rows).toEqual([]);
+  });
+
+  it('events-in-window.sql reads a time without an offset as UTC, whatever the session time zone', async () => {
+    const { rows: [event] } = await db.pool.query<{ at: string }>(
+      `select to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') as at from asset_webhooks.events where event_id = $1`, [ids.delivered]);
+    const to = new Date(`${event!.at}Z`);
+    to.setUTCSeconds(to.getUTCSeconds() + 1);
+    const { stdout } = await psql('events-in-window.sql', [`from=${event!.at}`, `to=${to.toISOString().slice(0, 19)}`], { PGTZ: 'America/New_York' });
+    expect(stdout).toContain(ids.delivered);
   });
 });

@@ -98,7 +98,13 @@ export function registerInvestigation(program: Command): void {
       const parent = deadLetters.opts<{ json?: boolean; databaseUrl?: string }>();
       const databaseUrl = options.databaseUrl ?? parent.databaseUrl;
       const result = await withDatabase(databaseUrl, (pool) => redeliver(pool, id));
-      print({ payloadId: id, webhookId: result.webhookId, series: result.series }, options.json ?? parent.json,
-        () => `payload ${id} of webhook ${result.webhookId} queued for redelivery (series ${result.series}); a running service sends it`);
+      if (result.webhookState !== 'enabled') {
+        const state = result.webhookState === 'disabled' ? 'is disabled or no longer configured' : 'has not been run by the service';
+        process.stderr.write(`warning: webhook ${result.webhookId} ${state}: the payload waits until the webhook is enabled (then SIGHUP), ` +
+          'and is dead-lettered as expired if that takes longer than retry.deadLetterAfterSeconds\n');
+      }
+      print({ payloadId: id, webhookId: result.webhookId, series: result.series, webhookState: result.webhookState }, options.json ?? parent.json,
+        () => `payload ${id} of webhook ${result.webhookId} queued for redelivery (series ${result.series}); ` +
+          (result.webhookState === 'enabled' ? 'a running service sends it' : 'it is not sent while the webhook is not enabled'));
     });
 }
