@@ -9,7 +9,11 @@ export interface DeadLetter {
   readonly payloadId: number;
   readonly webhookId: string;
   readonly reason: string;
+  /** Attempts of the current series (a redelivery starts a new one at 0). */
   readonly attempts: number;
+  /** 1, plus one per redelivery. */
+  readonly series: number;
+  /** Of the last attempt made, in whichever series. */
   readonly lastStatusCode: number | null;
   readonly lastError: string | null;
   readonly eventCount: number;
@@ -25,7 +29,7 @@ export async function listDeadLetters(pool: pg.Pool, webhookId?: string): Promis
   if (webhookId !== undefined) query = query.where('webhook_id', '=', webhookId);
   const rows = await query.orderBy('dead_lettered_at', 'desc').limit(10_000).execute();
   return rows.map((row) => ({
-    payloadId: row.payload_id, webhookId: row.webhook_id, reason: row.reason, attempts: row.attempts, lastStatusCode: row.last_status_code,
+    payloadId: row.payload_id, webhookId: row.webhook_id, reason: row.reason, attempts: row.attempts, series: row.series, lastStatusCode: row.last_status_code,
     lastError: row.last_error, eventCount: row.event_count, eventIds: row.event_ids, createdAt: row.created_at,
     lastAttemptAt: row.last_attempt_at, deadLetteredAt: row.dead_lettered_at,
   }));
@@ -35,7 +39,8 @@ export function renderDeadLetters(letters: readonly DeadLetter[]): string {
   if (letters.length === 0) return 'the dead-letter store is empty';
   return letters.map((l) => [
     `payload ${l.payloadId}  webhook ${l.webhookId}  ${l.reason}  dead-lettered ${l.deadLetteredAt.toISOString()}`,
-    `    ${l.eventCount} events, ${l.attempts} attempt(s), last: ${l.lastStatusCode !== null ? `HTTP ${l.lastStatusCode}` : l.lastError ?? 'none'}`,
+    `    ${l.eventCount} events, ${l.attempts} attempt(s)${l.series > 1 ? ` since redelivery ${l.series - 1}` : ''}, ` +
+      `last result: ${l.lastStatusCode !== null ? `HTTP ${l.lastStatusCode}` : l.lastError ?? 'none'}`,
     `    first events: ${l.eventIds.slice(0, 3).join(', ')}${l.eventIds.length > 3 ? ', ...' : ''}`,
     `    redeliver: asset-webhooks dead-letters redeliver ${l.payloadId}`,
   ].join('\n')).join('\n');

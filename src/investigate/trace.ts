@@ -19,6 +19,8 @@ export interface TraceRoute {
   readonly collapsedInto: string | null;
   readonly payload: {
     readonly payloadId: number; readonly status: string; readonly createdAt: Date; readonly eventCount: number;
+    /** The current series of attempts: 1, plus one per redelivery. */
+    readonly series: number;
     readonly deadLetterReason: string | null; readonly deliveredAt: Date | null; readonly nextAttemptAt: Date | null;
     readonly attempts: readonly TraceAttempt[];
     readonly redeliveries: ReadonlyArray<{ series: number; requestedAt: Date; requestedBy: string; previousReason: string | null }>;
@@ -76,7 +78,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
       return {
         webhookId: row.webhook_id, outcome: row.outcome, excludedBy: row.excluded_by, collapsedInto: row.collapsed_into,
         payload: payload ? {
-          payloadId: payload.payload_id, status: payload.status, createdAt: payload.created_at, eventCount: payload.event_count,
+          payloadId: payload.payload_id, status: payload.status, createdAt: payload.created_at, eventCount: payload.event_count, series: payload.series,
           deadLetterReason: payload.dead_letter_reason, deliveredAt: payload.delivered_at, nextAttemptAt: payload.next_attempt_at,
           attempts: attempts.filter((a) => a.payload_id === payload.payload_id).map((a) => ({
             series: a.series, attempt: a.attempt_no, startedAt: a.started_at, durationMs: a.duration_ms, statusCode: a.status_code,
@@ -114,10 +116,18 @@ export function renderTrace(trace: Trace): string {
         : p.status === 'dead_lettered' ? `DEAD-LETTERED (${p.deadLetterReason}); redeliver with: asset-webhooks dead-letters redeliver ${p.payloadId}`
         : p.nextAttemptAt ? `pending, next attempt at ${p.nextAttemptAt.toISOString()}` : 'pending, waiting for its turn';
       lines.push(`  ${route.webhookId}: in payload ${p.payloadId} (${p.eventCount} events, created ${p.createdAt.toISOString()}): ${final}`);
-      for (const r of p.redeliveries) lines.push(`    redelivery requested by ${r.requestedBy} at ${r.requestedAt.toISOString()} (was ${r.previousReason ?? 'n/a'})`);
-      for (const a of p.attempts) {
-        const result = a.statusCode !== null ? `HTTP ${a.statusCode}` : a.error ?? 'no result recorded (interrupted)';
-        lines.push(`    attempt ${a.series > 1 ? `${a.series}.` : ''}${a.attempt} at ${a.startedAt.toISOString()}: ${result}${a.durationMs !== null ? ` in ${a.durationMs} ms` : ''} -> ${a.outcome ?? 'in progress'}`);
+      // Attempts in order of series: a redelivery starts a new series, numbered from attempt 1 again.
+      for (let series = 1; series <= p.series; series += 1) {
+        const redelivery = p.redeliveries.find((r) => r.series === series);
+        if (redelivery) {
+          lines.push(`    redelivered as series ${series}, requested by ${redelivery.requestedBy} at ${redelivery.requestedAt.toISOString()}` +
+            ` (series ${series - 1} had ended ${redelivery.previousReason ?? 'dead-lettered'})`);
+        }
+        for (const a of p.attempts.filter((attempt) => attempt.series === series)) {
+          const result = a.statusCode !== null ? `HTTP ${a.statusCode}` : a.error ?? 'no result recorded (interrupted)';
+          lines.push(`    attempt ${a.attempt}${p.series > 1 ? ` of series ${series}` : ''} at ${a.startedAt.toISOString()}: ${result}` +
+            `${a.durationMs !== null ? ` in ${a.durationMs} ms` : ''} -> ${a.outcome ?? 'in progress'}`);
+        }
       }
     }
   }

@@ -181,6 +181,16 @@ describe('dead letters', () => {
       await db.pool.query("update asset_webhooks.webhooks set enabled = true where webhook_id = 'crm'");
     }
   });
+
+  it('trace shows each series of attempts after the redelivery that started it', async () => {
+    const result = await runCli(['trace', ids.dead, '--database-url', db.url]);
+    expect(result.code).toBe(0);
+    const lines = result.stdout.split('\n').filter((line) => /^ {4}(attempt|redelivered)/.test(line));
+    expect(lines[0]).toMatch(/^ {4}attempt 1 of series 1 at .*: HTTP 422 in 5 ms -> rejected$/);
+    expect(lines[1]).toMatch(/^ {4}redelivered as series 2, requested by \S+ at .* \(series 1 had ended rejected\)$/);
+    expect(lines[2]).toMatch(/^ {4}redelivered as series 3, requested by \S+ at .* \(series 2 had ended rejected\)$/);
+    expect(lines).toHaveLength(3);
+  });
 });
 
 describe('psql runbooks', () => {
