@@ -3,6 +3,7 @@ import { Logger as WorkerLogger, run, type Runner, type TaskList } from 'graphil
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { loadConfigFile } from '../config/load.js';
+import { configWarnings } from '../config/warnings.js';
 import { coalesce } from '../coalesce/run.js';
 import { databaseNowMs, MAINTENANCE_CRONTAB, tick, tickPeriodMs } from '../coalesce/schedule.js';
 import { assertReachable, createPool, describeError } from '../db/connect.js';
@@ -54,6 +55,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     throw error;
   }
 
+  for (const warning of configWarnings(config)) logger.warn({ warning }, 'configuration');
   let state = new ServiceState(config);
   await syncWebhooks(pool, state.config);
   // Coalescing starts at the first interval boundary after this moment.
@@ -207,6 +209,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         logger.error('invalid configuration: keeping the one in use');
         return false;
       }
+      for (const warning of configWarnings(next.config)) logger.warn({ warning }, 'configuration');
       const previous = state;
       state = next;
       void previous.close().catch(() => {});

@@ -116,3 +116,33 @@ describe('check-config on a valid document', () => {
     expect(result.stderr).toContain('--config: expected a configuration file (or the environment variable ASSET_WEBHOOKS_CONFIG), got nothing');
   });
 });
+
+describe('check-config warns, and still exits 0, when every delivery to a webhook would be refused', () => {
+  const document = (url: string, allowPrivate: boolean) => `assetUpdater:
+  network: { allowPrivateAddresses: ${allowPrivate} }
+  webhooks:
+    - { id: public, url: "https://receiver.example.com/hook", enabled: true }
+    - { id: here, url: "${url}", enabled: true }
+`;
+
+  it.concurrent.for([
+    ['http://127.0.0.1:8080/hook', '127.0.0.1 is a loopback address; every delivery to it is refused unless network.allowPrivateAddresses is true'],
+    ['http://localhost/hook', 'localhost is a loopback address; every delivery to it is refused unless network.allowPrivateAddresses is true'],
+    ['http://[::1]:9000/', '::1 is a loopback address; every delivery to it is refused unless network.allowPrivateAddresses is true'],
+    ['http://10.1.2.3/hook', '10.1.2.3 is a private address; every delivery to it is refused unless network.allowPrivateAddresses is true'],
+  ] as const)('%s without allowPrivateAddresses', async ([url, warning], { expect }) => {
+    const result = await runCli(['check-config', file(document(url, false))]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/: valid, 2 webhook\(s\)/);
+    expect(result.stderr).toBe(`assetUpdater.webhooks[1].url: warning: ${warning}\n`);
+    const allowed = await runCli(['check-config', file(document(url, true))]);
+    expect(allowed.code).toBe(0);
+    expect(allowed.stderr).toBe('');
+  });
+
+  it('the cloud metadata address, whatever allowPrivateAddresses says', async () => {
+    const result = await runCli(['check-config', file(document('http://169.254.169.254/latest', true))]);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toBe('assetUpdater.webhooks[1].url: warning: 169.254.169.254 is a cloud metadata address; every delivery to it is refused whatever network.allowPrivateAddresses says\n');
+  });
+});

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { configFromEnvOrOption, loadConfigFile } from '../../config/load.js';
+import { configWarnings } from '../../config/warnings.js';
 
 export function registerCheckConfig(program: Command): void {
   program
@@ -18,5 +19,7 @@ export function registerCheckConfig(program: Command): void {
       const webhooks = config.assetUpdater.webhooks;
       process.stdout.write(`${path}: valid, ${webhooks.length} webhook(s) (${webhooks.filter((w) => w.enabled).length} enabled): ` +
         `${webhooks.map((w) => w.id).join(', ') || 'none'}; interval ${config.assetUpdater.intervalSeconds}s\n`);
+      // Valid, so exit 0; what would fail every delivery is still said.
+      for (const warning of configWarnings(config)) process.stderr.write(`${warning}\n`);
     });
 }

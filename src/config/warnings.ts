@@ -1,0 +1,24 @@
+import { refusal } from '../delivery/http/address-guard.js';
+import type { Config } from './schema.js';
+
+/**
+ * What a valid document still gets wrong for sure: a webhook whose URL names
+ * an address the delivery guard always refuses (an IP address, or
+ * `localhost`), so every delivery to it would end `address_refused` and in the
+ * dead-letter store. Host names are resolved at delivery time and are not
+ * judged here. One line per webhook, `<path>: warning: ...`.
+ */
+export function configWarnings(config: Config): string[] {
+  const allowPrivate = config.assetUpdater.network.allowPrivateAddresses;
+  const warnings: string[] = [];
+  config.assetUpdater.webhooks.forEach((webhook, index) => {
+    const host = new URL(webhook.url).hostname.replace(/^\[(.*)\]$/, '$1');
+    const address = host.toLowerCase() === 'localhost' ? '127.0.0.1' : host;
+    const reason = refusal(address, allowPrivate);
+    if (reason === null || reason === 'not an IP address') return;
+    const unless = reason === 'cloud metadata address' ? 'whatever network.allowPrivateAddresses says' : 'unless network.allowPrivateAddresses is true';
+    const what = reason.endsWith(' address') ? reason : `${reason} address`;
+    warnings.push(`assetUpdater.webhooks[${index}].url: warning: ${host} is a ${what}; every delivery to it is refused ${unless}`);
+  });
+  return warnings;
+}
