@@ -84,10 +84,14 @@ export function deliveryContext(
  * the dispatch pump). Webhooks no longer configured are marked disabled: their
  * waiting payloads stay and expire. Enabled webhooks are then pumped, so a
  * webhook enabled again resumes its waiting payloads.
+ *
+ * Returns the ids of webhooks already recorded whose row it changed: at start
+ * or reload, what the new configuration changed; before a coalescing run, what
+ * another `run` process with a different configuration had written.
  */
-export async function syncWebhooks(pool: pg.Pool, config: Config): Promise<void> {
+export async function syncWebhooks(pool: pg.Pool, config: Config): Promise<string[]> {
   const webhooks = config.assetUpdater.webhooks;
-  await pool.query(
+  const { rows } = await pool.query<{ webhook_id: string }>(
     `with configured as (
        select * from unnest($1::text[], $2::text[], $3::boolean[], $4::int[]) as c(webhook_id, url, enabled, concurrency)
      ),
@@ -97,9 +101,17 @@ export async function syncWebhooks(pool: pg.Pool, config: Config): Promise<void>
        on conflict (webhook_id) do update
          set url = excluded.url, enabled = excluded.enabled, concurrency = excluded.concurrency, updated_at = now()
          where (webhooks.url, webhooks.enabled, webhooks.concurrency) is distinct from (excluded.url, excluded.enabled, excluded.concurrency)
+       returning webhook_id, xmax <> 0 as updated
+     ),
+     disabled as (
+       update asset_webhooks.webhooks w set enabled = false, updated_at = now()
+       where w.enabled and w.webhook_id not in (select webhook_id from configured)
+       returning w.webhook_id
      )
-     update asset_webhooks.webhooks w set enabled = false, updated_at = now()
-     where w.enabled and w.webhook_id not in (select webhook_id from configured)`,
+     select webhook_id from upserted where updated
+     union all
+     select webhook_id from disabled
+     order by webhook_id`,
     [
       webhooks.map((webhook) => webhook.id),
       webhooks.map((webhook) => redactedUrl(webhook.url)),
@@ -108,4 +120,5 @@ export async function syncWebhooks(pool: pg.Pool, config: Config): Promise<void>
     ],
   );
   await dispatchWebhooks(pool, webhooks.filter((webhook) => webhook.enabled).map((webhook) => webhook.id));
+  return rows.map((row) => row.webhook_id);
 }

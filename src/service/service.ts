@@ -66,7 +66,18 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
 
   const taskList: TaskList = {
     coalesce: async () => {
-      const result = await coalesce({ pool, webhooks: state.routed, maxPayloadBytes: state.settings.maxPayloadBytes, logger });
+      // The run routes by this process's configuration, and delivery sends only
+      // to webhooks the table says are enabled: the two must agree. Another
+      // `run` process with a different configuration (a rolling change, a
+      // SIGHUP that missed one) writes its own at start and reload, and would
+      // otherwise leave webhooks routed here but never sent, or the reverse.
+      const current = state;
+      const restored = await syncWebhooks(pool, current.config);
+      if (restored.length > 0) {
+        logger.warn({ webhooks: restored },
+          'asset_webhooks.webhooks differed from this process\'s configuration, as another run process with a different configuration writes it; restored before coalescing');
+      }
+      const result = await coalesce({ pool, webhooks: current.routed, maxPayloadBytes: current.settings.maxPayloadBytes, logger });
       metrics.recordRun(result);
     },
     deliver: async (payload) => {

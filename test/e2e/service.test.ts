@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
 import { runCli, startCli, type CliProcess } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
+import { databaseProxy } from '../helpers/database-proxy.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -81,6 +82,62 @@ describe('the service as operators run it', () => {
     expect(await proc.exited).toBe(0);
     const { rows } = await db.pool.query<{ status: string }>('select status from asset_webhooks.payloads');
     expect(rows).toEqual([{ status: 'delivered' }]);
+  });
+
+  it('delivers to its enabled webhooks after another run process with a different configuration has come and gone', async () => {
+    const receiver = await startTestReceiver();
+    receivers.push(receiver);
+    const first = run(writeConfig(serviceConfig(receiver.url)));
+    await db.pool.query("insert into assets (asset_id) values (1)");
+    await receiver.waitFor(1);
+    // A second process with an older document, without crm: at start it records
+    // its webhooks, which disables crm for every process.
+    const other = run(writeConfig(receiverConfig([{ id: 'shop', url: receiver.url }])));
+    await eventually(async () => {
+      const { rows } = await db.pool.query<{ enabled: boolean }>("select enabled from asset_webhooks.webhooks where webhook_id = 'crm'");
+      return rows[0]?.enabled === false ? true : undefined;
+    }, 20_000, 'crm disabled by the other process');
+    other.child.kill('SIGTERM');
+    expect(await other.exited).toBe(0);
+    await db.pool.query("insert into assets (asset_id) values (2)");
+    await eventually(async () => (delivered(receiver).some((e) => e.assetId === 2) ? true : undefined), 20_000, 'asset 2 delivered to crm');
+    // Restored: crm enabled again, shop (not in this process's document) disabled.
+    expect(first.output.stderr).toMatch(/"webhooks":\["crm","shop"\].*asset_webhooks\.webhooks differed from this process's configuration/);
+  });
+
+  it('takes SIGHUP and SIGTERM during start-up: the reload is applied once it is up, the stop exits 0', async () => {
+    const receiver = await startTestReceiver();
+    receivers.push(receiver);
+    const configFile = writeConfig(serviceConfig(receiver.url));
+    // The database answers nothing until up(): start-up waits in its first query.
+    const proxy = await databaseProxy(new URL(db.url));
+    try {
+      proxy.hold();
+      const reloaded = startCli(['run', '--database-url', proxy.url, '--config', configFile], { LOG_LEVEL: 'info' });
+      processes.push(reloaded);
+      await eventually(async () => (proxy.accepted > 0 ? true : undefined), 20_000, 'start-up reached the database');
+      reloaded.child.kill('SIGHUP');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(reloaded.child.exitCode, reloaded.output.stderr).toBeNull();
+      expect(reloaded.child.signalCode).toBeNull();
+      proxy.up();
+      await eventually(async () => (reloaded.output.stderr.includes('configuration reloaded') ? true : undefined), 20_000, 'reloaded after start-up');
+      await db.pool.query("insert into assets (asset_id) values (1)");
+      await receiver.waitFor(1);
+
+      proxy.hold();
+      const accepted = proxy.accepted;
+      const stopped = startCli(['run', '--database-url', proxy.url, '--config', configFile], { LOG_LEVEL: 'info' });
+      processes.push(stopped);
+      await eventually(async () => (proxy.accepted > accepted ? true : undefined), 20_000, 'start-up reached the database');
+      stopped.child.kill('SIGTERM');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      proxy.up();
+      expect(await stopped.exited, stopped.output.stderr).toBe(0);
+      expect(stopped.output.stderr).toMatch(/"signal":"SIGTERM".*"msg":"signal received"/);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('keeps running on the old configuration after SIGHUP with a broken document', async () => {

@@ -6,16 +6,22 @@ export interface DatabaseProxy {
   readonly url: string;
   /** Drops every connection and refuses new ones: the database "stops". */
   down(): void;
+  /** New connections are accepted and wait, unanswered, until up(): the database "hangs". */
+  hold(): void;
   up(): void;
+  /** Connections accepted so far (held ones included). */
+  readonly accepted: number;
   close(): Promise<void>;
 }
 
 /** A TCP proxy to the database of `target` that a test can take down and bring back. */
 export async function databaseProxy(target: URL): Promise<DatabaseProxy> {
   let available = true;
+  let holding = false;
+  let accepted = 0;
+  const held: Socket[] = [];
   const sockets = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    if (!available) return void client.destroy();
+  const pipe = (client: Socket): void => {
     const upstream = connect(Number(target.port || 5432), target.hostname);
     for (const socket of [client, upstream]) {
       sockets.add(socket);
@@ -23,6 +29,16 @@ export async function databaseProxy(target: URL): Promise<DatabaseProxy> {
       socket.on('error', () => {});
     }
     client.pipe(upstream).pipe(client);
+  };
+  const server: Server = createServer((client) => {
+    accepted += 1;
+    if (holding) {
+      client.on('error', () => {});
+      held.push(client);
+      return;
+    }
+    if (!available) return void client.destroy();
+    pipe(client);
   });
   const port = await freePort();
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
@@ -35,11 +51,19 @@ export async function databaseProxy(target: URL): Promise<DatabaseProxy> {
       available = false;
       for (const socket of sockets) socket.destroy();
     },
+    hold() {
+      holding = true;
+    },
     up() {
       available = true;
+      holding = false;
+      for (const client of held.splice(0)) if (!client.destroyed) pipe(client);
+    },
+    get accepted() {
+      return accepted;
     },
     close: () => new Promise<void>((resolve) => {
-      for (const socket of sockets) socket.destroy();
+      for (const socket of [...sockets, ...held.splice(0)]) socket.destroy();
       server.close(() => resolve());
     }),
   };

@@ -3,7 +3,8 @@ import { configFromEnvOrOption } from '../../config/load.js';
 import { describeError, requireDatabaseUrl } from '../../db/connect.js';
 import { routeConsoleTo } from '../../logging/console.js';
 import { createLogger } from '../../logging/logger.js';
-import { startService } from '../../service/service.js';
+import { startService, type RunningService } from '../../service/service.js';
+import { takeEarlySignals } from '../early-signals.js';
 import { parseIntegerOption } from '../options.js';
 
 export function registerRun(program: Command): void {
@@ -17,13 +18,44 @@ export function registerRun(program: Command): void {
     .action(async (options: { databaseUrl?: string; config?: string; httpPort?: number; concurrency?: number }) => {
       const logger = createLogger();
       routeConsoleTo(logger);
-      const service = await startService({
-        databaseUrl: requireDatabaseUrl(options.databaseUrl),
-        configPath: configFromEnvOrOption(options.config),
-        logger,
-        httpPort: options.httpPort,
-        concurrency: options.concurrency,
-      });
+      // Signals are taken from the first moment: starting takes seconds
+      // (database checks, the worker), and Node's default for SIGTERM, SIGINT and
+      // SIGHUP is to end the process at once, which a config tool's SIGHUP to
+      // every process, or a stop during a restart, must not do. What arrives
+      // before the service is up is applied as soon as it is.
+      let service: RunningService | undefined;
+      let stopRequested = false;
+      let reloadRequested = false;
+      const stop = (signal: string): void => {
+        logger.info({ signal }, 'signal received');
+        if (service) void service.stop();
+        else stopRequested = true;
+      };
+      const reload = (): void => {
+        if (service) void service.reload();
+        else reloadRequested = true;
+      };
+      process.on('SIGTERM', stop);
+      process.on('SIGINT', stop);
+      process.on('SIGHUP', reload);
+      for (const signal of takeEarlySignals()) {
+        if (signal === 'SIGHUP') reload();
+        else stop(signal);
+      }
+      try {
+        service = await startService({
+          databaseUrl: requireDatabaseUrl(options.databaseUrl),
+          configPath: configFromEnvOrOption(options.config),
+          logger,
+          httpPort: options.httpPort,
+          concurrency: options.concurrency,
+        });
+      } catch (error) {
+        process.removeListener('SIGTERM', stop);
+        process.removeListener('SIGINT', stop);
+        process.removeListener('SIGHUP', reload);
+        throw error;
+      }
       // graphile-worker can leave a promise rejected with nobody to handle it
       // (failing a job while the database is unreachable); Node would end the
       // process for it, in-flight deliveries and all. Log it and carry on: the
@@ -33,16 +65,12 @@ export function registerRun(program: Command): void {
         logger.error({ err: describeError(reason) }, 'an operation failed with nobody to handle it; carrying on');
       };
       process.on('unhandledRejection', onUnhandled);
-      const stop = (signal: string): void => {
-        logger.info({ signal }, 'signal received');
-        void service.stop();
-      };
-      process.on('SIGTERM', stop);
-      process.on('SIGINT', stop);
-      process.on('SIGHUP', () => void service.reload());
+      if (stopRequested) void service.stop();
+      else if (reloadRequested) void service.reload();
       await service.stopped;
       await service.stop();
       process.removeListener('SIGTERM', stop);
       process.removeListener('SIGINT', stop);
+      process.removeListener('SIGHUP', reload);
     });
 }
