@@ -14,8 +14,12 @@ from asset_webhooks.payloads where status in ('open', 'pending')
 group by webhook_id, status order by webhook_id, status;
 
 \echo 'The last coalescing runs:'
-select run_id, started_at, finished_at, finished_at - started_at as took, events, payloads
-from asset_webhooks.coalesce_runs order by run_id desc limit 10;
+\echo '(state interrupted: the process died mid-run; its committed chunks count in events, the next run took over the rest)'
+select run_id, started_at, finished_at, finished_at - started_at as took, events, payloads,
+       case when finished_at is not null then 'finished'
+            when exists (select 1 from asset_webhooks.coalesce_runs later where later.run_id > r.run_id) then 'interrupted'
+            else 'running' end as state
+from asset_webhooks.coalesce_runs r order by run_id desc limit 10;
 
 \echo 'Captures that failed inside a trigger (the source write went through; the event was not captured):'
 select occurred_at, table_name, operation, sqlstate, message

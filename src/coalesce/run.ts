@@ -123,6 +123,8 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
           });
           for (const batch of batches) payloadIds.add(batch.payloadId!);
           await dispatchWebhooks(client, batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId));
+          // Counted with the chunk, so a run that dies later still shows what it committed.
+          await client.query('update asset_webhooks.coalesce_runs set events = events + $2 where run_id = $1', [runId, rows.length]);
         });
         events += rows.length;
         chunks += 1;

@@ -1,3 +1,6 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { claimChunk, outboxHighWater, recordLatestEdits } from '../../src/coalesce/claim.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -253,4 +256,29 @@ describe('coalescing', () => {
       session.release();
     }
   });
+});
+
+it('a run that fails after some chunks shows what it committed, and the runbook calls it interrupted', async () => {
+  await resetData(db.pool);
+  const crm = openWebhook('crm');
+  await registerWebhooks(db.pool, [crm]);
+  await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 5) g');
+  // The third event's chunk fails as a crash would end it: after two chunks committed.
+  await db.pool.query(`create function public.aw_test_fail_third() returns trigger language plpgsql as $$
+    begin if new.asset_id = 3 then raise exception 'the worker died'; end if; return new; end $$`);
+  await db.pool.query('create trigger fail_third before insert on asset_webhooks.events for each row execute function public.aw_test_fail_third()');
+  try {
+    await expect(runCoalesce(db.pool, [crm], { chunkSize: 1 })).rejects.toThrow(/the worker died/);
+  } finally {
+    await db.pool.query('drop trigger fail_third on asset_webhooks.events');
+    await db.pool.query('drop function public.aw_test_fail_third()');
+  }
+  await runCoalesce(db.pool, [crm], { chunkSize: 1 });
+  const { rows } = await db.pool.query<{ events: number; finished: boolean }>(
+    'select events, finished_at is not null as finished from asset_webhooks.coalesce_runs order by run_id');
+  expect(rows).toEqual([{ events: 2, finished: false }, { events: 3, finished: true }]);
+  const runbook = fileURLToPath(new URL('../../sql/runbooks/backlog-and-lag.sql', import.meta.url));
+  const { stdout } = await promisify(execFile)('psql', [db.url, '-X', '-v', 'ON_ERROR_STOP=1', '-f', runbook]);
+  expect(stdout).toMatch(/\|\s+2\s+\|\s+\d+\s+\|\s+interrupted\n/);
+  expect(stdout).toMatch(/\|\s+3\s+\|\s+\d+\s+\|\s+finished\n/);
 });
