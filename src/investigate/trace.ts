@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { operatorDb, type OperatorDatabase } from '../db/kysely.js';
 import { UserError } from '../errors.js';
+import { HAND_BACK_AFTER_MINUTES } from '../maintenance/maintenance.js';
 
 export interface TraceAttempt {
   readonly series: number;
@@ -124,9 +125,12 @@ export function renderTrace(trace: Trace): string {
             ` (series ${series - 1} had ended ${redelivery.previousReason ?? 'dead-lettered'})`);
         }
         for (const a of p.attempts.filter((attempt) => attempt.series === series)) {
-          const result = a.statusCode !== null ? `HTTP ${a.statusCode}` : a.error ?? 'no result recorded (interrupted)';
+          const result = a.statusCode !== null ? `HTTP ${a.statusCode}` : a.error ?? 'no result recorded yet';
+          // A result never written: the request is still out, or its worker died and maintenance hands it back.
+          const handBack = new Date(a.startedAt.getTime() + HAND_BACK_AFTER_MINUTES * 60_000).toISOString();
           lines.push(`    attempt ${a.attempt}${p.series > 1 ? ` of series ${series}` : ''} at ${a.startedAt.toISOString()}: ${result}` +
-            `${a.durationMs !== null ? ` in ${a.durationMs} ms` : ''} -> ${a.outcome ?? 'in progress'}`);
+            `${a.durationMs !== null ? ` in ${a.durationMs} ms` : ''} -> ` +
+            (a.outcome ?? `in progress (if its worker stopped, the payload is handed back and sent again from ${handBack})`));
         }
       }
     }

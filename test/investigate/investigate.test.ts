@@ -191,6 +191,17 @@ describe('dead letters', () => {
     expect(lines[2]).toMatch(/^ {4}redelivered as series 3, requested by \S+ at .* \(series 2 had ended rejected\)$/);
     expect(lines).toHaveLength(3);
   });
+
+  it('trace says when an attempt without a result is handed back if its worker has stopped', async () => {
+    await db.pool.query(`insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
+      values ($1, 3, 1, '2026-11-23T10:00:00Z')`, [ids.deadPayload]);
+    try {
+      const result = await runCli(['trace', ids.dead, '--database-url', db.url]);
+      expect(result.stdout).toMatch(/\n {4}attempt 1 of series 3 at 2026-11-23T10:00:00\.000Z: no result recorded yet -> in progress \(if its worker stopped, the payload is handed back and sent again from 2026-11-23T10:10:00\.000Z\)\n/);
+    } finally {
+      await db.pool.query('delete from asset_webhooks.attempts where payload_id = $1 and series = 3', [ids.deadPayload]);
+    }
+  });
 });
 
 describe('psql runbooks', () => {
