@@ -16,7 +16,14 @@
 --     `migrate`, with a pinned search_path, so the application's role needs no
 --     rights on asset_webhooks and cannot be confused by its own search_path.
 --   * They never fail the source write: an unexpected error is recorded in
---     asset_webhooks.capture_errors (and raised as a WARNING) instead.
+--     asset_webhooks.capture_errors (and raised as a WARNING) instead. Except
+--     the errors of concurrency, which the write would have met without
+--     triggers too: a serialization failure, a deadlock (class 40,
+--     transaction_rollback) or a lock timeout (lock_not_available) is raised,
+--     so the application's transaction fails and is retried as it expects.
+--     Swallowed, the change committed uncaptured, and a SERIALIZABLE
+--     transaction committed that PostgreSQL had refused. (A cancelled
+--     statement, query_canceled, is never caught by `others`.)
 --   * The file is idempotent: `migrate` may apply it again at any time.
 --   * `set jit = off` on the trigger functions: the planner estimates joins of
 --     transition tables at millions of rows and JIT-compiled them, which cost
@@ -62,9 +69,11 @@ begin
   select 'CREATED', n.asset_id, n.asset_uuid, n.latest_atom_id, n.supertype, n.parent_id
   from new_rows n;
   return null;
-exception when others then
-  perform asset_webhooks.record_capture_error(tg_table_name, tg_op, sqlstate, sqlerrm);
-  return null;
+exception
+  when transaction_rollback or lock_not_available then raise;
+  when others then
+    perform asset_webhooks.record_capture_error(tg_table_name, tg_op, sqlstate, sqlerrm);
+    return null;
 end $$;
 
 -- update of assets: per row, in this order, each when it applies:
@@ -108,9 +117,11 @@ begin
     select 'DELETED', c.* from changed c where c.trashed
   ) e;
   return null;
-exception when others then
-  perform asset_webhooks.record_capture_error(tg_table_name, tg_op, sqlstate, sqlerrm);
-  return null;
+exception
+  when transaction_rollback or lock_not_available then raise;
+  when others then
+    perform asset_webhooks.record_capture_error(tg_table_name, tg_op, sqlstate, sqlerrm);
+    return null;
 end $$;
 
 -- delete from assets: PURGED, with what operators need once the row is gone.
@@ -121,9 +132,11 @@ begin
   select 'PURGED', o.asset_id, o.asset_uuid, null, o.supertype, o.parent_id
   from old_rows o;
   return null;
-exception when others then
-  perform asset_webhooks.record_capture_error(tg_table_name, tg_op, sqlstate, sqlerrm);
-  return null;
+exception
+  when transaction_rollback or lock_not_available then raise;
+  when others then
+    perform asset_webhooks.record_capture_error(tg_table_name, tg_op, sqlstate, sqlerrm);
+    return null;
 end $$;
 
 -- insert, update or delete of keywords or additional fields: one EDITED per
@@ -154,9 +167,11 @@ begin
     );
   end if;
   return null;
-exception when others then
-  perform asset_webhooks.record_capture_error(tg_table_name, tg_op, sqlstate, sqlerrm);
-  return null;
+exception
+  when transaction_rollback or lock_not_available then raise;
+  when others then
+    perform asset_webhooks.record_capture_error(tg_table_name, tg_op, sqlstate, sqlerrm);
+    return null;
 end $$;
 
 -- Transition tables allow one event per trigger, hence one trigger per operation.

@@ -140,6 +140,35 @@ describe('the reference binding captures exactly the events of CONTRACT section 
     expect((await captured()).map((row) => row.event_type)).toEqual(['CREATED', 'EDITED']);
   });
 
+  it('fails a SERIALIZABLE write whose capture meets a serialization failure, as the write alone would, rather than commit it uncaptured', async () => {
+    await db.pool.query("insert into assets (asset_id) values (1), (2), (3); insert into asset_keywords (asset_id, value) values (3, 'kw')");
+    await db.pool.query('delete from asset_webhooks.outbox');
+    const a = await db.pool.connect();
+    const b = await db.pool.connect();
+    try {
+      await a.query('begin isolation level serializable');
+      await a.query('select title from assets where asset_id = 2');
+      await b.query('begin isolation level serializable');
+      await b.query('select title from assets where asset_id = 1');
+      await a.query("update assets set title = 'A1' where asset_id = 1");
+      await b.query("update assets set title = 'B1' where asset_id = 3");
+      await b.query('commit');
+      // The capture of this delete reads asset 3, which b changed: a now has
+      // conflicts both ways, and PostgreSQL refuses it.
+      const failure = await a.query('delete from asset_keywords where asset_id = 3').then(() => null, (error: { code?: string }) => error);
+      expect(failure?.code).toBe('40001');
+      await a.query('rollback');
+    } finally {
+      a.release();
+      b.release();
+    }
+    const { rows: keywords } = await db.pool.query('select value from asset_keywords where asset_id = 3');
+    expect(keywords).toEqual([{ value: 'kw' }]);
+    expect(await captured()).toEqual([{ event_type: 'EDITED', asset_id: 3, atom_id: null }]);
+    const { rows: errors } = await db.pool.query('select sqlstate from asset_webhooks.capture_errors');
+    expect(errors).toEqual([]);
+  });
+
   it('never fails the source write when capture fails, and records why', async () => {
     // Simulate unexpected data: the outbox refuses rows of asset 666.
     await db.pool.query("alter table asset_webhooks.outbox add constraint reject_666 check (asset_id <> 666)");
