@@ -38,10 +38,9 @@ interface ClaimRow extends Omit<AssetStateRow, 'asset_id'> {
  * backlog per run replaces an index on the outbox, which every captured row
  * paid for in the asset database's own writes.
  *
- * A row that commits late (after this) with a seq below maxSeq but above the
- * chunks already read is claimed by a later chunk: when it is newer than what
- * is recorded here, the latest edit of its asset is the newest of its chunk,
- * as the claim sees it then.
+ * This and every chunk of the run read one snapshot (the run's repeatable
+ * read transaction on `session`): a row that commits after the run began is
+ * not seen by it at all, and waits whole for the next run.
  */
 export async function recordLatestEdits(session: pg.PoolClient, maxSeq: number): Promise<void> {
   await session.query(
@@ -64,9 +63,9 @@ export async function recordLatestEdits(session: pg.PoolClient, maxSeq: number):
  * binding's view in the same query (one query per chunk, never one per event).
  *
  * Rows are not locked: only the run holding the coalescing lock reads or
- * deletes outbox rows, so the read needs no transaction of its own and can
- * run while the previous chunk is still being written. A row that commits
- * late with a seq at or below `afterSeq` waits for the next run.
+ * deletes outbox rows, so the read runs in the run's snapshot while the
+ * previous chunk is still being written on another connection. A row that
+ * commits after the run began waits for the next run.
  *
  * This must run on the session that ran recordLatestEdits for this run.
  */

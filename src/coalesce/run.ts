@@ -71,14 +71,42 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
 
 /** `session` holds the run's advisory lock; every chunk runs on it (see recordLatestEdits). */
 async function runLocked(options: CoalesceOptions, chunkSize: number, now: () => Date, session: pg.PoolClient): Promise<CoalesceResult> {
-  const { pool, webhooks } = options;
+  const { pool } = options;
   // A previous run that crashed may have left open payloads: they are complete
   // as far as their events go (written in the same transaction), so seal them.
   const { rows: sealed } = await pool.query<{ webhook_id: string }>(
     `update asset_webhooks.payloads set status = 'pending' where status = 'open' returning webhook_id`);
   if (sealed.length > 0) await dispatchWebhooks(pool, sealed.map((row) => row.webhook_id));
 
-  const maxSeq = await outboxHighWater(pool);
+  // Everything the run reads of the outbox and the assets (the high-water
+  // mark, every asset's latest edit, each chunk) comes from one snapshot,
+  // taken here: a transaction that commits while the run goes on is seen
+  // whole by the next run, never half by this one. Otherwise its EDITED rows
+  // could be claimed by a later chunk after the asset's earlier edit had gone
+  // out in this run: two EDITED events of one asset in one run. The snapshot
+  // is held for the run's duration (seconds; about a minute for a
+  // million-event backlog), and the chunks are written on another connection.
+  await session.query('begin isolation level repeatable read');
+  let snapshotOpen = true;
+  const endSnapshot = async (how: 'commit' | 'rollback'): Promise<void> => {
+    if (!snapshotOpen) return;
+    snapshotOpen = false;
+    await session.query(how);
+  };
+  try {
+    return await runInSnapshot(options, chunkSize, now, session, endSnapshot);
+  } catch (error) {
+    await endSnapshot('rollback').catch(() => {});
+    throw error;
+  }
+}
+
+async function runInSnapshot(
+  options: CoalesceOptions, chunkSize: number, now: () => Date, session: pg.PoolClient,
+  endSnapshot: (how: 'commit' | 'rollback') => Promise<void>,
+): Promise<CoalesceResult> {
+  const { pool, webhooks } = options;
+  const maxSeq = await outboxHighWater(session);
   const { rows: [run] } = await pool.query<{ run_id: number }>('insert into asset_webhooks.coalesce_runs default values returning run_id');
   const runId = run!.run_id;
   const logger = options.logger.child({ runId });
@@ -140,6 +168,7 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
     }
   }
 
+  await endSnapshot('commit');
   // Seal the last payload of each webhook.
   await inTransaction(session, async (client) => {
     for (const packer of packers) packer.finish();

@@ -5,6 +5,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { claimChunk, outboxHighWater, recordLatestEdits } from '../../src/coalesce/claim.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { bodyEvents, openWebhook, outcomes, payloads, registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
+import { eventually } from '../helpers/receiver.js';
 
 const db = useTestDatabase();
 
@@ -281,4 +282,49 @@ it('a run that fails after some chunks shows what it committed, and the runbook 
   const { stdout } = await promisify(execFile)('psql', [db.url, '-X', '-v', 'ON_ERROR_STOP=1', '-f', runbook]);
   expect(stdout).toMatch(/\|\s+2\s+\|\s+\d+\s+\|\s+interrupted\n/);
   expect(stdout).toMatch(/\|\s+3\s+\|\s+\d+\s+\|\s+finished\n/);
+});
+
+it('a transaction that commits while a run goes on is left whole to the next run: never two EDITED of one asset in a run', async () => {
+  await resetData(db.pool);
+  const crm = openWebhook('crm');
+  await registerWebhooks(db.pool, [crm]);
+  await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 3) g');
+  await runCoalesce(db.pool, [crm]);
+  // Outbox, in seq order: an edit of asset 1 (committed), one of asset 2
+  // (committed), a keyword of asset 1 (in a transaction left open), one of asset 3.
+  await db.pool.query("update assets set title = 'a' where asset_id = 1");
+  await db.pool.query("update assets set title = 'b' where asset_id = 2");
+  const late = await db.pool.connect();
+  const blocker = await db.pool.connect();
+  try {
+    await late.query('begin');
+    await late.query("insert into asset_keywords (asset_id, value) values (1, 'late')");
+    await db.pool.query("update assets set title = 'c' where asset_id = 3");
+    // Chunks of one row. The first chunk's write waits for this lock while the
+    // second chunk is read; the late transaction commits before the third is read.
+    await blocker.query('begin');
+    await blocker.query('lock table asset_webhooks.events in exclusive mode');
+    const running = runCoalesce(db.pool, [crm], { chunkSize: 1 });
+    await eventually(async () => {
+      const { rows } = await db.pool.query<{ n: number }>(
+        "select count(*)::int as n from pg_locks l join pg_class c on c.oid = l.relation where c.relname = 'events' and not l.granted");
+      return (rows[0]?.n ?? 0) > 0 ? true : undefined;
+    }, 20_000, 'the first chunk to wait for its write');
+    await late.query('commit');
+    await blocker.query('commit');
+    await running;
+  } finally {
+    await late.query('rollback').catch(() => {});
+    await blocker.query('rollback').catch(() => {});
+    late.release();
+    blocker.release();
+  }
+  await runCoalesce(db.pool, [crm]);
+  const { rows } = await db.pool.query<{ run_id: number; asset_id: number; edits: number }>(
+    `select run_id::int, asset_id::int, count(*)::int as edits from asset_webhooks.events
+     where event_type = 'EDITED' and collapsed_into is null group by run_id, asset_id order by run_id, asset_id`);
+  // Run 2 sends the three committed edits; run 3 the late keyword edit of asset 1.
+  expect(rows.map(({ asset_id, edits }) => [asset_id, edits])).toEqual([[1, 1], [2, 1], [3, 1], [1, 1]]);
+  expect(new Set(rows.slice(0, 3).map((row) => row.run_id)).size).toBe(1);
+  expect(rows[3]!.run_id).toBeGreaterThan(rows[0]!.run_id);
 });
