@@ -14,7 +14,7 @@ from asset_webhooks.payloads where status in ('open', 'pending')
 group by webhook_id, status order by webhook_id, status;
 
 \echo 'The last coalescing runs:'
-\echo '(state interrupted: the process died mid-run; its committed chunks count in events, the next run took over the rest)'
+\echo '(state interrupted: the run failed or its process died; its committed chunks count in events, the next run took over the rest)'
 select run_id, started_at, finished_at, finished_at - started_at as took, events, payloads,
        case when finished_at is not null then 'finished'
             when exists (select 1 from asset_webhooks.coalesce_runs later where later.run_id > r.run_id) then 'interrupted'

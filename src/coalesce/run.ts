@@ -29,6 +29,12 @@ export interface CoalesceOptions {
   readonly logger: Logger;
   /** The clock (payload timestamps). Default: the system clock. */
   readonly now?: () => Date;
+  /**
+   * Runs once this run holds the coalescing lock, before it reads anything:
+   * the service records its webhooks there, so no other process's run can
+   * rewrite them while this one routes.
+   */
+  readonly beforeRun?: () => Promise<void>;
 }
 
 export interface CoalesceResult {
@@ -60,6 +66,7 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
       return { runId: null, events: 0, payloads: 0, chunks: 0, routes: {} };
     }
     try {
+      await options.beforeRun?.();
       return await runLocked(options, chunkSize, now, lockClient);
     } finally {
       await lockClient.query('select pg_advisory_unlock($1)', [COALESCE_LOCK_KEY]);

@@ -13,12 +13,15 @@ export function configWarnings(config: Config): string[] {
   const warnings: string[] = [];
   config.assetUpdater.webhooks.forEach((webhook, index) => {
     const host = new URL(webhook.url).hostname.replace(/^\[(.*)\]$/, '$1');
-    const address = host.toLowerCase() === 'localhost' ? '127.0.0.1' : host;
+    const address = /^localhost\.?$/i.test(host) ? '127.0.0.1' : host;
     const reason = refusal(address, allowPrivate);
     if (reason === null || reason === 'not an IP address') return;
     const unless = reason === 'cloud metadata address' ? 'whatever network.allowPrivateAddresses says' : 'unless network.allowPrivateAddresses is true';
-    const what = reason.endsWith(' address') ? reason : `${reason} address`;
-    warnings.push(`assetUpdater.webhooks[${index}].url: warning: ${host} is a ${what}; every delivery to it is refused ${unless}`);
+    // ipaddr.js range names, in words.
+    const words: Record<string, string> = { linkLocal: 'link-local', carrierGradeNat: 'carrier-grade NAT', uniqueLocal: 'unique-local' };
+    const range = words[reason] ?? reason;
+    const what = range.endsWith(' address') ? range : `${/^[aeiou]/.test(range) ? 'an' : 'a'} ${range} address`;
+    warnings.push(`assetUpdater.webhooks[${index}].url: warning: ${host} is ${what.startsWith('a') ? what : `a ${what}`}; every delivery to it is refused ${unless}`);
   });
   return warnings;
 }

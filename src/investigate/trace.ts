@@ -130,7 +130,7 @@ export function renderTrace(trace: Trace): string {
           const handBack = new Date(a.startedAt.getTime() + HAND_BACK_AFTER_MINUTES * 60_000).toISOString();
           lines.push(`    attempt ${a.attempt}${p.series > 1 ? ` of series ${series}` : ''} at ${a.startedAt.toISOString()}: ${result}` +
             `${a.durationMs !== null ? ` in ${a.durationMs} ms` : ''} -> ` +
-            (a.outcome ?? `in progress (if its worker stopped, the payload is handed back and sent again from ${handBack})`));
+            (a.outcome ?? `in progress (if its worker stopped, the payload is handed back and sent again from about ${handBack})`));
         }
       }
     }

@@ -55,7 +55,7 @@ export async function migrate(pool: pg.Pool, connectionString: string, options: 
       }
       for (const migration of migrations) {
         if (migration.id <= databaseVersion) continue;
-        await inTransaction(client, async () => {
+        await inShortLockTries(client, async () => {
           await client.query(migration.sql);
           await client.query('insert into asset_webhooks.migrations (id, name) values ($1, $2)', [migration.id, migration.name]);
         });
@@ -65,9 +65,9 @@ export async function migrate(pool: pg.Pool, connectionString: string, options: 
       await runMigrations({ connectionString });
       if (bindingSql !== undefined) {
         // Checked before it commits: a binding whose view the service cannot read is rolled back.
-        await inTransaction(client, async (tx) => {
-          await runBindingSql(tx, bindingSql);
-          await assertBinding(tx);
+        await inShortLockTries(client, async () => {
+          await runBindingSql(client, bindingSql);
+          await assertBinding(client);
         });
       }
     } finally {
@@ -77,6 +77,36 @@ export async function migrate(pool: pg.Pool, connectionString: string, options: 
     client.release();
   }
   return { applied, schemaVersion: codeVersion, ...(bindingSql ? { binding: bindingSql.name } : {}) };
+}
+
+/** How long one try of a migration waits for a lock, and how long all tries may take. */
+const LOCK_TRY_MS = 2000;
+const LOCK_TRIES_MS = 10 * 60_000;
+
+/**
+ * Runs `work` in a transaction whose lock waits end after LOCK_TRY_MS, and
+ * tries again until it gets its locks. A coalescing run holds light locks on
+ * the outbox, the asset tables and the binding's view for its whole duration
+ * (its snapshot); a migration waiting behind it for a stronger lock would make
+ * every write of the application queue behind the migration. With short tries
+ * the application waits at most LOCK_TRY_MS at a time.
+ */
+async function inShortLockTries(client: pg.PoolClient, work: () => Promise<void>): Promise<void> {
+  const deadline = Date.now() + LOCK_TRIES_MS;
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      await inTransaction(client, async () => {
+        await client.query(`set local lock_timeout = '${LOCK_TRY_MS}ms'`);
+        await work();
+      });
+      return;
+    } catch (error) {
+      const cause = (error as { cause?: unknown }).cause ?? error;
+      if ((cause as { code?: string }).code !== '55P03' || Date.now() > deadline) throw error;
+      if (attempt === 1) process.stderr.write('migrate: waiting for locks held by a coalescing run or another session; trying again every few seconds\n');
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
 }
 
 /**

@@ -71,13 +71,16 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       // `run` process with a different configuration (a rolling change, a
       // SIGHUP that missed one) writes its own at start and reload, and would
       // otherwise leave webhooks routed here but never sent, or the reverse.
+      // Under the coalescing lock: a run of another process cannot rewrite them while this one routes.
       const current = state;
-      const restored = await syncWebhooks(pool, current.config);
-      if (restored.length > 0) {
-        logger.warn({ webhooks: restored },
-          'asset_webhooks.webhooks differed from this process\'s configuration, as another run process with a different configuration writes it; restored before coalescing');
-      }
-      const result = await coalesce({ pool, webhooks: current.routed, maxPayloadBytes: current.settings.maxPayloadBytes, logger });
+      const beforeRun = async (): Promise<void> => {
+        const restored = await syncWebhooks(pool, current.config);
+        if (restored.length > 0) {
+          logger.warn({ webhooks: restored },
+            'asset_webhooks.webhooks differed from this process\'s configuration, as another run process with a different configuration writes it; restored before coalescing');
+        }
+      };
+      const result = await coalesce({ pool, webhooks: current.routed, maxPayloadBytes: current.settings.maxPayloadBytes, logger, beforeRun });
       metrics.recordRun(result);
     },
     deliver: async (payload) => {

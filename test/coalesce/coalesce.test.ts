@@ -307,7 +307,8 @@ it('a transaction that commits while a run goes on is left whole to the next run
     const running = runCoalesce(db.pool, [crm], { chunkSize: 1 });
     await eventually(async () => {
       const { rows } = await db.pool.query<{ n: number }>(
-        "select count(*)::int as n from pg_locks l join pg_class c on c.oid = l.relation where c.relname = 'events' and not l.granted");
+        `select count(*)::int as n from pg_locks l join pg_class c on c.oid = l.relation
+         where c.relname = 'events' and not l.granted and l.database = (select oid from pg_database where datname = current_database())`);
       return (rows[0]?.n ?? 0) > 0 ? true : undefined;
     }, 20_000, 'the first chunk to wait for its write');
     await late.query('commit');

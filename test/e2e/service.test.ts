@@ -135,6 +135,20 @@ describe('the service as operators run it', () => {
       proxy.up();
       expect(await stopped.exited, stopped.output.stderr).toBe(0);
       expect(stopped.output.stderr).toMatch(/"signal":"SIGTERM".*"msg":"signal received"/);
+
+      // A database that never answers: the second Ctrl-C ends the wait.
+      proxy.hold();
+      const acceptedBefore = proxy.accepted;
+      const hung = startCli(['run', '--database-url', proxy.url, '--config', configFile], { LOG_LEVEL: 'info' });
+      processes.push(hung);
+      await eventually(async () => (proxy.accepted > acceptedBefore ? true : undefined), 20_000, 'start-up reached the database');
+      hung.child.kill('SIGINT');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(hung.child.exitCode).toBeNull();
+      expect(hung.child.signalCode).toBeNull();
+      hung.child.kill('SIGINT');
+      expect(await hung.exited, hung.output.stderr).toBe(130);
+      expect(hung.output.stderr).toMatch(/second signal during start-up: exiting now/);
     } finally {
       await proxy.close();
     }
@@ -236,6 +250,36 @@ describe('the service as operators run it', () => {
   it('prints usage errors with exit 2', async () => {
     const result = await runCli(['run', '--http-port', 'abc']);
     expect(result.code).toBe(2);
+  });
+
+  it('migrate behind a coalescing run\'s snapshot lets the application write meanwhile, and finishes after it', async () => {
+    // A run holds light locks on the asset tables and the binding's view for its duration.
+    const run = await db.pool.connect();
+    try {
+      await run.query('begin isolation level repeatable read');
+      await run.query('select count(*) from asset_webhooks.asset_state');
+      const migrating = runCli(['migrate', '--binding', 'reference', '--database-url', db.url], {}, 60_000);
+      await eventually(async () => {
+        const { rows } = await db.pool.query<{ n: number }>(
+          "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'");
+        return (rows[0]?.n ?? 0) > 0 ? true : undefined;
+      }, 20_000, 'migrate waiting for its lock');
+      // Without short lock tries this insert queued behind migrate until the run ended.
+      const writer = await db.pool.connect();
+      try {
+        await writer.query("set statement_timeout = '10s'");
+        await writer.query('insert into assets (asset_id) values (77)');
+      } finally {
+        writer.release();
+      }
+      await run.query('commit');
+      const result = await migrating;
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stderr).toContain('migrate: waiting for locks held by a coalescing run or another session');
+    } finally {
+      await run.query('rollback').catch(() => {});
+      run.release();
+    }
   });
 
   it('migrate: idempotent, concurrent, and clear about a bad binding file', async () => {

@@ -197,7 +197,7 @@ describe('dead letters', () => {
       values ($1, 3, 1, '2026-11-23T10:00:00Z')`, [ids.deadPayload]);
     try {
       const result = await runCli(['trace', ids.dead, '--database-url', db.url]);
-      expect(result.stdout).toMatch(/\n {4}attempt 1 of series 3 at 2026-11-23T10:00:00\.000Z: no result recorded yet -> in progress \(if its worker stopped, the payload is handed back and sent again from 2026-11-23T10:10:00\.000Z\)\n/);
+      expect(result.stdout).toMatch(/\n {4}attempt 1 of series 3 at 2026-11-23T10:00:00\.000Z: no result recorded yet -> in progress \(if its worker stopped, the payload is handed back and sent again from about 2026-11-23T10:10:00\.000Z\)\n/);
     } finally {
       await db.pool.query('delete from asset_webhooks.attempts where payload_id = $1 and series = 3', [ids.deadPayload]);
     }

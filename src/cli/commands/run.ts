@@ -28,8 +28,16 @@ export function registerRun(program: Command): void {
       let reloadRequested = false;
       const stop = (signal: string): void => {
         logger.info({ signal }, 'signal received');
-        if (service) void service.stop();
-        else stopRequested = true;
+        if (service) {
+          void service.stop();
+        } else if (stopRequested) {
+          // Start-up may wait on a database that does not answer; nothing is taken yet.
+          logger.warn({ signal }, 'second signal during start-up: exiting now');
+          process.exit(signal === 'SIGINT' ? 130 : 143);
+        } else {
+          stopRequested = true;
+          logger.info('stopping as soon as start-up completes; signal again to exit now');
+        }
       };
       const reload = (): void => {
         if (service) void service.reload();
