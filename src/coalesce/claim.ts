@@ -82,6 +82,8 @@ export async function claimChunk(session: pg.PoolClient, maxSeq: number, afterSe
        from (select o.* from asset_webhooks.outbox o where o.seq > $2 order by o.seq limit $3) c
        where c.seq <= $1
      ),
+     -- Within a run's snapshot the recorded latest edit (le) is never older than
+     -- a claimed edit; this keeps a chunk read outside one right as well.
      chunk_latest as (
        select distinct on (asset_id) asset_id, seq, id from claimed
        where event_type = 'EDITED'

@@ -182,8 +182,9 @@ async function runInSnapshot(
     const batches = packers.flatMap((packer) => packer.drain());
     await upsertPayloads(client, runId, batches, isoTimestamp(now()));
     await dispatchWebhooks(client, batches.map((batch) => batch.webhookId));
-    await client.query('update asset_webhooks.coalesce_runs set finished_at = clock_timestamp(), events = $2, payloads = $3 where run_id = $1',
-      [runId, events, payloadIds.size]);
+    // `events` was counted chunk by chunk, each in its own transaction.
+    await client.query('update asset_webhooks.coalesce_runs set finished_at = clock_timestamp(), payloads = $2 where run_id = $1',
+      [runId, payloadIds.size]);
   });
   if (events > 0) logger.info({ events, payloads: payloadIds.size, chunks }, 'coalescing run done');
   return { runId, events, payloads: payloadIds.size, chunks, routes };

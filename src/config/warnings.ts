@@ -20,8 +20,9 @@ export function configWarnings(config: Config): string[] {
     // ipaddr.js range names, in words.
     const words: Record<string, string> = { linkLocal: 'link-local', carrierGradeNat: 'carrier-grade NAT', uniqueLocal: 'unique-local' };
     const range = words[reason] ?? reason;
-    const what = range.endsWith(' address') ? range : `${/^[aeiou]/.test(range) ? 'an' : 'a'} ${range} address`;
-    warnings.push(`assetUpdater.webhooks[${index}].url: warning: ${host} is ${what.startsWith('a') ? what : `a ${what}`}; every delivery to it is refused ${unless}`);
+    const noun = range.endsWith(' address') ? range : `${range} address`;
+    const article = /^[aeiou]/.test(noun) ? 'an' : 'a';
+    warnings.push(`assetUpdater.webhooks[${index}].url: warning: ${host} is ${article} ${noun}; every delivery to it is refused ${unless}`);
   });
   return warnings;
 }

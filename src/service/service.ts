@@ -74,7 +74,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       // Under the coalescing lock: a run of another process cannot rewrite them while this one routes.
       const current = state;
       const beforeRun = async (): Promise<void> => {
-        const restored = await syncWebhooks(pool, current.config);
+        const restored = await syncWebhooks(pool, current.config, 'changed');
         if (restored.length > 0) {
           logger.warn({ webhooks: restored },
             'asset_webhooks.webhooks differed from this process\'s configuration, as another run process with a different configuration writes it; restored before coalescing');
