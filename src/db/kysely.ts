@@ -29,6 +29,7 @@ export interface OperatorDatabase {
   'asset_webhooks.attempts': {
     payload_id: number; series: number; attempt_no: number; started_at: Date; duration_ms: number | null; status_code: number | null;
     error_class: string | null; error_message: string | null; response_excerpt: string | null; outcome: string | null;
+    process_id: string | null;
   };
   'asset_webhooks.redeliveries': { payload_id: number; series: number; requested_at: Date; requested_by: string; previous_reason: string | null };
   'asset_webhooks.dead_letters': {

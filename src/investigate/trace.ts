@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type pg from 'pg';
 import { operatorDb, type OperatorDatabase } from '../db/kysely.js';
 import { UserError } from '../errors.js';
@@ -11,6 +12,8 @@ export interface TraceAttempt {
   readonly statusCode: number | null;
   readonly error: string | null;
   readonly outcome: string | null;
+  /** For an attempt without a result that names its process: whether that process is gone (migration 0011). */
+  readonly processGone: boolean | null;
 }
 
 export interface TraceRoute {
@@ -68,7 +71,9 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
   const payloadIds = outcomes.map((row) => row.payload_id).filter((id): id is number => id !== null);
   const [payloads, attempts, redeliveries] = payloadIds.length === 0 ? [[], [], []] : await Promise.all([
     db.selectFrom('asset_webhooks.payloads').selectAll().where('payload_id', 'in', payloadIds).execute(),
-    db.selectFrom('asset_webhooks.attempts').selectAll().where('payload_id', 'in', payloadIds).orderBy('series').orderBy('attempt_no').execute(),
+    db.selectFrom('asset_webhooks.attempts').selectAll()
+      .select(sql<boolean | null>`case when outcome is null and process_id is not null then asset_webhooks.process_gone(process_id) end`.as('process_gone'))
+      .where('payload_id', 'in', payloadIds).orderBy('series').orderBy('attempt_no').execute(),
     db.selectFrom('asset_webhooks.redeliveries').selectAll().where('payload_id', 'in', payloadIds).orderBy('series').execute(),
   ]);
   return {
@@ -84,6 +89,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
           attempts: attempts.filter((a) => a.payload_id === payload.payload_id).map((a) => ({
             series: a.series, attempt: a.attempt_no, startedAt: a.started_at, durationMs: a.duration_ms, statusCode: a.status_code,
             error: a.error_class === null ? null : `${a.error_class}: ${a.error_message ?? ''}`, outcome: a.outcome,
+            processGone: a.process_gone,
           })),
           redeliveries: redeliveries.filter((r) => r.payload_id === payload.payload_id).map((r) => ({
             series: r.series, requestedAt: r.requested_at, requestedBy: r.requested_by, previousReason: r.previous_reason,
@@ -126,16 +132,24 @@ export function renderTrace(trace: Trace): string {
         }
         for (const a of p.attempts.filter((attempt) => attempt.series === series)) {
           const result = a.statusCode !== null ? `HTTP ${a.statusCode}` : a.error ?? 'no result recorded yet';
-          // A result never written: the request is still out, or its worker died and maintenance hands it back.
-          const handBack = new Date(a.startedAt.getTime() + HAND_BACK_AFTER_MINUTES * 60_000).toISOString();
           lines.push(`    attempt ${a.attempt}${p.series > 1 ? ` of series ${series}` : ''} at ${a.startedAt.toISOString()}: ${result}` +
-            `${a.durationMs !== null ? ` in ${a.durationMs} ms` : ''} -> ` +
-            (a.outcome ?? `in progress (if its worker stopped, the payload is handed back and sent again from about ${handBack})`));
+            `${a.durationMs !== null ? ` in ${a.durationMs} ms` : ''} -> ${a.outcome ?? inProgress(a)}`);
         }
       }
     }
   }
   return lines.join('\n');
+}
+
+/** An attempt without a result: the request is still out, or its process died and maintenance hands the payload back. */
+function inProgress(attempt: TraceAttempt): string {
+  if (attempt.processGone === false) return 'in progress (its run process is alive)';
+  if (attempt.processGone === true) {
+    return 'interrupted: its run process is gone; maintenance (once a minute) hands the payload back and sends it again' +
+      ' once the attempt is older than the request timeout plus 30 s';
+  }
+  const handBack = new Date(attempt.startedAt.getTime() + HAND_BACK_AFTER_MINUTES * 60_000).toISOString();
+  return `in progress (if its worker stopped, the payload is handed back and sent again from about ${handBack})`;
 }
 
 function describeCheck(check: string | null): string {

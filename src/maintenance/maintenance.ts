@@ -13,6 +13,13 @@ export interface MaintenanceOptions {
   readonly batchSize?: number;
   /** Warn about a transaction open this long while payloads wait. Default 600 s. */
   readonly longTransactionSeconds?: number;
+  /**
+   * An unfinished attempt whose process holds no lease (it died) is handed
+   * back once it started this long ago. The service passes its request
+   * timeout plus 30 s, so that a live process whose lease connection is
+   * being opened again has had its answer by then. Default 60 s.
+   */
+  readonly processGoneGraceSeconds?: number;
 }
 
 export interface MaintenanceResult {
@@ -32,10 +39,12 @@ export const HAND_BACK_AFTER_MINUTES = 10;
  * The periodic housekeeping of the service (once a minute):
  *  - payloads that wait undispatched past deadLetterAfterSeconds (a disabled
  *    webhook, or behind a stuck one) are dead-lettered as `expired`;
- *  - payloads marked dispatched whose delivery job is gone (it failed for good
- *    on errors of our own) or has been locked for over ten minutes by a worker
- *    that died (graphile-worker frees such locks only after hours) are handed
- *    back to the pump, so none waits on a dead worker;
+ *  - payloads marked dispatched whose attempt was started by a process that
+ *    is gone (its lease is free: migration 0011), or whose delivery job is
+ *    gone (it failed for good on errors of our own) or has been locked for
+ *    over ten minutes by a worker that died (graphile-worker frees such locks
+ *    only after hours), are handed back to the pump, so none waits on a dead
+ *    worker;
  *  - consumed events, finished payloads, runs and ticks older than
  *    retentionDays are removed in small batches;
  *  - while payloads wait, a transaction open for longer than
@@ -56,17 +65,26 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
   );
   // A payload taken into a delivery chain has no job of its own: when its
   // worker died, its attempt is left without a result, and is closed here.
+  // An attempt that names its process is handed back as soon as the process
+  // is gone (after the grace period); one that does not (a session without
+  // the setting) ten minutes after it started, as is a payload whose job died.
   const { rows: orphaned } = await pool.query<{ webhook_id: string }>(
     `with orphaned as (
        update asset_webhooks.payloads p set dispatched = false
        where p.status = 'pending' and p.dispatched
-         and coalesce(p.next_attempt_at, p.last_attempt_at, p.series_started_at) < now() - make_interval(mins => $1)
-         and not exists (
-           select 1 from graphile_worker.jobs j
-           where j.key in (asset_webhooks.deliver_job_key(p.payload_id, p.series, p.attempts),
-                           asset_webhooks.deliver_job_key(p.payload_id, p.series, p.attempts + 1))
-             and j.attempts < j.max_attempts
-             and (j.locked_at is null or j.locked_at > now() - make_interval(mins => $1)))
+         and ((coalesce(p.next_attempt_at, p.last_attempt_at, p.series_started_at) < now() - make_interval(mins => $1)
+               and not exists (
+                 select 1 from graphile_worker.jobs j
+                 where j.key in (asset_webhooks.deliver_job_key(p.payload_id, p.series, p.attempts),
+                                 asset_webhooks.deliver_job_key(p.payload_id, p.series, p.attempts + 1))
+                   and j.attempts < j.max_attempts
+                   and (j.locked_at is null or j.locked_at > now() - make_interval(mins => $1))))
+           or exists (
+                 select 1 from asset_webhooks.attempts a
+                 where a.payload_id = p.payload_id and a.series = p.series and a.attempt_no = p.attempts
+                   and a.outcome is null and a.process_id is not null
+                   and a.started_at < now() - make_interval(secs => $2)
+                   and asset_webhooks.process_gone(a.process_id)))
        returning p.payload_id, p.series, p.attempts, p.webhook_id
      ),
      interrupted as (
@@ -76,11 +94,11 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
        where a.payload_id = o.payload_id and a.series = o.series and a.attempt_no = o.attempts and a.outcome is null
      )
      select webhook_id from orphaned`,
-    [HAND_BACK_AFTER_MINUTES],
+    [HAND_BACK_AFTER_MINUTES, options.processGoneGraceSeconds ?? 60],
   );
   await dispatchWebhooks(pool, [...expired, ...orphaned].map((row) => row.webhook_id));
   if (expired.length > 0) logger.warn({ payloads: expired.length }, 'waiting payloads expired and were dead-lettered');
-  if (orphaned.length > 0) logger.warn({ payloads: orphaned.length }, 'payloads whose delivery job was lost were handed back');
+  if (orphaned.length > 0) logger.warn({ payloads: orphaned.length }, 'payloads whose delivery was interrupted (its process is gone, or its job was lost) were handed back');
 
   await warnOfLongTransaction(options);
 

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import { Logger as WorkerLogger, run, type Runner, type TaskList } from 'graphile-worker';
 import type pg from 'pg';
@@ -13,6 +14,7 @@ import { runMaintenance } from '../maintenance/maintenance.js';
 import { assertBinding } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
 import { startHttpServer } from './http-server.js';
+import { holdProcessLease, PROCESS_ID_SETTING, type ProcessLease } from './process-lease.js';
 import { ServiceMetrics } from './metrics.js';
 import { deliveryContext, ServiceState, syncWebhooks } from './service-state.js';
 
@@ -45,11 +47,18 @@ export interface RunningService {
 export async function startService(options: ServiceOptions): Promise<RunningService> {
   const { logger } = options;
   const config = await loadConfigFile(options.configPath);
-  const pool = createPool(options.databaseUrl, { max: (options.concurrency ?? 10) + 4, applicationName: 'asset-webhooks run' });
+  // Every attempt this process starts records its id, and its lease tells
+  // maintenance whether the process still lives (migration 0011).
+  const processId = randomUUID();
+  const pool = createPool(options.databaseUrl, {
+    max: (options.concurrency ?? 10) + 4, applicationName: 'asset-webhooks run', settings: { [PROCESS_ID_SETTING]: processId },
+  });
+  let lease: ProcessLease;
   try {
     await assertReachable(pool, options.databaseUrl);
     await assertSchemaCurrent(pool);
     await assertBinding(pool);
+    lease = await holdProcessLease(options.databaseUrl, processId, logger);
   } catch (error) {
     await pool.end();
     throw error;
@@ -91,6 +100,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         pool,
         retentionDays: state.settings.retentionDays,
         deadLetterAfterSeconds: state.settings.retry.deadLetterAfterSeconds,
+        // A live process's request has ended by then, whatever its lease says.
+        processGoneGraceSeconds: state.settings.requestTimeoutSeconds + 30,
         logger,
       });
     },
@@ -106,6 +117,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       httpServer = await startHttpServer(options.httpPort, { pool, workerRunning: () => workerRunning }, metrics);
     } catch (error) {
       await state.close();
+      await lease.release();
       await pool.end();
       throw new UserError('http_port_unavailable', `--http-port ${options.httpPort}: expected a port this process can listen on, got ${describeError(error)}`);
     }
@@ -129,6 +141,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     await closeHttpServer();
     await state.close();
     await workerPool.end();
+    await lease.release();
     await pool.end();
     throw error;
   }
@@ -209,6 +222,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         await state.close();
         await workerPool.end();
         await pool.end();
+        // Last: every attempt this process started has its result by now, or never will.
+        await lease.release();
         logger.info('stopped');
       })();
       return stopping;

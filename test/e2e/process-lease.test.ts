@@ -1,0 +1,119 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { expect, it } from 'vitest';
+import { runMaintenance } from '../../src/maintenance/maintenance.js';
+import { createPool } from '../../src/db/connect.js';
+import { holdProcessLease, PROCESS_ID_SETTING } from '../../src/service/process-lease.js';
+import { runCli, startCli } from '../helpers/cli.js';
+import { receiverConfig } from '../helpers/config.js';
+import { eventually, startTestReceiver } from '../helpers/receiver.js';
+import { resetData, silentLogger } from '../helpers/seed.js';
+import { useTestDatabase } from '../helpers/test-database.js';
+import { useTempDirectories } from '../helpers/temp-directories.js';
+
+// Migration 0011: each `run` process holds a lease (a session advisory lock
+// keyed by its id) and records its id on every attempt it starts, so that an
+// attempt left unfinished by a process that died is handed back at the next
+// maintenance, not ten minutes after it started.
+
+const tempDirectory = useTempDirectories();
+const db = useTestDatabase();
+
+async function processGone(processId: string): Promise<boolean> {
+  const { rows } = await db.pool.query<{ gone: boolean }>('select asset_webhooks.process_gone($1) as gone', [processId]);
+  return rows[0]!.gone;
+}
+
+it('an attempt left by a run process killed with SIGKILL is handed back at the next maintenance, and sent again', { timeout: 90_000 }, async () => {
+  await resetData(db.pool);
+  const receiver = await startTestReceiver();
+  receiver.respond = (_request, index) => (index === 0 ? 'hang' : 200);
+  const file = path.join(tempDirectory('aw-lease-'), 'config.yaml');
+  // A request timeout far longer than the test: the first attempt stays open until its process dies.
+  writeFileSync(file, receiverConfig([{ id: 'crm', url: receiver.url, concurrency: 1 }], { requestTimeoutSeconds: 300 }));
+  await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 3) g');
+
+  const first = startCli(['run', '--database-url', db.url, '--config', file]);
+  let processId: string;
+  try {
+    await receiver.waitFor(1, 30_000);
+    const { rows } = await db.pool.query<{ process_id: string | null; payload_id: number }>(
+      'select process_id, payload_id from asset_webhooks.attempts where outcome is null');
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.process_id).toMatch(/^[0-9a-f-]{36}$/);
+    processId = rows[0]!.process_id!;
+
+    // Alive: even with no grace at all, maintenance leaves a live process's attempt alone, and trace says it is alive.
+    expect(await processGone(processId)).toBe(false);
+    const whileAlive = await runMaintenance({ pool: db.pool, retentionDays: 30, deadLetterAfterSeconds: 86_400, logger: silentLogger, processGoneGraceSeconds: 0 });
+    expect(whileAlive.redispatched).toBe(0);
+    const eventId = (JSON.parse(receiver.requests[0]!.body) as { events: Array<{ eventId: string }> }).events[0]!.eventId;
+    expect((await runCli(['trace', eventId, '--database-url', db.url])).stdout).toContain('-> in progress (its run process is alive)');
+
+    first.child.kill('SIGKILL');
+    await first.exited;
+    // PostgreSQL ends the dead process's sessions, and its lease with them.
+    await eventually(async () => ((await processGone(processId)) ? true : undefined), 10_000, 'the killed process\'s lease to be free');
+    expect((await runCli(['trace', eventId, '--database-url', db.url])).stdout).toContain('-> interrupted: its run process is gone');
+
+    // Within the grace period it waits; after it, the payload is handed back
+    // although its job is still locked by the dead worker (the ten-minute rule would wait).
+    const inGrace = await runMaintenance({ pool: db.pool, retentionDays: 30, deadLetterAfterSeconds: 86_400, logger: silentLogger, processGoneGraceSeconds: 3600 });
+    expect(inGrace.redispatched).toBe(0);
+    const after = await runMaintenance({ pool: db.pool, retentionDays: 30, deadLetterAfterSeconds: 86_400, logger: silentLogger, processGoneGraceSeconds: 0 });
+    expect(after.redispatched).toBe(1);
+    const { rows: attempts } = await db.pool.query('select attempt_no, outcome, error_class from asset_webhooks.attempts');
+    expect(attempts).toEqual([{ attempt_no: 1, outcome: 'retry', error_class: 'interrupted' }]);
+  } finally {
+    if (first.child.exitCode === null && first.child.signalCode === null) first.child.kill('SIGKILL');
+    await first.exited;
+  }
+
+  // Handed back, it was dispatched again at once, with a job for its second attempt: a new process sends it.
+  const second = startCli(['run', '--database-url', db.url, '--config', file]);
+  try {
+    await eventually(async () => {
+      const { rows } = await db.pool.query<{ status: string }>('select status from asset_webhooks.payloads');
+      return rows.every((row) => row.status === 'delivered') ? true : undefined;
+    }, 30_000, 'the payload to be delivered by the second process');
+    expect(receiver.requests).toHaveLength(2);
+    expect(receiver.requests[1]!.body).toBe(receiver.requests[0]!.body);
+    const { rows } = await db.pool.query<{ attempt_no: number; outcome: string; same: boolean }>(
+      'select attempt_no, outcome, process_id = $1 as same from asset_webhooks.attempts order by attempt_no', [processId]);
+    expect(rows).toEqual([{ attempt_no: 1, outcome: 'retry', same: true }, { attempt_no: 2, outcome: 'delivered', same: false }]);
+  } finally {
+    second.child.kill('SIGTERM');
+    await second.exited;
+    await receiver.close();
+  }
+});
+
+it('takes its lease again when its connection is lost, and gives it up when released', { timeout: 30_000 }, async () => {
+  const processId = '00000000-0000-4000-8000-00000000cafe';
+  const lease = await holdProcessLease(db.url, processId, silentLogger);
+  try {
+    expect(await processGone(processId)).toBe(false);
+    await db.pool.query("select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'asset-webhooks lease' and datname = current_database()");
+    await eventually(async () => ((await processGone(processId)) ? true : undefined), 10_000, 'the lease to be lost with its connection');
+    await eventually(async () => ((await processGone(processId)) ? undefined : true), 10_000, 'the lease to be held again');
+  } finally {
+    await lease.release();
+  }
+  expect(await processGone(processId)).toBe(true);
+});
+
+it('sets the process id on every connection of the pool, also when the URL has startup options of its own', async () => {
+  const url = new URL(db.url);
+  url.searchParams.set('options', '-c statement_timeout=12345');
+  for (const databaseUrl of [db.url, url.toString()]) {
+    const pool = createPool(databaseUrl, { max: 2, settings: { [PROCESS_ID_SETTING]: 'p-1' } });
+    try {
+      const { rows } = await pool.query<{ id: string; timeout: string }>(
+        "select current_setting('asset_webhooks.process_id') as id, current_setting('statement_timeout') as timeout");
+      expect(rows[0]!.id).toBe('p-1');
+      if (databaseUrl !== db.url) expect(rows[0]!.timeout).toBe('12345ms');
+    } finally {
+      await pool.end();
+    }
+  }
+});
