@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
 import { runCli, startCli, type CliProcess } from '../helpers/cli.js';
@@ -103,6 +104,40 @@ describe('the service as operators run it', () => {
     await eventually(async () => (delivered(receiver).some((e) => e.assetId === 2) ? true : undefined), 20_000, 'asset 2 delivered to crm');
     // Restored: crm enabled again, shop (not in this process's document) disabled.
     expect(first.output.stderr).toMatch(/"webhooks":\["crm","shop"\].*asset_webhooks\.webhooks differed from this process's configuration/);
+  });
+
+  it('does not die of a SIGHUP that arrives while the command line is still loading its modules', async () => {
+    const receiver = await startTestReceiver();
+    receivers.push(receiver);
+    const configFile = writeConfig(serviceConfig(receiver.url));
+    // A module loader hook (a test's own, through NODE_OPTIONS) holds the
+    // loading of dist/cli/main.js until a file appears: the signal then lands
+    // after the entry point started buffering and before `run` has handlers.
+    const directory = tempDirectory('aw-early-');
+    const release = path.join(directory, 'release');
+    const hooks = path.join(directory, 'hooks.mjs');
+    writeFileSync(hooks, `import { existsSync, writeSync } from 'node:fs';
+export async function load(url, context, nextLoad) {
+  if (url.endsWith('/dist/cli/main.js')) {
+    writeSync(2, 'loading held\\n');
+    while (!existsSync(${JSON.stringify(release)})) await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return nextLoad(url, context);
+}
+`);
+    const register = path.join(directory, 'register.mjs');
+    writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`);
+    const held = startCli(['run', '--database-url', db.url, '--config', configFile], { LOG_LEVEL: 'info', NODE_OPTIONS: `--import ${pathToFileURL(register).href}` });
+    processes.push(held);
+    await eventually(async () => (held.output.stderr.includes('loading held') ? true : undefined), 20_000, 'the loading of main.js to be held');
+    held.child.kill('SIGHUP');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(held.child.exitCode, held.output.stderr).toBeNull();
+    expect(held.child.signalCode).toBeNull();
+    writeFileSync(release, '');
+    await eventually(async () => (held.output.stderr.includes('configuration reloaded') ? true : undefined), 20_000, 'the held SIGHUP applied once up');
+    held.child.kill('SIGTERM');
+    expect(await held.exited, held.output.stderr).toBe(0);
   });
 
   it('takes SIGHUP and SIGTERM during start-up: the reload is applied once it is up, the stop exits 0', async () => {
