@@ -13,6 +13,16 @@ select webhook_id, status, count(*) as payloads, sum(event_count) as events, min
 from asset_webhooks.payloads where status in ('open', 'pending')
 group by webhook_id, status order by webhook_id, status;
 
+\echo 'Attempts in flight and their run process (gone: it died mid-request; the next maintenance hands the payload'
+\echo 'back once the attempt is older than requestTimeoutSeconds + 30 s; unknown: handed back ten minutes after it started):'
+select p.webhook_id, p.payload_id, a.series, a.attempt_no, a.started_at, now() - a.started_at as running_for,
+       case when a.process_id is null then 'unknown'
+            when asset_webhooks.process_gone(a.process_id) then 'gone' else 'alive' end as process
+from asset_webhooks.payloads p
+join asset_webhooks.attempts a on a.payload_id = p.payload_id and a.series = p.series and a.attempt_no = p.attempts
+where p.status = 'pending' and p.dispatched and a.outcome is null
+order by a.started_at limit 20;
+
 \echo 'The last coalescing runs:'
 \echo '(state interrupted: the run failed or its process died; its committed chunks count in events, the next run took over the rest)'
 select run_id, started_at, finished_at, finished_at - started_at as took, events, payloads,

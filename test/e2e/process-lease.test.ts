@@ -1,5 +1,8 @@
+import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { expect, it } from 'vitest';
 import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { createPool } from '../../src/db/connect.js';
@@ -18,6 +21,14 @@ import { useTempDirectories } from '../helpers/temp-directories.js';
 
 const tempDirectory = useTempDirectories();
 const db = useTestDatabase();
+
+/** The process column of backlog-and-lag.sql's attempts in flight. */
+async function runbookProcesses(): Promise<string[]> {
+  const runbook = fileURLToPath(new URL('../../sql/runbooks/backlog-and-lag.sql', import.meta.url));
+  const { stdout } = await promisify(execFile)('psql', [db.url, '-X', '-f', runbook]);
+  const section = stdout.split('Attempts in flight')[1]!.split('The last coalescing runs')[0]!;
+  return [...section.matchAll(/\|\s*(alive|gone|unknown)\s*$/gm)].map((match) => match[1]!);
+}
 
 async function processGone(processId: string): Promise<boolean> {
   const { rows } = await db.pool.query<{ gone: boolean }>('select asset_webhooks.process_gone($1) as gone', [processId]);
@@ -49,12 +60,14 @@ it('an attempt left by a run process killed with SIGKILL is handed back at the n
     expect(whileAlive.redispatched).toBe(0);
     const eventId = (JSON.parse(receiver.requests[0]!.body) as { events: Array<{ eventId: string }> }).events[0]!.eventId;
     expect((await runCli(['trace', eventId, '--database-url', db.url])).stdout).toContain('-> in progress (its run process is alive)');
+    expect(await runbookProcesses()).toEqual(['alive']);
 
     first.child.kill('SIGKILL');
     await first.exited;
     // PostgreSQL ends the dead process's sessions, and its lease with them.
     await eventually(async () => ((await processGone(processId)) ? true : undefined), 10_000, 'the killed process\'s lease to be free');
     expect((await runCli(['trace', eventId, '--database-url', db.url])).stdout).toContain('-> interrupted: its run process is gone');
+    expect(await runbookProcesses()).toEqual(['gone']);
 
     // Within the grace period it waits; after it, the payload is handed back
     // although its job is still locked by the dead worker (the ten-minute rule would wait).
