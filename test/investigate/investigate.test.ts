@@ -183,6 +183,16 @@ describe('dead letters', () => {
   });
 
   it('trace shows each series of attempts after the redelivery that started it', async () => {
+    // Its own two redeliveries, from the state the seed left (series 1 dead-lettered as rejected),
+    // whatever the tests before it did.
+    const deadLetter = "update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now(), dispatched = false where payload_id = $1";
+    await db.pool.query('delete from asset_webhooks.redeliveries where payload_id = $1', [ids.deadPayload]);
+    await db.pool.query('delete from asset_webhooks.attempts where payload_id = $1 and series > 1', [ids.deadPayload]);
+    await db.pool.query('update asset_webhooks.payloads set series = 1, attempts = 1 where payload_id = $1', [ids.deadPayload]);
+    for (const series of [2, 3]) {
+      await db.pool.query(deadLetter, [ids.deadPayload]);
+      expect((await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--database-url', db.url])).stdout).toContain(`(series ${series})`);
+    }
     const result = await runCli(['trace', ids.dead, '--database-url', db.url]);
     expect(result.code).toBe(0);
     const lines = result.stdout.split('\n').filter((line) => /^ {4}(attempt|redelivered)/.test(line));
