@@ -4,14 +4,10 @@ import { UserError } from '../errors.js';
 // bigint columns (ids, seq) come back as JS numbers: they stay far below 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
-/**
- * A connection pool for one database URL. The caller ends it. `settings` are
- * session settings of every connection, sent as startup options (`-c
- * name=value`; values without spaces or backslashes), so they cost no query.
- */
-export function createPool(databaseUrl: string, options: { max?: number; applicationName?: string; settings?: Record<string, string> } = {}): pg.Pool {
+/** A connection pool for one database URL. The caller ends it. */
+export function createPool(databaseUrl: string, options: { max?: number; applicationName?: string } = {}): pg.Pool {
   const pool = new pg.Pool({
-    ...withStartupOptions(databaseUrl, options.settings ?? {}),
+    connectionString: databaseUrl,
     max: options.max ?? 10,
     application_name: options.applicationName ?? 'asset-webhooks',
   });
@@ -21,23 +17,6 @@ export function createPool(databaseUrl: string, options: { max?: number; applica
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
   return pool;
-}
-
-/**
- * The connection string and startup options that carry `settings`. pg lets
- * an `options` parameter in the URL override the config's, so one there is
- * extended in the URL itself.
- */
-function withStartupOptions(databaseUrl: string, settings: Record<string, string>): { connectionString: string; options?: string } {
-  const flags = Object.entries(settings).map(([name, value]) => `-c ${name}=${value}`).join(' ');
-  if (flags === '') return { connectionString: databaseUrl };
-  const url = URL.canParse(databaseUrl) ? new URL(databaseUrl) : undefined;
-  const own = url?.searchParams.get('options');
-  if (url && own) {
-    url.searchParams.set('options', `${own} ${flags}`);
-    return { connectionString: url.toString() };
-  }
-  return { connectionString: databaseUrl, options: flags };
 }
 
 const CONNECTION_ERROR_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', '57P01', '57P02', '57P03']);

@@ -148,13 +148,15 @@ async function attempt(
   }
   // One statement (shared with other results when busy): it locks the payload,
   // checks an operator did not act meanwhile, records the result and applies the next state.
-  const { result, next } = await whileDatabaseAway(context, { payloadId: payload.payloadId, webhookId: webhook.id }, started,
+  const { result, next, applied } = await whileDatabaseAway(context, { payloadId: payload.payloadId, webhookId: webhook.id }, started,
     () => settle(context.settler, context, payload, payload.attemptNo, describe(post), classifyResponse(post), chain));
   const log = {
     payloadId: payload.payloadId, attempt: payload.attemptNo, webhookId: webhook.id,
     statusCode: result.statusCode, errorClass: result.errorClass, outcome: result.outcome, durationMs: result.durationMs,
   };
-  if (result.outcome === 'delivered') context.logger.info(log, 'payload delivered');
+  if (!applied) {
+    context.logger.warn(log, 'attempt recorded, but the payload had moved on meanwhile (handed back or redelivered): its result does not change the payload');
+  } else if (result.outcome === 'delivered') context.logger.info(log, 'payload delivered');
   else context.logger.warn(log, result.outcome === 'retry' ? 'delivery attempt failed; will retry' : 'payload dead-lettered');
   context.onAttempt?.(webhook.id, result);
   return { result, next };
@@ -166,7 +168,10 @@ async function attempt(
  * RECORD_RESULT_FOR_MS after the attempt started (ten seconds once the service
  * is stopping). That is two minutes short of maintenance's hand-back, which
  * comes HAND_BACK_AFTER_MINUTES after the attempt's start: a result written in
- * time is never raced by a second send. Given up, the attempt stays
+ * time is never raced by a second send, unless this process alone lost the
+ * database long enough for another to take it for dead (its lease was free:
+ * see runMaintenance's processGoneGraceSeconds); the result is then recorded
+ * as not applied. Given up, the attempt stays
  * unfinished, its webhook waits for maintenance to hand the payload back, and
  * the payload is sent again: a duplicate for a receiver that had answered 2xx.
  */
@@ -201,7 +206,7 @@ async function settle(
   result: Omit<AttemptResult, 'outcome'>,
   classification: ReturnType<typeof classifyResponse>,
   chain: boolean,
-): Promise<{ result: AttemptResult; next: ChainedPayload | null }> {
+): Promise<{ result: AttemptResult; next: ChainedPayload | null; applied: boolean }> {
   const now = context.now();
   const settings = context.settings();
   const next = nextState({
@@ -220,7 +225,9 @@ async function settle(
   };
   const settled = 'settle' in writer ? await writer.settle(request) : await settleAttempt(writer, request);
   // Superseded by an operator's redelivery: the result is kept as a plain failed try.
-  return settled.applied ? { result: recorded, next: settled.next } : { result: { ...recorded, outcome: 'retry' }, next: null };
+  return settled.applied
+    ? { result: recorded, next: settled.next, applied: true }
+    : { result: { ...recorded, outcome: 'retry' }, next: null, applied: false };
 }
 
 /** Resolves the API key and posts; a key that cannot be resolved is a retryable failure of this attempt. */

@@ -15,11 +15,12 @@ export interface MaintenanceOptions {
   readonly longTransactionSeconds?: number;
   /**
    * An unfinished attempt whose process holds no lease (it died) is handed
-   * back once it started this long ago. The service passes its request
-   * timeout plus 30 s, so that a live process whose lease connection is
-   * being opened again has had its answer by then. Default 60 s.
+   * back once it started this long ago; null leaves such attempts to the
+   * ten-minute rule this time. The service passes its request timeout plus
+   * 30 s, and null until its own lease has been held for a minute (see
+   * service.ts). Default 60 s.
    */
-  readonly processGoneGraceSeconds?: number;
+  readonly processGoneGraceSeconds?: number | null;
 }
 
 export interface MaintenanceResult {
@@ -82,8 +83,8 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
            or exists (
                  select 1 from asset_webhooks.attempts a
                  where a.payload_id = p.payload_id and a.series = p.series and a.attempt_no = p.attempts
-                   and a.outcome is null and a.process_id is not null
-                   and a.started_at < now() - make_interval(secs => $2)
+                   and $2::integer is not null and a.outcome is null and a.process_id is not null
+                   and a.started_at < now() - make_interval(secs => $2::integer)
                    and asset_webhooks.process_gone(a.process_id)))
        returning p.payload_id, p.series, p.attempts, p.webhook_id
      ),
@@ -94,7 +95,7 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
        where a.payload_id = o.payload_id and a.series = o.series and a.attempt_no = o.attempts and a.outcome is null
      )
      select webhook_id from orphaned`,
-    [HAND_BACK_AFTER_MINUTES, options.processGoneGraceSeconds ?? 60],
+    [HAND_BACK_AFTER_MINUTES, options.processGoneGraceSeconds === undefined ? 60 : options.processGoneGraceSeconds],
   );
   await dispatchWebhooks(pool, [...expired, ...orphaned].map((row) => row.webhook_id));
   if (expired.length > 0) logger.warn({ payloads: expired.length }, 'waiting payloads expired and were dead-lettered');

@@ -2,41 +2,70 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { describeError } from '../db/connect.js';
 
-/** The session setting that names the process on every connection of its pool (migration 0011). */
-export const PROCESS_ID_SETTING = 'asset_webhooks.process_id';
+/**
+ * The application_name of every connection of a `run` process's pool: it
+ * names the process, and the attempts it starts record the id from it
+ * (migration 0011).
+ */
+export function runApplicationName(processId: string): string {
+  return `asset-webhooks run ${processId}`;
+}
 
 export interface ProcessLease {
+  /** How long the lease has been held without a break, in ms; 0 while it is being taken again. */
+  heldForMs(): number;
   /** Gives the lease up: from then on, maintenance may hand back this process's unfinished attempts. */
   release(): Promise<void>;
 }
 
+/** Drops a connection at once. pg has no public way: its end() waits for the peer, which may never answer. */
+function destroy(client: pg.Client): void {
+  (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+}
+
+export interface LeaseOptions {
+  /** How often the lease's connection is checked. Default 10 s. */
+  readonly checkEveryMs?: number;
+  /** How long the check's answer may take before the connection counts as lost. Default 10 s. */
+  readonly answerWithinMs?: number;
+}
+
 /**
- * Holds a session advisory lock keyed by the process's id (which its pool
- * records on every attempt it starts: PROCESS_ID_SETTING) on a connection of
+ * Holds a session advisory lock keyed by the process's id on a connection of
  * its own, for as long as the process lives. PostgreSQL frees the lock when
  * the process dies and its session ends, and maintenance then hands back the
  * attempts the process left unfinished (asset_webhooks.process_gone) without
- * waiting for the ten-minute rule. A lost connection is opened again, and the
- * lock taken again, with growing pauses; meanwhile the process counts as gone
- * for attempts older than maintenance's grace period, which a live process's
- * request outlasts only while it retries writing a result.
+ * waiting for the ten-minute rule.
+ *
+ * A lost connection is opened again, and the lock taken again, with pauses of
+ * at most five seconds. The connection is checked every ten seconds, so one
+ * that a network device dropped silently (the server freed the lock, the
+ * socket here never heard) is noticed within twenty.
  */
-export async function holdProcessLease(databaseUrl: string, processId: string, logger: Logger): Promise<ProcessLease> {
+export async function holdProcessLease(databaseUrl: string, processId: string, logger: Logger, options: LeaseOptions = {}): Promise<ProcessLease> {
+  const checkEveryMs = options.checkEveryMs ?? 10_000;
+  const answerWithinMs = options.answerWithinMs ?? 10_000;
   let client: pg.Client | undefined;
+  let heldSince = 0;
   let released = false;
   let lost = false;
   let retry: NodeJS.Timeout | undefined;
+  let check: NodeJS.Timeout | undefined;
 
+  const drop = (gone: pg.Client, why: string): void => {
+    if (client !== gone || released) return;
+    client = undefined;
+    heldSince = 0;
+    clearInterval(check);
+    if (!lost) logger.warn({ processId, why }, 'lost the connection that holds this process\'s lease; taking it again');
+    lost = true;
+    destroy(gone);
+    schedule(0);
+  };
   const take = async (): Promise<void> => {
-    const next = new pg.Client({ connectionString: databaseUrl, application_name: 'asset-webhooks lease', keepAlive: true });
-    next.on('error', () => {});
-    next.on('end', () => {
-      if (client !== next || released) return;
-      client = undefined;
-      if (!lost) logger.warn({ processId }, 'lost the connection that holds this process\'s lease; taking it again');
-      lost = true;
-      schedule(0);
-    });
+    const next = new pg.Client({ connectionString: databaseUrl, application_name: `asset-webhooks lease ${processId}`, keepAlive: true });
+    next.on('error', (error: Error) => drop(next, describeError(error)));
+    next.on('end', () => drop(next, 'the connection ended'));
     try {
       await next.connect();
       await next.query('select pg_advisory_lock(asset_webhooks.process_lease_key($1))', [processId]);
@@ -49,8 +78,17 @@ export async function holdProcessLease(databaseUrl: string, processId: string, l
       return;
     }
     client = next;
+    heldSince = performance.now();
     if (lost) logger.info({ processId }, 'this process\'s lease is held again');
     lost = false;
+    check = setInterval(() => {
+      const answered = setTimeout(() => drop(next, `no answer within ${answerWithinMs} ms`), answerWithinMs);
+      next.query('select 1').then(() => clearTimeout(answered), (error: unknown) => {
+        clearTimeout(answered);
+        drop(next, describeError(error));
+      });
+    }, checkEveryMs);
+    check.unref();
   };
   const schedule = (attempt: number): void => {
     retry = setTimeout(() => {
@@ -64,12 +102,18 @@ export async function holdProcessLease(databaseUrl: string, processId: string, l
 
   await take();
   return {
+    heldForMs: () => (client ? performance.now() - heldSince : 0),
     async release() {
       released = true;
       clearTimeout(retry);
+      clearInterval(check);
       const held = client;
       client = undefined;
-      await held?.end().catch(() => {});
+      if (!held) return;
+      // end() waits for the server's answer, which a silently dropped connection never gives.
+      const ended = setTimeout(() => destroy(held), 2000);
+      await held.end().catch(() => {});
+      clearTimeout(ended);
     },
   };
 }

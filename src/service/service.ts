@@ -14,7 +14,7 @@ import { runMaintenance } from '../maintenance/maintenance.js';
 import { assertBinding } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
 import { startHttpServer } from './http-server.js';
-import { holdProcessLease, PROCESS_ID_SETTING, type ProcessLease } from './process-lease.js';
+import { holdProcessLease, runApplicationName, type ProcessLease } from './process-lease.js';
 import { ServiceMetrics } from './metrics.js';
 import { deliveryContext, ServiceState, syncWebhooks } from './service-state.js';
 
@@ -50,15 +50,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // Every attempt this process starts records its id, and its lease tells
   // maintenance whether the process still lives (migration 0011).
   const processId = randomUUID();
-  const pool = createPool(options.databaseUrl, {
-    max: (options.concurrency ?? 10) + 4, applicationName: 'asset-webhooks run', settings: { [PROCESS_ID_SETTING]: processId },
-  });
-  let lease: ProcessLease;
+  const pool = createPool(options.databaseUrl, { max: (options.concurrency ?? 10) + 4, applicationName: runApplicationName(processId) });
   try {
     await assertReachable(pool, options.databaseUrl);
     await assertSchemaCurrent(pool);
     await assertBinding(pool);
-    lease = await holdProcessLease(options.databaseUrl, processId, logger);
   } catch (error) {
     await pool.end();
     throw error;
@@ -73,6 +69,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const shutdown = new AbortController();
   const context = deliveryContext(pool, () => state, logger, metrics, shutdown.signal);
 
+  // Held from just before the worker starts (below) until stop() ends.
+  let lease: ProcessLease | undefined;
   const taskList: TaskList = {
     coalesce: async () => {
       // The run routes by this process's configuration, and delivery sends only
@@ -101,7 +99,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         retentionDays: state.settings.retentionDays,
         deadLetterAfterSeconds: state.settings.retry.deadLetterAfterSeconds,
         // A live process's request has ended by then, whatever its lease says.
-        processGoneGraceSeconds: state.settings.requestTimeoutSeconds + 30,
+        // Not until this process's own lease has been held a minute: after the
+        // database came back, every live process has taken its lease again by then.
+        processGoneGraceSeconds: (lease?.heldForMs() ?? 0) >= 60_000 ? state.settings.requestTimeoutSeconds + 30 : null,
         logger,
       });
     },
@@ -117,7 +117,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       httpServer = await startHttpServer(options.httpPort, { pool, workerRunning: () => workerRunning }, metrics);
     } catch (error) {
       await state.close();
-      await lease.release();
       await pool.end();
       throw new UserError('http_port_unavailable', `--http-port ${options.httpPort}: expected a port this process can listen on, got ${describeError(error)}`);
     }
@@ -128,6 +127,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const workerPool = createPool(options.databaseUrl, { max: (options.concurrency ?? 10) + 2, applicationName: 'asset-webhooks worker' });
   let runner: Runner;
   try {
+    // Taken before the worker can start an attempt.
+    lease = await holdProcessLease(options.databaseUrl, processId, logger);
     runner = await run({
       pgPool: workerPool,
       concurrency: options.concurrency ?? 10,
@@ -141,7 +142,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     await closeHttpServer();
     await state.close();
     await workerPool.end();
-    await lease.release();
+    await lease?.release();
     await pool.end();
     throw error;
   }
@@ -216,14 +217,17 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         logger.info('stopping: finishing in-flight jobs');
         shutdown.abort();
         clearTimeout(ticker);
-        await runner.stop();
-        await stopped;
-        await closeHttpServer();
-        await state.close();
-        await workerPool.end();
-        await pool.end();
-        // Last: every attempt this process started has its result by now, or never will.
-        await lease.release();
+        try {
+          await runner.stop();
+          await stopped;
+          await closeHttpServer();
+          await state.close();
+          await workerPool.end();
+          await pool.end();
+        } finally {
+          // Last: every attempt this process started has its result by now, or never will.
+          await lease?.release();
+        }
         logger.info('stopped');
       })();
       return stopping;

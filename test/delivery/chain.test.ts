@@ -1,6 +1,8 @@
+import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseConfigText } from '../../src/config/load.js';
 import { deliverPayload, type DeliveryContext } from '../../src/delivery/deliver.js';
+import { createLogger } from '../../src/logging/logger.js';
 import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { ServiceMetrics } from '../../src/service/metrics.js';
 import { deliveryContext, ServiceState, syncWebhooks } from '../../src/service/service-state.js';
@@ -151,5 +153,28 @@ describe('delivery chains', () => {
     expect(rows).toEqual([{ outcome: 'retry', error_class: 'interrupted' }]);
     // Handed back and pumped again: its next attempt has a job.
     expect(await deliverJobs()).toEqual([`deliver:${ids[0]}:1:2`]);
+  });
+
+  it('logs a result that came after the payload was handed back and taken again as not applied, not as a failure', async () => {
+    const { ids, state } = await setUp({ payloads: 1 });
+    const sink = new PassThrough();
+    const context = deliveryContext(db.pool, () => state, createLogger({ destination: sink }), new ServiceMetrics(db.pool));
+    let answer: (status: number) => void = () => {};
+    receiver.respond = () => new Promise<number>((resolve) => (answer = resolve));
+    const delivering = deliverPayload({ payloadId: ids[0]!, series: 1, attempt: 1 }, context);
+    await receiver.waitFor(1);
+    // Meanwhile maintenance (in another process) took this process for gone, handed the payload
+    // back, and a second attempt started.
+    await db.pool.query("update asset_webhooks.attempts set outcome = 'retry', error_class = 'interrupted' where payload_id = $1", [ids[0]]);
+    await db.pool.query('update asset_webhooks.payloads set attempts = 2, last_attempt_at = now() where payload_id = $1', [ids[0]]);
+    await db.pool.query('insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at) values ($1, 1, 2, now())', [ids[0]]);
+    answer(200);
+    await delivering;
+    const lines = String(sink.read() ?? '').split('\n').filter(Boolean).map((line) => JSON.parse(line) as { msg: string; statusCode?: number });
+    expect(lines.map((line) => line.msg)).toEqual([
+      'attempt recorded, but the payload had moved on meanwhile (handed back or redelivered): its result does not change the payload',
+    ]);
+    expect(lines[0]!.statusCode).toBe(200);
+    expect(await statuses()).toEqual([{ payload_id: ids[0], status: 'pending', dispatched: true, attempts: 2 }]);
   });
 });

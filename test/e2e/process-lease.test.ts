@@ -6,9 +6,10 @@ import { promisify } from 'node:util';
 import { expect, it } from 'vitest';
 import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { createPool } from '../../src/db/connect.js';
-import { holdProcessLease, PROCESS_ID_SETTING } from '../../src/service/process-lease.js';
+import { holdProcessLease, runApplicationName } from '../../src/service/process-lease.js';
 import { runCli, startCli } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
+import { databaseProxy } from '../helpers/database-proxy.js';
 import { eventually, startTestReceiver } from '../helpers/receiver.js';
 import { resetData, silentLogger } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -106,7 +107,7 @@ it('takes its lease again when its connection is lost, and gives it up when rele
   const lease = await holdProcessLease(db.url, processId, silentLogger);
   try {
     expect(await processGone(processId)).toBe(false);
-    await db.pool.query("select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'asset-webhooks lease' and datname = current_database()");
+    await db.pool.query("select pg_terminate_backend(pid) from pg_stat_activity where application_name like 'asset-webhooks lease %' and datname = current_database()");
     await eventually(async () => ((await processGone(processId)) ? true : undefined), 10_000, 'the lease to be lost with its connection');
     await eventually(async () => ((await processGone(processId)) ? undefined : true), 10_000, 'the lease to be held again');
   } finally {
@@ -115,18 +116,47 @@ it('takes its lease again when its connection is lost, and gives it up when rele
   expect(await processGone(processId)).toBe(true);
 });
 
-it('sets the process id on every connection of the pool, also when the URL has startup options of its own', async () => {
-  const url = new URL(db.url);
-  url.searchParams.set('options', '-c statement_timeout=12345');
-  for (const databaseUrl of [db.url, url.toString()]) {
-    const pool = createPool(databaseUrl, { max: 2, settings: { [PROCESS_ID_SETTING]: 'p-1' } });
+it('records the process from the session\'s application_name, and nothing for any other name', async () => {
+  const processId = '00000000-0000-4000-8000-0000000000ab';
+  for (const [applicationName, expected] of [[runApplicationName(processId), processId], ['asset-webhooks run', null], ['psql', null]] as const) {
+    const pool = createPool(db.url, { max: 1, applicationName });
     try {
-      const { rows } = await pool.query<{ id: string; timeout: string }>(
-        "select current_setting('asset_webhooks.process_id') as id, current_setting('statement_timeout') as timeout");
-      expect(rows[0]!.id).toBe('p-1');
-      if (databaseUrl !== db.url) expect(rows[0]!.timeout).toBe('12345ms');
+      const { rows } = await pool.query<{ id: string | null }>('select asset_webhooks.process_of_session() as id');
+      expect(rows[0]!.id).toBe(expected);
     } finally {
       await pool.end();
     }
+  }
+});
+
+it('notices a lease connection that a network device dropped silently, and takes the lease again', { timeout: 30_000 }, async () => {
+  const processId = '00000000-0000-4000-8000-0000000000cd';
+  const proxy = await databaseProxy(new URL(db.url));
+  const lease = await holdProcessLease(proxy.url, processId, silentLogger, { checkEveryMs: 200, answerWithinMs: 300 });
+  try {
+    expect(await processGone(processId)).toBe(false);
+    // The server ends the session and frees the lock; the lease's socket hears nothing.
+    proxy.silence();
+    await eventually(async () => ((await processGone(processId)) ? true : undefined), 10_000, 'the server to free the lock');
+    await eventually(async () => ((await processGone(processId)) ? undefined : true), 10_000, 'the lease to be held again');
+    expect(lease.heldForMs()).toBeGreaterThan(0);
+  } finally {
+    await lease.release();
+    await proxy.close();
+  }
+});
+
+it('gives the lease up without waiting on a connection that was dropped silently', { timeout: 30_000 }, async () => {
+  const processId = '00000000-0000-4000-8000-0000000000ef';
+  const proxy = await databaseProxy(new URL(db.url));
+  try {
+    const lease = await holdProcessLease(proxy.url, processId, silentLogger, { checkEveryMs: 60_000 });
+    proxy.silence();
+    // Two seconds for the server's answer to the goodbye, then the socket is
+    // dropped; waiting for the answer, it would never return (the test's timeout).
+    await lease.release();
+    expect(await processGone(processId)).toBe(true);
+  } finally {
+    await proxy.close();
   }
 });

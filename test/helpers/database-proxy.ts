@@ -9,6 +9,12 @@ export interface DatabaseProxy {
   /** New connections are accepted and wait, unanswered, until up(): the database "hangs". */
   hold(): void;
   up(): void;
+  /**
+   * Drops the database side of every open connection and leaves the client
+   * side open and silent, as a NAT or load balancer that forgot them: the
+   * server ends those sessions, the clients hear nothing. New connections work.
+   */
+  silence(): void;
   /** Connections accepted so far (held ones included). */
   readonly accepted: number;
   close(): Promise<void>;
@@ -21,8 +27,12 @@ export async function databaseProxy(target: URL): Promise<DatabaseProxy> {
   let accepted = 0;
   const held: Socket[] = [];
   const sockets = new Set<Socket>();
+  const pairs = new Set<[Socket, Socket]>();
   const pipe = (client: Socket): void => {
     const upstream = connect(Number(target.port || 5432), target.hostname);
+    const pair: [Socket, Socket] = [client, upstream];
+    pairs.add(pair);
+    upstream.on('close', () => pairs.delete(pair));
     for (const socket of [client, upstream]) {
       sockets.add(socket);
       socket.on('close', () => sockets.delete(socket));
@@ -58,6 +68,13 @@ export async function databaseProxy(target: URL): Promise<DatabaseProxy> {
       available = true;
       holding = false;
       for (const client of held.splice(0)) if (!client.destroyed) pipe(client);
+    },
+    silence() {
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        upstream.destroy();
+      }
     },
     get accepted() {
       return accepted;
