@@ -122,6 +122,8 @@ async function runInSnapshot(
   const routeKeys = webhooks.map((webhook) => `${JSON.stringify(webhook.id)}:`);
   const routes: Record<string, number> = {};
   const payloadIds = new Set<number>();
+  // The webhooks this run gave a sealed payload, pumped again once it is committed.
+  const pumped = new Set<string>();
   let events = 0;
   let chunks = 0;
 
@@ -157,7 +159,9 @@ async function runInSnapshot(
             routes: routesJson(routeKeys, routed.targets, rows.length),
           });
           for (const batch of batches) payloadIds.add(batch.payloadId!);
-          await dispatchWebhooks(client, batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId));
+          const sealed = batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId);
+          for (const webhookId of sealed) pumped.add(webhookId);
+          await dispatchWebhooks(client, sealed);
           // Counted with the chunk, so a run that dies later still shows what it committed.
           await client.query('update asset_webhooks.coalesce_runs set events = events + $2 where run_id = $1', [runId, rows.length]);
         });
@@ -181,11 +185,18 @@ async function runInSnapshot(
     for (const packer of packers) packer.finish();
     const batches = packers.flatMap((packer) => packer.drain());
     await upsertPayloads(client, runId, batches, isoTimestamp(now()));
+    for (const batch of batches) pumped.add(batch.webhookId);
     await dispatchWebhooks(client, batches.map((batch) => batch.webhookId));
     // `events` was counted chunk by chunk, each in its own transaction.
     await client.query('update asset_webhooks.coalesce_runs set finished_at = clock_timestamp(), payloads = $2 where run_id = $1',
       [runId, payloadIds.size]);
   });
+  // Pumped again now that every chunk has committed. A chunk's own dispatch
+  // runs inside its transaction: when the webhook's slots were all busy then,
+  // and the deliveries in them ended before the chunk committed, their
+  // settles could not see its payloads and took nothing. With nothing left in
+  // flight, nobody would start them.
+  if (pumped.size > 0) await dispatchWebhooks(pool, pumped);
   if (events > 0) logger.info({ events, payloads: payloadIds.size, chunks }, 'coalescing run done');
   return { runId, events, payloads: payloadIds.size, chunks, routes };
 }

@@ -82,15 +82,15 @@ export function deliveryContext(
 /**
  * Writes the configured webhooks to asset_webhooks.webhooks (for the views and
  * the dispatch pump). Webhooks no longer configured are marked disabled: their
- * waiting payloads stay and expire. Enabled webhooks (with `changed`, only
- * those whose row it changed) are then pumped, so a webhook enabled again
- * resumes its waiting payloads.
+ * waiting payloads stay and expire. Enabled webhooks are then pumped, so a
+ * webhook enabled again resumes its waiting payloads (and, before a run, any
+ * payload whose wake-up was lost starts within an interval).
  *
  * Returns the ids of webhooks already recorded whose row it changed: at start
  * or reload, what the new configuration changed; before a coalescing run, what
  * another `run` process with a different configuration had written.
  */
-export async function syncWebhooks(pool: pg.Pool, config: Config, pump: 'all' | 'changed' = 'all'): Promise<string[]> {
+export async function syncWebhooks(pool: pg.Pool, config: Config): Promise<string[]> {
   const webhooks = config.assetUpdater.webhooks;
   const { rows } = await pool.query<{ webhook_id: string }>(
     `with configured as (
@@ -121,7 +121,6 @@ export async function syncWebhooks(pool: pg.Pool, config: Config, pump: 'all' | 
     ],
   );
   const changed = rows.map((row) => row.webhook_id);
-  // At start and reload every enabled webhook resumes; before a run, only those it had to enable again.
-  await dispatchWebhooks(pool, webhooks.filter((webhook) => webhook.enabled && (pump === 'all' || changed.includes(webhook.id))).map((webhook) => webhook.id));
+  await dispatchWebhooks(pool, webhooks.filter((webhook) => webhook.enabled).map((webhook) => webhook.id));
   return changed;
 }

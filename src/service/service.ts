@@ -79,9 +79,12 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       // SIGHUP that missed one) writes its own at start and reload, and would
       // otherwise leave webhooks routed here but never sent, or the reverse.
       // Under the coalescing lock: a run of another process cannot rewrite them while this one routes.
+      // Every enabled webhook is pumped as well, once an interval: a net for a
+      // wake-up lost between a delivery's settle and a transaction that added
+      // payloads (see the end of a run in coalesce()).
       const current = state;
       const beforeRun = async (): Promise<void> => {
-        const restored = await syncWebhooks(pool, current.config, 'changed');
+        const restored = await syncWebhooks(pool, current.config);
         if (restored.length > 0) {
           logger.warn({ webhooks: restored },
             'asset_webhooks.webhooks differed from this process\'s configuration, as another run process with a different configuration writes it; restored before coalescing');

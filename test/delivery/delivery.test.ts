@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { redeliver } from '../../src/investigate/dead-letters.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { receiverConfig, type TestConfigOptions, type TestWebhook } from '../helpers/config.js';
-import { resetData } from '../helpers/seed.js';
+import { openWebhook, resetData, runCoalesce } from '../helpers/seed.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -131,6 +131,50 @@ describe('delivery through the running service', () => {
     await settled(3);
     const assetIds = crm.requests.map((r) => (JSON.parse(r.body) as { events: Array<{ assetId: number }> }).events[0]!.assetId);
     expect(assetIds).toEqual([1, 1, 1, 2, 3]);
+  });
+
+  it('starts payloads a run added while every slot was busy, when those deliveries ended before the run committed', async () => {
+    const shop = await receiver();
+    let answerFirst: (status: number) => void = () => {};
+    shop.respond = (_request, index) => (index === 0 ? new Promise<number>((resolve) => (answerFirst = resolve)) : 200);
+    // No interval run within the test: the runs are this test's own coalesce() calls.
+    running = await startTestService(db.url, receiverConfig([{ id: 'shop', url: shop.url, batchSize: 1 }], { intervalSeconds: 3600 }));
+    const webhooks = [openWebhook('shop', { batchSize: 1 })];
+    await db.pool.query('insert into assets (asset_id) values (1)');
+    await runCoalesce(db.pool, webhooks);
+    await shop.waitFor(1);
+
+    // The next run's chunk stops after its own dispatch (which finds the one slot busy), before it commits.
+    const holder = await db.pool.connect();
+    try {
+      await holder.query('select pg_advisory_lock(4242)');
+      await db.pool.query(`create or replace function public.aw_test_hold() returns trigger language plpgsql as $$
+        begin perform pg_advisory_xact_lock(4242); return new; end $$`);
+      await db.pool.query(`create trigger aw_test_hold before update on asset_webhooks.coalesce_runs
+        for each row when (new.events > old.events) execute function public.aw_test_hold()`);
+      await db.pool.query('insert into assets (asset_id) values (2)');
+      const second = runCoalesce(db.pool, webhooks);
+      await eventually(async () => {
+        const { rows } = await db.pool.query<{ n: number }>(
+          "select count(*)::int as n from pg_locks where locktype = 'advisory' and objid = 4242 and not granted and database = (select oid from pg_database where datname = current_database())");
+        return rows[0]!.n > 0 ? true : undefined;
+      }, 10_000, 'the chunk to wait before its commit');
+      // The delivery in the busy slot ends meanwhile: its settle cannot see the chunk's payload.
+      answerFirst(200);
+      await eventually(async () => {
+        const rows = await payloadRows();
+        return rows.some((row) => row.status === 'delivered') ? true : undefined;
+      }, 10_000, 'the first payload delivered');
+      await holder.query('select pg_advisory_unlock(4242)');
+      await second;
+    } finally {
+      holder.release();
+      await db.pool.query('drop trigger if exists aw_test_hold on asset_webhooks.coalesce_runs');
+      await db.pool.query('drop function if exists public.aw_test_hold()');
+    }
+    const rows = await settled(2);
+    expect(rows.map((row) => row.status)).toEqual(['delivered', 'delivered']);
+    expect(shop.requests).toHaveLength(2);
   });
 
   it('does not let a hanging receiver delay another webhook', async () => {
