@@ -19,8 +19,10 @@ left join asset_webhooks.payloads p using (payload_id)
 where o.event_id = :'event_id'
 order by o.webhook_id;
 
-\echo 'Every delivery attempt of the payloads that carry it:'
-select a.payload_id, a.series, a.attempt_no, a.started_at, a.duration_ms, a.status_code, a.error_class, a.outcome
+\echo 'Every delivery attempt of the payloads that carry it (process: for an attempt without a result, whether its run process is alive):'
+select a.payload_id, a.series, a.attempt_no, a.started_at, a.duration_ms, a.status_code, a.error_class, a.outcome,
+       case when a.outcome is not null then null when a.process_id is null then 'unknown'
+            when asset_webhooks.process_gone(a.process_id) then 'gone' else 'alive' end as process
 from asset_webhooks.attempts a
 where a.payload_id in (select payload_id from asset_webhooks.event_outcomes where event_id = :'event_id' and payload_id is not null)
 order by a.payload_id, a.series, a.attempt_no;

@@ -23,11 +23,12 @@ import { useTempDirectories } from '../helpers/temp-directories.js';
 const tempDirectory = useTempDirectories();
 const db = useTestDatabase();
 
-/** The process column of backlog-and-lag.sql's attempts in flight. */
-async function runbookProcesses(): Promise<string[]> {
-  const runbook = fileURLToPath(new URL('../../sql/runbooks/backlog-and-lag.sql', import.meta.url));
-  const { stdout } = await promisify(execFile)('psql', [db.url, '-X', '-f', runbook]);
-  const section = stdout.split('Attempts in flight')[1]!.split('The last coalescing runs')[0]!;
+/** The process column of a runbook's attempts: backlog-and-lag.sql's in flight, or find-event.sql's for one event. */
+async function runbookProcesses(eventId?: string): Promise<string[]> {
+  const file = eventId ? 'find-event.sql' : 'backlog-and-lag.sql';
+  const runbook = fileURLToPath(new URL(`../../sql/runbooks/${file}`, import.meta.url));
+  const { stdout } = await promisify(execFile)('psql', [db.url, '-X', ...(eventId ? ['-v', `event_id=${eventId}`] : []), '-f', runbook]);
+  const section = eventId ? stdout.split('Every delivery attempt')[1]! : stdout.split('Attempts in flight')[1]!.split('The last coalescing runs')[0]!;
   return [...section.matchAll(/\|\s*(alive|gone|unknown)\s*$/gm)].map((match) => match[1]!);
 }
 
@@ -62,6 +63,7 @@ it('an attempt left by a run process killed with SIGKILL is handed back at the n
     const eventId = (JSON.parse(receiver.requests[0]!.body) as { events: Array<{ eventId: string }> }).events[0]!.eventId;
     expect((await runCli(['trace', eventId, '--database-url', db.url])).stdout).toContain('-> in progress (its run process is alive)');
     expect(await runbookProcesses()).toEqual(['alive']);
+    expect(await runbookProcesses(eventId)).toEqual(['alive']);
 
     first.child.kill('SIGKILL');
     await first.exited;
@@ -69,6 +71,7 @@ it('an attempt left by a run process killed with SIGKILL is handed back at the n
     await eventually(async () => ((await processGone(processId)) ? true : undefined), 10_000, 'the killed process\'s lease to be free');
     expect((await runCli(['trace', eventId, '--database-url', db.url])).stdout).toContain('-> interrupted: its run process is gone');
     expect(await runbookProcesses()).toEqual(['gone']);
+    expect(await runbookProcesses(eventId)).toEqual(['gone']);
 
     // Within the grace period it waits; after it, the payload is handed back
     // although its job is still locked by the dead worker (the ten-minute rule would wait).
