@@ -67,8 +67,8 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
   // A payload taken into a delivery chain has no job of its own: when its
   // worker died, its attempt is left without a result, and is closed here.
   // An attempt that names its process is handed back as soon as the process
-  // is gone (after the grace period); one that does not (a session without
-  // the setting) ten minutes after it started, as is a payload whose job died.
+  // is gone (after the grace period); one that does not (started by a session
+  // named otherwise) ten minutes after it started, as is a payload whose job died.
   const { rows: orphaned } = await pool.query<{ webhook_id: string }>(
     `with orphaned as (
        update asset_webhooks.payloads p set dispatched = false
