@@ -60,7 +60,7 @@ export function renderDeadLetters(letters: readonly DeadLetter[]): string {
 export type WebhookState = 'enabled' | 'disabled' | 'not_configured';
 
 export async function redeliver(pool: pg.Pool, payloadId: number, requestedBy = `${os.userInfo().username}@${os.hostname()}`): Promise<{ series: number; webhookId: string; webhookState: WebhookState }> {
-  return inTransaction(pool, async (client) => {
+  const redelivered = await inTransaction(pool, async (client) => {
     const { rows } = await client.query<{ status: string; webhook_id: string; series: number; dead_letter_reason: string | null }>(
       'select status, webhook_id, series, dead_letter_reason from asset_webhooks.payloads where payload_id = $1 for update', [payloadId]);
     const payload = rows[0];
@@ -77,10 +77,13 @@ export async function redeliver(pool: pg.Pool, payloadId: number, requestedBy = 
     await client.query(
       'insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason) values ($1, $2, $3, $4)',
       [payloadId, series, requestedBy, payload.dead_letter_reason]);
-    await dispatchWebhooks(client, [payload.webhook_id]);
     const { rows: [webhook] } = await client.query<{ enabled: boolean }>(
       'select enabled from asset_webhooks.webhooks where webhook_id = $1', [payload.webhook_id]);
     const webhookState: WebhookState = webhook === undefined ? 'not_configured' : webhook.enabled ? 'enabled' : 'disabled';
     return { series, webhookId: payload.webhook_id, webhookState };
   });
+  // Started once committed: a delivery of the webhook that ends meanwhile
+  // could not see the payload. If this fails, the next run's pump starts it.
+  await dispatchWebhooks(pool, [redelivered.webhookId]).catch(() => {});
+  return redelivered;
 }

@@ -142,10 +142,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       logger: workerLogger(logger),
     });
   } catch (error) {
+    // The worker never started an attempt: the lease goes first, whatever the rest does.
+    await lease?.release();
     await closeHttpServer();
     await state.close();
     await workerPool.end();
-    await lease?.release();
     await pool.end();
     throw error;
   }

@@ -1,13 +1,14 @@
 import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseConfigText } from '../../src/config/load.js';
+import { settleAttempts } from '../../src/delivery/attempt-store.js';
 import { deliverPayload, type DeliveryContext } from '../../src/delivery/deliver.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { ServiceMetrics } from '../../src/service/metrics.js';
 import { deliveryContext, ServiceState, syncWebhooks } from '../../src/service/service-state.js';
 import { receiverConfig } from '../helpers/config.js';
-import { startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
+import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { resetData, silentLogger } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
@@ -176,5 +177,37 @@ describe('delivery chains', () => {
     ]);
     expect(lines[0]!.statusCode).toBe(200);
     expect(await statuses()).toEqual([{ payload_id: ids[0], status: 'pending', dispatched: true, attempts: 2 }]);
+  });
+
+  it('dispatch never starts a payload a settle has just taken into its chain; it takes the next one', async () => {
+    const { ids } = await setUp({ concurrency: 2, payloads: 3 });
+    await db.pool.query('update asset_webhooks.payloads set attempts = 1, last_attempt_at = now() where payload_id = $1', [ids[0]]);
+    await db.pool.query('insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at) values ($1, 1, 1, now())', [ids[0]]);
+    const settler = await db.pool.connect();
+    try {
+      // The first payload's delivery ends and its settle takes the second into its chain, not committed yet.
+      await settler.query('begin');
+      const [settled] = await settleAttempts(settler, [{
+        payload: { payloadId: ids[0]!, series: 1 }, attemptNo: 1, at: new Date(), retryAt: null,
+        result: { durationMs: 5, statusCode: 200, errorClass: null, errorMessage: null, responseExcerpt: null, outcome: 'delivered' },
+        slot: { chain: true, expireAfterSeconds: 86_400 },
+      }]);
+      expect(settled!.next?.payloadId).toBe(ids[1]);
+      // A pump meanwhile: it sees one free slot and the second payload still waiting.
+      let answered = false;
+      const dispatching = db.pool.query<{ n: number }>("select asset_webhooks.dispatch('shop') as n").finally(() => (answered = true));
+      await eventually(async () => {
+        if (answered) return true;
+        const { rows } = await db.pool.query<{ n: number }>(
+          "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'");
+        return rows[0]!.n > 0 ? true : undefined;
+      }, 10_000, 'the dispatch to answer or to wait for the settle');
+      await settler.query('commit');
+      expect((await dispatching).rows[0]!.n).toBe(1);
+    } finally {
+      settler.release();
+    }
+    // The chain sends the second payload; the pump's job is for the third, never for the second.
+    expect(await deliverJobs()).toEqual([`deliver:${ids[2]}:1:1`]);
   });
 });
