@@ -122,8 +122,6 @@ async function runInSnapshot(
   const routeKeys = webhooks.map((webhook) => `${JSON.stringify(webhook.id)}:`);
   const routes: Record<string, number> = {};
   const payloadIds = new Set<number>();
-  // The webhooks this run gave a sealed payload, pumped again once it is committed.
-  const pumped = new Set<string>();
   let events = 0;
   let chunks = 0;
 
@@ -142,7 +140,7 @@ async function runInSnapshot(
         next = rows.length < chunkSize ? Promise.resolve([]) : claimChunk(session, maxSeq, rows[rows.length - 1]!.seq, chunkSize);
         // If the write below fails, this read is abandoned; its own failure is not the run's.
         next.catch(() => {});
-        await inTransaction(writer, async (client) => {
+        const sealed = await inTransaction(writer, async (client) => {
           // A chunk lost to a server crash after commit is lost whole, outbox
           // deletions included, and coalesced again by the next run with the
           // same eventIds: waiting for the WAL flush buys nothing here.
@@ -159,12 +157,11 @@ async function runInSnapshot(
             routes: routesJson(routeKeys, routed.targets, rows.length),
           });
           for (const batch of batches) payloadIds.add(batch.payloadId!);
-          const sealed = batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId);
-          for (const webhookId of sealed) pumped.add(webhookId);
-          await dispatchWebhooks(client, sealed);
           // Counted with the chunk, so a run that dies later still shows what it committed.
           await client.query('update asset_webhooks.coalesce_runs set events = events + $2 where run_id = $1', [runId, rows.length]);
+          return batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId);
         });
+        await dispatchCommitted(writer, sealed);
         events += rows.length;
         chunks += 1;
         logger.debug({ events: rows.length }, 'coalesced a chunk');
@@ -181,24 +178,32 @@ async function runInSnapshot(
 
   await endSnapshot('commit');
   // Seal the last payload of each webhook.
-  await inTransaction(session, async (client) => {
+  const lastSealed = await inTransaction(session, async (client) => {
     for (const packer of packers) packer.finish();
     const batches = packers.flatMap((packer) => packer.drain());
     await upsertPayloads(client, runId, batches, isoTimestamp(now()));
-    for (const batch of batches) pumped.add(batch.webhookId);
-    await dispatchWebhooks(client, batches.map((batch) => batch.webhookId));
     // `events` was counted chunk by chunk, each in its own transaction.
     await client.query('update asset_webhooks.coalesce_runs set finished_at = clock_timestamp(), payloads = $2 where run_id = $1',
       [runId, payloadIds.size]);
+    return batches.map((batch) => batch.webhookId);
   });
-  // Pumped again now that every chunk has committed. A chunk's own dispatch
-  // runs inside its transaction: when the webhook's slots were all busy then,
-  // and the deliveries in them ended before the chunk committed, their
-  // settles could not see its payloads and took nothing. With nothing left in
-  // flight, nobody would start them.
-  if (pumped.size > 0) await dispatchWebhooks(pool, pumped);
+  await dispatchCommitted(session, lastSealed);
   if (events > 0) logger.info({ events, payloads: payloadIds.size, chunks }, 'coalescing run done');
   return { runId, events, payloads: payloadIds.size, chunks, routes };
+}
+
+/**
+ * Starts delivery of the webhooks' new payloads once the transaction that
+ * wrote them has committed. Inside it, a delivery of the webhook that ended
+ * meanwhile could not see them: its settle took nothing, and with every slot
+ * freed that way nobody would start them. Asynchronous commit, as the chunks.
+ */
+async function dispatchCommitted(client: pg.PoolClient, webhookIds: readonly string[]): Promise<void> {
+  if (webhookIds.length === 0) return;
+  await inTransaction(client, async (tx) => {
+    await tx.query('set local synchronous_commit = off');
+    await dispatchWebhooks(tx, webhookIds);
+  });
 }
 
 /**

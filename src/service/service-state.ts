@@ -120,7 +120,6 @@ export async function syncWebhooks(pool: pg.Pool, config: Config): Promise<strin
       webhooks.map((webhook) => webhook.concurrency),
     ],
   );
-  const changed = rows.map((row) => row.webhook_id);
   await dispatchWebhooks(pool, webhooks.filter((webhook) => webhook.enabled).map((webhook) => webhook.id));
-  return changed;
+  return rows.map((row) => row.webhook_id);
 }

@@ -81,7 +81,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       // Under the coalescing lock: a run of another process cannot rewrite them while this one routes.
       // Every enabled webhook is pumped as well, once an interval: a net for a
       // wake-up lost between a delivery's settle and a transaction that added
-      // payloads (see the end of a run in coalesce()).
+      // payloads (see dispatchCommitted in coalesce/run.ts).
       const current = state;
       const beforeRun = async (): Promise<void> => {
         const restored = await syncWebhooks(pool, current.config);
