@@ -38,9 +38,11 @@ interface ClaimRow extends Omit<AssetStateRow, 'asset_id'> {
  * backlog per run replaces an index on the outbox, which every captured row
  * paid for in the asset database's own writes.
  *
- * This and every chunk of the run read one snapshot (the run's repeatable
- * read transaction on `session`): a row that commits after the run began is
- * not seen by it at all, and waits whole for the next run.
+ * Read in the same snapshot as `maxSeq` (a short repeatable read transaction
+ * at the start of the run): for every EDITED row that snapshot saw, the
+ * recorded edit of its asset is that row or a later one. An EDITED row the
+ * chunks find later than its asset's recorded edit (or of an asset with none)
+ * committed after the run began: it waits for the next run (see claimChunk).
  */
 export async function recordLatestEdits(session: pg.PoolClient, maxSeq: number): Promise<void> {
   await session.query(
@@ -57,20 +59,47 @@ export async function recordLatestEdits(session: pg.PoolClient, maxSeq: number):
   await session.query('analyze aw_latest_edit');
 }
 
+/** One chunk of the outbox as read: the events to coalesce now, and where the read stopped. */
+export interface Chunk {
+  readonly events: ClaimedEvent[];
+  /** Rows read, deferred ones included: fewer than the limit means the run's rows are all read. */
+  readonly read: number;
+  /** The seq of the last row read: the next chunk starts after it. */
+  readonly lastSeq: number;
+  /** Rows left for the next run: see claimChunk. */
+  readonly deferred: number;
+  /** The assets whose rows from here on are left for the next run. */
+  readonly deferredAssets: readonly number[];
+}
+
 /**
  * Reads the next chunk of outbox rows after `afterSeq` up to `maxSeq`, in
  * order of capture, with the current state of their assets read through the
  * binding's view in the same query (one query per chunk, never one per event).
  *
- * Rows are not locked: only the run holding the coalescing lock reads or
- * deletes outbox rows, so the read runs in the run's snapshot while the
- * previous chunk is still being written on another connection. A row that
- * commits after the run began waits for the next run.
+ * Each chunk reads in its own snapshot, so that no snapshot is held for the
+ * whole run: one held for a long run keeps every dead row of the database
+ * from being pruned, delivery's and the asset tables' alike. Rows are not
+ * locked: only the run holding the coalescing lock reads or deletes outbox
+ * rows, so the read runs while the previous chunk is still being written on
+ * another connection.
+ *
+ * A transaction that commits while the run goes on is seen by the chunks that
+ * read past it. Its EDITED rows that the run's recorded edits do not cover
+ * (the asset's recorded edit is older, or there is none) are left in the
+ * outbox for the next run, so that a run never carries two EDITED events of
+ * one asset; so is every later row of the same asset (`deferAssets` carries
+ * them from chunk to chunk), so that an asset's events stay in order. (The
+ * rows of one transaction cannot be told apart from the outbox: the capture
+ * trigger writes them in subtransactions, each with an xid of its own.)
+ * Every other row goes out with this run.
  *
  * This must run on the session that ran recordLatestEdits for this run.
  */
-export async function claimChunk(session: pg.PoolClient, maxSeq: number, afterSeq: number, limit: number): Promise<ClaimedEvent[]> {
-  const { rows } = await session.query<ClaimRow>(
+export async function claimChunk(
+  session: pg.PoolClient, maxSeq: number, afterSeq: number, limit: number, deferAssets: readonly number[] = [],
+): Promise<Chunk> {
+  const { rows } = await session.query<ClaimRow & { deferred: boolean }>(
     `with claimed as materialized (
        -- The upper bound is applied after the limit: with both bounds inside,
        -- statistics taken while the outbox was empty (its usual state) made
@@ -82,35 +111,43 @@ export async function claimChunk(session: pg.PoolClient, maxSeq: number, afterSe
        from (select o.* from asset_webhooks.outbox o where o.seq > $2 order by o.seq limit $3) c
        where c.seq <= $1
      ),
-     -- Within a run's snapshot the recorded latest edit (le) is never older than
-     -- a claimed edit; this keeps a chunk read outside one right as well.
-     chunk_latest as (
-       select distinct on (asset_id) asset_id, seq, id from claimed
-       where event_type = 'EDITED'
-       order by asset_id, seq desc
-     ),
      states as materialized (
        select s.* from asset_webhooks.asset_state s
        where s.asset_id in (select distinct asset_id from claimed)
+     ),
+     covered as (
+       select c.*, le.seq as le_seq, le.event_id as le_event_id,
+              c.event_type = 'EDITED' and coalesce(le.seq < c.seq, true) as uncovered
+       from claimed c
+       -- One index probe per row: hashing the whole table cost a chunk time
+       -- in proportion to the backlog, not to the chunk.
+       left join lateral (select l.seq, l.event_id from pg_temp.aw_latest_edit l where l.asset_id = c.asset_id offset 0) le on true
      )
      select c.seq, c.id as event_id,
             to_char(c.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp, c.event_type,
             c.asset_id as event_asset_id, c.asset_uuid as event_asset_uuid, c.atom_id,
-            case when c.event_type = 'EDITED' then
-              case when le.seq >= cl.seq then le.event_id else cl.id end
-            end as latest_edit_id,
+            case when c.event_type = 'EDITED' then c.le_event_id end as latest_edit_id,
+            c.asset_id = any($4::bigint[]) or bool_or(c.uncovered) over (partition by c.asset_id order by c.seq) as deferred,
             s.asset_id, s.asset_uuid, s.supertype, s.parent_id, s.state,
             s.schema_id, s.type_id, s.domain_id, s.latest_atom_id, s.keywords, s.field_names, s.field_values
-     from claimed c
+     from covered c
      left join states s on s.asset_id = c.asset_id
-     -- One index probe per row: hashing the whole table cost a chunk time
-     -- in proportion to the backlog, not to the chunk.
-     left join lateral (select l.seq, l.event_id from pg_temp.aw_latest_edit l where l.asset_id = c.asset_id offset 0) le on true
-     left join chunk_latest cl on cl.asset_id = c.asset_id
      order by c.seq`,
-    [maxSeq, afterSeq, limit],
+    [maxSeq, afterSeq, limit, deferAssets],
   );
-  return rows.map(toClaimedEvent);
+  const events: ClaimedEvent[] = [];
+  const assets = new Set(deferAssets);
+  for (const row of rows) {
+    if (row.deferred) assets.add(row.event_asset_id);
+    else events.push(toClaimedEvent(row));
+  }
+  return {
+    events,
+    read: rows.length,
+    lastSeq: rows.length === 0 ? afterSeq : rows[rows.length - 1]!.seq,
+    deferred: rows.length - events.length,
+    deferredAssets: [...assets],
+  };
 }
 
 function toClaimedEvent(row: ClaimRow): ClaimedEvent {

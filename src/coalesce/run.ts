@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { inTransaction } from '../db/transaction.js';
 import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
-import { claimChunk, outboxHighWater, recordLatestEdits, type ClaimedEvent } from './claim.js';
+import { claimChunk, outboxHighWater, recordLatestEdits, type Chunk, type ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
 import { Packer, type Batch } from './pack.js';
 import { assignPayloadIds, consumeEvents, dispatchWebhooks, upsertPayloads } from './persist.js';
@@ -76,44 +76,26 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
   }
 }
 
-/** `session` holds the run's advisory lock; every chunk runs on it (see recordLatestEdits). */
+/** `session` holds the run's advisory lock; every chunk is read on it (see recordLatestEdits). */
 async function runLocked(options: CoalesceOptions, chunkSize: number, now: () => Date, session: pg.PoolClient): Promise<CoalesceResult> {
-  const { pool } = options;
+  const { pool, webhooks } = options;
   // A previous run that crashed may have left open payloads: they are complete
   // as far as their events go (written in the same transaction), so seal them.
   const { rows: sealed } = await pool.query<{ webhook_id: string }>(
     `update asset_webhooks.payloads set status = 'pending' where status = 'open' returning webhook_id`);
   if (sealed.length > 0) await dispatchWebhooks(pool, sealed.map((row) => row.webhook_id));
 
-  // Everything the run reads of the outbox and the assets (the high-water
-  // mark, every asset's latest edit, each chunk) comes from one snapshot,
-  // taken here: a transaction that commits while the run goes on is seen
-  // whole by the next run, never half by this one. Otherwise its EDITED rows
-  // could be claimed by a later chunk after the asset's earlier edit had gone
-  // out in this run: two EDITED events of one asset in one run. The snapshot
-  // is held for the run's duration (seconds; about a minute for a
-  // million-event backlog), and the chunks are written on another connection.
-  await session.query('begin isolation level repeatable read');
-  let snapshotOpen = true;
-  const endSnapshot = async (how: 'commit' | 'rollback'): Promise<void> => {
-    if (!snapshotOpen) return;
-    snapshotOpen = false;
-    await session.query(how);
-  };
-  try {
-    return await runInSnapshot(options, chunkSize, now, session, endSnapshot);
-  } catch (error) {
-    await endSnapshot('rollback').catch(() => {});
-    throw error;
-  }
-}
-
-async function runInSnapshot(
-  options: CoalesceOptions, chunkSize: number, now: () => Date, session: pg.PoolClient,
-  endSnapshot: (how: 'commit' | 'rollback') => Promise<void>,
-): Promise<CoalesceResult> {
-  const { pool, webhooks } = options;
-  const maxSeq = await outboxHighWater(session);
+  // The high-water mark and every asset's latest edit up to it come from one
+  // snapshot, held only for these two reads. Each chunk then reads in its own
+  // snapshot (claimChunk leaves to the next run what this one did not cover),
+  // so a run holds no snapshot for long: one held for the whole run kept
+  // every dead row of the database from being pruned meanwhile, the asset
+  // tables' and delivery's, for as long as a large backlog takes.
+  const maxSeq = await inTransaction(session, async (client) => {
+    const high = await outboxHighWater(client);
+    if (high !== null) await recordLatestEdits(client, high);
+    return high;
+  }, 'repeatable read');
   const { rows: [run] } = await pool.query<{ run_id: number }>('insert into asset_webhooks.coalesce_runs default values returning run_id');
   const runId = run!.run_id;
   const logger = options.logger.child({ runId });
@@ -125,21 +107,26 @@ async function runInSnapshot(
   let events = 0;
   let chunks = 0;
 
+  let deferred = 0;
+
   if (maxSeq !== null) {
-    await recordLatestEdits(session, maxSeq);
     // Chunks are written one after the other on `writer`, each in its own
     // transaction, while the session reads the next chunk: the read and the
     // write of neighbouring chunks run on both cores at once.
     const writer = await pool.connect();
-    let next = claimChunk(session, maxSeq, 0, chunkSize);
+    const done: Promise<Chunk | null> = Promise.resolve(null);
+    let next: Promise<Chunk | null> = claimChunk(session, maxSeq, 0, chunkSize);
     let failed = false;
     try {
       for (;;) {
-        const rows = await next;
-        if (rows.length === 0) break;
-        next = rows.length < chunkSize ? Promise.resolve([]) : claimChunk(session, maxSeq, rows[rows.length - 1]!.seq, chunkSize);
+        const chunk = await next;
+        if (chunk === null || chunk.read === 0) break;
+        next = chunk.read < chunkSize ? done : claimChunk(session, maxSeq, chunk.lastSeq, chunkSize, chunk.deferredAssets);
         // If the write below fails, this read is abandoned; its own failure is not the run's.
         next.catch(() => {});
+        deferred += chunk.deferred;
+        const rows = chunk.events;
+        if (rows.length === 0) continue;
         const sealed = await inTransaction(writer, async (client) => {
           // A chunk lost to a server crash after commit is lost whole, outbox
           // deletions included, and coalesced again by the next run with the
@@ -176,7 +163,6 @@ async function runInSnapshot(
     }
   }
 
-  await endSnapshot('commit');
   // Seal the last payload of each webhook.
   const lastSealed = await inTransaction(session, async (client) => {
     for (const packer of packers) packer.finish();
@@ -188,6 +174,7 @@ async function runInSnapshot(
     return batches.map((batch) => batch.webhookId);
   });
   await dispatchCommitted(session, lastSealed);
+  if (deferred > 0) logger.info({ deferred }, 'events of assets edited by a transaction that committed while the run went on wait for the next run');
   if (events > 0) logger.info({ events, payloads: payloadIds.size, chunks }, 'coalescing run done');
   return { runId, events, payloads: payloadIds.size, chunks, routes };
 }

@@ -220,7 +220,7 @@ describe('coalescing', () => {
     expect(rows).toEqual([{ payload_id: first!.payload_id }]);
   });
 
-  it('collapses into an edit that commits after the run recorded the latest edits, when the claim sees it', async () => {
+  it('defers an edit that commits after the run recorded the latest edits, later than its asset\'s recorded edit', async () => {
     await db.pool.query("insert into assets (asset_id) values (1), (2)");
     await db.pool.query('delete from asset_webhooks.outbox');
     await db.pool.query("update assets set title = 'committed first' where asset_id = 1");
@@ -229,6 +229,7 @@ describe('coalescing', () => {
     try {
       await late.query('begin');
       await late.query("update assets set title = 'commits late' where asset_id = 1");
+      await late.query('update assets set trashed_at = now() where asset_id = 1');
       await db.pool.query("update assets set title = 'after' where asset_id = 2");
       const maxSeq = (await outboxHighWater(db.pool))!;
       await recordLatestEdits(session, maxSeq);
@@ -241,16 +242,21 @@ describe('coalescing', () => {
           await session.query('rollback');
         }
       };
-      // The late row lies between the two and was not seen by recordLatestEdits.
+      // The late rows lie between the two and were not seen by recordLatestEdits:
+      // they are read (the next chunk starts after them) but left for the next
+      // run, the edit and the trashing after it, so asset 1's events keep their order.
       const both = await claim(10);
-      expect(both.map((row) => [row.assetId, row.eventType])).toEqual([[1, 'EDITED'], [1, 'EDITED'], [2, 'EDITED']]);
-      const [first, lateEdit] = both;
-      // In one chunk: the newest edit the claim sees wins (CONTRACT 5: one EDITED per asset and run).
-      expect(first!.latestEditId).toBe(lateEdit!.eventId);
-      expect(lateEdit!.latestEditId).toBe(lateEdit!.eventId);
+      expect(both.events.map((row) => [row.assetId, row.eventType])).toEqual([[1, 'EDITED'], [2, 'EDITED']]);
+      expect(both).toMatchObject({ read: 4, deferred: 2, lastSeq: maxSeq, deferredAssets: [1] });
+      // The earlier edit is the recorded latest of asset 1: it is sent, not collapsed into the late one.
+      const [first] = both.events;
+      expect(first!.latestEditId).toBe(first!.eventId);
       // In a chunk of its own before the late row: the recorded latest (itself).
-      const [alone] = await claim(1);
+      const [alone] = (await claim(1)).events;
       expect(alone!.latestEditId).toBe(alone!.eventId);
+      // A chunk of the late row alone: read, nothing to coalesce, and the run goes on after it.
+      const lateOnly = await claimChunk(session, maxSeq, alone!.seq, 1);
+      expect(lateOnly).toMatchObject({ events: [], read: 1, deferred: 1 });
     } finally {
       await late.query('rollback').catch(() => {});
       late.release();
@@ -284,14 +290,15 @@ it('a run that fails after some chunks shows what it committed, and the runbook 
   expect(stdout).toMatch(/\|\s+3\s+\|\s+\d+\s+\|\s+finished\n/);
 });
 
-it('a transaction that commits while a run goes on is left whole to the next run: never two EDITED of one asset in a run', async () => {
+it('an edit that commits while a run goes on, later than the run\'s latest edit of its asset, waits for the next run: never two EDITED of one asset in a run', async () => {
   await resetData(db.pool);
   const crm = openWebhook('crm');
   await registerWebhooks(db.pool, [crm]);
   await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 3) g');
   await runCoalesce(db.pool, [crm]);
   // Outbox, in seq order: an edit of asset 1 (committed), one of asset 2
-  // (committed), a keyword of asset 1 (in a transaction left open), one of asset 3.
+  // (committed), a keyword of asset 1 and its trashing (in a transaction left
+  // open), an edit of asset 3.
   await db.pool.query("update assets set title = 'a' where asset_id = 1");
   await db.pool.query("update assets set title = 'b' where asset_id = 2");
   const late = await db.pool.connect();
@@ -299,9 +306,12 @@ it('a transaction that commits while a run goes on is left whole to the next run
   try {
     await late.query('begin');
     await late.query("insert into asset_keywords (asset_id, value) values (1, 'late')");
+    await late.query('update assets set trashed_at = now() where asset_id = 1');
     await db.pool.query("update assets set title = 'c' where asset_id = 3");
     // Chunks of one row. The first chunk's write waits for this lock while the
-    // second chunk is read; the late transaction commits before the third is read.
+    // second chunk is read; the late transaction commits before the third is
+    // read. The third chunk then holds only the deferred edit: the run goes on
+    // to the fourth.
     await blocker.query('begin');
     await blocker.query('lock table asset_webhooks.events in exclusive mode');
     const running = runCoalesce(db.pool, [crm], { chunkSize: 1 });
@@ -328,4 +338,10 @@ it('a transaction that commits while a run goes on is left whole to the next run
   expect(rows.map(({ asset_id, edits }) => [asset_id, edits])).toEqual([[1, 1], [2, 1], [3, 1], [1, 1]]);
   expect(new Set(rows.slice(0, 3).map((row) => row.run_id)).size).toBe(1);
   expect(rows[3]!.run_id).toBeGreaterThan(rows[0]!.run_id);
+  // The trashing, read by the run in a chunk after the deferred edit, waits with
+  // it: asset 1's events reach the receiver in the order they happened.
+  const carried = (await payloads(db.pool)).flatMap(bodyEvents).filter((e) => e.assetId === 1).map((e) => e.eventType);
+  expect(carried).toEqual(['CREATED', 'EDITED', 'EDITED', 'DELETED']);
+  const { rows: trashed } = await db.pool.query<{ run_id: number }>("select run_id::int from asset_webhooks.events where event_type = 'DELETED'");
+  expect(trashed).toEqual([{ run_id: rows[3]!.run_id }]);
 });

@@ -99,15 +99,17 @@ it('reads one chunk of a large outbox backlog per claim when its statistics were
       `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_xact_user_tables
        where relid = 'asset_webhooks.outbox'::regclass`);
     await session.query('commit');
-    expect(chunk).toHaveLength(2000);
+    expect(chunk.events).toHaveLength(2000);
+    expect(chunk).toMatchObject({ read: 2000, deferred: 0 });
     // The chunk's 2,000 rows, where reading the backlog reads 60,000. (Below a
     // backlog of some 20,000-60,000 rows the planner may still prefer reading it
     // whole and sorting: bounded, and cheap at that size.)
     expect(Number(rows[0]!.n)).toBeLessThan(2500);
     // The upper bound still holds: rows captured after the run began are left for the next run.
-    const last = chunk[1999]!.seq;
+    const last = chunk.events[1999]!.seq;
+    expect(chunk.lastSeq).toBe(last);
     const bounded = await claimChunk(session as unknown as pg.PoolClient, last + 500, last, 2000);
-    expect(bounded.map((event) => event.seq)).toEqual(Array.from({ length: 500 }, (_, i) => last + 1 + i));
+    expect(bounded.events.map((event) => event.seq)).toEqual(Array.from({ length: 500 }, (_, i) => last + 1 + i));
   } finally {
     await session.end();
   }
