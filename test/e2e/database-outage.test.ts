@@ -95,3 +95,21 @@ it('exits 0 on SIGTERM while the database is away with a delivery in flight', { 
   expect(service.output.stderr).not.toMatch(/\n\s+at .*batchFailJobs/);
   expect(nonJsonLines(service.output.stderr)).toEqual([]);
 });
+
+it('exits at once on a second SIGTERM while the stop waits on connections a network device dropped silently', { timeout: 90_000 }, async () => {
+  const { proxy, service, receiver } = await start();
+  receiver.respond = () => 200;
+  await db.pool.query('insert into assets (asset_id) values (1)');
+  await receiver.waitFor(1);
+  // Every connection of the process is now one the server has ended and the process never hears of.
+  proxy.silence();
+  service.child.kill('SIGTERM');
+  await eventually(async () => (service.output.stderr.includes('signal again to exit without waiting') ? true : undefined), 10_000, 'the stop to begin');
+  // The stop waits on its connections: still running three seconds later.
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+  expect(service.child.exitCode).toBeNull();
+  service.child.kill('SIGTERM');
+  expect(await service.exited).toBe(143);
+  expect(service.output.stderr).toContain('second signal while stopping: exiting now');
+  expect(nonJsonLines(service.output.stderr)).toEqual([]);
+});

@@ -28,14 +28,19 @@ export function registerRun(program: Command): void {
       let reloadRequested = false;
       const stop = (signal: string): void => {
         logger.info({ signal }, 'signal received');
-        if (service) {
-          void service.stop();
-        } else if (stopRequested) {
-          // Start-up may wait on a database that does not answer; nothing is taken yet.
-          logger.warn({ signal }, 'second signal during start-up: exiting now');
+        if (stopRequested) {
+          // Start-up may wait on a database that does not answer, and so may a
+          // stop (connections a network device dropped without a word). An
+          // attempt left in flight is handed back by maintenance once this
+          // process's lease is gone, as after a crash.
+          logger.warn({ signal }, `second signal ${service ? 'while stopping' : 'during start-up'}: exiting now`);
           process.exit(signal === 'SIGINT' ? 130 : 143);
+        }
+        stopRequested = true;
+        if (service) {
+          logger.info('signal again to exit without waiting');
+          void service.stop();
         } else {
-          stopRequested = true;
           logger.info('stopping as soon as start-up completes; signal again to exit now');
         }
       };
