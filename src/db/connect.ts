@@ -4,12 +4,24 @@ import { UserError } from '../errors.js';
 // bigint columns (ids, seq) come back as JS numbers: they stay far below 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
+/**
+ * TCP keepalive after 10 s without traffic, on every connection: a NAT or
+ * load balancer between the service and the database forgets connections
+ * idle for some minutes (AWS NLB 350 s, Azure 4 min) without telling either
+ * side, and a process whose pooled connections were dropped that way waits
+ * on them (a query, or the goodbye of a stop) with no end. Probes keep such
+ * devices' state fresh. The system's default wait before the first probe is
+ * two hours.
+ */
+export const KEEPALIVE = { keepAlive: true, keepAliveInitialDelayMillis: 10_000 } as const;
+
 /** A connection pool for one database URL. The caller ends it. */
 export function createPool(databaseUrl: string, options: { max?: number; applicationName?: string } = {}): pg.Pool {
   const pool = new pg.Pool({
     connectionString: databaseUrl,
     max: options.max ?? 10,
     application_name: options.applicationName ?? 'asset-webhooks',
+    ...KEEPALIVE,
   });
   // A client that loses its connection (idle in the pool, or checked out by
   // graphile-worker between queries) must not crash the process: the next

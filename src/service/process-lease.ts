@@ -1,6 +1,6 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { describeError } from '../db/connect.js';
+import { describeError, KEEPALIVE } from '../db/connect.js';
 
 /**
  * The application_name of every connection of a `run` process's pool: it
@@ -63,7 +63,7 @@ export async function holdProcessLease(databaseUrl: string, processId: string, l
     schedule(0);
   };
   const take = async (): Promise<void> => {
-    const next = new pg.Client({ connectionString: databaseUrl, application_name: `asset-webhooks lease ${processId}`, keepAlive: true });
+    const next = new pg.Client({ connectionString: databaseUrl, application_name: `asset-webhooks lease ${processId}`, ...KEEPALIVE });
     next.on('error', (error: Error) => drop(next, describeError(error)));
     next.on('end', () => drop(next, 'the connection ended'));
     try {
