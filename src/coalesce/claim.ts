@@ -32,22 +32,25 @@ interface ClaimRow extends Omit<AssetStateRow, 'asset_id'> {
 }
 
 /**
- * Records, for this run, the latest EDITED row of every asset in the outbox up
- * to `maxSeq` (its seq and eventId), in a temporary table of the run's
- * session: collapsing needs it for rows of later chunks. One pass over the
- * backlog per run replaces an index on the outbox, which every captured row
- * paid for in the asset database's own writes.
- *
- * Read in the same snapshot as `maxSeq` (a short repeatable read transaction
- * at the start of the run): for every EDITED row that snapshot saw, the
- * recorded edit of its asset is that row or a later one. An EDITED row the
- * chunks find later than its asset's recorded edit (or of an asset with none)
- * committed after the run began: it waits for the next run (see claimChunk).
+ * Records what the run needs to know of its start, in temporary tables of the
+ * run's session, all read in the snapshot that gave `maxSeq` (one short
+ * repeatable read transaction: see run.ts):
+ *  - `aw_latest_edit`: the latest EDITED row of every asset up to `maxSeq`
+ *    (its seq and eventId); collapsing needs it for rows of later chunks. One
+ *    pass over the backlog per run replaces an index on the outbox, which
+ *    every captured row paid for in the asset database's own writes.
+ *  - `aw_unseen`: the ranges of seqs up to `maxSeq` that the snapshot did not
+ *    see (consumed, rolled back, or not yet committed). A row a chunk later
+ *    finds in one of them committed after the run began.
+ *  - `aw_deferred`, empty: the assets whose rows the run leaves to the next
+ *    one (see claimChunk).
  */
-export async function recordLatestEdits(session: pg.PoolClient, maxSeq: number): Promise<void> {
+export async function recordRunStart(session: pg.PoolClient, maxSeq: number): Promise<void> {
   await session.query(
-    'create temporary table if not exists aw_latest_edit (asset_id bigint primary key, seq bigint not null, event_id uuid not null)');
-  await session.query('truncate aw_latest_edit');
+    `create temporary table if not exists aw_latest_edit (asset_id bigint primary key, seq bigint not null, event_id uuid not null);
+     create temporary table if not exists aw_unseen (lo bigint primary key, hi bigint not null);
+     create temporary table if not exists aw_deferred (asset_id bigint primary key);
+     truncate aw_latest_edit, aw_unseen, aw_deferred`);
   await session.query(
     `insert into aw_latest_edit (asset_id, seq, event_id)
      select l.asset_id, l.seq, coalesce(o.event_id, asset_webhooks.event_id_of(o.seq, o.occurred_at))
@@ -56,7 +59,14 @@ export async function recordLatestEdits(session: pg.PoolClient, maxSeq: number):
      join asset_webhooks.outbox o on o.seq = l.seq`,
     [maxSeq],
   );
-  await session.query('analyze aw_latest_edit');
+  await session.query(
+    `insert into aw_unseen (lo, hi)
+     select prev + 1, seq - 1
+     from (select seq, lag(seq, 1, 0::bigint) over (order by seq) as prev from asset_webhooks.outbox where seq <= $1) s
+     where seq > prev + 1`,
+    [maxSeq],
+  );
+  await session.query('analyze aw_latest_edit, aw_unseen');
 }
 
 /** One chunk of the outbox as read: the events to coalesce now, and where the read stopped. */
@@ -66,10 +76,8 @@ export interface Chunk {
   readonly read: number;
   /** The seq of the last row read: the next chunk starts after it. */
   readonly lastSeq: number;
-  /** Rows left for the next run: see claimChunk. */
+  /** Rows left in the outbox for the next run: see claimChunk. */
   readonly deferred: number;
-  /** The assets whose rows from here on are left for the next run. */
-  readonly deferredAssets: readonly number[];
 }
 
 /**
@@ -85,20 +93,21 @@ export interface Chunk {
  * another connection.
  *
  * A transaction that commits while the run goes on is seen by the chunks that
- * read past it. Its EDITED rows that the run's recorded edits do not cover
- * (the asset's recorded edit is older, or there is none) are left in the
- * outbox for the next run, so that a run never carries two EDITED events of
- * one asset; so is every later row of the same asset (`deferAssets` carries
- * them from chunk to chunk), so that an asset's events stay in order. (The
- * rows of one transaction cannot be told apart from the outbox: the capture
- * trigger writes them in subtransactions, each with an xid of its own.)
- * Every other row goes out with this run.
+ * read past it, and its rows the run had already passed wait for the next
+ * run. So that a run never carries two EDITED events of one asset, and an
+ * asset's events keep their order, a row the run's start did not see (an
+ * EDITED row newer than its asset's recorded edit, or any row in an unseen
+ * range) is left in the outbox for the next run when no edit the start saw
+ * comes after it, and so is every later row of the same asset in the run
+ * (`aw_deferred` carries them from chunk to chunk). A late row that a
+ * recorded edit comes after is taken: that edit goes out with this run, and
+ * earlier edits may already have been collapsed into it. (The rows of one
+ * transaction cannot be told apart in the outbox: the capture trigger writes
+ * them in subtransactions, each with an xid of its own.)
  *
- * This must run on the session that ran recordLatestEdits for this run.
+ * This must run on the session that ran recordRunStart for this run.
  */
-export async function claimChunk(
-  session: pg.PoolClient, maxSeq: number, afterSeq: number, limit: number, deferAssets: readonly number[] = [],
-): Promise<Chunk> {
+export async function claimChunk(session: pg.PoolClient, maxSeq: number, afterSeq: number, limit: number): Promise<Chunk> {
   const { rows } = await session.query<ClaimRow & { deferred: boolean }>(
     `with claimed as materialized (
        -- The upper bound is applied after the limit: with both bounds inside,
@@ -116,38 +125,41 @@ export async function claimChunk(
        where s.asset_id in (select distinct asset_id from claimed)
      ),
      covered as (
-       select c.*, le.seq as le_seq, le.event_id as le_event_id,
-              c.event_type = 'EDITED' and coalesce(le.seq < c.seq, true) as uncovered
+       select c.*, le.event_id as le_event_id,
+              case
+                when le.seq >= c.seq then false
+                when c.event_type = 'EDITED' then true
+                else exists (select 1 from (select u.hi from pg_temp.aw_unseen u where u.lo <= c.seq order by u.lo desc limit 1) g
+                             where g.hi >= c.seq)
+              end as late
        from claimed c
        -- One index probe per row: hashing the whole table cost a chunk time
        -- in proportion to the backlog, not to the chunk.
        left join lateral (select l.seq, l.event_id from pg_temp.aw_latest_edit l where l.asset_id = c.asset_id offset 0) le on true
+     ),
+     marked as materialized (
+       select c.*, bool_or(c.late) over (partition by c.asset_id order by c.seq)
+                   or exists (select 1 from pg_temp.aw_deferred d where d.asset_id = c.asset_id) as deferred
+       from covered c
+     ),
+     noted as (
+       insert into pg_temp.aw_deferred (asset_id) select distinct asset_id from marked where deferred
+       on conflict do nothing
      )
      select c.seq, c.id as event_id,
             to_char(c.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp, c.event_type,
             c.asset_id as event_asset_id, c.asset_uuid as event_asset_uuid, c.atom_id,
-            case when c.event_type = 'EDITED' then c.le_event_id end as latest_edit_id,
-            c.asset_id = any($4::bigint[]) or bool_or(c.uncovered) over (partition by c.asset_id order by c.seq) as deferred,
+            case when c.event_type = 'EDITED' then c.le_event_id end as latest_edit_id, c.deferred,
             s.asset_id, s.asset_uuid, s.supertype, s.parent_id, s.state,
             s.schema_id, s.type_id, s.domain_id, s.latest_atom_id, s.keywords, s.field_names, s.field_values
-     from covered c
+     from marked c
      left join states s on s.asset_id = c.asset_id
      order by c.seq`,
-    [maxSeq, afterSeq, limit, deferAssets],
+    [maxSeq, afterSeq, limit],
   );
   const events: ClaimedEvent[] = [];
-  const assets = new Set(deferAssets);
-  for (const row of rows) {
-    if (row.deferred) assets.add(row.event_asset_id);
-    else events.push(toClaimedEvent(row));
-  }
-  return {
-    events,
-    read: rows.length,
-    lastSeq: rows.length === 0 ? afterSeq : rows[rows.length - 1]!.seq,
-    deferred: rows.length - events.length,
-    deferredAssets: [...assets],
-  };
+  for (const row of rows) if (!row.deferred) events.push(toClaimedEvent(row));
+  return { events, read: rows.length, lastSeq: rows.length === 0 ? afterSeq : rows[rows.length - 1]!.seq, deferred: rows.length - events.length };
 }
 
 function toClaimedEvent(row: ClaimRow): ClaimedEvent {

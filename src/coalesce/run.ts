@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { inTransaction } from '../db/transaction.js';
 import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
-import { claimChunk, outboxHighWater, recordLatestEdits, type Chunk, type ClaimedEvent } from './claim.js';
+import { claimChunk, outboxHighWater, recordRunStart, type Chunk, type ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
 import { Packer, type Batch } from './pack.js';
 import { assignPayloadIds, consumeEvents, dispatchWebhooks, upsertPayloads } from './persist.js';
@@ -43,6 +43,8 @@ export interface CoalesceResult {
   readonly events: number;
   readonly payloads: number;
   readonly chunks: number;
+  /** Outbox rows read but left for the next run (see claimChunk). */
+  readonly deferred: number;
   /** Outcome counts across all webhooks, by route (`delivered` = carried in a payload). */
   readonly routes: Record<string, number>;
 }
@@ -63,7 +65,7 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
     const { rows: [lock] } = await lockClient.query<{ locked: boolean }>('select pg_try_advisory_lock($1) as locked', [COALESCE_LOCK_KEY]);
     if (!lock?.locked) {
       logger.info('another coalescing run is in progress; this one does nothing');
-      return { runId: null, events: 0, payloads: 0, chunks: 0, routes: {} };
+      return { runId: null, events: 0, payloads: 0, chunks: 0, deferred: 0, routes: {} };
     }
     try {
       await options.beforeRun?.();
@@ -76,7 +78,7 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
   }
 }
 
-/** `session` holds the run's advisory lock; every chunk is read on it (see recordLatestEdits). */
+/** `session` holds the run's advisory lock; every chunk is read on it (see recordRunStart). */
 async function runLocked(options: CoalesceOptions, chunkSize: number, now: () => Date, session: pg.PoolClient): Promise<CoalesceResult> {
   const { pool, webhooks } = options;
   // A previous run that crashed may have left open payloads: they are complete
@@ -85,15 +87,15 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
     `update asset_webhooks.payloads set status = 'pending' where status = 'open' returning webhook_id`);
   if (sealed.length > 0) await dispatchWebhooks(pool, sealed.map((row) => row.webhook_id));
 
-  // The high-water mark and every asset's latest edit up to it come from one
-  // snapshot, held only for these two reads. Each chunk then reads in its own
-  // snapshot (claimChunk leaves to the next run what this one did not cover),
-  // so a run holds no snapshot for long: one held for the whole run kept
-  // every dead row of the database from being pruned meanwhile, the asset
-  // tables' and delivery's, for as long as a large backlog takes.
+  // The high-water mark, every asset's latest edit up to it and the seqs not
+  // yet committed below it come from one snapshot, held only for these reads.
+  // Each chunk then reads in its own snapshot (claimChunk leaves to the next
+  // run what this one's start did not see), so a run holds no snapshot for
+  // long: one held for the whole run kept every dead row of the database from
+  // being pruned meanwhile, the asset tables' and delivery's.
   const maxSeq = await inTransaction(session, async (client) => {
     const high = await outboxHighWater(client);
-    if (high !== null) await recordLatestEdits(client, high);
+    if (high !== null) await recordRunStart(client, high);
     return high;
   }, 'repeatable read');
   const { rows: [run] } = await pool.query<{ run_id: number }>('insert into asset_webhooks.coalesce_runs default values returning run_id');
@@ -121,7 +123,7 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
       for (;;) {
         const chunk = await next;
         if (chunk === null || chunk.read === 0) break;
-        next = chunk.read < chunkSize ? done : claimChunk(session, maxSeq, chunk.lastSeq, chunkSize, chunk.deferredAssets);
+        next = chunk.read < chunkSize ? done : claimChunk(session, maxSeq, chunk.lastSeq, chunkSize);
         // If the write below fails, this read is abandoned; its own failure is not the run's.
         next.catch(() => {});
         deferred += chunk.deferred;
@@ -174,9 +176,9 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
     return batches.map((batch) => batch.webhookId);
   });
   await dispatchCommitted(session, lastSealed);
-  if (deferred > 0) logger.info({ deferred }, 'events of assets edited by a transaction that committed while the run went on wait for the next run');
+  if (deferred > 0) logger.info({ deferred }, 'events that committed while the run went on, and later events of their assets, wait for the next run');
   if (events > 0) logger.info({ events, payloads: payloadIds.size, chunks }, 'coalescing run done');
-  return { runId, events, payloads: payloadIds.size, chunks, routes };
+  return { runId, events, payloads: payloadIds.size, chunks, deferred, routes };
 }
 
 /**

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { claimChunk, outboxHighWater, recordLatestEdits } from '../../src/coalesce/claim.js';
+import { claimChunk, outboxHighWater, recordRunStart } from '../../src/coalesce/claim.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { bodyEvents, openWebhook, outcomes, payloads, registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
 import { eventually } from '../helpers/receiver.js';
@@ -232,7 +232,7 @@ describe('coalescing', () => {
       await late.query('update assets set trashed_at = now() where asset_id = 1');
       await db.pool.query("update assets set title = 'after' where asset_id = 2");
       const maxSeq = (await outboxHighWater(db.pool))!;
-      await recordLatestEdits(session, maxSeq);
+      await recordRunStart(session, maxSeq);
       await late.query('commit');
       const claim = async (limit: number) => {
         await session.query('begin');
@@ -242,12 +242,12 @@ describe('coalescing', () => {
           await session.query('rollback');
         }
       };
-      // The late rows lie between the two and were not seen by recordLatestEdits:
+      // The late rows lie between the two and were not seen by recordRunStart:
       // they are read (the next chunk starts after them) but left for the next
       // run, the edit and the trashing after it, so asset 1's events keep their order.
       const both = await claim(10);
       expect(both.events.map((row) => [row.assetId, row.eventType])).toEqual([[1, 'EDITED'], [2, 'EDITED']]);
-      expect(both).toMatchObject({ read: 4, deferred: 2, lastSeq: maxSeq, deferredAssets: [1] });
+      expect(both).toMatchObject({ read: 4, deferred: 2, lastSeq: maxSeq });
       // The earlier edit is the recorded latest of asset 1: it is sent, not collapsed into the late one.
       const [first] = both.events;
       expect(first!.latestEditId).toBe(first!.eventId);
@@ -288,6 +288,55 @@ it('a run that fails after some chunks shows what it committed, and the runbook 
   const { stdout } = await promisify(execFile)('psql', [db.url, '-X', '-v', 'ON_ERROR_STOP=1', '-f', runbook]);
   expect(stdout).toMatch(/\|\s+2\s+\|\s+\d+\s+\|\s+interrupted\n/);
   expect(stdout).toMatch(/\|\s+3\s+\|\s+\d+\s+\|\s+finished\n/);
+});
+
+it('a transaction whose first change of an asset a run passed before it committed has its later changes of that asset wait too: the asset\'s events stay in order', async () => {
+  await resetData(db.pool);
+  const crm = openWebhook('crm');
+  await registerWebhooks(db.pool, [crm]);
+  await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 4) g');
+  await runCoalesce(db.pool, [crm]);
+  const late = await db.pool.connect();
+  const blocker = await db.pool.connect();
+  try {
+    // Outbox, in seq order: an edit of asset 2, the late transaction's edit of
+    // asset 1, an edit of asset 3, the late transaction's trashing of asset 1
+    // (not an edit: nothing else would defer it), an edit of asset 4.
+    await db.pool.query("update assets set title = 'b' where asset_id = 2");
+    await late.query('begin');
+    await late.query("update assets set title = 'late' where asset_id = 1");
+    await db.pool.query("update assets set title = 'c' where asset_id = 3");
+    await late.query('update assets set trashed_at = now() where asset_id = 1');
+    await db.pool.query("update assets set title = 'd' where asset_id = 4");
+    // Chunks of one row. The first chunk's write waits for this lock; the
+    // second chunk, read meanwhile, passes the late edit while it is not
+    // committed. The late transaction commits before the third is read.
+    await blocker.query('begin');
+    await blocker.query('lock table asset_webhooks.events in exclusive mode');
+    const running = runCoalesce(db.pool, [crm], { chunkSize: 1 });
+    await eventually(async () => {
+      const { rows } = await db.pool.query<{ waiting: number; claiming: number }>(
+        `select count(*) filter (where wait_event_type = 'Lock')::int as waiting,
+                count(*) filter (where query like '%with claimed as materialized%' and state = 'active')::int as claiming
+         from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`);
+      return rows[0]!.waiting > 0 && rows[0]!.claiming === 0 ? true : undefined;
+    }, 20_000, 'the first chunk to wait for its write, with the second read');
+    await late.query('commit');
+    await blocker.query('commit');
+    expect((await running).deferred).toBe(1);
+  } finally {
+    await late.query('rollback').catch(() => {});
+    await blocker.query('rollback').catch(() => {});
+    late.release();
+    blocker.release();
+  }
+  await runCoalesce(db.pool, [crm]);
+  const carried = (await payloads(db.pool)).flatMap(bodyEvents).filter((e) => e.assetId === 1).map((e) => e.eventType);
+  expect(carried).toEqual(['CREATED', 'EDITED', 'DELETED']);
+  const { rows } = await db.pool.query<{ event_type: string; run_id: number }>(
+    "select event_type, run_id::int from asset_webhooks.events where asset_id = 1 and event_type <> 'CREATED' order by seq");
+  expect(rows.map((row) => row.event_type)).toEqual(['EDITED', 'DELETED']);
+  expect(rows[0]!.run_id).toBe(rows[1]!.run_id);
 });
 
 it('an edit that commits while a run goes on, later than the run\'s latest edit of its asset, waits for the next run: never two EDITED of one asset in a run', async () => {

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { beforeEach, expect, it } from 'vitest';
 import { pino } from 'pino';
-import { claimChunk, outboxHighWater, recordLatestEdits } from '../../src/coalesce/claim.js';
+import { claimChunk, outboxHighWater, recordRunStart } from '../../src/coalesce/claim.js';
 import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -89,7 +89,7 @@ it('reads one chunk of a large outbox backlog per claim when its statistics were
   await session.connect();
   try {
     const maxSeq = (await outboxHighWater(db.pool))!;
-    await recordLatestEdits(session as unknown as pg.PoolClient, maxSeq);
+    await recordRunStart(session as unknown as pg.PoolClient, maxSeq);
     // In a transaction whose own counts hold only what the claim read: the
     // session's earlier counts are flushed first (they would show there too).
     await session.query('select pg_stat_force_next_flush()');
