@@ -290,6 +290,33 @@ it('a run that fails after some chunks shows what it committed, and the runbook 
   expect(stdout).toMatch(/\|\s+3\s+\|\s+\d+\s+\|\s+finished\n/);
 });
 
+/**
+ * A run in chunks of one row whose first chunk's write waits on a lock of the
+ * events table, while the second chunk is read; `meanwhile` runs once that
+ * read is done (a late transaction commits there), then the write goes on.
+ */
+async function runWithFirstWriteHeld(webhooks: Parameters<typeof runCoalesce>[1], meanwhile: () => Promise<unknown>) {
+  const blocker = await db.pool.connect();
+  try {
+    await blocker.query('begin');
+    await blocker.query('lock table asset_webhooks.events in exclusive mode');
+    const running = runCoalesce(db.pool, webhooks, { chunkSize: 1 });
+    await eventually(async () => {
+      const { rows } = await db.pool.query<{ waiting: number; claiming: number }>(
+        `select count(*) filter (where wait_event_type = 'Lock')::int as waiting,
+                count(*) filter (where query like '%with claimed as materialized%' and state = 'active')::int as claiming
+         from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`);
+      return rows[0]!.waiting > 0 && rows[0]!.claiming === 0 ? true : undefined;
+    }, 20_000, 'the first chunk to wait for its write, with the second read');
+    await meanwhile();
+    await blocker.query('commit');
+    return await running;
+  } finally {
+    await blocker.query('rollback').catch(() => {});
+    blocker.release();
+  }
+}
+
 it('a transaction whose first change of an asset a run passed before it committed has its later changes of that asset wait too: the asset\'s events stay in order', async () => {
   await resetData(db.pool);
   const crm = openWebhook('crm');
@@ -297,7 +324,6 @@ it('a transaction whose first change of an asset a run passed before it committe
   await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 4) g');
   await runCoalesce(db.pool, [crm]);
   const late = await db.pool.connect();
-  const blocker = await db.pool.connect();
   try {
     // Outbox, in seq order: an edit of asset 2, the late transaction's edit of
     // asset 1, an edit of asset 3, the late transaction's trashing of asset 1
@@ -308,27 +334,12 @@ it('a transaction whose first change of an asset a run passed before it committe
     await db.pool.query("update assets set title = 'c' where asset_id = 3");
     await late.query('update assets set trashed_at = now() where asset_id = 1');
     await db.pool.query("update assets set title = 'd' where asset_id = 4");
-    // Chunks of one row. The first chunk's write waits for this lock; the
-    // second chunk, read meanwhile, passes the late edit while it is not
-    // committed. The late transaction commits before the third is read.
-    await blocker.query('begin');
-    await blocker.query('lock table asset_webhooks.events in exclusive mode');
-    const running = runCoalesce(db.pool, [crm], { chunkSize: 1 });
-    await eventually(async () => {
-      const { rows } = await db.pool.query<{ waiting: number; claiming: number }>(
-        `select count(*) filter (where wait_event_type = 'Lock')::int as waiting,
-                count(*) filter (where query like '%with claimed as materialized%' and state = 'active')::int as claiming
-         from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`);
-      return rows[0]!.waiting > 0 && rows[0]!.claiming === 0 ? true : undefined;
-    }, 20_000, 'the first chunk to wait for its write, with the second read');
-    await late.query('commit');
-    await blocker.query('commit');
-    expect((await running).deferred).toBe(1);
+    // The second chunk passes the late edit while it is not committed; the
+    // late transaction commits before the third is read.
+    expect((await runWithFirstWriteHeld([crm], () => late.query('commit'))).deferred).toBe(1);
   } finally {
     await late.query('rollback').catch(() => {});
-    await blocker.query('rollback').catch(() => {});
     late.release();
-    blocker.release();
   }
   await runCoalesce(db.pool, [crm]);
   const carried = (await payloads(db.pool)).flatMap(bodyEvents).filter((e) => e.assetId === 1).map((e) => e.eventType);
@@ -351,33 +362,17 @@ it('an edit that commits while a run goes on, later than the run\'s latest edit 
   await db.pool.query("update assets set title = 'a' where asset_id = 1");
   await db.pool.query("update assets set title = 'b' where asset_id = 2");
   const late = await db.pool.connect();
-  const blocker = await db.pool.connect();
   try {
     await late.query('begin');
     await late.query("insert into asset_keywords (asset_id, value) values (1, 'late')");
     await late.query('update assets set trashed_at = now() where asset_id = 1');
     await db.pool.query("update assets set title = 'c' where asset_id = 3");
-    // Chunks of one row. The first chunk's write waits for this lock while the
-    // second chunk is read; the late transaction commits before the third is
-    // read. The third chunk then holds only the deferred edit: the run goes on
-    // to the fourth.
-    await blocker.query('begin');
-    await blocker.query('lock table asset_webhooks.events in exclusive mode');
-    const running = runCoalesce(db.pool, [crm], { chunkSize: 1 });
-    await eventually(async () => {
-      const { rows } = await db.pool.query<{ n: number }>(
-        `select count(*)::int as n from pg_locks l join pg_class c on c.oid = l.relation
-         where c.relname = 'events' and not l.granted and l.database = (select oid from pg_database where datname = current_database())`);
-      return (rows[0]?.n ?? 0) > 0 ? true : undefined;
-    }, 20_000, 'the first chunk to wait for its write');
-    await late.query('commit');
-    await blocker.query('commit');
-    await running;
+    // The late transaction commits before the third chunk is read. The third
+    // chunk then holds only the deferred edit: the run goes on to the fourth.
+    await runWithFirstWriteHeld([crm], () => late.query('commit'));
   } finally {
     await late.query('rollback').catch(() => {});
-    await blocker.query('rollback').catch(() => {});
     late.release();
-    blocker.release();
   }
   await runCoalesce(db.pool, [crm]);
   const { rows } = await db.pool.query<{ run_id: number; asset_id: number; edits: number }>(
