@@ -108,7 +108,6 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
   const payloadIds = new Set<number>();
   let events = 0;
   let chunks = 0;
-
   let deferred = 0;
 
   if (maxSeq !== null) {

@@ -266,7 +266,6 @@ describe('coalescing', () => {
 });
 
 it('a run that fails after some chunks shows what it committed, and the runbook calls it interrupted', async () => {
-  await resetData(db.pool);
   const crm = openWebhook('crm');
   await registerWebhooks(db.pool, [crm]);
   await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 5) g');
@@ -318,7 +317,6 @@ async function runWithFirstWriteHeld(webhooks: Parameters<typeof runCoalesce>[1]
 }
 
 it('a transaction whose first change of an asset a run passed before it committed has its later changes of that asset wait too: the asset\'s events stay in order', async () => {
-  await resetData(db.pool);
   const crm = openWebhook('crm');
   await registerWebhooks(db.pool, [crm]);
   await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 4) g');
@@ -351,7 +349,6 @@ it('a transaction whose first change of an asset a run passed before it committe
 });
 
 it('an edit that commits while a run goes on, later than the run\'s latest edit of its asset, waits for the next run: never two EDITED of one asset in a run', async () => {
-  await resetData(db.pool);
   const crm = openWebhook('crm');
   await registerWebhooks(db.pool, [crm]);
   await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 3) g');
