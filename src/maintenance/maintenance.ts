@@ -36,6 +36,19 @@ export interface MaintenanceResult {
  */
 export const HAND_BACK_AFTER_MINUTES = 10;
 
+/** How long a process holds its own lease before it takes other processes for dead. */
+export const OWN_LEASE_SETTLE_MS = 60_000;
+
+/**
+ * The service's processGoneGraceSeconds: its request timeout plus 30 s (a live
+ * process's request has ended by then, whatever its lease says), but null
+ * until this process has held its own lease for OWN_LEASE_SETTLE_MS: after the
+ * database came back, every live process has taken its lease again by then.
+ */
+export function processGoneGrace(ownLeaseHeldForMs: number, requestTimeoutSeconds: number): number | null {
+  return ownLeaseHeldForMs >= OWN_LEASE_SETTLE_MS ? requestTimeoutSeconds + 30 : null;
+}
+
 /**
  * The periodic housekeeping of the service (once a minute):
  *  - payloads that wait undispatched past deadLetterAfterSeconds (a disabled

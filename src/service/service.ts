@@ -10,7 +10,7 @@ import { databaseNowMs, MAINTENANCE_CRONTAB, tick, tickPeriodMs } from '../coale
 import { assertReachable, createPool, describeError } from '../db/connect.js';
 import { deliverPayload, type DeliverJob } from '../delivery/deliver.js';
 import { UserError } from '../errors.js';
-import { runMaintenance } from '../maintenance/maintenance.js';
+import { processGoneGrace, runMaintenance } from '../maintenance/maintenance.js';
 import { assertBinding } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
 import { startHttpServer } from './http-server.js';
@@ -101,10 +101,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         pool,
         retentionDays: state.settings.retentionDays,
         deadLetterAfterSeconds: state.settings.retry.deadLetterAfterSeconds,
-        // A live process's request has ended by then, whatever its lease says.
-        // Not until this process's own lease has been held a minute: after the
-        // database came back, every live process has taken its lease again by then.
-        processGoneGraceSeconds: (lease?.heldForMs() ?? 0) >= 60_000 ? state.settings.requestTimeoutSeconds + 30 : null,
+        processGoneGraceSeconds: processGoneGrace(lease?.heldForMs() ?? 0, state.settings.requestTimeoutSeconds),
         logger,
       });
     },
