@@ -16,9 +16,9 @@ export interface MaintenanceOptions {
   /**
    * An unfinished attempt whose process holds no lease (it died) is handed
    * back once it started this long ago; null leaves such attempts to the
-   * ten-minute rule this time. The service passes its request timeout plus
-   * 30 s, and null until its own lease has been held for a minute (see
-   * service.ts). Default 60 s.
+   * ten-minute rule this time. The service passes processGoneGrace(): its
+   * request timeout plus 30 s, and null until its own lease has been held for
+   * a minute. Default 60 s.
    */
   readonly processGoneGraceSeconds?: number | null;
 }
