@@ -28,56 +28,32 @@ export async function upsertPayloads(client: pg.PoolClient, runId: number, batch
   // Each body travels as a bind parameter of its own: packed into one text[]
   // array literal, every quote of the JSON would be escaped by the driver and
   // parsed again by PostgreSQL, which cost more than everything else here.
-  let values: unknown[] = [runId];
-  let rows: string[] = [];
-  let bytes = 0;
-  for (const batch of batches) {
-    const body = batchBody(batch, webhookTimestamp);
-    if (rows.length > 0 && (rows.length >= PAYLOADS_PER_STATEMENT || bytes + body.length > BODY_BYTES_PER_STATEMENT)) {
-      await insertPayloads(client, values, rows);
-      values = [runId];
-      rows = [];
-      bytes = 0;
-    }
-    values.push(batch.payloadId, batch.webhookId, batch.tooLarge ? 'dead_lettered' : batch.sealed ? 'pending' : 'open',
-      body, batch.events.length, `{${batch.eventIds.join(',')}}`, batch.tooLarge);
-    const n = values.length;
-    rows.push(`($${n - 6}::bigint, $${n - 5}::text, $${n - 4}::text, $${n - 3}::text, $${n - 2}::int, $${n - 1}::uuid[], $${n}::boolean)`);
-    // Characters, not bytes: near enough for a bound that only sizes statements
-    // (event JSON is ASCII but for what a binding puts in assetUuid).
-    bytes += body.length + 37 * batch.eventIds.length;
+  for (let start = 0; start < batches.length; start += PAYLOADS_PER_STATEMENT) {
+    const group = batches.slice(start, start + PAYLOADS_PER_STATEMENT);
+    const values: unknown[] = [runId];
+    const rows = group.map((batch) => {
+      values.push(batch.payloadId, batch.webhookId, batch.tooLarge ? 'dead_lettered' : batch.sealed ? 'pending' : 'open',
+        batchBody(batch, webhookTimestamp), batch.events.length, `{${batch.eventIds.join(',')}}`, batch.tooLarge);
+      const n = values.length;
+      return `($${n - 6}::bigint, $${n - 5}::text, $${n - 4}::text, $${n - 3}::text, $${n - 2}::int, $${n - 1}::uuid[], $${n}::boolean)`;
+    });
+    await client.query(
+      `insert into asset_webhooks.payloads
+         (payload_id, webhook_id, run_id, status, body, byte_size, event_count, event_ids, dead_letter_reason, dead_lettered_at)
+       overriding system value
+       select b.payload_id, b.webhook_id, $1, b.status, b.body, octet_length(b.body), b.event_count, b.event_ids,
+              case when b.too_large then 'too_large' end, case when b.too_large then clock_timestamp() end
+       from (values ${rows.join(', ')}) as b(payload_id, webhook_id, status, body, event_count, event_ids, too_large)
+       on conflict (payload_id) do update
+         set status = excluded.status, body = excluded.body, byte_size = excluded.byte_size,
+             event_count = excluded.event_count, event_ids = excluded.event_ids`,
+      values,
+    );
   }
-  if (rows.length > 0) await insertPayloads(client, values, rows);
 }
 
-async function insertPayloads(client: pg.PoolClient, values: unknown[], rows: readonly string[]): Promise<void> {
-  await client.query(
-    `insert into asset_webhooks.payloads
-       (payload_id, webhook_id, run_id, status, body, byte_size, event_count, event_ids, dead_letter_reason, dead_lettered_at)
-     overriding system value
-     select b.payload_id, b.webhook_id, $1, b.status, b.body, octet_length(b.body), b.event_count, b.event_ids,
-            case when b.too_large then 'too_large' end, case when b.too_large then clock_timestamp() end
-     from (values ${rows.join(', ')}) as b(payload_id, webhook_id, status, body, event_count, event_ids, too_large)
-     on conflict (payload_id) do update
-       set status = excluded.status, body = excluded.body, byte_size = excluded.byte_size,
-           event_count = excluded.event_count, event_ids = excluded.event_ids`,
-    values,
-  );
-}
-
-/** Payload rows per INSERT at most: 7 parameters each, well under PostgreSQL's 65,535. */
+/** Payload rows per INSERT: 7 parameters each, well under PostgreSQL's 65,535. */
 const PAYLOADS_PER_STATEMENT = 500;
-
-/**
- * Body bytes per INSERT at most (a single larger body goes alone). The driver
- * builds each statement's bind message in one buffer, growing it by half again
- * as it fills; built fresh for every statement, a buffer of megabytes is new
- * memory the process faults in page by page, and on this project's machine
- * (a virtual machine) page faults cost more CPU than encoding the bodies:
- * coalescing 100,000 events across 10 webhooks (86 MB of bodies) took about
- * 90,000 minor faults with 500 payloads per statement, 31,000 with 4 (PG15).
- */
-const BODY_BYTES_PER_STATEMENT = 64 * 1024;
 
 /** The consumed events of one chunk, column by column (parallel arrays, one entry per event, in seq order). */
 export interface ConsumedEvents {
