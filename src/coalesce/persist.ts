@@ -53,7 +53,7 @@ export async function upsertPayloads(client: pg.PoolClient, runId: number, batch
 }
 
 /** Payload rows per INSERT: 7 parameters each, well under PostgreSQL's 65,535. */
-const PAYLOADS_PER_STATEMENT = 500;
+export const PAYLOADS_PER_STATEMENT = 500;
 
 /** The consumed events of one chunk, column by column (parallel arrays, one entry per event, in seq order). */
 export interface ConsumedEvents {

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { claimChunk, outboxHighWater, recordRunStart } from '../../src/coalesce/claim.js';
+import { PAYLOADS_PER_STATEMENT } from '../../src/coalesce/persist.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { bodyEvents, openWebhook, outcomes, payloads, registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
 import { eventually } from '../helpers/receiver.js';
@@ -93,13 +94,14 @@ describe('coalescing', () => {
 
   it('writes every payload of a chunk whole when they take several statements', async () => {
     // 3 webhooks x 1,100 events in one chunk, two events a payload: 1,650
-    // payloads, written at most 500 to a statement.
+    // payloads, more than one statement takes (PAYLOADS_PER_STATEMENT).
     const hooks = ['crm', 'shop', 'search'].map((id) => openWebhook(id, { batchSize: 2 }));
     await registerWebhooks(db.pool, hooks);
     await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 1100) g");
     await runCoalesce(db.pool, hooks, { chunkSize: 5000 });
     const stored = await payloads(db.pool);
     expect(stored).toHaveLength(1650);
+    expect(stored.length).toBeGreaterThan(PAYLOADS_PER_STATEMENT);
     for (const hook of hooks) {
       const own = stored.filter((p) => p.webhook_id === hook.id);
       for (const payload of own) {
