@@ -8,6 +8,7 @@ import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { createPool } from '../../src/db/connect.js';
 import { holdProcessLease, runApplicationName } from '../../src/service/process-lease.js';
 import { runCli, startCli } from '../helpers/cli.js';
+import { startTestService } from '../helpers/service.js';
 import { receiverConfig } from '../helpers/config.js';
 import { databaseProxy } from '../helpers/database-proxy.js';
 import { eventually, startTestReceiver } from '../helpers/receiver.js';
@@ -101,6 +102,66 @@ it('an attempt left by a run process killed with SIGKILL is handed back at the n
   } finally {
     second.child.kill('SIGTERM');
     await second.exited;
+    await receiver.close();
+  }
+});
+
+it('the running service takes another process for dead only once it has held its own lease for a minute', { timeout: 150_000 }, async () => {
+  await resetData(db.pool);
+  const receiver = await startTestReceiver();
+  // Grace: the request timeout (2 s) plus 30 s, once the service's own lease is a minute old.
+  const running = await startTestService(db.url, receiverConfig([{ id: 'crm', url: receiver.url, concurrency: 1 }], { requestTimeoutSeconds: 2 }));
+  const started = Date.now();
+  try {
+    // A payload whose attempt a process that is gone started three minutes ago:
+    // past the grace, short of the ten-minute rule, and with no job.
+    const deadProcess = '00000000-0000-4000-8000-00000000dead';
+    const { rows: [payload] } = await db.pool.query<{ payload_id: number }>(
+      `insert into asset_webhooks.payloads (webhook_id, status, dispatched, body, byte_size, event_count, event_ids,
+                                            attempts, last_attempt_at, series_started_at)
+       values ('crm', 'pending', true, '{"count":0,"events":[]}', 23, 0, '{}', 1, now() - interval '3 minutes', now() - interval '3 minutes')
+       returning payload_id`);
+    await db.pool.query(
+      `insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at, process_id)
+       values ($1, 1, 1, now() - interval '3 minutes', $2)`, [payload!.payload_id, deadProcess]);
+    expect(await processGone(deadProcess)).toBe(true);
+
+    // The service's maintenance task, run now rather than at the next minute.
+    const maintain = async (): Promise<void> => {
+      await db.pool.query("select graphile_worker.add_job('maintenance', '{}'::json, job_key := 'asset_webhooks_maintenance')");
+      await eventually(async () => {
+        const { rows } = await db.pool.query("select 1 from graphile_worker.jobs where task_identifier = 'maintenance'");
+        return rows.length === 0 ? true : undefined;
+      }, 20_000, 'the maintenance job to run');
+    };
+    const dispatched = async (): Promise<boolean> => {
+      const { rows } = await db.pool.query<{ dispatched: boolean }>('select dispatched from asset_webhooks.payloads where payload_id = $1', [payload!.payload_id]);
+      return rows[0]!.dispatched;
+    };
+
+    // Its own lease is new: after an outage every live process takes its lease
+    // again within a minute, so until then none is taken for dead.
+    await maintain();
+    expect(Date.now() - started).toBeLessThan(50_000);
+    expect(await dispatched()).toBe(true);
+    expect(receiver.requests).toHaveLength(0);
+
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, started + 61_000 - Date.now())));
+    await maintain();
+    await receiver.waitFor(1, 30_000);
+    await eventually(async () => {
+      const { rows } = await db.pool.query<{ status: string }>('select status from asset_webhooks.payloads where payload_id = $1', [payload!.payload_id]);
+      return rows[0]!.status === 'delivered' ? true : undefined;
+    }, 30_000, 'the handed-back payload to be delivered');
+    const { rows: attempts } = await db.pool.query(
+      'select attempt_no, outcome, error_class, process_id = $2 as dead from asset_webhooks.attempts where payload_id = $1 order by attempt_no',
+      [payload!.payload_id, deadProcess]);
+    expect(attempts).toEqual([
+      { attempt_no: 1, outcome: 'retry', error_class: 'interrupted', dead: true },
+      { attempt_no: 2, outcome: 'delivered', error_class: null, dead: false },
+    ]);
+  } finally {
+    await running.stop();
     await receiver.close();
   }
 });
