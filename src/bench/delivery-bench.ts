@@ -7,6 +7,7 @@ import { pino } from 'pino';
 import { Agent, request } from 'undici';
 import { serializeBody, serializeEvent } from '../payload/serialize.js';
 import { startService } from '../service/service.js';
+import { postgresCpuSeconds, processCpuSeconds } from './cpu.js';
 import { startReceiverProcess } from './receiver-process.js';
 import { measured, ratio, type Measured } from './stats.js';
 
@@ -15,6 +16,41 @@ export interface DeliveryBenchResult {
   readonly rawUndiciPayloadsPerSecond: Measured;
   readonly ratioToRawUndici: Measured;
   readonly concurrency: number;
+  /**
+   * Where the CPU went, in microseconds per payload (medians of the measured
+   * rounds): this process (the service's Node side, or the raw loop), every
+   * PostgreSQL process on the machine, and the receiver. Absent without /proc.
+   */
+  readonly cpuMicrosPerPayload?: { readonly service: CpuSplitMeasured; readonly rawUndici: CpuSplitMeasured };
+}
+
+/** One side's CPU per payload, in microseconds. */
+export interface CpuSplitMeasured {
+  readonly node: Measured;
+  readonly postgres: Measured;
+  readonly receiver: Measured;
+}
+
+/** CPU seconds of this process, the PostgreSQL processes and the receiver; undefined where unreadable. */
+function cpuNow(receiverPid: number): { node: number; postgres: number; receiver: number } | undefined {
+  const postgres = postgresCpuSeconds();
+  const receiver = processCpuSeconds(receiverPid);
+  if (postgres === undefined || receiver === undefined) return undefined;
+  const usage = process.cpuUsage();
+  return { node: (usage.user + usage.system) / 1e6, postgres, receiver };
+}
+
+type CpuSplit = { node: number[]; postgres: number[]; receiver: number[] };
+
+/** Runs `round` and adds its CPU per payload, in microseconds, to `split` (nothing where /proc is unreadable). */
+async function withCpu<T>(receiverPid: number, payloads: number, split: CpuSplit | undefined, round: () => Promise<T>): Promise<T> {
+  const before = cpuNow(receiverPid);
+  const result = await round();
+  const after = cpuNow(receiverPid);
+  if (split && before && after) {
+    for (const key of ['node', 'postgres', 'receiver'] as const) split[key].push(((after[key] - before[key]) * 1e6) / payloads);
+  }
+  return result;
 }
 
 /** A payload of `count` events as coalescing writes it: its body and its events' ids. */
@@ -47,7 +83,9 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
   const service = await startService({ databaseUrl, configPath, logger: pino({ level: 'silent' }), concurrency: options.concurrency });
   const serviceRates: number[] = [];
   const rawRates: number[] = [];
-  const deliverAll = async (payloads: number): Promise<number> => {
+  const serviceCpu: CpuSplit = { node: [], postgres: [], receiver: [] };
+  const rawCpu: CpuSplit = { node: [], postgres: [], receiver: [] };
+  const setUp = async (payloads: number): Promise<void> => {
     await pool.query("delete from asset_webhooks.payloads where webhook_id = 'bench'");
     // Rows as coalescing writes them, event ids included: they widen every
     // row version delivery writes (about 7% more database CPU per payload on PG15).
@@ -55,6 +93,8 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
       `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
        select 'bench', 'pending', $1, octet_length($1), 100, $3::uuid[] from generate_series(1, $2::int)`,
       [body, payloads, eventIds]);
+  };
+  const deliver = async (payloads: number): Promise<number> => {
     const started = process.hrtime.bigint();
     await pool.query("select asset_webhooks.dispatch('bench')");
     // Polled through the index of waiting payloads: counting the delivered ones
@@ -71,6 +111,11 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
     if (rows[0]?.n !== payloads) throw new Error(`delivery bench: ${rows[0]?.n ?? 0} of ${payloads} payloads were delivered; the run is void`);
     return rate;
   };
+  // The CPU of the delivery only, not of setting up its payloads.
+  const deliverAll = async (payloads: number, split?: CpuSplit): Promise<number> => {
+    await setUp(payloads);
+    return withCpu(receiver.pid, payloads, split, () => deliver(payloads));
+  };
   try {
     // One unmeasured round each, so neither side is measured while its code
     // is still being compiled and its connections opened. A full-size round:
@@ -79,8 +124,8 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
     await rawUndici(receiver.url, body, options.payloads, options.concurrency);
     await deliverAll(options.payloads);
     for (let repeat = 0; repeat < options.repeats; repeat += 1) {
-      rawRates.push(await rawUndici(receiver.url, body, options.payloads, options.concurrency));
-      serviceRates.push(await deliverAll(options.payloads));
+      rawRates.push(await withCpu(receiver.pid, options.payloads, rawCpu, () => rawUndici(receiver.url, body, options.payloads, options.concurrency)));
+      serviceRates.push(await deliverAll(options.payloads, serviceCpu));
     }
   } finally {
     await service.stop();
@@ -92,7 +137,14 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
     rawUndiciPayloadsPerSecond: measured(rawRates),
     ratioToRawUndici: ratio(serviceRates, rawRates),
     concurrency: options.concurrency,
+    ...(serviceCpu.node.length > 0 && rawCpu.node.length > 0
+      ? { cpuMicrosPerPayload: { service: measuredSplit(serviceCpu), rawUndici: measuredSplit(rawCpu) } }
+      : {}),
   };
+}
+
+function measuredSplit(split: CpuSplit): CpuSplitMeasured {
+  return { node: measured(split.node), postgres: measured(split.postgres), receiver: measured(split.receiver) };
 }
 
 async function rawUndici(url: string, body: string, payloads: number, concurrency: number): Promise<number> {

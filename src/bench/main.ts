@@ -8,7 +8,7 @@ import { startEmbeddedPostgres, type EmbeddedServer } from '../embedded/embedded
 import { migrate } from '../migrate/migrate.js';
 import { benchWebhooks } from './bench-webhooks.js';
 import { measureCoalesce } from './coalesce-bench.js';
-import { measureDelivery } from './delivery-bench.js';
+import { measureDelivery, type CpuSplitMeasured } from './delivery-bench.js';
 import { measureLatency, measureMemory } from './drain-bench.js';
 import { ensureAssets, measureWriteCost } from './write-cost.js';
 
@@ -109,6 +109,14 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
     const out = process.stdout;
     out.write(`\n${'figure'.padEnd(42)}${'median [min, max]'.padEnd(34)}goal\n`);
     for (const [name, value, goal] of rows) out.write(`${name.padEnd(42)}${value.padEnd(34)}${goal}\n`);
+    const cpu = delivery.cpuMicrosPerPayload;
+    if (cpu) {
+      // Not a goal: where a delivered payload's CPU goes, next to the raw loop's (medians, µs).
+      const split = (side: CpuSplitMeasured): string =>
+        `Node ${fmt(side.node, 0)}, PostgreSQL ${fmt(side.postgres, 0)}, receiver ${fmt(side.receiver, 0)}`;
+      out.write(`\ndelivery CPU per payload, µs: service ${split(cpu.service)}\n`);
+      out.write(`${''.padEnd(35)}raw undici ${split(cpu.rawUndici)}\n`);
+    }
     out.write(`\nresults written to ${path.relative(process.cwd(), file)}\n`);
     if (options.json) out.write(`${JSON.stringify(summary)}\n`);
   } finally {

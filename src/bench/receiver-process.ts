@@ -8,6 +8,8 @@ import { createInterface } from 'node:readline';
  */
 export interface ReceiverProcess {
   readonly url: string;
+  /** The receiver's process id, for its CPU time. */
+  readonly pid: number;
   readonly received: Array<{ at: number; path: string; assetIds: number[]; eventIds: string[] }>;
   stop(): Promise<void>;
 }
@@ -44,6 +46,7 @@ export async function startReceiverProcess(report: boolean): Promise<ReceiverPro
   });
   return {
     url: `http://127.0.0.1:${port}/bench`,
+    pid: child.pid!,
     received,
     stop: () => new Promise<void>((resolve) => {
       if (child.exitCode !== null) return resolve();
