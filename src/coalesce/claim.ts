@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { assetStateFromRow, type AssetStateRow } from '../filters/read-asset-state.js';
 import type { AssetState, EventType } from '../interfaces.js';
+import { EventIds, millisOf } from './event-ids.js';
 
 /** One claimed outbox row with what the coalescer needs to decide its routes. */
 export interface ClaimedEvent {
@@ -21,13 +22,17 @@ export interface ClaimedEvent {
 /** An outbox row (event_ columns) with its asset's state (null columns when the asset is gone). */
 interface ClaimRow extends Omit<AssetStateRow, 'asset_id'> {
   seq: number;
-  event_id: string;
+  /** Set by a binding that gives its own ids; null when the id is derived (EventIds). */
+  event_id: string | null;
   event_timestamp: string;
   event_type: EventType;
   event_asset_id: number;
   event_asset_uuid: string | null;
   atom_id: number | null;
-  latest_edit_id: string | null;
+  /** For EDITED: the asset's latest EDITED row in the run (seq, capture time, stored id). */
+  latest_edit_seq: number | null;
+  latest_edit_ms: number | null;
+  latest_edit_event_id: string | null;
   asset_id: number | null;
 }
 
@@ -35,8 +40,8 @@ interface ClaimRow extends Omit<AssetStateRow, 'asset_id'> {
  * Records what the run needs to know of its start, in temporary tables of the
  * run's session, all read in the snapshot that gave `maxSeq` (one short
  * repeatable read transaction: see run.ts):
- *  - `aw_latest_edit`: the latest EDITED row of every asset up to `maxSeq`
- *    (its seq and eventId); collapsing needs it for rows of later chunks. One
+ *  - `aw_last_edit`: the latest EDITED row of every asset up to `maxSeq`
+ *    (what its eventId derives from); collapsing needs it for rows of later chunks. One
  *    pass over the backlog per run replaces an index on the outbox, which
  *    every captured row paid for in the asset database's own writes.
  *  - `aw_unseen`: the ranges of seqs up to `maxSeq` that the snapshot did not
@@ -44,16 +49,18 @@ interface ClaimRow extends Omit<AssetStateRow, 'asset_id'> {
  *    finds in one of them committed after the run began.
  *  - `aw_deferred`, empty: the assets whose rows the run leaves to the next
  *    one (see claimChunk).
+ * Returns the derivation of the run's eventIds, read in the same transaction.
  */
-export async function recordRunStart(session: pg.PoolClient, maxSeq: number): Promise<void> {
+export async function recordRunStart(session: pg.PoolClient, maxSeq: number): Promise<EventIds> {
+  const ids = await EventIds.load(session);
   await session.query(
-    `create temporary table if not exists aw_latest_edit (asset_id bigint primary key, seq bigint not null, event_id uuid not null);
+    `create temporary table if not exists aw_last_edit (asset_id bigint primary key, seq bigint not null, occurred_ms bigint not null, event_id uuid);
      create temporary table if not exists aw_unseen (lo bigint primary key, hi bigint not null);
      create temporary table if not exists aw_deferred (asset_id bigint primary key);
-     truncate aw_latest_edit, aw_unseen, aw_deferred`);
+     truncate aw_last_edit, aw_unseen, aw_deferred`);
   await session.query(
-    `insert into aw_latest_edit (asset_id, seq, event_id)
-     select l.asset_id, l.seq, coalesce(o.event_id, asset_webhooks.event_id_of(o.seq, o.occurred_at))
+    `insert into aw_last_edit (asset_id, seq, occurred_ms, event_id)
+     select l.asset_id, l.seq, floor(extract(epoch from o.occurred_at) * 1000)::bigint, o.event_id
      from (select asset_id, max(seq) as seq from asset_webhooks.outbox
            where event_type = 'EDITED' and seq <= $1 group by asset_id) l
      join asset_webhooks.outbox o on o.seq = l.seq`,
@@ -66,7 +73,8 @@ export async function recordRunStart(session: pg.PoolClient, maxSeq: number): Pr
      where seq > prev + 1`,
     [maxSeq],
   );
-  await session.query('analyze aw_latest_edit, aw_unseen');
+  await session.query('analyze aw_last_edit, aw_unseen');
+  return ids;
 }
 
 /** One chunk of the outbox as read: the events to coalesce now, and where the read stopped. */
@@ -105,9 +113,10 @@ export interface Chunk {
  * transaction cannot be told apart in the outbox: the capture trigger writes
  * them in subtransactions, each with an xid of its own.)
  *
- * This must run on the session that ran recordRunStart for this run.
+ * This must run on the session that ran recordRunStart for this run, with the
+ * EventIds it returned.
  */
-export async function claimChunk(session: pg.PoolClient, maxSeq: number, afterSeq: number, limit: number): Promise<Chunk> {
+export async function claimChunk(session: pg.PoolClient, ids: EventIds, maxSeq: number, afterSeq: number, limit: number): Promise<Chunk> {
   const { rows } = await session.query<ClaimRow & { deferred: boolean }>(
     `with claimed as materialized (
        -- The upper bound is applied after the limit: with both bounds inside,
@@ -116,7 +125,7 @@ export async function claimChunk(session: pg.PoolClient, maxSeq: number, afterSe
        -- backlog for every chunk. One bound leads it down the primary key.
        -- Rows above maxSeq are dropped afterwards; they come after every row
        -- at or below it, so the chunk still holds all it should.
-       select c.*, coalesce(c.event_id, asset_webhooks.event_id_of(c.seq, c.occurred_at)) as id
+       select c.*
        from (select o.* from asset_webhooks.outbox o where o.seq > $2 order by o.seq limit $3) c
        where c.seq <= $1
      ),
@@ -125,7 +134,7 @@ export async function claimChunk(session: pg.PoolClient, maxSeq: number, afterSe
        where s.asset_id in (select distinct asset_id from claimed)
      ),
      covered as (
-       select c.*, le.event_id as le_event_id,
+       select c.*, le.seq as le_seq, le.occurred_ms as le_ms, le.event_id as le_event_id,
               case
                 when le.seq >= c.seq then false
                 when c.event_type = 'EDITED' then true
@@ -135,7 +144,7 @@ export async function claimChunk(session: pg.PoolClient, maxSeq: number, afterSe
        from claimed c
        -- One index probe per row: hashing the whole table cost a chunk time
        -- in proportion to the backlog, not to the chunk.
-       left join lateral (select l.seq, l.event_id from pg_temp.aw_latest_edit l where l.asset_id = c.asset_id offset 0) le on true
+       left join lateral (select l.seq, l.occurred_ms, l.event_id from pg_temp.aw_last_edit l where l.asset_id = c.asset_id offset 0) le on true
      ),
      marked as materialized (
        select c.*, bool_or(c.late) over (partition by c.asset_id order by c.seq)
@@ -146,10 +155,12 @@ export async function claimChunk(session: pg.PoolClient, maxSeq: number, afterSe
        insert into pg_temp.aw_deferred (asset_id) select distinct asset_id from marked where deferred
        on conflict do nothing
      )
-     select c.seq, c.id as event_id,
+     select c.seq, c.event_id,
             to_char(c.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp, c.event_type,
             c.asset_id as event_asset_id, c.asset_uuid as event_asset_uuid, c.atom_id,
-            case when c.event_type = 'EDITED' then c.le_event_id end as latest_edit_id, c.deferred,
+            case when c.event_type = 'EDITED' then c.le_seq end as latest_edit_seq,
+            case when c.event_type = 'EDITED' then c.le_ms end as latest_edit_ms,
+            case when c.event_type = 'EDITED' then c.le_event_id end as latest_edit_event_id, c.deferred,
             s.asset_id, s.asset_uuid, s.supertype, s.parent_id, s.state,
             s.schema_id, s.type_id, s.domain_id, s.latest_atom_id, s.keywords, s.field_names, s.field_values
      from marked c
@@ -158,22 +169,27 @@ export async function claimChunk(session: pg.PoolClient, maxSeq: number, afterSe
     [maxSeq, afterSeq, limit],
   );
   const events: ClaimedEvent[] = [];
-  for (const row of rows) if (!row.deferred) events.push(toClaimedEvent(row));
+  for (const row of rows) if (!row.deferred) events.push(toClaimedEvent(row, ids));
   return { events, read: rows.length, lastSeq: rows.length === 0 ? afterSeq : rows[rows.length - 1]!.seq, deferred: rows.length - events.length };
 }
 
-function toClaimedEvent(row: ClaimRow): ClaimedEvent {
+function toClaimedEvent(row: ClaimRow, ids: EventIds): ClaimedEvent {
   // asset_id is checked here; the rest of the state columns come with it.
   const asset = row.asset_id === null ? null : assetStateFromRow(row as AssetStateRow);
+  // The row's own capture time, to the millisecond, is in its formatted timestamp.
+  const eventId = row.event_id ?? ids.of(row.seq, millisOf(row.event_timestamp));
+  const latestEditId = row.latest_edit_seq === null ? null
+    : row.latest_edit_seq === row.seq ? eventId
+    : (row.latest_edit_event_id ?? ids.of(row.latest_edit_seq, row.latest_edit_ms!));
   return {
     seq: row.seq,
-    eventId: row.event_id,
+    eventId,
     eventTimestamp: row.event_timestamp,
     eventType: row.event_type,
     assetId: row.event_asset_id,
     assetUuid: row.event_asset_uuid ?? asset?.assetUuid ?? null,
     atomId: row.atom_id,
-    latestEditId: row.latest_edit_id,
+    latestEditId,
     asset,
   };
 }

@@ -93,10 +93,9 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
   // run what this one's start did not see), so a run holds no snapshot for
   // long: one held for the whole run kept every dead row of the database from
   // being pruned meanwhile, the asset tables' and delivery's.
-  const maxSeq = await inTransaction(session, async (client) => {
+  const start = await inTransaction(session, async (client) => {
     const high = await outboxHighWater(client);
-    if (high !== null) await recordRunStart(client, high);
-    return high;
+    return high === null ? null : { maxSeq: high, ids: await recordRunStart(client, high) };
   }, 'repeatable read');
   const { rows: [run] } = await pool.query<{ run_id: number }>('insert into asset_webhooks.coalesce_runs default values returning run_id');
   const runId = run!.run_id;
@@ -110,19 +109,20 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
   let chunks = 0;
   let deferred = 0;
 
-  if (maxSeq !== null) {
+  if (start !== null) {
+    const { maxSeq, ids } = start;
     // Chunks are written one after the other on `writer`, each in its own
     // transaction, while the session reads the next chunk: the read and the
     // write of neighbouring chunks run on both cores at once.
     const writer = await pool.connect();
     const done: Promise<Chunk | null> = Promise.resolve(null);
-    let next: Promise<Chunk | null> = claimChunk(session, maxSeq, 0, chunkSize);
+    let next: Promise<Chunk | null> = claimChunk(session, ids, maxSeq, 0, chunkSize);
     let failed = false;
     try {
       for (;;) {
         const chunk = await next;
         if (chunk === null || chunk.read === 0) break;
-        next = chunk.read < chunkSize ? done : claimChunk(session, maxSeq, chunk.lastSeq, chunkSize);
+        next = chunk.read < chunkSize ? done : claimChunk(session, ids, maxSeq, chunk.lastSeq, chunkSize);
         // If the write below fails, this read is abandoned; its own failure is not the run's.
         next.catch(() => {});
         deferred += chunk.deferred;

@@ -253,12 +253,12 @@ describe('coalescing', () => {
       await late.query('update assets set trashed_at = now() where asset_id = 1');
       await db.pool.query("update assets set title = 'after' where asset_id = 2");
       const maxSeq = (await outboxHighWater(db.pool))!;
-      await recordRunStart(session, maxSeq);
+      const ids = await recordRunStart(session, maxSeq);
       await late.query('commit');
       const claim = async (limit: number) => {
         await session.query('begin');
         try {
-          return await claimChunk(session, maxSeq, 0, limit);
+          return await claimChunk(session, ids, maxSeq, 0, limit);
         } finally {
           await session.query('rollback');
         }
@@ -276,7 +276,7 @@ describe('coalescing', () => {
       const [alone] = (await claim(1)).events;
       expect(alone!.latestEditId).toBe(alone!.eventId);
       // A chunk of the late row alone: read, nothing to coalesce, and the run goes on after it.
-      const lateOnly = await claimChunk(session, maxSeq, alone!.seq, 1);
+      const lateOnly = await claimChunk(session, ids, maxSeq, alone!.seq, 1);
       expect(lateOnly).toMatchObject({ events: [], read: 1, deferred: 1 });
     } finally {
       await late.query('rollback').catch(() => {});

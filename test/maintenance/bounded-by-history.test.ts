@@ -89,12 +89,12 @@ it('reads one chunk of a large outbox backlog per claim when its statistics were
   await session.connect();
   try {
     const maxSeq = (await outboxHighWater(db.pool))!;
-    await recordRunStart(session as unknown as pg.PoolClient, maxSeq);
+    const ids = await recordRunStart(session as unknown as pg.PoolClient, maxSeq);
     // In a transaction whose own counts hold only what the claim read: the
     // session's earlier counts are flushed first (they would show there too).
     await session.query('select pg_stat_force_next_flush()');
     await session.query('begin');
-    const chunk = await claimChunk(session as unknown as pg.PoolClient, maxSeq, 0, 2000);
+    const chunk = await claimChunk(session as unknown as pg.PoolClient, ids, maxSeq, 0, 2000);
     const { rows } = await session.query<{ n: string }>(
       `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_xact_user_tables
        where relid = 'asset_webhooks.outbox'::regclass`);
@@ -108,7 +108,7 @@ it('reads one chunk of a large outbox backlog per claim when its statistics were
     // The upper bound still holds: rows captured after the run began are left for the next run.
     const last = chunk.events[1999]!.seq;
     expect(chunk.lastSeq).toBe(last);
-    const bounded = await claimChunk(session as unknown as pg.PoolClient, last + 500, last, 2000);
+    const bounded = await claimChunk(session as unknown as pg.PoolClient, ids, last + 500, last, 2000);
     expect(bounded.events.map((event) => event.seq)).toEqual(Array.from({ length: 500 }, (_, i) => last + 1 + i));
   } finally {
     await session.end();
