@@ -2,12 +2,24 @@ import type pg from 'pg';
 import { pino } from 'pino';
 import { coalesce } from '../coalesce/run.js';
 import type { RoutedWebhook } from '../coalesce/route.js';
+import { withCpu } from './cpu.js';
 import { measured, ratio, type Measured } from './stats.js';
 
 export interface CoalesceBenchResult {
   readonly eventsPerSecond: Measured;
   readonly rawSqlEventsPerSecond: Measured;
   readonly ratioToRawSql: Measured;
+  /**
+   * Where the CPU went, in microseconds per event (medians of the runs): this
+   * process (the coalescer's Node side; next to nothing for the raw statement)
+   * and every PostgreSQL process. Absent without /proc.
+   */
+  readonly cpuMicrosPerEvent?: { readonly coalesce: CpuSplitPerEvent; readonly rawSql: CpuSplitPerEvent };
+}
+
+export interface CpuSplitPerEvent {
+  readonly node: Measured;
+  readonly postgres: Measured;
 }
 
 /**
@@ -20,24 +32,31 @@ export async function measureCoalesce(pool: pg.Pool, webhooks: readonly RoutedWe
   await registerBenchWebhooks(pool, webhooks);
   const measuredRates: number[] = [];
   const rawRates: number[] = [];
+  const coalesceCpu: Record<string, number[]> = {};
+  const rawCpu: Record<string, number[]> = {};
   for (let repeat = 0; repeat < options.repeats; repeat += 1) {
     await fillOutbox(pool, options.events, options.assets);
     let started = process.hrtime.bigint();
-    await pool.query(
+    await withCpu(rawCpu, options.events, {}, () => pool.query(
       `with consumed as (delete from asset_webhooks.outbox returning *)
        insert into asset_webhooks.events (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, routes)
        select coalesce(event_id, asset_webhooks.event_id_of(seq, occurred_at)), seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, 0, now(), '{}'::jsonb
-       from consumed`);
+       from consumed`));
     rawRates.push(options.events / seconds(started));
     await clearResults(pool);
 
     await fillOutbox(pool, options.events, options.assets);
     started = process.hrtime.bigint();
-    const result = await coalesce({ pool, webhooks, maxPayloadBytes: 16 * 1024 * 1024, logger: pino({ level: 'silent' }) });
+    const result = await withCpu(coalesceCpu, options.events, {},
+      () => coalesce({ pool, webhooks, maxPayloadBytes: 16 * 1024 * 1024, logger: pino({ level: 'silent' }) }));
     measuredRates.push(result.events / seconds(started));
     await clearResults(pool);
   }
-  return { eventsPerSecond: measured(measuredRates), rawSqlEventsPerSecond: measured(rawRates), ratioToRawSql: ratio(measuredRates, rawRates) };
+  const split = (samples: Record<string, number[]>): CpuSplitPerEvent => ({ node: measured(samples.node!), postgres: measured(samples.postgres!) });
+  return {
+    eventsPerSecond: measured(measuredRates), rawSqlEventsPerSecond: measured(rawRates), ratioToRawSql: ratio(measuredRates, rawRates),
+    ...(coalesceCpu.node && rawCpu.node ? { cpuMicrosPerEvent: { coalesce: split(coalesceCpu), rawSql: split(rawCpu) } } : {}),
+  };
 }
 
 function seconds(started: bigint): number {

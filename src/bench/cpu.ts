@@ -56,3 +56,44 @@ export function postgresCpuSeconds(): number | undefined {
 
 /** USER_HZ: 100 on every Linux architecture Node supports. */
 const CLOCK_TICKS_PER_SECOND = 100;
+
+/**
+ * CPU seconds used so far by this process (`node`), every PostgreSQL process
+ * (`postgres`) and each of `others` (a name for a process id); undefined where
+ * /proc cannot tell.
+ */
+function cpuNow(others: Readonly<Record<string, number>>): Record<string, number> | undefined {
+  const reading: Record<string, number> = {};
+  const postgres = postgresCpuSeconds();
+  if (postgres === undefined) return undefined;
+  reading.postgres = postgres;
+  for (const [name, pid] of Object.entries(others)) {
+    const seconds = processCpuSeconds(pid);
+    if (seconds === undefined) return undefined;
+    reading[name] = seconds;
+  }
+  const usage = process.cpuUsage();
+  reading.node = (usage.user + usage.system) / 1e6;
+  return reading;
+}
+
+/**
+ * Runs `span` and adds the CPU it took per unit of work (a payload, an event),
+ * in microseconds, to `samples`, one list per party: `node`, `postgres` and
+ * each of `others`. Adds nothing where /proc cannot tell, or when `samples` is
+ * undefined (an unmeasured warm-up round).
+ */
+export async function withCpu<T>(
+  samples: Record<string, number[]> | undefined,
+  units: number,
+  others: Readonly<Record<string, number>>,
+  span: () => Promise<T>,
+): Promise<T> {
+  const before = cpuNow(others);
+  const result = await span();
+  const after = cpuNow(others);
+  if (samples && before && after) {
+    for (const [party, seconds] of Object.entries(after)) (samples[party] ??= []).push(((seconds - before[party]!) * 1e6) / units);
+  }
+  return result;
+}

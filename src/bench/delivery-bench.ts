@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { Agent, request } from 'undici';
 import { serializeBody, serializeEvent } from '../payload/serialize.js';
 import { startService } from '../service/service.js';
-import { postgresCpuSeconds, processCpuSeconds } from './cpu.js';
+import { withCpu } from './cpu.js';
 import { startReceiverProcess } from './receiver-process.js';
 import { measured, ratio, type Measured } from './stats.js';
 
@@ -31,27 +31,7 @@ export interface CpuSplitMeasured {
   readonly receiver: Measured;
 }
 
-/** CPU seconds of this process, the PostgreSQL processes and the receiver; undefined where unreadable. */
-function cpuNow(receiverPid: number): { node: number; postgres: number; receiver: number } | undefined {
-  const postgres = postgresCpuSeconds();
-  const receiver = processCpuSeconds(receiverPid);
-  if (postgres === undefined || receiver === undefined) return undefined;
-  const usage = process.cpuUsage();
-  return { node: (usage.user + usage.system) / 1e6, postgres, receiver };
-}
-
-type CpuSplit = { node: number[]; postgres: number[]; receiver: number[] };
-
-/** Runs `round` and adds its CPU per payload, in microseconds, to `split` (nothing where /proc is unreadable). */
-async function withCpu<T>(receiverPid: number, payloads: number, split: CpuSplit | undefined, round: () => Promise<T>): Promise<T> {
-  const before = cpuNow(receiverPid);
-  const result = await round();
-  const after = cpuNow(receiverPid);
-  if (split && before && after) {
-    for (const key of ['node', 'postgres', 'receiver'] as const) split[key].push(((after[key] - before[key]) * 1e6) / payloads);
-  }
-  return result;
-}
+type CpuSamples = Record<string, number[]>;
 
 /** A payload of `count` events as coalescing writes it: its body and its events' ids. */
 export function samplePayload(count: number): { body: string; eventIds: string[] } {
@@ -83,8 +63,9 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
   const service = await startService({ databaseUrl, configPath, logger: pino({ level: 'silent' }), concurrency: options.concurrency });
   const serviceRates: number[] = [];
   const rawRates: number[] = [];
-  const serviceCpu: CpuSplit = { node: [], postgres: [], receiver: [] };
-  const rawCpu: CpuSplit = { node: [], postgres: [], receiver: [] };
+  const serviceCpu: CpuSamples = {};
+  const rawCpu: CpuSamples = {};
+  const others = { receiver: receiver.pid };
   const setUp = async (payloads: number): Promise<void> => {
     await pool.query("delete from asset_webhooks.payloads where webhook_id = 'bench'");
     // Rows as coalescing writes them, event ids included: they widen every
@@ -112,9 +93,9 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
     return rate;
   };
   // The CPU of the delivery only, not of setting up its payloads.
-  const deliverAll = async (payloads: number, split?: CpuSplit): Promise<number> => {
+  const deliverAll = async (payloads: number, samples?: CpuSamples): Promise<number> => {
     await setUp(payloads);
-    return withCpu(receiver.pid, payloads, split, () => deliver(payloads));
+    return withCpu(samples, payloads, others, () => deliver(payloads));
   };
   try {
     // One unmeasured round each, so neither side is measured while its code
@@ -124,7 +105,7 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
     await rawUndici(receiver.url, body, options.payloads, options.concurrency);
     await deliverAll(options.payloads);
     for (let repeat = 0; repeat < options.repeats; repeat += 1) {
-      rawRates.push(await withCpu(receiver.pid, options.payloads, rawCpu, () => rawUndici(receiver.url, body, options.payloads, options.concurrency)));
+      rawRates.push(await withCpu(rawCpu, options.payloads, others, () => rawUndici(receiver.url, body, options.payloads, options.concurrency)));
       serviceRates.push(await deliverAll(options.payloads, serviceCpu));
     }
   } finally {
@@ -137,14 +118,14 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
     rawUndiciPayloadsPerSecond: measured(rawRates),
     ratioToRawUndici: ratio(serviceRates, rawRates),
     concurrency: options.concurrency,
-    ...(serviceCpu.node.length > 0 && rawCpu.node.length > 0
+    ...(serviceCpu.node && rawCpu.node
       ? { cpuMicrosPerPayload: { service: measuredSplit(serviceCpu), rawUndici: measuredSplit(rawCpu) } }
       : {}),
   };
 }
 
-function measuredSplit(split: CpuSplit): CpuSplitMeasured {
-  return { node: measured(split.node), postgres: measured(split.postgres), receiver: measured(split.receiver) };
+function measuredSplit(samples: CpuSamples): CpuSplitMeasured {
+  return { node: measured(samples.node!), postgres: measured(samples.postgres!), receiver: measured(samples.receiver!) };
 }
 
 async function rawUndici(url: string, body: string, payloads: number, concurrency: number): Promise<number> {

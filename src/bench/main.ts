@@ -7,7 +7,7 @@ import { createPool } from '../db/connect.js';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../embedded/embedded-postgres.js';
 import { migrate } from '../migrate/migrate.js';
 import { benchWebhooks } from './bench-webhooks.js';
-import { measureCoalesce } from './coalesce-bench.js';
+import { measureCoalesce, type CpuSplitPerEvent } from './coalesce-bench.js';
 import { measureDelivery, type CpuSplitMeasured } from './delivery-bench.js';
 import { measureLatency, measureMemory } from './drain-bench.js';
 import { ensureAssets, measureWriteCost } from './write-cost.js';
@@ -109,6 +109,13 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
     const out = process.stdout;
     out.write(`\n${'figure'.padEnd(42)}${'median [min, max]'.padEnd(34)}goal\n`);
     for (const [name, value, goal] of rows) out.write(`${name.padEnd(42)}${value.padEnd(34)}${goal}\n`);
+    const coalesceCpu = coalesce10.cpuMicrosPerEvent;
+    if (coalesceCpu) {
+      // Not a goal: where an event's CPU goes in coalescing (10 webhooks), next to the raw statement's (medians, µs).
+      const split = (side: CpuSplitPerEvent): string => `Node ${fmt(side.node, 1)}, PostgreSQL ${fmt(side.postgres, 1)}`;
+      out.write(`\ncoalescing CPU per event, µs: coalescer ${split(coalesceCpu.coalesce)}\n`);
+      out.write(`${''.padEnd(29)}raw INSERT ... SELECT ${split(coalesceCpu.rawSql)}\n`);
+    }
     const cpu = delivery.cpuMicrosPerPayload;
     if (cpu) {
       // Not a goal: where a delivered payload's CPU goes, next to the raw loop's (medians, µs).

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import pg from 'pg';
 import { expect, it } from 'vitest';
-import { postgresCpuSeconds, processCpuSeconds } from '../../src/bench/cpu.js';
+import { postgresCpuSeconds, processCpuSeconds, withCpu } from '../../src/bench/cpu.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 // The delivery benchmark splits a payload's CPU between Node, PostgreSQL and the
@@ -71,4 +71,27 @@ it.runIf(linux)('keeps the CPU of a backend that exits within the span in the Po
   expect(processCpuSeconds(backend)).toBeUndefined();
   expect(backendUsed).toBeGreaterThan(0.05);
   expect(postgresCpuSeconds()! - totalBefore).toBeGreaterThanOrEqual(backendUsed - 0.02);
+});
+
+it.runIf(linux)('splits a span\'s CPU per unit of work between Node, PostgreSQL and other processes by name', async (context) => {
+  const client = await db.pool.connect();
+  try {
+    const { rows } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
+    if (processCpuSeconds(rows[0]!.pid) === undefined) context.skip();
+    const samples: Record<string, number[]> = {};
+    // Four units of work: the backend counts the query's CPU, this process its spin, the other process (the backend again, by name) too.
+    await withCpu(samples, 4, { backend: rows[0]!.pid }, async () => {
+      await client.query('select count(*) from generate_series(1, 3000000)');
+      spin(0.2);
+    });
+    expect(Object.keys(samples).sort()).toEqual(['backend', 'node', 'postgres']);
+    expect(samples.node![0]!).toBeGreaterThanOrEqual((0.18 * 1e6) / 4);
+    expect(samples.backend![0]!).toBeGreaterThan((0.05 * 1e6) / 4);
+    expect(samples.postgres![0]!).toBeGreaterThanOrEqual(samples.backend![0]! - 1e-3);
+    // A warm-up round records nothing.
+    await withCpu(undefined, 4, {}, async () => undefined);
+    expect(samples.node).toHaveLength(1);
+  } finally {
+    client.release();
+  }
 });
