@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { pino } from 'pino';
 import { coalesce } from '../coalesce/run.js';
 import type { RoutedWebhook } from '../coalesce/route.js';
-import { withCpu } from './cpu.js';
+import { postmasterOf, withCpu } from './cpu.js';
 import { measured, ratio, type Measured } from './stats.js';
 
 export interface CoalesceBenchResult {
@@ -12,7 +12,7 @@ export interface CoalesceBenchResult {
   /**
    * Where the CPU went, in microseconds per event (medians of the runs): this
    * process (the coalescer's Node side; next to nothing for the raw statement)
-   * and every PostgreSQL process. Absent without /proc.
+   * and the PostgreSQL server. Absent without /proc (or with a server on another machine).
    */
   readonly cpuMicrosPerEvent?: { readonly coalesce: CpuSplitPerEvent; readonly rawSql: CpuSplitPerEvent };
 }
@@ -34,10 +34,11 @@ export async function measureCoalesce(pool: pg.Pool, webhooks: readonly RoutedWe
   const rawRates: number[] = [];
   const coalesceCpu: Record<string, number[]> = {};
   const rawCpu: Record<string, number[]> = {};
+  const parties = { postmaster: await postmasterOf(pool) };
   for (let repeat = 0; repeat < options.repeats; repeat += 1) {
     await fillOutbox(pool, options.events, options.assets);
     let started = process.hrtime.bigint();
-    await withCpu(rawCpu, options.events, {}, () => pool.query(
+    await withCpu(rawCpu, options.events, parties, () => pool.query(
       `with consumed as (delete from asset_webhooks.outbox returning *)
        insert into asset_webhooks.events (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, routes)
        select coalesce(event_id, asset_webhooks.event_id_of(seq, occurred_at)), seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, 0, now(), '{}'::jsonb
@@ -47,7 +48,7 @@ export async function measureCoalesce(pool: pg.Pool, webhooks: readonly RoutedWe
 
     await fillOutbox(pool, options.events, options.assets);
     started = process.hrtime.bigint();
-    const result = await withCpu(coalesceCpu, options.events, {},
+    const result = await withCpu(coalesceCpu, options.events, parties,
       () => coalesce({ pool, webhooks, maxPayloadBytes: 16 * 1024 * 1024, logger: pino({ level: 'silent' }) }));
     measuredRates.push(result.events / seconds(started));
     await clearResults(pool);

@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import type pg from 'pg';
 
 /**
  * CPU time (user + system, seconds) of a process from /proc/<pid>/stat, or
@@ -6,12 +7,16 @@ import { readdirSync, readFileSync } from 'node:fs';
  * benchmark reports CPU splits only where it can read them.
  */
 export function processCpuSeconds(pid: number): number | undefined {
-  const ticks = processTicks(pid, false);
-  return ticks === undefined ? undefined : ticks / CLOCK_TICKS_PER_SECOND;
+  const stat = processStat(pid);
+  return stat === undefined ? undefined : stat.ticks / CLOCK_TICKS_PER_SECOND;
 }
 
-/** utime + stime of a process in clock ticks; with cutime + cstime, the CPU of the children it has waited for. */
-function processTicks(pid: number, withReapedChildren: boolean): number | undefined {
+/**
+ * The fields of /proc/<pid>/stat that count here: the parent's pid, and
+ * utime + stime in clock ticks (with cutime + cstime, the CPU of the children
+ * it has waited for, when `withReapedChildren`).
+ */
+function processStat(pid: number, withReapedChildren = false): { parent: number; ticks: number } | undefined {
   let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -21,35 +26,44 @@ function processTicks(pid: number, withReapedChildren: boolean): number | undefi
   // The command name (field 2) is in parentheses and may hold spaces: count the fields after it.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const ticks = (withReapedChildren ? fields.slice(11, 15) : fields.slice(11, 13)).reduce((sum, field) => sum + Number(field), 0);
-  return Number.isFinite(ticks) ? ticks : undefined;
+  return Number.isFinite(ticks) ? { parent: Number(fields[1]), ticks } : undefined;
 }
 
 /**
- * CPU time of every PostgreSQL process on the machine (postmaster, backends,
- * WAL writer, checkpointer...), summed: what the database server did for a
- * measured span, provided nothing else uses a PostgreSQL on the machine meanwhile.
- * A backend that exits in the span does not take its CPU with it: the
- * postmaster reaps it, and the CPU of reaped children is counted with the
- * postmaster's (without that, a long-lived connection closing mid-span made
- * the difference negative). Undefined without /proc.
+ * The process id of the postmaster of the server `client` is connected to,
+ * where that server runs on this machine (its backend is a child of the
+ * postmaster); undefined for a server elsewhere or without /proc.
  */
-export function postgresCpuSeconds(): number | undefined {
+export async function postmasterOf(client: pg.Pool | pg.PoolClient): Promise<number | undefined> {
+  const { rows } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
+  return processStat(rows[0]!.pid)?.parent;
+}
+
+/**
+ * CPU time of one PostgreSQL server on this machine: its postmaster and every
+ * process it started (backends, WAL writer, checkpointer, autovacuum...),
+ * summed: what the database server did for a measured span. A backend that
+ * exits in the span does not take its CPU with it: the postmaster reaps it,
+ * and the CPU of reaped children is counted with the postmaster's (without
+ * that, a connection closing mid-span made the difference negative). Other
+ * servers on the machine are not counted: one that stopped mid-span (another
+ * test file's embedded server) took its whole CPU out of a machine-wide sum.
+ * Undefined where /proc cannot tell.
+ */
+export function postgresCpuSeconds(postmaster: number): number | undefined {
   let entries: string[];
   try {
     entries = readdirSync('/proc');
   } catch {
     return undefined;
   }
-  let ticks = 0;
+  const own = processStat(postmaster, true);
+  if (own === undefined) return undefined;
+  let ticks = own.ticks;
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
-    let command: string;
-    try {
-      command = readFileSync(`/proc/${entry}/comm`, 'utf8');
-    } catch {
-      continue; // gone meanwhile
-    }
-    if (command.startsWith('postgres')) ticks += processTicks(Number(entry), true) ?? 0;
+    const stat = processStat(Number(entry)); // undefined: gone meanwhile
+    if (stat?.parent === postmaster) ticks += stat.ticks;
   }
   return ticks / CLOCK_TICKS_PER_SECOND;
 }
@@ -58,13 +72,13 @@ export function postgresCpuSeconds(): number | undefined {
 const CLOCK_TICKS_PER_SECOND = 100;
 
 /**
- * CPU seconds used so far by this process (`node`), every PostgreSQL process
- * (`postgres`) and each of `others` (a name for a process id); undefined where
- * /proc cannot tell.
+ * CPU seconds used so far by this process (`node`), the PostgreSQL server of
+ * `postmaster` (`postgres`) and each of `others` (a name for a process id);
+ * undefined where /proc cannot tell.
  */
-function cpuNow(others: Readonly<Record<string, number>>): Record<string, number> | undefined {
+function cpuNow(postmaster: number | undefined, others: Readonly<Record<string, number>>): Record<string, number> | undefined {
   const reading: Record<string, number> = {};
-  const postgres = postgresCpuSeconds();
+  const postgres = postmaster === undefined ? undefined : postgresCpuSeconds(postmaster);
   if (postgres === undefined) return undefined;
   reading.postgres = postgres;
   for (const [name, pid] of Object.entries(others)) {
@@ -77,21 +91,22 @@ function cpuNow(others: Readonly<Record<string, number>>): Record<string, number
   return reading;
 }
 
+/** Where a span's CPU is read: the PostgreSQL server (by its postmaster, see postmasterOf) and other processes by name. */
+export interface CpuParties {
+  readonly postmaster: number | undefined;
+  readonly others?: Readonly<Record<string, number>>;
+}
+
 /**
  * Runs `span` and adds the CPU it took per unit of work (a payload, an event),
  * in microseconds, to `samples`, one list per party: `node`, `postgres` and
- * each of `others`. Adds nothing where /proc cannot tell, or when `samples` is
- * undefined (an unmeasured warm-up round).
+ * each of `others`. Adds nothing where /proc cannot tell (a server on another
+ * machine), or when `samples` is undefined (an unmeasured warm-up round).
  */
-export async function withCpu<T>(
-  samples: Record<string, number[]> | undefined,
-  units: number,
-  others: Readonly<Record<string, number>>,
-  span: () => Promise<T>,
-): Promise<T> {
-  const before = cpuNow(others);
+export async function withCpu<T>(samples: Record<string, number[]> | undefined, units: number, parties: CpuParties, span: () => Promise<T>): Promise<T> {
+  const before = cpuNow(parties.postmaster, parties.others ?? {});
   const result = await span();
-  const after = cpuNow(others);
+  const after = cpuNow(parties.postmaster, parties.others ?? {});
   if (samples && before && after) {
     for (const [party, seconds] of Object.entries(after)) (samples[party] ??= []).push(((seconds - before[party]!) * 1e6) / units);
   }

@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { Agent, request } from 'undici';
 import { serializeBody, serializeEvent } from '../payload/serialize.js';
 import { startService } from '../service/service.js';
-import { withCpu } from './cpu.js';
+import { postmasterOf, withCpu } from './cpu.js';
 import { startReceiverProcess } from './receiver-process.js';
 import { measured, ratio, type Measured } from './stats.js';
 
@@ -18,8 +18,9 @@ export interface DeliveryBenchResult {
   readonly concurrency: number;
   /**
    * Where the CPU went, in microseconds per payload (medians of the measured
-   * rounds): this process (the service's Node side, or the raw loop), every
-   * PostgreSQL process on the machine, and the receiver. Absent without /proc.
+   * rounds): this process (the service's Node side, or the raw loop), the
+   * PostgreSQL server, and the receiver. Absent without /proc (or with a
+   * server on another machine).
    */
   readonly cpuMicrosPerPayload?: { readonly service: CpuSplitMeasured; readonly rawUndici: CpuSplitMeasured };
 }
@@ -65,7 +66,7 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
   const rawRates: number[] = [];
   const serviceCpu: CpuSamples = {};
   const rawCpu: CpuSamples = {};
-  const others = { receiver: receiver.pid };
+  const parties = { postmaster: await postmasterOf(pool), others: { receiver: receiver.pid } };
   const setUp = async (payloads: number): Promise<void> => {
     await pool.query("delete from asset_webhooks.payloads where webhook_id = 'bench'");
     // Rows as coalescing writes them, event ids included: they widen every
@@ -95,7 +96,7 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
   // The CPU of the delivery only, not of setting up its payloads.
   const deliverAll = async (payloads: number, samples?: CpuSamples): Promise<number> => {
     await setUp(payloads);
-    return withCpu(samples, payloads, others, () => deliver(payloads));
+    return withCpu(samples, payloads, parties, () => deliver(payloads));
   };
   try {
     // One unmeasured round each, so neither side is measured while its code
@@ -105,7 +106,7 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
     await rawUndici(receiver.url, body, options.payloads, options.concurrency);
     await deliverAll(options.payloads);
     for (let repeat = 0; repeat < options.repeats; repeat += 1) {
-      rawRates.push(await withCpu(rawCpu, options.payloads, others, () => rawUndici(receiver.url, body, options.payloads, options.concurrency)));
+      rawRates.push(await withCpu(rawCpu, options.payloads, parties, () => rawUndici(receiver.url, body, options.payloads, options.concurrency)));
       serviceRates.push(await deliverAll(options.payloads, serviceCpu));
     }
   } finally {

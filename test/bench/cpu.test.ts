@@ -1,12 +1,15 @@
 import { existsSync } from 'node:fs';
 import pg from 'pg';
 import { expect, it } from 'vitest';
-import { postgresCpuSeconds, processCpuSeconds, withCpu } from '../../src/bench/cpu.js';
+import { postgresCpuSeconds, postmasterOf, processCpuSeconds, withCpu } from '../../src/bench/cpu.js';
+import { startEmbeddedPostgres } from '../../src/embedded/embedded-postgres.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
-// The delivery benchmark splits a payload's CPU between Node, PostgreSQL and the
-// receiver from /proc. These check the readings against independent accounts:
-// Node's own for this process, and the backend's own process for PostgreSQL.
+// The benchmark splits coalescing's and delivery's CPU between Node, PostgreSQL
+// and the receiver from /proc. These check the readings against independent
+// accounts: Node's own for this process, and the backend's own process for
+// PostgreSQL. Other test files start and stop servers of their own meanwhile:
+// only the server under test is counted.
 
 const db = useTestDatabase();
 const linux = existsSync('/proc/self/stat');
@@ -36,11 +39,12 @@ it.runIf(linux)('counts the CPU of a PostgreSQL backend on this machine in the P
     const backend = rows[0]!.pid;
     // A server on another machine (TEST_DATABASE_URL) has no process here to read.
     if (processCpuSeconds(backend) === undefined) context.skip();
+    const postmaster = (await postmasterOf(client))!;
     const backendBefore = processCpuSeconds(backend)!;
-    const totalBefore = postgresCpuSeconds()!;
+    const totalBefore = postgresCpuSeconds(postmaster)!;
     await client.query('select count(*) from generate_series(1, 3000000)');
     const backendUsed = processCpuSeconds(backend)! - backendBefore;
-    const totalUsed = postgresCpuSeconds()! - totalBefore;
+    const totalUsed = postgresCpuSeconds(postmaster)! - totalBefore;
     expect(backendUsed).toBeGreaterThan(0.05);
     // Both are tick counts divided by 100: the two differences can disagree in
     // the last bits (0.31999999999993634 against 0.32 was seen), never by a tick.
@@ -59,8 +63,9 @@ it.runIf(linux)('keeps the CPU of a backend that exits within the span in the Po
     await client.end();
     context.skip();
   }
+  const postmaster = (await postmasterOf(client as unknown as pg.PoolClient))!;
   const backendBefore = processCpuSeconds(backend)!;
-  const totalBefore = postgresCpuSeconds()!;
+  const totalBefore = postgresCpuSeconds(postmaster)!;
   await client.query('select count(*) from generate_series(1, 3000000)');
   const backendUsed = processCpuSeconds(backend)! - backendBefore;
   await client.end();
@@ -70,7 +75,7 @@ it.runIf(linux)('keeps the CPU of a backend that exits within the span in the Po
   }
   expect(processCpuSeconds(backend)).toBeUndefined();
   expect(backendUsed).toBeGreaterThan(0.05);
-  expect(postgresCpuSeconds()! - totalBefore).toBeGreaterThanOrEqual(backendUsed - 0.02);
+  expect(postgresCpuSeconds(postmaster)! - totalBefore).toBeGreaterThanOrEqual(backendUsed - 0.02);
 });
 
 it.runIf(linux)('splits a span\'s CPU per unit of work between Node, PostgreSQL and other processes by name', async (context) => {
@@ -80,7 +85,7 @@ it.runIf(linux)('splits a span\'s CPU per unit of work between Node, PostgreSQL 
     if (processCpuSeconds(rows[0]!.pid) === undefined) context.skip();
     const samples: Record<string, number[]> = {};
     // Four units of work: the backend counts the query's CPU, this process its spin, the other process (the backend again, by name) too.
-    await withCpu(samples, 4, { backend: rows[0]!.pid }, async () => {
+    await withCpu(samples, 4, { postmaster: await postmasterOf(client), others: { backend: rows[0]!.pid } }, async () => {
       await client.query('select count(*) from generate_series(1, 3000000)');
       spin(0.2);
     });
@@ -89,9 +94,34 @@ it.runIf(linux)('splits a span\'s CPU per unit of work between Node, PostgreSQL 
     expect(samples.backend![0]!).toBeGreaterThan((0.05 * 1e6) / 4);
     expect(samples.postgres![0]!).toBeGreaterThanOrEqual(samples.backend![0]! - 1e-3);
     // A warm-up round records nothing.
-    await withCpu(undefined, 4, {}, async () => undefined);
+    await withCpu(undefined, 4, { postmaster: await postmasterOf(client) }, async () => undefined);
     expect(samples.node).toHaveLength(1);
   } finally {
     client.release();
+  }
+});
+
+it.runIf(linux)('counts only the server under test: another server that works and stops within the span takes nothing away', async (context) => {
+  const postmaster = await postmasterOf(db.pool);
+  if (postmaster === undefined || processCpuSeconds(postmaster) === undefined) context.skip();
+  const other = await startEmbeddedPostgres();
+  try {
+    const client = new pg.Client({ connectionString: other.url });
+    await client.connect();
+    const { rows } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
+    const otherBackend = rows[0]!.pid;
+    const otherBefore = processCpuSeconds(otherBackend)!;
+    await client.query('select count(*) from generate_series(1, 3000000)');
+    const otherUsed = processCpuSeconds(otherBackend)! - otherBefore;
+    await client.end();
+    // The other server stops within the span, after its work: a machine-wide sum lost all of it and went negative.
+    const before = postgresCpuSeconds(postmaster!)!;
+    await other.stop();
+    const used = postgresCpuSeconds(postmaster!)! - before;
+    expect(otherUsed).toBeGreaterThan(0.05);
+    // Other test files work on the server under test meanwhile, so only the sign can be asserted.
+    expect(used).toBeGreaterThanOrEqual(-1e-9);
+  } finally {
+    await other.stop().catch(() => {});
   }
 });
