@@ -57,15 +57,17 @@ export function postgresCpuSeconds(postmaster: number): number | undefined {
   } catch {
     return undefined;
   }
-  const own = processStat(postmaster, true);
-  if (own === undefined) return undefined;
-  let ticks = own.ticks;
+  let ticks = 0;
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
     const stat = processStat(Number(entry)); // undefined: gone meanwhile
     if (stat?.parent === postmaster) ticks += stat.ticks;
   }
-  return ticks / CLOCK_TICKS_PER_SECOND;
+  // The postmaster last: a child reaped while the others were read is then
+  // counted twice (a slight excess) rather than not at all.
+  const own = processStat(postmaster, true);
+  if (own === undefined) return undefined;
+  return (ticks + own.ticks) / CLOCK_TICKS_PER_SECOND;
 }
 
 /** USER_HZ: 100 on every Linux architecture Node supports. */
