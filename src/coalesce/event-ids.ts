@@ -30,7 +30,8 @@ export class EventIds {
     // seq < 2^53 (pg's int8 parser makes it a number, see db/connect.ts): split it into 32-bit halves.
     const high = ((((seq / 0x1_0000_0000) | 0) ^ this.keyHigh) & 0x3fff_ffff) | 0x8000_0000;
     const low = ((seq >>> 0) ^ this.keyLow) >>> 0;
-    const time = occurredMs.toString(16).padStart(12, '0');
+    // As lpad(to_hex(ms), 12, '0') does, before 1970 too: the first 12 digits of the two's complement.
+    const time = occurredMs >= 0 ? occurredMs.toString(16).padStart(12, '0') : BigInt.asUintN(64, BigInt(occurredMs)).toString(16).slice(0, 12);
     const mixed = (high >>> 0).toString(16) + low.toString(16).padStart(8, '0');
     return `${time.slice(0, 8)}-${time.slice(8)}-7${this.randA}-${mixed.slice(0, 4)}-${mixed.slice(4)}`;
   }
@@ -57,7 +58,7 @@ export class EventIds {
 
 /**
  * Milliseconds since the epoch of a timestamp formatted by the claim
- * (`YYYY-MM-DDTHH:MI:SS.MSZ`, UTC), without making a Date.
+ * (`YYYY-MM-DDTHH:MI:SS.MSZ`, UTC, years 100 to 9999), without making a Date.
  */
 export function millisOf(timestamp: string): number {
   return Date.UTC(
