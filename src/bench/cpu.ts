@@ -36,7 +36,19 @@ function processStat(pid: number, withReapedChildren = false): { parent: number;
  */
 export async function postmasterOf(client: pg.Pool | pg.PoolClient): Promise<number | undefined> {
   const { rows } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
-  return processStat(rows[0]!.pid)?.parent;
+  const backend = rows[0]!.pid;
+  // A server elsewhere (--database-url) has its own pids: one may be a local process of another program.
+  if (!isPostgres(backend)) return undefined;
+  const parent = processStat(backend)?.parent;
+  return parent !== undefined && isPostgres(parent) ? parent : undefined;
+}
+
+function isPostgres(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('postgres');
+  } catch {
+    return false;
+  }
 }
 
 /**

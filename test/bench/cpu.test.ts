@@ -125,3 +125,10 @@ it.runIf(linux)('counts only the server under test: another server that works an
     await other.stop().catch(() => {});
   }
 });
+
+it.runIf(linux)('finds no local server for a backend pid that is another program here (a server elsewhere)', async () => {
+  // What a server on another machine answers can be any pid; here it is this Node process's own.
+  const elsewhere = { query: async () => ({ rows: [{ pid: process.pid }] }) } as unknown as pg.Pool;
+  await expect(postmasterOf(elsewhere)).resolves.toBeUndefined();
+  await expect(postmasterOf(db.pool)).resolves.toBeGreaterThan(1);
+});
