@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { pino } from 'pino';
 import { coalesce } from '../coalesce/run.js';
 import type { RoutedWebhook } from '../coalesce/route.js';
-import { postmasterOf, withCpu } from './cpu.js';
+import { measuredSplit, postmasterOf, withCpu, type CpuSplit } from './cpu.js';
 import { measured, ratio, type Measured } from './stats.js';
 
 export interface CoalesceBenchResult {
@@ -14,12 +14,7 @@ export interface CoalesceBenchResult {
    * process (the coalescer's Node side; next to nothing for the raw statement)
    * and the PostgreSQL server. Absent without /proc (or with a server on another machine).
    */
-  readonly cpuMicrosPerEvent?: { readonly coalesce: CpuSplitPerEvent; readonly rawSql: CpuSplitPerEvent };
-}
-
-export interface CpuSplitPerEvent {
-  readonly node: Measured;
-  readonly postgres: Measured;
+  readonly cpuMicrosPerEvent?: { readonly coalesce: CpuSplit<'node' | 'postgres'>; readonly rawSql: CpuSplit<'node' | 'postgres'> };
 }
 
 /**
@@ -53,10 +48,11 @@ export async function measureCoalesce(pool: pg.Pool, webhooks: readonly RoutedWe
     measuredRates.push(result.events / seconds(started));
     await clearResults(pool);
   }
-  const split = (samples: Record<string, number[]>): CpuSplitPerEvent => ({ node: measured(samples.node!), postgres: measured(samples.postgres!) });
+  const coalesceSplit = measuredSplit(coalesceCpu, ['node', 'postgres']);
+  const rawSplit = measuredSplit(rawCpu, ['node', 'postgres']);
   return {
     eventsPerSecond: measured(measuredRates), rawSqlEventsPerSecond: measured(rawRates), ratioToRawSql: ratio(measuredRates, rawRates),
-    ...(coalesceCpu.node && rawCpu.node ? { cpuMicrosPerEvent: { coalesce: split(coalesceCpu), rawSql: split(rawCpu) } } : {}),
+    ...(coalesceSplit && rawSplit ? { cpuMicrosPerEvent: { coalesce: coalesceSplit, rawSql: rawSplit } } : {}),
   };
 }
 

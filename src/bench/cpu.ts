@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import type pg from 'pg';
+import { measured, type Measured } from './stats.js';
 
 /**
  * CPU time (user + system, seconds) of a process from /proc/<pid>/stat, or
@@ -109,6 +110,18 @@ function cpuNow(postmaster: number | undefined, others: Readonly<Record<string, 
 export interface CpuParties {
   readonly postmaster: number | undefined;
   readonly others?: Readonly<Record<string, number>>;
+}
+
+/** One side's CPU per unit of work, in microseconds, by party (medians of the measured rounds). */
+export type CpuSplit<Party extends string> = { readonly [P in Party]: Measured };
+
+/**
+ * The samples `withCpu` gathered for `parties`, as medians with their spread;
+ * undefined when a party was never read (no /proc, a server elsewhere).
+ */
+export function measuredSplit<Party extends string>(samples: Readonly<Record<string, number[]>>, parties: readonly Party[]): CpuSplit<Party> | undefined {
+  if (parties.some((party) => !samples[party]?.length)) return undefined;
+  return Object.fromEntries(parties.map((party) => [party, measured(samples[party]!)])) as CpuSplit<Party>;
 }
 
 /**

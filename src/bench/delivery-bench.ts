@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { Agent, request } from 'undici';
 import { serializeBody, serializeEvent } from '../payload/serialize.js';
 import { startService } from '../service/service.js';
-import { postmasterOf, withCpu } from './cpu.js';
+import { measuredSplit, postmasterOf, withCpu, type CpuSplit } from './cpu.js';
 import { startReceiverProcess } from './receiver-process.js';
 import { measured, ratio, type Measured } from './stats.js';
 
@@ -22,15 +22,11 @@ export interface DeliveryBenchResult {
    * PostgreSQL server, and the receiver. Absent without /proc (or with a
    * server on another machine).
    */
-  readonly cpuMicrosPerPayload?: { readonly service: CpuSplitMeasured; readonly rawUndici: CpuSplitMeasured };
+  readonly cpuMicrosPerPayload?: { readonly service: CpuSplit<DeliveryParty>; readonly rawUndici: CpuSplit<DeliveryParty> };
 }
 
-/** One side's CPU per payload, in microseconds. */
-export interface CpuSplitMeasured {
-  readonly node: Measured;
-  readonly postgres: Measured;
-  readonly receiver: Measured;
-}
+type DeliveryParty = 'node' | 'postgres' | 'receiver';
+const DELIVERY_PARTIES: readonly DeliveryParty[] = ['node', 'postgres', 'receiver'];
 
 type CpuSamples = Record<string, number[]>;
 
@@ -119,14 +115,12 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
     rawUndiciPayloadsPerSecond: measured(rawRates),
     ratioToRawUndici: ratio(serviceRates, rawRates),
     concurrency: options.concurrency,
-    ...(serviceCpu.node && rawCpu.node
-      ? { cpuMicrosPerPayload: { service: measuredSplit(serviceCpu), rawUndici: measuredSplit(rawCpu) } }
-      : {}),
+    ...cpuMicrosPerPayload(measuredSplit(serviceCpu, DELIVERY_PARTIES), measuredSplit(rawCpu, DELIVERY_PARTIES)),
   };
 }
 
-function measuredSplit(samples: CpuSamples): CpuSplitMeasured {
-  return { node: measured(samples.node!), postgres: measured(samples.postgres!), receiver: measured(samples.receiver!) };
+function cpuMicrosPerPayload(service: CpuSplit<DeliveryParty> | undefined, rawUndici: CpuSplit<DeliveryParty> | undefined): Pick<DeliveryBenchResult, 'cpuMicrosPerPayload'> {
+  return service && rawUndici ? { cpuMicrosPerPayload: { service, rawUndici } } : {};
 }
 
 async function rawUndici(url: string, body: string, payloads: number, concurrency: number): Promise<number> {

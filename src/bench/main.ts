@@ -7,8 +7,9 @@ import { createPool } from '../db/connect.js';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../embedded/embedded-postgres.js';
 import { migrate } from '../migrate/migrate.js';
 import { benchWebhooks } from './bench-webhooks.js';
-import { measureCoalesce, type CpuSplitPerEvent } from './coalesce-bench.js';
-import { measureDelivery, type CpuSplitMeasured } from './delivery-bench.js';
+import { measureCoalesce } from './coalesce-bench.js';
+import type { CpuSplit } from './cpu.js';
+import { measureDelivery } from './delivery-bench.js';
 import { measureLatency, measureMemory } from './drain-bench.js';
 import { ensureAssets, measureWriteCost } from './write-cost.js';
 
@@ -109,20 +110,17 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
     const out = process.stdout;
     out.write(`\n${'figure'.padEnd(42)}${'median [min, max]'.padEnd(34)}goal\n`);
     for (const [name, value, goal] of rows) out.write(`${name.padEnd(42)}${value.padEnd(34)}${goal}\n`);
+    // Not goals: where an event's CPU goes in coalescing (10 webhooks) and a delivered payload's,
+    // next to their baselines' (medians, µs).
     const coalesceCpu = coalesce10.cpuMicrosPerEvent;
     if (coalesceCpu) {
-      // Not a goal: where an event's CPU goes in coalescing (10 webhooks), next to the raw statement's (medians, µs).
-      const split = (side: CpuSplitPerEvent): string => `Node ${fmt(side.node, 1)}, PostgreSQL ${fmt(side.postgres, 1)}`;
-      out.write(`\ncoalescing CPU per event, µs: coalescer ${split(coalesceCpu.coalesce)}\n`);
-      out.write(`${''.padEnd(29)}raw INSERT ... SELECT ${split(coalesceCpu.rawSql)}\n`);
+      out.write(`\ncoalescing CPU per event, µs: coalescer ${cpuLine(coalesceCpu.coalesce, 1)}\n`);
+      out.write(`${''.padEnd(29)}raw INSERT ... SELECT ${cpuLine(coalesceCpu.rawSql, 1)}\n`);
     }
-    const cpu = delivery.cpuMicrosPerPayload;
-    if (cpu) {
-      // Not a goal: where a delivered payload's CPU goes, next to the raw loop's (medians, µs).
-      const split = (side: CpuSplitMeasured): string =>
-        `Node ${fmt(side.node, 0)}, PostgreSQL ${fmt(side.postgres, 0)}, receiver ${fmt(side.receiver, 0)}`;
-      out.write(`\ndelivery CPU per payload, µs: service ${split(cpu.service)}\n`);
-      out.write(`${''.padEnd(35)}raw undici ${split(cpu.rawUndici)}\n`);
+    const deliveryCpu = delivery.cpuMicrosPerPayload;
+    if (deliveryCpu) {
+      out.write(`\ndelivery CPU per payload, µs: service ${cpuLine(deliveryCpu.service, 0)}\n`);
+      out.write(`${''.padEnd(35)}raw undici ${cpuLine(deliveryCpu.rawUndici, 0)}\n`);
     }
     out.write(`\nresults written to ${path.relative(process.cwd(), file)}\n`);
     if (options.json) out.write(`${JSON.stringify(summary)}\n`);
@@ -132,6 +130,12 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
     await admin.end();
     await embedded?.stop();
   }
+}
+
+const PARTY_NAMES: Readonly<Record<string, string>> = { node: 'Node', postgres: 'PostgreSQL', receiver: 'receiver' };
+
+function cpuLine(split: CpuSplit<string>, digits: number): string {
+  return Object.entries(split).map(([party, value]) => `${PARTY_NAMES[party] ?? party} ${fmt(value, digits)}`).join(', ');
 }
 
 function round(value: number, digits: number): number {

@@ -26,8 +26,9 @@ export async function measureWriteCost(pool: pg.Pool, options: { assets: number;
       await startEven(pool);
       bulk[mode].push(await bulkUpdateSeconds(pool, options.bulkRows));
     }
-    await startEven(pool);
   }
+  // The next phase starts from the same state.
+  await startEven(pool);
   await setTriggers(pool, true);
   return {
     singleRowTps: { withTriggers: measured(tps.with), withoutTriggers: measured(tps.without), ratio: ratio(tps.with, tps.without) },

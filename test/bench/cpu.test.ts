@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs';
 import pg from 'pg';
 import { expect, it } from 'vitest';
-import { postgresCpuSeconds, postmasterOf, processCpuSeconds, withCpu } from '../../src/bench/cpu.js';
+import { measuredSplit, postgresCpuSeconds, postmasterOf, processCpuSeconds, withCpu } from '../../src/bench/cpu.js';
+import { measured } from '../../src/bench/stats.js';
 import { startEmbeddedPostgres } from '../../src/embedded/embedded-postgres.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
@@ -93,6 +94,9 @@ it.runIf(linux)('splits a span\'s CPU per unit of work between Node, PostgreSQL 
     expect(samples.node![0]!).toBeGreaterThanOrEqual((0.18 * 1e6) / 4);
     expect(samples.backend![0]!).toBeGreaterThan((0.05 * 1e6) / 4);
     expect(samples.postgres![0]!).toBeGreaterThanOrEqual(samples.backend![0]! - 1e-3);
+    // As the bench reports them: medians by party, none when a party was never read.
+    expect(measuredSplit(samples, ['node', 'backend'])).toEqual({ node: measured(samples.node!), backend: measured(samples.backend!) });
+    expect(measuredSplit(samples, ['node', 'receiver'])).toBeUndefined();
     // A warm-up round records nothing.
     await withCpu(undefined, 4, { postmaster: await postmasterOf(client) }, async () => undefined);
     expect(samples.node).toHaveLength(1);

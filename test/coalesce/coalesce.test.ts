@@ -29,6 +29,10 @@ describe('coalescing', () => {
     expect(bodyEvents(payload!)[1]!.eventId).toBe(lastEdit);
     const collapsed = (await outcomes(db.pool)).filter((o) => o.outcome === 'collapsed');
     expect(collapsed.map((o) => o.event_id).sort()).toEqual(edits.slice(0, 2).map((e) => e.event_id).sort());
+    // What trace and find-event show an operator: the id the edits went out under, as SQL derives it.
+    const { rows: into } = await db.pool.query<{ collapsed_into: string }>(
+      "select collapsed_into from asset_webhooks.events where event_type = 'EDITED' and collapsed_into is not null");
+    expect(into.map((row) => row.collapsed_into)).toEqual([lastEdit, lastEdit]);
   });
 
   it('collapses edits across chunks of one run', async () => {
@@ -42,6 +46,11 @@ describe('coalescing', () => {
     const events = (await payloads(db.pool)).flatMap(bodyEvents);
     expect(events.filter((e) => e.eventType === 'EDITED' && e.assetId === 1)).toHaveLength(1);
     expect(events.filter((e) => e.eventType === 'EDITED')).toHaveLength(5);
+    // The earlier edit of asset 1, read in an earlier chunk, names the one that went out.
+    const { rows: [earlier] } = await db.pool.query<{ collapsed_into: string }>(
+      "select collapsed_into from asset_webhooks.events where asset_id = 1 and event_type = 'EDITED' and collapsed_into is not null");
+    const sent = events.find((e) => e.eventType === 'EDITED' && e.assetId === 1)!;
+    expect(earlier!.collapsed_into).toBe(sent.eventId);
   });
 
   it('writes events in order of occurrence with the six contract fields and ISO timestamps', async () => {
