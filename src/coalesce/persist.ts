@@ -83,7 +83,8 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, events
   await client.query(
     `with consumed as (
        delete from asset_webhooks.outbox o
-       where o.seq between $4 and $5 and o.seq = any($2::bigint[])
+       -- Only the range is an index condition (see the note below the statement).
+       where o.seq between $4 and $5 and o.seq + 0 = any($2::bigint[])
        returning o.*
      )
      insert into asset_webhooks.events
@@ -93,7 +94,13 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, events
      from consumed c
      join jsonb_to_recordset($3::jsonb) as r(seq bigint, event_id uuid, atom_id bigint, collapsed_into uuid, routes jsonb)
        on r.seq = c.seq`,
-    // The range lets the planner walk the index: with `= any` alone it scanned the whole outbox.
+    // The range lets the planner walk the index: with `= any` alone it scanned
+    // the whole outbox. The list is only a filter (`+ 0`), hashed once: as an
+    // index condition as well, it cost a descent of the primary key per row
+    // (PG15, a chunk of 2,000 in a backlog of 300,000: 6,028 buffers and 2.3 ms
+    // against 36 and 0.5 ms), and with statistics taken while the outbox was
+    // smaller the planner chose to scan the whole outbox for every chunk (45
+    // scans reading 2.7 million rows to coalesce 100,000 events).
     [runId, events.seqs, document, events.seqs[0], events.seqs[events.seqs.length - 1]],
   );
 }
