@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { pino } from 'pino';
 import { coalesce } from '../coalesce/run.js';
 import type { RoutedWebhook } from '../coalesce/route.js';
-import { measuredSplit, postmasterOf, withCpu, type CpuSplit } from './cpu.js';
+import { busyCpus, measuredSplit, postmasterOf, withCpu, type CpuSplit } from './cpu.js';
 import { measured, ratio, type Measured } from './stats.js';
 
 export interface CoalesceBenchResult {
@@ -15,6 +15,8 @@ export interface CoalesceBenchResult {
    * and the PostgreSQL server. Absent without /proc (or with a server on another machine).
    */
   readonly cpuMicrosPerEvent?: { readonly coalesce: CpuSplit<'node' | 'postgres'>; readonly rawSql: CpuSplit<'node' | 'postgres'> };
+  /** How many CPUs coalescing kept busy (this process and the server), per run (see busyCpus). */
+  readonly busyCpus?: Measured;
 }
 
 /**
@@ -53,7 +55,12 @@ export async function measureCoalesce(pool: pg.Pool, webhooks: readonly RoutedWe
   return {
     eventsPerSecond: measured(measuredRates), rawSqlEventsPerSecond: measured(rawRates), ratioToRawSql: ratio(measuredRates, rawRates),
     ...(coalesceSplit && rawSplit ? { cpuMicrosPerEvent: { coalesce: coalesceSplit, rawSql: rawSplit } } : {}),
+    ...busy(coalesceSplit && busyCpus(coalesceSplit, measuredRates)),
   };
+}
+
+function busy(measuredBusy: Measured | undefined): Pick<CoalesceBenchResult, 'busyCpus'> {
+  return measuredBusy ? { busyCpus: measuredBusy } : {};
 }
 
 function seconds(started: bigint): number {

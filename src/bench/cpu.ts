@@ -125,6 +125,20 @@ export function measuredSplit<Party extends string>(samples: Readonly<Record<str
 }
 
 /**
+ * How many CPUs the parties of `split` kept busy in each measured round: the
+ * round's CPU per unit times its rate (units per second, in the order of the
+ * rounds, as `split` holds them). Near the machine's CPU count, a rate is
+ * bound by CPU, and only less work per unit raises it; well below it, by
+ * waiting, and more work in parallel may. Undefined when the rounds do not
+ * pair up.
+ */
+export function busyCpus(split: CpuSplit<string>, rates: readonly number[]): Measured | undefined {
+  const perParty = Object.values(split).map((party) => party.runs);
+  if (perParty.length === 0 || perParty.some((runs) => runs.length !== rates.length)) return undefined;
+  return measured(rates.map((rate, round) => perParty.reduce((sum, runs) => sum + runs[round]!, 0) * rate / 1e6));
+}
+
+/**
  * Runs `span` and adds the CPU it took per unit of work (a payload, an event),
  * in microseconds, to `samples`, one list per party: `node`, `postgres` and
  * each of `others`. Adds nothing where /proc cannot tell (a server on another

@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { Agent, request } from 'undici';
 import { serializeBody, serializeEvent } from '../payload/serialize.js';
 import { startService } from '../service/service.js';
-import { measuredSplit, postmasterOf, withCpu, type CpuSplit } from './cpu.js';
+import { busyCpus, measuredSplit, postmasterOf, withCpu, type CpuSplit } from './cpu.js';
 import { startReceiverProcess } from './receiver-process.js';
 import { measured, ratio, type Measured } from './stats.js';
 
@@ -23,6 +23,8 @@ export interface DeliveryBenchResult {
    * server on another machine).
    */
   readonly cpuMicrosPerPayload?: { readonly service: CpuSplit<DeliveryParty>; readonly rawUndici: CpuSplit<DeliveryParty> };
+  /** How many CPUs each side kept busy (Node, the server, the receiver), per round (see busyCpus). */
+  readonly busyCpus?: { readonly service: Measured; readonly rawUndici: Measured };
 }
 
 type DeliveryParty = 'node' | 'postgres' | 'receiver';
@@ -115,12 +117,19 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
     rawUndiciPayloadsPerSecond: measured(rawRates),
     ratioToRawUndici: ratio(serviceRates, rawRates),
     concurrency: options.concurrency,
-    ...cpuMicrosPerPayload(measuredSplit(serviceCpu, DELIVERY_PARTIES), measuredSplit(rawCpu, DELIVERY_PARTIES)),
+    ...cpuMicrosPerPayload(measuredSplit(serviceCpu, DELIVERY_PARTIES), measuredSplit(rawCpu, DELIVERY_PARTIES), serviceRates, rawRates),
   };
 }
 
-function cpuMicrosPerPayload(service: CpuSplit<DeliveryParty> | undefined, rawUndici: CpuSplit<DeliveryParty> | undefined): Pick<DeliveryBenchResult, 'cpuMicrosPerPayload'> {
-  return service && rawUndici ? { cpuMicrosPerPayload: { service, rawUndici } } : {};
+function cpuMicrosPerPayload(
+  service: CpuSplit<DeliveryParty> | undefined, rawUndici: CpuSplit<DeliveryParty> | undefined, serviceRates: readonly number[], rawRates: readonly number[],
+): Pick<DeliveryBenchResult, 'cpuMicrosPerPayload' | 'busyCpus'> {
+  if (!service || !rawUndici) return {};
+  const busy = { service: busyCpus(service, serviceRates), rawUndici: busyCpus(rawUndici, rawRates) };
+  return {
+    cpuMicrosPerPayload: { service, rawUndici },
+    ...(busy.service && busy.rawUndici ? { busyCpus: { service: busy.service, rawUndici: busy.rawUndici } } : {}),
+  };
 }
 
 async function rawUndici(url: string, body: string, payloads: number, concurrency: number): Promise<number> {

@@ -9,6 +9,7 @@ import { migrate } from '../migrate/migrate.js';
 import { benchWebhooks } from './bench-webhooks.js';
 import { measureCoalesce } from './coalesce-bench.js';
 import type { CpuSplit } from './cpu.js';
+import type { Measured } from './stats.js';
 import { measureDelivery } from './delivery-bench.js';
 import { measureLatency, measureMemory } from './drain-bench.js';
 import { ensureAssets, measureWriteCost } from './write-cost.js';
@@ -114,13 +115,13 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
     // next to their baselines' (medians, µs).
     const coalesceCpu = coalesce10.cpuMicrosPerEvent;
     if (coalesceCpu) {
-      out.write(`\ncoalescing CPU per event, µs: coalescer ${cpuLine(coalesceCpu.coalesce, 1)}\n`);
+      out.write(`\ncoalescing CPU per event, µs: coalescer ${cpuLine(coalesceCpu.coalesce, 1)}${busyLine(coalesce10.busyCpus)}\n`);
       out.write(`${''.padEnd(29)}raw INSERT ... SELECT ${cpuLine(coalesceCpu.rawSql, 1)}\n`);
     }
     const deliveryCpu = delivery.cpuMicrosPerPayload;
     if (deliveryCpu) {
-      out.write(`\ndelivery CPU per payload, µs: service ${cpuLine(deliveryCpu.service, 0)}\n`);
-      out.write(`${''.padEnd(35)}raw undici ${cpuLine(deliveryCpu.rawUndici, 0)}\n`);
+      out.write(`\ndelivery CPU per payload, µs: service ${cpuLine(deliveryCpu.service, 0)}${busyLine(delivery.busyCpus?.service)}\n`);
+      out.write(`${''.padEnd(35)}raw undici ${cpuLine(deliveryCpu.rawUndici, 0)}${busyLine(delivery.busyCpus?.rawUndici)}\n`);
     }
     out.write(`\nresults written to ${path.relative(process.cwd(), file)}\n`);
     if (options.json) out.write(`${JSON.stringify(summary)}\n`);
@@ -136,6 +137,11 @@ const PARTY_NAMES: Readonly<Record<string, string>> = { node: 'Node', postgres: 
 
 function cpuLine(split: CpuSplit<string>, digits: number): string {
   return Object.entries(split).map(([party, value]) => `${PARTY_NAMES[party] ?? party} ${fmt(value, digits)}`).join(', ');
+}
+
+/** `; CPUs busy 1.6 [1.5, 1.7] of 2`: whether the rate beside it is bound by the machine's CPUs or by waiting. */
+function busyLine(busy: Measured | undefined): string {
+  return busy ? `; CPUs busy ${fmt(busy, 2)} of ${os.availableParallelism()}` : '';
 }
 
 function round(value: number, digits: number): number {

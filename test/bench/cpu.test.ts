@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import pg from 'pg';
 import { expect, it } from 'vitest';
-import { measuredSplit, postgresCpuSeconds, postmasterOf, processCpuSeconds, withCpu } from '../../src/bench/cpu.js';
+import { busyCpus, measuredSplit, postgresCpuSeconds, postmasterOf, processCpuSeconds, withCpu } from '../../src/bench/cpu.js';
 import { measured } from '../../src/bench/stats.js';
 import { startEmbeddedPostgres } from '../../src/embedded/embedded-postgres.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -135,4 +135,15 @@ it.runIf(linux)('finds no local server for a backend pid that is another program
   const elsewhere = { query: async () => ({ rows: [{ pid: process.pid }] }) } as unknown as pg.Pool;
   await expect(postmasterOf(elsewhere)).resolves.toBeUndefined();
   await expect(postmasterOf(db.pool)).resolves.toBeGreaterThan(1);
+});
+
+it('counts the CPUs a side kept busy round by round: its CPU per unit times its rate', () => {
+  // Two rounds: 10 + 30 µs an event at 25,000 events/s, then 20 + 40 µs at 20,000.
+  const split = { node: measured([10, 20]), postgres: measured([30, 40]) };
+  const busy = busyCpus(split, [25_000, 20_000])!;
+  expect(busy.runs[0]).toBeCloseTo(1.0, 9);
+  expect(busy.runs[1]).toBeCloseTo(1.2, 9);
+  expect(busy.median).toBeCloseTo(1.1, 9);
+  // Rounds that do not pair up give nothing rather than a wrong figure.
+  expect(busyCpus(split, [25_000])).toBeUndefined();
 });
