@@ -25,24 +25,9 @@ export async function assignPayloadIds(client: pg.PoolClient, batches: readonly 
  * one stays `open` and is never dispatched.
  */
 export async function upsertPayloads(client: pg.PoolClient, runId: number, batches: readonly Batch[], webhookTimestamp: string): Promise<void> {
-  for (const statement of payloadStatements(runId, batches, webhookTimestamp)) await client.query(statement);
-}
-
-/** A statement with its parameters, built now and sent later. */
-export interface Statement {
-  readonly text: string;
-  readonly values: unknown[];
-}
-
-/**
- * The statements of upsertPayloads, built at once: every body is serialized
- * when this returns, so the batches may take more events before they are sent.
- */
-export function payloadStatements(runId: number, batches: readonly Batch[], webhookTimestamp: string): Statement[] {
   // Each body travels as a bind parameter of its own: packed into one text[]
   // array literal, every quote of the JSON would be escaped by the driver and
   // parsed again by PostgreSQL, which cost more than everything else here.
-  const statements: Statement[] = [];
   for (let start = 0; start < batches.length; start += PAYLOADS_PER_STATEMENT) {
     const group = batches.slice(start, start + PAYLOADS_PER_STATEMENT);
     const values: unknown[] = [runId];
@@ -52,8 +37,8 @@ export function payloadStatements(runId: number, batches: readonly Batch[], webh
       const n = values.length;
       return `($${n - 6}::bigint, $${n - 5}::text, $${n - 4}::text, $${n - 3}::text, $${n - 2}::int, $${n - 1}::uuid[], $${n}::boolean)`;
     });
-    statements.push({
-      text: `insert into asset_webhooks.payloads
+    await client.query(
+      `insert into asset_webhooks.payloads
          (payload_id, webhook_id, run_id, status, body, byte_size, event_count, event_ids, dead_letter_reason, dead_lettered_at)
        overriding system value
        select b.payload_id, b.webhook_id, $1, b.status, b.body, octet_length(b.body), b.event_count, b.event_ids,
@@ -63,9 +48,8 @@ export function payloadStatements(runId: number, batches: readonly Batch[], webh
          set status = excluded.status, body = excluded.body, byte_size = excluded.byte_size,
              event_count = excluded.event_count, event_ids = excluded.event_ids`,
       values,
-    });
+    );
   }
-  return statements;
 }
 
 /** Payload rows per INSERT: 7 parameters each, well under PostgreSQL's 65,535. */
@@ -88,11 +72,6 @@ export interface ConsumedEvents {
  */
 export async function consumeEvents(client: pg.PoolClient, runId: number, events: ConsumedEvents): Promise<void> {
   if (events.seqs.length === 0) return;
-  await client.query(consumeStatement(runId, events));
-}
-
-/** The statement of consumeEvents, built at once (see payloadStatements). */
-export function consumeStatement(runId: number, events: ConsumedEvents): Statement {
   // One JSON document rather than a text[] of JSON strings (see upsertPayloads).
   let document = '[';
   for (let i = 0; i < events.seqs.length; i += 1) {
@@ -101,8 +80,8 @@ export function consumeStatement(runId: number, events: ConsumedEvents): Stateme
       `"collapsed_into":${collapsed ? `"${collapsed}"` : 'null'},"routes":${events.routes[i]}}`;
   }
   document += ']';
-  return {
-    text: `with consumed as (
+  await client.query(
+    `with consumed as (
        delete from asset_webhooks.outbox o
        -- Only the range is an index condition (see the note below the statement).
        where o.seq between $4 and $5 and o.seq + 0 = any($2::bigint[])
@@ -122,8 +101,8 @@ export function consumeStatement(runId: number, events: ConsumedEvents): Stateme
     // against 36 and 0.5 ms), and with statistics taken while the outbox was
     // smaller the planner chose to scan the whole outbox for every chunk (45
     // scans reading 2.7 million rows to coalesce 100,000 events).
-    values: [runId, events.seqs, document, events.seqs[0], events.seqs[events.seqs.length - 1]],
-  };
+    [runId, events.seqs, document, events.seqs[0], events.seqs[events.seqs.length - 1]],
+  );
 }
 
 /** Starts delivery of the webhooks' pending payloads (see asset_webhooks.dispatch). */

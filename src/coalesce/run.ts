@@ -5,7 +5,7 @@ import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
 import { claimChunk, outboxHighWater, recordRunStart, type Chunk, type ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
 import { Packer, type Batch } from './pack.js';
-import { assignPayloadIds, consumeStatement, dispatchWebhooks, payloadStatements, upsertPayloads, type Statement } from './persist.js';
+import { assignPayloadIds, consumeEvents, dispatchWebhooks, upsertPayloads } from './persist.js';
 import { routeEvent, type RoutedWebhook } from './route.js';
 
 /**
@@ -111,79 +111,56 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
 
   if (start !== null) {
     const { maxSeq, ids } = start;
-    // Three stages at once: the session reads the next chunk; Node routes and
-    // packs a chunk as soon as it is read; each chunk is written in a
-    // transaction of its own on one of two writers in turn, so one chunk's
-    // write goes on while the next is routed and written. A chunk commits only
-    // once the chunk before it has (see writeChunk): what a run commits is
-    // always a prefix of its chunks.
-    const writers = [await pool.connect(), await pool.connect()];
-    const writes: ChunkWrite[] = [];
+    // Chunks are written one after the other on `writer`, each in its own
+    // transaction, while the session reads the next chunk: the read and the
+    // write of neighbouring chunks run on both cores at once.
+    const writer = await pool.connect();
     const done: Promise<Chunk | null> = Promise.resolve(null);
     let next: Promise<Chunk | null> = claimChunk(session, ids, maxSeq, 0, chunkSize);
     let failed = false;
     try {
       for (;;) {
-        // The writer this chunk takes is free once the write before the previous one has ended.
-        if (writes.length >= writers.length) await writes[writes.length - writers.length]!.committed;
         const chunk = await next;
         if (chunk === null || chunk.read === 0) break;
         next = chunk.read < chunkSize ? done : claimChunk(session, ids, maxSeq, chunk.lastSeq, chunkSize);
-        // If a write fails, this read is abandoned; its own failure is not the run's.
+        // If the write below fails, this read is abandoned; its own failure is not the run's.
         next.catch(() => {});
         deferred += chunk.deferred;
         const rows = chunk.events;
         if (rows.length === 0) continue;
-        const writer = writers[writes.length % writers.length]!;
-        const routed = routeChunk(rows, webhooks, packers, routes);
-        const batches = packers.flatMap((packer) => packer.drain());
-        // Payloads continued from the chunk before are written last: their rows are locked until it commits.
-        const continued = batches.filter((batch) => batch.payloadId !== null);
-        const fresh = batches.filter((batch) => batch.payloadId === null);
-        await assignPayloadIds(writer, fresh);
-        for (const batch of batches) payloadIds.add(batch.payloadId!);
-        // Built now, while the batches hold what this chunk put in them.
-        const timestamp = isoTimestamp(now());
-        const statements = {
-          own: [
-            consumeStatement(runId, {
-              seqs: rows.map((row) => row.seq),
-              eventIds: rows.map((row) => row.eventId),
-              atomIds: routed.atomIds,
-              collapsedInto: routed.collapsed,
-              routes: routesJson(routeKeys, routed.targets, rows.length),
-            }),
-            ...payloadStatements(runId, fresh, timestamp),
-          ],
-          shared: [
-            ...payloadStatements(runId, continued, timestamp),
-            // Counted with the chunk, so a run that dies later still shows what it committed.
-            { text: 'update asset_webhooks.coalesce_runs set events = events + $2 where run_id = $1', values: [runId, rows.length] },
-          ],
-        };
-        const sealed = batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId);
-        const write = writeChunk(writer, statements, writes.at(-1) ?? { written: Promise.resolve(), committed: Promise.resolve() });
-        const committed = write.committed.then(async () => {
-          await dispatchCommitted(writer, sealed);
-          events += rows.length;
-          chunks += 1;
-          logger.debug({ events: rows.length }, 'coalesced a chunk');
+        const sealed = await inTransaction(writer, async (client) => {
+          // A chunk lost to a server crash after commit is lost whole, outbox
+          // deletions included, and coalesced again by the next run with the
+          // same eventIds: waiting for the WAL flush buys nothing here.
+          await client.query('set local synchronous_commit = off');
+          const routed = routeChunk(rows, webhooks, packers, routes);
+          const batches = packers.flatMap((packer) => packer.drain());
+          await assignPayloadIds(client, batches);
+          await upsertPayloads(client, runId, batches, isoTimestamp(now()));
+          await consumeEvents(client, runId, {
+            seqs: rows.map((row) => row.seq),
+            eventIds: rows.map((row) => row.eventId),
+            atomIds: routed.atomIds,
+            collapsedInto: routed.collapsed,
+            routes: routesJson(routeKeys, routed.targets, rows.length),
+          });
+          for (const batch of batches) payloadIds.add(batch.payloadId!);
+          // Counted with the chunk, so a run that dies later still shows what it committed.
+          await client.query('update asset_webhooks.coalesce_runs set events = events + $2 where run_id = $1', [runId, rows.length]);
+          return batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId);
         });
-        // Each is awaited in turn; a failure is the run's once awaited.
-        write.written.catch(() => {});
-        committed.catch(() => {});
-        writes.push({ written: write.written, committed });
+        await dispatchCommitted(writer, sealed);
+        events += rows.length;
+        chunks += 1;
+        logger.debug({ events: rows.length }, 'coalesced a chunk');
       }
-      await Promise.all(writes.map((write) => write.committed));
     } catch (error) {
       failed = true;
       throw error;
     } finally {
       await next.catch(() => {});
-      // Chunks before a failure still commit; those after it roll back (writeChunk).
-      await Promise.allSettled(writes.map((write) => write.committed));
-      // After a failure a connection may be in any state: close it rather than reuse it.
-      for (const writer of writers) writer.release(failed);
+      // After a failure the connection may be in any state: close it rather than reuse it.
+      writer.release(failed);
     }
   }
 
@@ -215,54 +192,6 @@ async function dispatchCommitted(client: pg.PoolClient, webhookIds: readonly str
     await tx.query('set local synchronous_commit = off');
     await dispatchWebhooks(tx, webhookIds);
   });
-}
-
-/** A chunk's write in progress: its rows are locked once `written`, and kept once `committed`. */
-interface ChunkWrite {
-  readonly written: Promise<void>;
-  readonly committed: Promise<void>;
-}
-
-/**
- * Writes one chunk in a transaction on `writer`, while the chunk before it
- * (`previous`) may still be written on the other writer:
- *  - `own` statements touch rows of this chunk alone (its outbox rows and
- *    events, its new payloads) and run at once;
- *  - `shared` ones touch rows the chunk before writes too (payloads continued
- *    from it, the run's counter): they wait until that one has sent its own,
- *    then on its row locks until it commits. Sent earlier, one of them could
- *    insert a continued payload first and leave the chunk before waiting on
- *    this one, which waits for it to commit.
- * It commits once the chunk before has; if that one failed, this one rolls
- * back, so the run never commits a chunk after one it lost (the next run
- * would coalesce the lost chunk's events again, and a payload continued here
- * would carry them twice). Asynchronous commit: a chunk lost to a server crash
- * after commit is lost whole, outbox deletions included, and coalesced again
- * by the next run with the same eventIds; its commit record follows the one of
- * the chunk before it in the WAL, so a crash never keeps a chunk without the
- * ones before it.
- */
-function writeChunk(writer: pg.PoolClient, statements: { own: readonly Statement[]; shared: readonly Statement[] }, previous: ChunkWrite): ChunkWrite {
-  let written!: () => void;
-  let unwritten!: (error: unknown) => void;
-  const writtenPromise = new Promise<void>((resolve, reject) => {
-    written = resolve;
-    unwritten = reject;
-  });
-  const committed = inTransaction(writer, async (client) => {
-    try {
-      await client.query('set local synchronous_commit = off');
-      for (const statement of statements.own) await client.query(statement);
-      await previous.written;
-      for (const statement of statements.shared) await client.query(statement);
-      written();
-    } catch (error) {
-      unwritten(error);
-      throw error;
-    }
-    await previous.committed;
-  });
-  return { written: writtenPromise, committed };
 }
 
 /**
