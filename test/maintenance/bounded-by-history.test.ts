@@ -2,6 +2,7 @@ import pg from 'pg';
 import { beforeEach, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { claimChunk, outboxHighWater, recordRunStart } from '../../src/coalesce/claim.js';
+import { consumeEvents } from '../../src/coalesce/persist.js';
 import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -110,6 +111,38 @@ it('reads one chunk of a large outbox backlog per claim when its statistics were
     expect(chunk.lastSeq).toBe(last);
     const bounded = await claimChunk(session as unknown as pg.PoolClient, ids, last + 500, last, 2000);
     expect(bounded.events.map((event) => event.seq)).toEqual(Array.from({ length: 500 }, (_, i) => last + 1 + i));
+  } finally {
+    await session.end();
+  }
+});
+
+it('consumes a chunk of a large outbox backlog reading only that chunk, when its statistics were taken while it was empty', async () => {
+  await db.pool.query('analyze asset_webhooks.outbox');
+  await db.pool.query(
+    `insert into asset_webhooks.outbox (event_type, asset_id, supertype)
+     select 'EDITED', n, 'Resource' from generate_series(1, 60000) n`);
+  const { rows: chunk } = await db.pool.query<{ seq: number }>(
+    'select seq from asset_webhooks.outbox order by seq offset 20000 limit 2000');
+  const seqs = chunk.map((row) => row.seq);
+  const session = new pg.Client({ connectionString: db.url });
+  await session.connect();
+  try {
+    await session.query('select pg_stat_force_next_flush()');
+    await session.query('begin');
+    await consumeEvents(session as unknown as pg.PoolClient, 1, {
+      seqs,
+      eventIds: seqs.map((seq) => `00000000-0000-7000-8000-${seq.toString(16).padStart(12, '0')}`),
+      atomIds: seqs.map(() => null),
+      collapsedInto: seqs.map(() => null),
+      routes: seqs.map(() => '{}'),
+    });
+    const { rows } = await session.query<{ n: string; deleted: string }>(
+      `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n, n_tup_del as deleted from pg_stat_xact_user_tables
+       where relid = 'asset_webhooks.outbox'::regclass`);
+    await session.query('rollback');
+    expect(Number(rows[0]!.deleted)).toBe(2000);
+    // The chunk's 2,000 rows, where scanning the outbox read all 60,000 (for every chunk, before the list of seqs became a filter).
+    expect(Number(rows[0]!.n)).toBeLessThan(2500);
   } finally {
     await session.end();
   }
