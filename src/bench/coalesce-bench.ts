@@ -52,15 +52,12 @@ export async function measureCoalesce(pool: pg.Pool, webhooks: readonly RoutedWe
   }
   const coalesceSplit = measuredSplit(coalesceCpu, ['node', 'postgres']);
   const rawSplit = measuredSplit(rawCpu, ['node', 'postgres']);
+  const busy = coalesceSplit && busyCpus(coalesceSplit, measuredRates);
   return {
     eventsPerSecond: measured(measuredRates), rawSqlEventsPerSecond: measured(rawRates), ratioToRawSql: ratio(measuredRates, rawRates),
     ...(coalesceSplit && rawSplit ? { cpuMicrosPerEvent: { coalesce: coalesceSplit, rawSql: rawSplit } } : {}),
-    ...busy(coalesceSplit && busyCpus(coalesceSplit, measuredRates)),
+    ...(busy ? { busyCpus: busy } : {}),
   };
-}
-
-function busy(measuredBusy: Measured | undefined): Pick<CoalesceBenchResult, 'busyCpus'> {
-  return measuredBusy ? { busyCpus: measuredBusy } : {};
 }
 
 function seconds(started: bigint): number {

@@ -117,11 +117,12 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
     rawUndiciPayloadsPerSecond: measured(rawRates),
     ratioToRawUndici: ratio(serviceRates, rawRates),
     concurrency: options.concurrency,
-    ...cpuMicrosPerPayload(measuredSplit(serviceCpu, DELIVERY_PARTIES), measuredSplit(rawCpu, DELIVERY_PARTIES), serviceRates, rawRates),
+    ...cpuFigures(measuredSplit(serviceCpu, DELIVERY_PARTIES), measuredSplit(rawCpu, DELIVERY_PARTIES), serviceRates, rawRates),
   };
 }
 
-function cpuMicrosPerPayload(
+/** The CPU splits of both sides and the CPUs each kept busy, where /proc could tell. */
+function cpuFigures(
   service: CpuSplit<DeliveryParty> | undefined, rawUndici: CpuSplit<DeliveryParty> | undefined, serviceRates: readonly number[], rawRates: readonly number[],
 ): Pick<DeliveryBenchResult, 'cpuMicrosPerPayload' | 'busyCpus'> {
   if (!service || !rawUndici) return {};

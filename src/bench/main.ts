@@ -9,9 +9,9 @@ import { migrate } from '../migrate/migrate.js';
 import { benchWebhooks } from './bench-webhooks.js';
 import { measureCoalesce } from './coalesce-bench.js';
 import type { CpuSplit } from './cpu.js';
-import type { Measured } from './stats.js';
 import { measureDelivery } from './delivery-bench.js';
 import { measureLatency, measureMemory } from './drain-bench.js';
+import type { Measured } from './stats.js';
 import { ensureAssets, measureWriteCost } from './write-cost.js';
 
 const resultsDirectory = fileURLToPath(new URL('../../bench/results/', import.meta.url));
