@@ -28,6 +28,10 @@
 --   * `set jit = off` on the trigger functions: the planner estimates joins of
 --     transition tables at millions of rows and JIT-compiled them, which cost
 --     0.27 s of a 100,000-row UPDATE and saved nothing.
+--   * Never join two transition tables with an inner join: a session keeps
+--     the plan of its first call, sized for that call, and a nested loop made
+--     for one row runs a later bulk update in quadratic time. Pair old and new
+--     rows with a FULL JOIN (see reference_capture_assets_update).
 -- The migrator runs the whole file in one transaction; a COMMIT, ROLLBACK or
 -- other transaction command in it is refused and nothing is installed.
 
@@ -83,6 +87,16 @@ end $$;
 --   DELETED    moved to the Trash (trashed_at from null to a value)
 -- An update that changes nothing captures nothing. Rows are paired by asset_id;
 -- an update of the primary key itself is not captured.
+-- The pairing is a FULL JOIN, whose unpaired rows are dropped by `paired`:
+-- PostgreSQL can run a full join only as a hash or merge join, never as a
+-- nested loop. PL/pgSQL plans the statement at its first call in a session
+-- and keeps that plan, with the sizes of that call's transition tables as its
+-- estimates; with an inner join, a session whose first update was of one
+-- asset kept a nested loop, and its next bulk update read new_rows once per
+-- row of old_rows: 5,000 rows were 25 million comparisons (1.3 s), 100,000
+-- rows ran for more than ten minutes holding their locks (PG15). A condition
+-- on `paired` inside this statement would turn the full join back into an
+-- inner one, hence the flag, read only by the branches below.
 -- The pairs are compared once (materialized) and each event type read from
 -- them by its own branch: a lateral list of three candidates per row cost a
 -- third of the trigger's time on a bulk update (bench: write_cost).
@@ -104,17 +118,18 @@ begin
              or (o.asset_uuid, o.supertype, o.parent_id, o.state, o.schema_id, o.type_id, o.domain_id, o.title)
                 is distinct from
                 (n.asset_uuid, n.supertype, n.parent_id, n.state, n.schema_id, n.type_id, n.domain_id, n.title) as edited,
-           o.trashed_at is null and n.trashed_at is not null as trashed
+           o.trashed_at is null and n.trashed_at is not null as trashed,
+           o.asset_id is not null and n.asset_id is not null as paired
     from old_rows o
-    join new_rows n on n.asset_id = o.asset_id
+    full join new_rows n on n.asset_id = o.asset_id
   )
   select e.event_type, e.asset_id, e.asset_uuid, e.latest_atom_id, e.supertype, e.parent_id
   from (
-    select 'REVERSION' as event_type, c.* from changed c where c.reverted
+    select 'REVERSION' as event_type, c.* from changed c where c.paired and c.reverted
     union all
-    select 'EDITED', c.* from changed c where c.edited
+    select 'EDITED', c.* from changed c where c.paired and c.edited
     union all
-    select 'DELETED', c.* from changed c where c.trashed
+    select 'DELETED', c.* from changed c where c.paired and c.trashed
   ) e;
   return null;
 exception
