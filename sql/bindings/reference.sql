@@ -8,6 +8,8 @@
 --      (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id), in the
 --      transaction of the change. Use statement-level triggers with transition
 --      tables: a bulk update of 100,000 rows then costs one INSERT ... SELECT.
+--      TRUNCATE fires none of them: capture it with BEFORE TRUNCATE triggers,
+--      which can still read the rows it removes.
 --   2. The view asset_webhooks.asset_state with one row per existing asset and
 --      the columns the filters evaluate (see the end of this file).
 --
@@ -189,6 +191,53 @@ exception
     return null;
 end $$;
 
+-- truncate of assets: PURGED for every asset, as a delete of every row would
+-- capture. TRUNCATE fires no delete triggers, so without these the rows
+-- would go uncaptured and unrecorded. A BEFORE TRUNCATE trigger still reads
+-- the rows (an AFTER one could not); all the BEFORE triggers of one command
+-- run before any of its tables is emptied.
+create or replace function asset_webhooks.reference_capture_assets_truncate()
+returns trigger language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off as $$
+begin
+  insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
+  select 'PURGED', a.asset_id, a.asset_uuid, null, a.supertype, a.parent_id
+  from public.assets a;
+  return null;
+exception
+  when transaction_rollback or lock_not_available then raise;
+  when others then
+    perform asset_webhooks.record_capture_error(tg_table_name, tg_op, sqlstate, sqlerrm);
+    return null;
+end $$;
+
+-- truncate of keywords or additional fields: one EDITED per asset that had
+-- rows. When the same command empties assets too (`truncate assets cascade`),
+-- those assets get their PURGED from the trigger above as well, and the
+-- EDITED, finding its asset gone when it is coalesced, is excluded as
+-- asset_gone like any event of an asset purged since: receivers get the
+-- PURGED alone.
+create or replace function asset_webhooks.reference_capture_asset_detail_truncate()
+returns trigger language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off as $$
+begin
+  if tg_table_name = 'asset_keywords' then
+    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
+    select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
+    from public.assets a
+    where a.asset_id in (select k.asset_id from public.asset_keywords k);
+  else
+    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
+    select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
+    from public.assets a
+    where a.asset_id in (select f.asset_id from public.asset_additional_fields f);
+  end if;
+  return null;
+exception
+  when transaction_rollback or lock_not_available then raise;
+  when others then
+    perform asset_webhooks.record_capture_error(tg_table_name, tg_op, sqlstate, sqlerrm);
+    return null;
+end $$;
+
 -- Transition tables allow one event per trigger, hence one trigger per operation.
 create or replace trigger asset_webhooks_capture_insert after insert on public.assets
   referencing new table as new_rows for each statement
@@ -219,6 +268,13 @@ create or replace trigger asset_webhooks_capture_update after update on public.a
 create or replace trigger asset_webhooks_capture_delete after delete on public.asset_additional_fields
   referencing old table as old_rows for each statement
   execute function asset_webhooks.reference_capture_asset_detail();
+
+create or replace trigger asset_webhooks_capture_truncate before truncate on public.assets
+  for each statement execute function asset_webhooks.reference_capture_assets_truncate();
+create or replace trigger asset_webhooks_capture_truncate before truncate on public.asset_keywords
+  for each statement execute function asset_webhooks.reference_capture_asset_detail_truncate();
+create or replace trigger asset_webhooks_capture_truncate before truncate on public.asset_additional_fields
+  for each statement execute function asset_webhooks.reference_capture_asset_detail_truncate();
 
 -- The current state of each existing asset, as the filters see it. Every
 -- binding defines this view with exactly these columns and types:

@@ -52,6 +52,10 @@ describe('the reference binding captures exactly the events of CONTRACT section 
     ['delete from asset_additional_fields: EDITED', `${ONE}; insert into asset_additional_fields values (1, 'campaign', '2026')`, 'delete from asset_additional_fields', [['EDITED', 1, 11]]],
     ['delete from assets: PURGED with atomId null, and no stray EDITED from the cascade', `${ONE}; insert into asset_keywords values (1, 'k'); insert into asset_additional_fields values (1, 'f', 'v'); insert into asset_atoms (asset_id) values (1)`, 'delete from assets', [['PURGED', 1, null]]],
     ['insert into asset_atoms alone: none', ONE, 'insert into asset_atoms (asset_id) values (1)', []],
+    ['truncate asset_keywords: EDITED for each asset that had keywords', `${TWO}; insert into asset_keywords values (2, 'a'), (2, 'b')`, 'truncate asset_keywords', [['EDITED', 2, null]]],
+    ['truncate asset_additional_fields: EDITED for each asset that had fields', `${TWO}; insert into asset_additional_fields values (1, 'f', 'v')`, 'truncate asset_additional_fields', [['EDITED', 1, null]]],
+    ['truncate of an empty detail table: none', TWO, 'truncate asset_keywords, asset_additional_fields', []],
+    ['truncate assets cascade: PURGED for each asset, and EDITED for each that had keywords', `${TWO}; insert into asset_keywords values (1, 'k'); insert into asset_atoms (asset_id) values (1)`, 'truncate assets cascade', [['PURGED', 1, null], ['PURGED', 2, null], ['EDITED', 1, null]]],
   ] as const)('%s', async (_name, setup, change, expected) => {
     expect(await capture(setup, change)).toEqual(expected);
   });
@@ -180,6 +184,12 @@ describe('the reference binding captures exactly the events of CONTRACT section 
       expect(rows).toEqual([{ table_name: 'assets', operation: 'INSERT', sqlstate: '23514' }]);
       const { rows: assets } = await db.pool.query('select asset_id from assets');
       expect(assets).toEqual([{ asset_id: 666 }]);
+      // A TRUNCATE whose capture fails empties the table all the same, and says so.
+      await db.pool.query('truncate assets cascade');
+      const { rows: truncated } = await db.pool.query<{ table_name: string; operation: string; sqlstate: string }>(
+        "select table_name, operation, sqlstate from asset_webhooks.capture_errors where operation = 'TRUNCATE'");
+      expect(truncated).toEqual([{ table_name: 'assets', operation: 'TRUNCATE', sqlstate: '23514' }]);
+      expect((await db.pool.query('select asset_id from assets')).rows).toEqual([]);
     } finally {
       await db.pool.query('alter table asset_webhooks.outbox drop constraint reject_666');
     }

@@ -134,6 +134,25 @@ describe('coalescing', () => {
     expect(bodyEvents(payload!)).toMatchObject([{ eventType: 'PURGED', atomId: null, assetId: 1 }]);
   });
 
+  it('delivers PURGED for a TRUNCATE of assets and their keywords, and excludes the EDITED of the cascade as asset_gone', async () => {
+    const crm = openWebhook('crm');
+    await registerWebhooks(db.pool, [crm]);
+    await db.pool.query("insert into assets (asset_id) values (1), (2); insert into asset_keywords values (1, 'k')");
+    await db.pool.query('truncate assets cascade');
+    await runCoalesce(db.pool, [crm]);
+    expect((await outcomes(db.pool)).map((o) => [o.event_type, o.asset_id, o.outcome, o.excluded_by]).sort()).toEqual([
+      ['CREATED', 1, 'excluded', 'asset_gone'],
+      ['CREATED', 2, 'excluded', 'asset_gone'],
+      // The keyword's insert, collapsed into the edit the TRUNCATE captured.
+      ['EDITED', 1, 'collapsed', null],
+      ['EDITED', 1, 'excluded', 'asset_gone'],
+      ['PURGED', 1, 'pending', null],
+      ['PURGED', 2, 'pending', null],
+    ]);
+    const [payload] = await payloads(db.pool);
+    expect(bodyEvents(payload!).map((e) => [e.eventType, e.assetId])).toEqual([['PURGED', 1], ['PURGED', 2]]);
+  });
+
   it('sends nothing to a disabled webhook, not even PURGED, and records why', async () => {
     const off = openWebhook('off', { enabled: false });
     await registerWebhooks(db.pool, [off]);
