@@ -31,7 +31,8 @@ select run_id, started_at, finished_at, finished_at - started_at as took, events
             else 'running' end as state
 from asset_webhooks.coalesce_runs r order by run_id desc limit 10;
 
-\echo 'Captures that failed inside a trigger (the source write went through; the event was not captured):'
+\echo 'Captures that failed inside a trigger (the source write went through; the event was not captured).'
+\echo 'The metric asset_webhooks_capture_errors counts these rows by table and operation:'
 select occurred_at, table_name, operation, sqlstate, message
 from asset_webhooks.capture_errors order by capture_error_id desc limit 20;
 

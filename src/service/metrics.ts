@@ -79,6 +79,18 @@ export class ServiceMetrics {
         for (const row of rows) this.set({ webhook: row.webhook_id }, row.n);
       },
     });
+    new Gauge({
+      name: 'asset_webhooks_capture_errors',
+      help: 'Changes of the asset tables that were committed but not captured (rows of asset_webhooks.capture_errors), by table and operation. '
+        + 'Falls only when an operator deletes reviewed rows: alert on any increase.',
+      labelNames: ['table', 'operation'], registers: [this.registry],
+      async collect() {
+        const { rows } = await pool.query<{ table_name: string; operation: string; n: number }>(
+          'select table_name, operation, count(*)::int as n from asset_webhooks.capture_errors group by table_name, operation');
+        this.reset();
+        for (const row of rows) this.set({ table: row.table_name, operation: row.operation }, row.n);
+      },
+    });
   }
 
   /** Records one finished delivery attempt. */

@@ -268,6 +268,8 @@ export async function load(url, context, nextLoad) {
       }
     }, 20_000, '/healthz');
     expect(health).toEqual({ status: 'ok' });
+    await db.pool.query('truncate asset_webhooks.capture_errors');
+    await db.pool.query("select asset_webhooks.record_capture_error('asset_keywords', 'DELETE', '23514', 'a check refused the row')");
     await db.pool.query("insert into assets (asset_id) values (1)");
     await receiver.waitFor(1);
     const text = await eventually(async () => {
@@ -277,6 +279,8 @@ export async function load(url, context, nextLoad) {
     expect(text).toMatch(/# TYPE asset_webhooks_events_coalesced_total counter/);
     expect(text).toMatch(/asset_webhooks_outbox_backlog_rows \d+/);
     expect(text).toMatch(/\nasset_webhooks_oldest_transaction_age_seconds \d/);
+    expect(text).toMatch(/\nasset_webhooks_capture_errors\{table="asset_keywords",operation="DELETE"\} 1\n/);
+    expect(text).not.toContain('a check refused the row');
     expect(text).not.toContain(receiver.url);
   });
 
