@@ -26,6 +26,10 @@
 --     Swallowed, the change committed uncaptured, and a SERIALIZABLE
 --     transaction committed that PostgreSQL had refused. (A cancelled
 --     statement, query_canceled, is never caught by `others`.)
+--   * The triggers fire in every session (ENABLE ALWAYS): with PostgreSQL's
+--     default they skip sessions with session_replication_role = replica,
+--     which bulk loads set to skip foreign-key checks, and their changes
+--     would go uncaptured and unrecorded.
 --   * The file is idempotent: `migrate` may apply it again at any time.
 --   * `set jit = off` on the trigger functions: the planner estimates joins of
 --     transition tables at millions of rows and JIT-compiled them, which cost
@@ -275,6 +279,22 @@ create or replace trigger asset_webhooks_capture_truncate before truncate on pub
   for each statement execute function asset_webhooks.reference_capture_asset_detail_truncate();
 create or replace trigger asset_webhooks_capture_truncate before truncate on public.asset_additional_fields
   for each statement execute function asset_webhooks.reference_capture_asset_detail_truncate();
+
+-- Fire in every session, including those with session_replication_role =
+-- replica: bulk loads set it to skip foreign-key checks, and with the
+-- default (fire on origin only) their changes went uncaptured and unrecorded.
+-- (CREATE OR REPLACE TRIGGER resets this, so it is set on every run.)
+do $$
+declare
+  t record;
+begin
+  for t in select tgrelid::regclass as rel, tgname from pg_catalog.pg_trigger
+           where tgname like 'asset\_webhooks\_capture\_%'
+             and tgrelid in ('public.assets'::regclass, 'public.asset_keywords'::regclass, 'public.asset_additional_fields'::regclass)
+  loop
+    execute format('alter table %s enable always trigger %I', t.rel, t.tgname);
+  end loop;
+end $$;
 
 -- The current state of each existing asset, as the filters see it. Every
 -- binding defines this view with exactly these columns and types:

@@ -79,7 +79,18 @@ async function startEven(pool: pg.Pool): Promise<void> {
 }
 
 async function setTriggers(pool: pg.Pool, enabled: boolean): Promise<void> {
-  await pool.query(`alter table assets ${enabled ? 'enable' : 'disable'} trigger user`);
+  if (!enabled) {
+    await pool.query('alter table assets disable trigger user');
+    return;
+  }
+  // Back as the binding leaves them: firing in every session (ENABLE TRIGGER USER would fire on origin only).
+  await pool.query(`do $$
+    declare t record;
+    begin
+      for t in select tgname from pg_trigger where tgrelid = 'public.assets'::regclass and not tgisinternal loop
+        execute format('alter table public.assets enable always trigger %I', t.tgname);
+      end loop;
+    end $$`);
 }
 
 async function singleRowTps(pool: pg.Pool, assets: number, connections: number, seconds: number): Promise<number> {

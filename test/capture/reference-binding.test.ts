@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { migrate } from '../../src/migrate/migrate.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 const db = useTestDatabase();
@@ -87,6 +88,32 @@ describe('the reference binding captures exactly the events of CONTRACT section 
       client.release();
     }
     expect(await captured()).toEqual([]);
+  });
+
+  it('captures the changes of a session with session_replication_role = replica, which bulk loads set to skip foreign-key checks', async () => {
+    const client = await db.pool.connect();
+    try {
+      await client.query('begin');
+      await client.query('set local session_replication_role = replica');
+      await client.query(ONE);
+      await client.query("insert into asset_keywords values (1, 'k')");
+      await client.query("update assets set state = 'x'");
+      await client.query('truncate asset_keywords');
+      await client.query('delete from assets');
+      await client.query('commit');
+    } finally {
+      client.release();
+    }
+    expect((await captured()).map((row) => row.event_type)).toEqual(['CREATED', 'EDITED', 'EDITED', 'EDITED', 'PURGED']);
+  });
+
+  it('keeps every capture trigger firing in replica sessions after the binding is applied again', async () => {
+    // CREATE OR REPLACE TRIGGER sets a trigger back to firing on origin only.
+    await migrate(db.pool, db.url, { binding: 'reference' });
+    const { rows } = await db.pool.query<{ tgname: string; tgenabled: string }>(
+      `select tgname, tgenabled from pg_trigger where tgname like 'asset\\_webhooks\\_capture\\_%' order by tgrelid::regclass::text, tgname`);
+    expect(rows).toHaveLength(12);
+    expect(new Set(rows.map((row) => row.tgenabled))).toEqual(new Set(['A']));
   });
 
   it('records what the coalescer needs of a purged asset: uuid, supertype and parent', async () => {
