@@ -35,3 +35,42 @@ export async function assertBinding(client: pg.Pool | pg.PoolClient): Promise<vo
   const problems = await bindingProblems(client);
   if (problems.length > 0) throw new UserError(problems.length === 1 && problems[0]!.includes('got none') ? 'binding_missing' : 'binding_invalid', problems);
 }
+
+/**
+ * Where the installed capture triggers would let a change through uncaptured,
+ * one line per table and kind of gap; empty when none is found. A capture
+ * trigger is recognised as a trigger whose function's source names
+ * asset_webhooks.outbox (a binding whose triggers write it through a helper
+ * function of their own is not checked). Warnings, not refusals: a binding
+ * may have reasons of its own, and the service runs either way.
+ */
+export async function captureGaps(client: pg.Pool | pg.PoolClient): Promise<string[]> {
+  const { rows } = await client.query<{ rel: string; tgname: string; tgenabled: string; on_truncate: boolean }>(
+    `select t.tgrelid::regclass::text as rel, t.tgname, t.tgenabled, (t.tgtype & 32) <> 0 as on_truncate
+     from pg_catalog.pg_trigger t
+     join pg_catalog.pg_proc p on p.oid = t.tgfoid
+     where not t.tgisinternal and p.prosrc like '%asset\\_webhooks.outbox%'
+     order by 1, 2`);
+  if (rows.length === 0) {
+    return ['capture triggers: expected triggers whose functions write to asset_webhooks.outbox, got none: no change of the assets is captured'];
+  }
+  const gaps: string[] = [];
+  for (const rel of [...new Set(rows.map((row) => row.rel))]) {
+    const triggers = rows.filter((row) => row.rel === rel);
+    const names = (enabled: (state: string) => boolean): string =>
+      triggers.filter((row) => enabled(row.tgenabled)).map((row) => row.tgname).join(', ');
+    const disabled = names((state) => state === 'D');
+    if (disabled) gaps.push(`table ${rel}, capture triggers ${disabled}: expected enabled, got disabled: the changes they capture are not captured (ALTER TABLE ... ENABLE ALWAYS TRIGGER)`);
+    const replicaOnly = names((state) => state === 'R');
+    if (replicaOnly) gaps.push(`table ${rel}, capture triggers ${replicaOnly}: expected to fire always, got in replica sessions only: ordinary changes are not captured (ALTER TABLE ... ENABLE ALWAYS TRIGGER)`);
+    const originOnly = names((state) => state === 'O');
+    if (originOnly) {
+      gaps.push(`table ${rel}, capture triggers ${originOnly}: expected to fire always, got on origin only: ` +
+        'changes made with session_replication_role = replica (bulk loads) are not captured (ALTER TABLE ... ENABLE ALWAYS TRIGGER)');
+    }
+    if (!triggers.some((row) => row.on_truncate)) {
+      gaps.push(`table ${rel}: expected a BEFORE TRUNCATE capture trigger, got none: a TRUNCATE of it is not captured`);
+    }
+  }
+  return gaps;
+}

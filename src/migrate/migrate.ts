@@ -4,7 +4,7 @@ import type pg from 'pg';
 import { SchemaVersionError, UserError } from '../errors.js';
 import { describeError } from '../db/connect.js';
 import { inTransaction } from '../db/transaction.js';
-import { assertBinding } from './binding-check.js';
+import { assertBinding, captureGaps } from './binding-check.js';
 import { codeSchemaVersion, loadMigrations, referenceBindingPath } from './sql-files.js';
 
 /**
@@ -23,6 +23,8 @@ export interface MigrateResult {
   readonly applied: string[];
   readonly schemaVersion: number;
   readonly binding?: string;
+  /** Where the installed capture triggers let changes through (see captureGaps); only when a binding was applied. */
+  readonly captureGaps?: string[];
 }
 
 /**
@@ -38,6 +40,7 @@ export async function migrate(pool: pg.Pool, connectionString: string, options: 
   const codeVersion = Math.max(...migrations.map((m) => m.id));
   const client = await pool.connect();
   const applied: string[] = [];
+  let gaps: string[] = [];
   try {
     await client.query('select pg_advisory_lock($1)', [MIGRATE_LOCK_KEY]);
     try {
@@ -73,10 +76,11 @@ export async function migrate(pool: pg.Pool, connectionString: string, options: 
     } finally {
       await client.query('select pg_advisory_unlock($1)', [MIGRATE_LOCK_KEY]);
     }
+    if (bindingSql !== undefined) gaps = await captureGaps(client);
   } finally {
     client.release();
   }
-  return { applied, schemaVersion: codeVersion, ...(bindingSql ? { binding: bindingSql.name } : {}) };
+  return { applied, schemaVersion: codeVersion, ...(bindingSql ? { binding: bindingSql.name, captureGaps: gaps } : {}) };
 }
 
 /** How long one try of a migration waits for a lock, and how long all tries may take. */

@@ -11,7 +11,7 @@ import { assertReachable, createPool, describeError } from '../db/connect.js';
 import { deliverPayload, type DeliverJob } from '../delivery/deliver.js';
 import { UserError } from '../errors.js';
 import { processGoneGrace, runMaintenance } from '../maintenance/maintenance.js';
-import { assertBinding } from '../migrate/binding-check.js';
+import { assertBinding, captureGaps } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
 import { startHttpServer } from './http-server.js';
 import { holdProcessLease, runApplicationName, type ProcessLease } from './process-lease.js';
@@ -61,6 +61,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   }
 
   for (const warning of configWarnings(config)) logger.warn({ warning }, 'configuration');
+  for (const gap of await captureGaps(pool)) logger.warn({ gap }, 'capture: changes can go uncaptured');
   let state = new ServiceState(config);
   await syncWebhooks(pool, state.config);
   // Coalescing starts at the first interval boundary after this moment.

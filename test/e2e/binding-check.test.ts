@@ -1,9 +1,11 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { codeSchemaVersion } from '../../src/migrate/sql-files.js';
 import { runCli } from '../helpers/cli.js';
+import { startTestService } from '../helpers/service.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 const codeVersion = codeSchemaVersion();
@@ -94,6 +96,27 @@ describe('the binding view check', () => {
     expect({ code: result.code, stderr: result.stderr }).toEqual({
       code: 1, stderr: 'view asset_webhooks.asset_state: expected a binding to be installed, got none (run `asset-webhooks migrate --binding reference|FILE`)\n',
     });
+  });
+
+  it('migrate --binding reference warns of no capture gap; run warns of a capture trigger disabled since, naming table and trigger', async () => {
+    const installed = await runCli(['migrate', '--database-url', db.url, '--binding', 'reference']);
+    expect({ code: installed.code, stderr: installed.stderr }).toEqual({ code: 0, stderr: '' });
+    await db.pool.query('alter table public.asset_keywords disable trigger asset_webhooks_capture_update');
+    try {
+      const lines: string[] = [];
+      const logger = pino({ level: 'warn' }, { write: (line: string) => lines.push(line) });
+      const service = await startTestService(db.url, 'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n', logger);
+      await service.stop();
+      const warnings = lines.map((line) => JSON.parse(line) as { msg: string; gap?: string })
+        .filter((line) => line.gap !== undefined).map(({ msg, gap }) => ({ msg, gap }));
+      expect(warnings).toEqual([{
+        msg: 'capture: changes can go uncaptured',
+        gap: 'table asset_keywords, capture triggers asset_webhooks_capture_update: expected enabled, got disabled: ' +
+          'the changes they capture are not captured (ALTER TABLE ... ENABLE ALWAYS TRIGGER)',
+      }]);
+    } finally {
+      await db.pool.query('alter table public.asset_keywords enable always trigger asset_webhooks_capture_update');
+    }
   });
 
   it('run refuses to start on a database whose view was changed by hand', async () => {

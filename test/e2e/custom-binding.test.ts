@@ -70,12 +70,17 @@ afterAll(() => rmSync(directory, { recursive: true, force: true }));
 
 describe('migrate --binding FILE with a binding of another asset schema', () => {
   it('installs it on an empty database, again without harm, and explain and coalescing read assets through it', async () => {
+    // Installed, with a warning for each way this binding lets changes through.
+    const gaps = 'migrate: warning: table media_items, capture triggers media_capture_delete, media_capture_insert, media_capture_update: ' +
+      'expected to fire always, got on origin only: changes made with session_replication_role = replica (bulk loads) are not captured ' +
+      '(ALTER TABLE ... ENABLE ALWAYS TRIGGER)\n' +
+      'migrate: warning: table media_items: expected a BEFORE TRUNCATE capture trigger, got none: a TRUNCATE of it is not captured\n';
     const first = await runCli(['migrate', '--database-url', db.url, '--binding', bindingFile]);
-    expect(first.stderr).toBe('');
+    expect(first.stderr).toBe(gaps);
     expect(first.code).toBe(0);
     expect(first.stdout).toContain('media-binding.sql');
     const again = await runCli(['migrate', '--database-url', db.url, '--binding', bindingFile]);
-    expect(again.stderr).toBe('');
+    expect(again.stderr).toBe(gaps);
     expect(again.code).toBe(0);
     // No reference schema was installed alongside.
     const { rows: tables } = await db.pool.query("select to_regclass('public.assets')::text as assets, to_regclass('public.media_items')::text as media");

@@ -13,5 +13,6 @@ export function registerMigrate(program: Command): void {
       const applied = result.applied.length ? `applied ${result.applied.join(', ')}` : 'already up to date';
       process.stdout.write(`schema asset_webhooks at version ${result.schemaVersion} (${applied})` +
         (result.binding ? `; binding ${result.binding} installed` : '') + '\n');
+      for (const gap of result.captureGaps ?? []) process.stderr.write(`migrate: warning: ${gap}\n`);
     });
 }
