@@ -146,12 +146,22 @@ exception
 end $$;
 
 -- delete from assets: PURGED, with what operators need once the row is gone.
+-- truncate of assets: the same for every asset. TRUNCATE fires no delete
+-- triggers, so without its own (BEFORE TRUNCATE, which still reads the rows;
+-- all the BEFORE triggers of one command run before any of its tables is
+-- emptied) the assets would go uncaptured and unrecorded.
 create or replace function asset_webhooks.reference_capture_assets_delete()
 returns trigger language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off as $$
 begin
-  insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
-  select 'PURGED', o.asset_id, o.asset_uuid, null, o.supertype, o.parent_id
-  from old_rows o;
+  if tg_op = 'TRUNCATE' then
+    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
+    select 'PURGED', a.asset_id, a.asset_uuid, null, a.supertype, a.parent_id
+    from public.assets a;
+  else
+    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
+    select 'PURGED', o.asset_id, o.asset_uuid, null, o.supertype, o.parent_id
+    from old_rows o;
+  end if;
   return null;
 exception
   when transaction_rollback or lock_not_available then raise;
@@ -163,6 +173,11 @@ end $$;
 -- insert, update or delete of keywords or additional fields: one EDITED per
 -- asset whose rows really changed, unless the asset row no longer exists (the
 -- cascade of a purge must not add a stray EDITED after the PURGED).
+-- truncate (BEFORE TRUNCATE): one EDITED per asset that had rows. When the
+-- same command empties assets too (`truncate assets cascade`), those assets
+-- also get their PURGED, and the EDITED, finding its asset gone when it is
+-- coalesced, is excluded as asset_gone like any event of an asset purged
+-- since: receivers get the PURGED alone.
 -- Transition tables are only referenced in the branch of their operation.
 create or replace function asset_webhooks.reference_capture_asset_detail()
 returns trigger language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off as $$
@@ -177,6 +192,13 @@ begin
     select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
     from public.assets a
     where a.asset_id in (select o.asset_id from old_rows o);
+  elsif tg_op = 'TRUNCATE' then
+    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
+    select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
+    from public.assets a
+    where a.asset_id in (select k.asset_id from public.asset_keywords k where tg_table_name = 'asset_keywords'
+                         union all
+                         select f.asset_id from public.asset_additional_fields f where tg_table_name = 'asset_additional_fields');
   else
     insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
     select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
@@ -186,53 +208,6 @@ begin
       union
       select c.asset_id from (select * from new_rows except all select * from old_rows) c
     );
-  end if;
-  return null;
-exception
-  when transaction_rollback or lock_not_available then raise;
-  when others then
-    perform asset_webhooks.record_capture_error(tg_table_name, tg_op, sqlstate, sqlerrm);
-    return null;
-end $$;
-
--- truncate of assets: PURGED for every asset, as a delete of every row would
--- capture. TRUNCATE fires no delete triggers, so without these the rows
--- would go uncaptured and unrecorded. A BEFORE TRUNCATE trigger still reads
--- the rows (an AFTER one could not); all the BEFORE triggers of one command
--- run before any of its tables is emptied.
-create or replace function asset_webhooks.reference_capture_assets_truncate()
-returns trigger language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off as $$
-begin
-  insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
-  select 'PURGED', a.asset_id, a.asset_uuid, null, a.supertype, a.parent_id
-  from public.assets a;
-  return null;
-exception
-  when transaction_rollback or lock_not_available then raise;
-  when others then
-    perform asset_webhooks.record_capture_error(tg_table_name, tg_op, sqlstate, sqlerrm);
-    return null;
-end $$;
-
--- truncate of keywords or additional fields: one EDITED per asset that had
--- rows. When the same command empties assets too (`truncate assets cascade`),
--- those assets get their PURGED from the trigger above as well, and the
--- EDITED, finding its asset gone when it is coalesced, is excluded as
--- asset_gone like any event of an asset purged since: receivers get the
--- PURGED alone.
-create or replace function asset_webhooks.reference_capture_asset_detail_truncate()
-returns trigger language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off as $$
-begin
-  if tg_table_name = 'asset_keywords' then
-    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
-    select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
-    from public.assets a
-    where a.asset_id in (select k.asset_id from public.asset_keywords k);
-  else
-    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
-    select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
-    from public.assets a
-    where a.asset_id in (select f.asset_id from public.asset_additional_fields f);
   end if;
   return null;
 exception
@@ -274,11 +249,11 @@ create or replace trigger asset_webhooks_capture_delete after delete on public.a
   execute function asset_webhooks.reference_capture_asset_detail();
 
 create or replace trigger asset_webhooks_capture_truncate before truncate on public.assets
-  for each statement execute function asset_webhooks.reference_capture_assets_truncate();
+  for each statement execute function asset_webhooks.reference_capture_assets_delete();
 create or replace trigger asset_webhooks_capture_truncate before truncate on public.asset_keywords
-  for each statement execute function asset_webhooks.reference_capture_asset_detail_truncate();
+  for each statement execute function asset_webhooks.reference_capture_asset_detail();
 create or replace trigger asset_webhooks_capture_truncate before truncate on public.asset_additional_fields
-  for each statement execute function asset_webhooks.reference_capture_asset_detail_truncate();
+  for each statement execute function asset_webhooks.reference_capture_asset_detail();
 
 -- Fire in every session, including those with session_replication_role =
 -- replica: bulk loads set it to skip foreign-key checks, and with the
