@@ -60,7 +60,7 @@ export async function captureGaps(client: pg.Pool | pg.PoolClient): Promise<stri
     const names = (enabled: (state: string) => boolean): string =>
       triggers.filter((row) => enabled(row.tgenabled)).map((row) => row.tgname).join(', ');
     const disabled = names((state) => state === 'D');
-    if (disabled) gaps.push(`table ${rel}, capture triggers ${disabled}: expected enabled, got disabled: the changes they capture are not captured (ALTER TABLE ... ENABLE ALWAYS TRIGGER)`);
+    if (disabled) gaps.push(`table ${rel}, capture triggers ${disabled}: expected enabled, got disabled: the changes they would capture are lost (ALTER TABLE ... ENABLE ALWAYS TRIGGER)`);
     const replicaOnly = names((state) => state === 'R');
     if (replicaOnly) gaps.push(`table ${rel}, capture triggers ${replicaOnly}: expected to fire always, got in replica sessions only: ordinary changes are not captured (ALTER TABLE ... ENABLE ALWAYS TRIGGER)`);
     const originOnly = names((state) => state === 'O');
