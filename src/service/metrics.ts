@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { oldestTransactionAge } from '../db/long-transactions.js';
 import type { AttemptResult } from '../delivery/attempt-store.js';
+import { captureGaps } from '../migrate/binding-check.js';
 
 /**
  * The service's Prometheus metrics. Labels carry webhook ids, checks and
@@ -89,6 +90,15 @@ export class ServiceMetrics {
           'select table_name, operation, count(*)::int as n from asset_webhooks.capture_errors group by table_name, operation');
         this.reset();
         for (const row of rows) this.set({ table: row.table_name, operation: row.operation }, row.n);
+      },
+    });
+    new Gauge({
+      name: 'asset_webhooks_capture_gaps',
+      help: 'Ways the installed capture triggers let changes through (disabled, firing on origin only, no TRUNCATE trigger), '
+        + 'one per table and kind, as run warns at start; 0 when none. A restore that disables triggers shows here while it lasts.',
+      registers: [this.registry],
+      async collect() {
+        this.set((await captureGaps(pool)).length);
       },
     });
   }

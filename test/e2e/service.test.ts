@@ -281,6 +281,15 @@ export async function load(url, context, nextLoad) {
     expect(text).toMatch(/\nasset_webhooks_oldest_transaction_age_seconds \d/);
     expect(text).toMatch(/\nasset_webhooks_capture_errors\{table="asset_keywords",operation="DELETE"\} 1\n/);
     expect(text).not.toContain('a check refused the row');
+    expect(text).toMatch(/\nasset_webhooks_capture_gaps 0\n/);
+    // A trigger disabled while the service runs (a restore, say) shows at the next scrape.
+    await db.pool.query('alter table public.asset_keywords disable trigger asset_webhooks_capture_insert');
+    try {
+      const scraped = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      expect(scraped).toMatch(/\nasset_webhooks_capture_gaps 1\n/);
+    } finally {
+      await db.pool.query('alter table public.asset_keywords enable always trigger asset_webhooks_capture_insert');
+    }
     expect(text).not.toContain(receiver.url);
   });
 
