@@ -57,13 +57,13 @@ export async function captureGaps(client: pg.Pool | pg.PoolClient): Promise<stri
   const gaps: string[] = [];
   for (const rel of [...new Set(rows.map((row) => row.rel))]) {
     const triggers = rows.filter((row) => row.rel === rel);
-    const names = (enabled: (state: string) => boolean): string =>
-      triggers.filter((row) => enabled(row.tgenabled)).map((row) => row.tgname).join(', ');
-    const disabled = names((state) => state === 'D');
+    // pg_trigger.tgenabled: O fires on origin (the default), A always, R in replica sessions only, D never.
+    const names = (state: string): string => triggers.filter((row) => row.tgenabled === state).map((row) => row.tgname).join(', ');
+    const disabled = names('D');
     if (disabled) gaps.push(`table ${rel}, capture triggers ${disabled}: expected enabled, got disabled: the changes they would capture are lost (ALTER TABLE ... ENABLE ALWAYS TRIGGER)`);
-    const replicaOnly = names((state) => state === 'R');
+    const replicaOnly = names('R');
     if (replicaOnly) gaps.push(`table ${rel}, capture triggers ${replicaOnly}: expected to fire always, got in replica sessions only: ordinary changes are not captured (ALTER TABLE ... ENABLE ALWAYS TRIGGER)`);
-    const originOnly = names((state) => state === 'O');
+    const originOnly = names('O');
     if (originOnly) {
       gaps.push(`table ${rel}, capture triggers ${originOnly}: expected to fire always, got on origin only: ` +
         'changes made with session_replication_role = replica (bulk loads) are not captured (ALTER TABLE ... ENABLE ALWAYS TRIGGER)');

@@ -1,8 +1,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pino } from 'pino';
+import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logging/logger.js';
 import { captureGaps } from '../../src/migrate/binding-check.js';
 import { codeSchemaVersion } from '../../src/migrate/sql-files.js';
 import { runCli } from '../helpers/cli.js';
@@ -108,11 +109,12 @@ describe('the binding view check', () => {
     expect({ code: installed.code, stderr: installed.stderr }).toEqual({ code: 0, stderr: '' });
     await db.pool.query('alter table public.asset_keywords disable trigger asset_webhooks_capture_update');
     try {
-      const lines: string[] = [];
-      const logger = pino({ level: 'warn' }, { write: (line: string) => lines.push(line) });
-      const service = await startTestService(db.url, 'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n', logger);
+      let log = '';
+      const sink = new Writable({ write(chunk: Buffer, _encoding, done) { log += chunk.toString(); done(); } });
+      const config = 'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n';
+      const service = await startTestService(db.url, config, createLogger({ level: 'warn', destination: sink }));
       await service.stop();
-      const warnings = lines.map((line) => JSON.parse(line) as { msg: string; gap?: string })
+      const warnings = log.trim().split('\n').map((line) => JSON.parse(line) as { msg: string; gap?: string })
         .filter((line) => line.gap !== undefined).map(({ msg, gap }) => ({ msg, gap }));
       expect(warnings).toEqual([{
         msg: 'capture: changes can go uncaptured',
