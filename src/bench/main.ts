@@ -32,8 +32,8 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
   const quick = options.quick === true;
   const log = (line: string): void => void process.stderr.write(`${line}\n`);
   const sizes = quick
-    ? { assets: 100_000, coalesceEvents: 100_000, memoryEvents: 100_000, repeats: 3, tpsSeconds: 6, deliveryPayloads: 3000, latencySeconds: 15 }
-    : { assets: 100_000, coalesceEvents: 1_000_000, memoryEvents: 1_000_000, repeats: 3, tpsSeconds: 10, deliveryPayloads: 5000, latencySeconds: 60 };
+    ? { assets: 100_000, coalesceEvents: 100_000, memoryEvents: 100_000, repeats: 3, tpsSlices: { pairs: 8, seconds: 2 }, bulkPairs: 4, deliveryPayloads: 3000, latencySeconds: 15 }
+    : { assets: 100_000, coalesceEvents: 1_000_000, memoryEvents: 1_000_000, repeats: 3, tpsSlices: { pairs: 12, seconds: 4 }, bulkPairs: 7, deliveryPayloads: 5000, latencySeconds: 60 };
 
   let embedded: EmbeddedServer | undefined;
   // Durable settings, as in production: the cost of capture is relative to the cost of a write.
@@ -51,7 +51,9 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
     await ensureAssets(pool, sizes.assets);
 
     log('write cost: single-row UPDATEs and one bulk UPDATE, with and without triggers...');
-    const writeCost = await measureWriteCost(pool, { assets: sizes.assets, bulkRows: 100_000, connections: 4, seconds: sizes.tpsSeconds, repeats: sizes.repeats });
+    const writeCost = await measureWriteCost(pool, {
+      assets: sizes.assets, bulkRows: 100_000, connections: 4, sliceSeconds: sizes.tpsSlices.seconds, singleRowPairs: sizes.tpsSlices.pairs, bulkPairs: sizes.bulkPairs,
+    });
     log(`coalescing ${sizes.coalesceEvents} events across 10 webhooks...`);
     const coalesce10 = await measureCoalesce(pool, benchWebhooks(10), { events: sizes.coalesceEvents, assets: sizes.assets, repeats: sizes.repeats });
     log(`coalescing ${sizes.coalesceEvents} events across 100 webhooks...`);

@@ -19,6 +19,14 @@ export function ratio(numerator: readonly number[], denominator: readonly number
   return { ...measured(perRun), median: measured(numerator).median / measured(denominator).median };
 }
 
+/**
+ * The median of per-pair ratios, for pairs whose two sides were measured back
+ * to back: drift of the machine between pairs then cancels out.
+ */
+export function pairedRatio(numerator: readonly number[], denominator: readonly number[]): Measured {
+  return measured(numerator.map((value, index) => value / denominator[index]!));
+}
+
 export function percentile(values: readonly number[], p: number): number {
   if (values.length === 0) return Number.NaN;
   const sorted = [...values].sort((a, b) => a - b);
