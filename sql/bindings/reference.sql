@@ -127,7 +127,7 @@ end $$;
 -- materialized CTE and no set operation. Counted by callgrind (embedded
 -- PostgreSQL 17, single-user mode, 1,000 one-row UPDATEs): 184,000
 -- instructions an UPDATE without triggers, 389,000 with the set-based
--- statement alone, 314,000 with this path, of which the count of new_rows
+-- statement alone, 318,000 with this path, of which the count of new_rows
 -- is 19,000 and the exception block 4,000. Its query is planned for one row
 -- and only ever run for one, so the plan a session keeps cannot turn a later
 -- bulk update quadratic. Its comparisons are those of `changed` below: keep
