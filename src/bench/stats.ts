@@ -15,8 +15,7 @@ export function measured(runs: readonly number[]): Measured {
 
 /** The ratio of two medians, with the spread of the per-run ratios. */
 export function ratio(numerator: readonly number[], denominator: readonly number[]): Measured {
-  const perRun = numerator.map((value, index) => value / denominator[index]!);
-  return { ...measured(perRun), median: measured(numerator).median / measured(denominator).median };
+  return { ...pairedRatio(numerator, denominator), median: measured(numerator).median / measured(denominator).median };
 }
 
 /**

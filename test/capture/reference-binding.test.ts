@@ -275,10 +275,10 @@ describe('the plans a session keeps for the binding\'s triggers', () => {
 
   // What a small update pays for capture is mostly setting up the capture
   // statements' plans and expressions (perf and callgrind, embedded PostgreSQL
-  // 17): a one-row update takes a path without a join or a set operation, a
+  // 17): a one-row update takes a path without a hash join or a set operation, a
   // larger one a plan without a subquery node per branch, and neither reads
   // a table CHECK back from its text (migration 0015, the binding's notes).
-  it('captures a one-row update without a join, a larger one without a subquery node per branch, into an outbox without a table CHECK', async () => {
+  it('inserts a one-row update\'s events by VALUES, a larger one\'s without a subquery node per branch, into an outbox without a table CHECK', async () => {
     await db.pool.query(TWO);
     const client = new pg.Client({ connectionString: db.url });
     await client.connect();
