@@ -194,6 +194,33 @@ it('records the process from the session\'s application_name, and nothing for an
   }
 });
 
+it('reads the process from the application_name as the regular expression of migration 0011 did (0016 reads it without one)', async () => {
+  const id = '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d';
+  const names = [
+    runApplicationName(id), `asset-webhooks run ${id} `, ` asset-webhooks run ${id}`, `asset-webhooks run ${id.toUpperCase()}`,
+    `asset-webhooks run ${id.slice(0, -1)}g`, `asset-webhooks run ${id.replace(/-/g, '')}aaaa`, `asset-webhooks run ${id.slice(0, 8)}${id.slice(9)}-`,
+    `asset-webhooks run -${id.slice(0, 8)}${id.slice(9)}`, `asset-webhooks lease ${id}`, `asset-webhooks  run ${id.slice(1)}`,
+    'asset-webhooks run 00000000-0000-0000-0000-000000000000', 'asset-webhooks run ------------------------------------', 'asset-webhooks', '',
+  ];
+  const matched: string[] = [];
+  const client = await db.pool.connect();
+  try {
+    for (const name of names) {
+      await client.query('select set_config($1, $2, false)', ['application_name', name]);
+      const { rows } = await client.query<{ id: string | null; oracle: string | null }>(
+        `select asset_webhooks.process_of_session() as id,
+                substring(current_setting('application_name')
+                          from '^asset-webhooks run ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$') as oracle`);
+      expect({ name, id: rows[0]!.id }).toEqual({ name, id: rows[0]!.oracle });
+      if (rows[0]!.id !== null) matched.push(rows[0]!.id);
+    }
+    expect(matched).toEqual([id, '00000000-0000-0000-0000-000000000000']);
+  } finally {
+    await client.query('reset application_name');
+    client.release();
+  }
+});
+
 it('notices a lease connection that a network device dropped silently, and takes the lease again', { timeout: 30_000 }, async () => {
   const processId = '00000000-0000-4000-8000-0000000000cd';
   const proxy = await databaseProxy(new URL(db.url));
