@@ -11,13 +11,21 @@ export interface ReceiverProcess {
   /** The receiver's process id, for its CPU time. */
   readonly pid: number;
   readonly received: Array<{ at: number; path: string; assetIds: number[]; eventIds: string[] }>;
+  /** The URL that answers how many POSTs the receiver has had (a GET, not counted). */
+  readonly countUrl: string;
   stop(): Promise<void>;
 }
 
 const SCRIPT = `
 const http = require('node:http');
 const report = process.argv[1] === 'report';
+let posts = 0;
 const server = http.createServer((req, res) => {
+  if (req.method === 'GET' && req.url === '/count') {
+    res.writeHead(200, { 'content-type': 'text/plain' }).end(String(posts));
+    return;
+  }
+  posts += 1;
   const chunks = [];
   req.on('data', (c) => chunks.push(c));
   req.on('end', () => {
@@ -46,6 +54,7 @@ export async function startReceiverProcess(report: boolean): Promise<ReceiverPro
   });
   return {
     url: `http://127.0.0.1:${port}/bench`,
+    countUrl: `http://127.0.0.1:${port}/count`,
     pid: child.pid!,
     received,
     stop: () => new Promise<void>((resolve) => {
