@@ -199,7 +199,8 @@ it('reads the process from the application_name as the regular expression of mig
   const names = [
     runApplicationName(id), `asset-webhooks run ${id} `, ` asset-webhooks run ${id}`, `asset-webhooks run ${id.toUpperCase()}`,
     `asset-webhooks run ${id.slice(0, -1)}g`, `asset-webhooks run ${id.replace(/-/g, '')}aaaa`, `asset-webhooks run ${id.slice(0, 8)}${id.slice(9)}-`,
-    `asset-webhooks run -${id.slice(0, 8)}${id.slice(9)}`, `asset-webhooks lease ${id}`, `asset-webhooks  run ${id.slice(1)}`,
+    `asset-webhooks run -${id.slice(0, 8)}${id.slice(9)}`, `asset-webhooks run -${id.slice(1)}`, `asset-webhooks run ${id.slice(0, 9)}-${id.slice(10)}`,
+    `asset-webhooks run ${id.slice(0, 8)}_${id.slice(9)}`, `asset-webhooks lease ${id}`, `asset-webhooks  run ${id.slice(1)}`,
     'asset-webhooks run 00000000-0000-0000-0000-000000000000', 'asset-webhooks run ------------------------------------', 'asset-webhooks', '',
   ];
   const matched: string[] = [];
