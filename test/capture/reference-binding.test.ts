@@ -317,8 +317,17 @@ describe('the plans a session keeps for the binding\'s triggers', () => {
     ['to the Trash with the atom', 'trashed_at = now(), latest_atom_id = 12'],
     ['a restore', 'trashed_at = null'],
     ['a restore with the atom', 'trashed_at = null, latest_atom_id = 12'],
+    ['a restore with a title', "trashed_at = null, title = 'changed'"],
+    ['a restore with the atom and a title', "trashed_at = null, latest_atom_id = 12, title = 'changed'"],
+    ['to the Trash with the atom and a title', "trashed_at = now(), latest_atom_id = 12, title = 'changed'"],
+    ['the atom set to null', 'latest_atom_id = null'],
     ['a column set to null', 'state = null'],
     ['a column from null', "schema_id = 7"],
+    ['the uuid', 'asset_uuid = gen_random_uuid()'],
+    ['the supertype', "supertype = 'Folder'"],
+    ['the parent', 'parent_id = 2'],
+    ['the type and the domain', 'type_id = 3, domain_id = 4'],
+    ['a title to an equal value', "title = 'o' || 'ne'"],
     ['nothing', 'title = title'],
     ['the primary key', 'asset_id = asset_id + 100'],
   ])('captures the same events for a change of %s in a one-row update and in a larger one', async (_name, set) => {
@@ -331,5 +340,14 @@ describe('the plans a session keeps for the binding\'s triggers', () => {
     expect(together.filter(([, assetId]) => assetId === 1 || assetId === 101)).toEqual(alone);
     expect(together.filter(([, assetId]) => assetId === 2 || assetId === 102).map(([type, , atom]) => [type, atom]))
       .toEqual(alone.map(([type, , atom]) => [type, atom]));
+    // The larger update reaches its statement through a caught too_many_rows: nothing is recorded as a capture error.
+    const { rows: errors } = await db.pool.query('select sqlstate, message from asset_webhooks.capture_errors');
+    expect(errors).toEqual([]);
+  });
+
+  it('captures nothing, and records no error, for an update that matches no row', async () => {
+    expect(await capture(ONE, 'update assets set title = \'x\' where asset_id = 99')).toEqual([]);
+    const { rows } = await db.pool.query('select sqlstate from asset_webhooks.capture_errors');
+    expect(rows).toEqual([]);
   });
 });
