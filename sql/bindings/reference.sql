@@ -147,12 +147,12 @@ end $$;
 -- 175,600 instructions an UPDATE without triggers; 367,700 with the one-row
 -- path before this one (a count of new_rows, then one query joining the two
 -- one-row transition tables with every comparison in its projection, 78,000
--- of it); 320,100 with this one. pgbench, 4 clients, one-row UPDATEs, six
--- alternating 4-second rounds: 0.76-0.77 of the TPS without triggers before,
--- 0.78-0.79 after. A trigger doing nothing but insert the outbox row (a
+-- of it); 318,000 with this one. pgbench, 4 clients, one-row UPDATEs, eight
+-- alternating 4-second rounds: 0.771 of the TPS without triggers before,
+-- 0.813 after (medians). A trigger doing nothing but insert the outbox row (a
 -- row-level one, which bulk updates cannot afford: a PL/pgSQL call and an
--- INSERT per row) measured 0.84-0.86 in the same rounds: the ceiling of
--- capture by trigger on that machine.
+-- INSERT per row) measured 0.84-0.86 in rounds of its own: the ceiling of
+-- capture by trigger on that machine (bench/README.md).
 create or replace function asset_webhooks.reference_capture_assets_update()
 returns trigger language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off as $$
 declare
