@@ -32,7 +32,7 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
   const quick = options.quick === true;
   const log = (line: string): void => void process.stderr.write(`${line}\n`);
   const sizes = quick
-    ? { assets: 100_000, coalesceEvents: 100_000, memoryEvents: 100_000, repeats: 3, tpsSlices: { pairs: 8, seconds: 2 }, bulkPairs: 4, deliveryPayloads: 3000, latencySeconds: 15 }
+    ? { assets: 100_000, coalesceEvents: 100_000, memoryEvents: 100_000, repeats: 3, tpsSlices: { pairs: 12, seconds: 2 }, bulkPairs: 6, deliveryPayloads: 3000, latencySeconds: 15 }
     : { assets: 100_000, coalesceEvents: 1_000_000, memoryEvents: 1_000_000, repeats: 3, tpsSlices: { pairs: 12, seconds: 4 }, bulkPairs: 7, deliveryPayloads: 5000, latencySeconds: 60 };
 
   let embedded: EmbeddedServer | undefined;
