@@ -36,9 +36,9 @@ export interface CliProcess {
   readonly exited: Promise<number | string>;
 }
 
-/** Starts the real CLI as a long-running child process (e.g. `run`). */
-export function startCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): CliProcess {
-  const child = spawn(process.execPath, [cliPath, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Starts the real CLI as a long-running child process (e.g. `run`), with `nodeArgs` for Node itself. */
+export function startCli(args: readonly string[], env: NodeJS.ProcessEnv = {}, nodeArgs: readonly string[] = []): CliProcess {
+  const child = spawn(process.execPath, [...nodeArgs, cliPath, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const output = { stdout: '', stderr: '' };
   child.stdout!.on('data', (chunk: Buffer) => (output.stdout += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output.stderr += chunk.toString()));

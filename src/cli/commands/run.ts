@@ -3,6 +3,7 @@ import { configFromEnvOrOption } from '../../config/load.js';
 import { describeError, requireDatabaseUrl } from '../../db/connect.js';
 import { routeConsoleTo } from '../../logging/console.js';
 import { createLogger } from '../../logging/logger.js';
+import { limitHeapGrowth } from '../../service/heap-growth.js';
 import { startService, type RunningService } from '../../service/service.js';
 import { takeEarlySignals } from '../early-signals.js';
 import { parseIntegerOption } from '../options.js';
@@ -18,6 +19,8 @@ export function registerRun(program: Command): void {
     .action(async (options: { databaseUrl?: string; config?: string; httpPort?: number; concurrency?: number }) => {
       const logger = createLogger();
       routeConsoleTo(logger);
+      const heapGrowingPercent = limitHeapGrowth();
+      logger.info({ heapGrowingPercent }, heapGrowingPercent === null ? 'V8 heap growth as given on the command line' : 'V8 heap growth limited');
       // Signals are taken from the first moment: starting takes seconds
       // (database checks, the worker), and Node's default for SIGTERM, SIGINT and
       // SIGHUP is to end the process at once, which a config tool's SIGHUP to
