@@ -26,6 +26,8 @@ export interface ServiceOptions {
   readonly httpPort?: number | undefined;
   /** Jobs (deliveries, coalescing runs) this process runs at once. Default 10. */
   readonly concurrency?: number | undefined;
+  /** V8's heap growth as `run` set it (see limitHeapGrowth), told in the line that says the service runs. */
+  readonly heapGrowingPercent?: number | null | undefined;
 }
 
 export interface RunningService {
@@ -208,6 +210,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     enabled: state.routed.filter((webhook) => webhook.enabled).length,
     intervalSeconds: state.settings.intervalSeconds,
     httpPort: options.httpPort,
+    heapGrowingPercent: options.heapGrowingPercent,
   }, 'asset-webhooks running');
 
   let stopping: Promise<void> | undefined;

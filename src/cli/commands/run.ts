@@ -19,8 +19,8 @@ export function registerRun(program: Command): void {
     .action(async (options: { databaseUrl?: string; config?: string; httpPort?: number; concurrency?: number }) => {
       const logger = createLogger();
       routeConsoleTo(logger);
+      // Said in the line that tells the service runs: a refusal to start stays one line.
       const heapGrowingPercent = limitHeapGrowth();
-      logger.info({ heapGrowingPercent }, heapGrowingPercent === null ? 'V8 heap growth as given on the command line' : 'V8 heap growth limited');
       // Signals are taken from the first moment: starting takes seconds
       // (database checks, the worker), and Node's default for SIGTERM, SIGINT and
       // SIGHUP is to end the process at once, which a config tool's SIGHUP to
@@ -65,6 +65,7 @@ export function registerRun(program: Command): void {
           logger,
           httpPort: options.httpPort,
           concurrency: options.concurrency,
+          heapGrowingPercent,
         });
       } catch (error) {
         process.removeListener('SIGTERM', stop);
