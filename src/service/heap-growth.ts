@@ -5,10 +5,10 @@ import v8 from 'node:v8';
  * collection before collecting again, in percent, in a `run` process. V8's own
  * heuristic lets it grow up to fourfold: draining a backlog, `run` keeps about
  * 30 MB alive and makes garbage fast, so its heap reached 110-125 MB between
- * full collections and its peak RSS 233-248 MB. At 150 (2.5-fold) the same
- * drain peaked at 188-195 MB for about 4% more CPU; at 100, 175-178 MB for
- * about 8% more (PostgreSQL 15, one million events, three alternating runs of
- * each).
+ * full collections and its peak RSS 233-248 MB, for 16.3-17.0 s of CPU. At
+ * 150 (2.5-fold) the same drain peaked at 188-195 MB for 16.3-18.0 s; at 100,
+ * 175-178 MB for 17.7-18.6 s (PostgreSQL 15, one million events, three
+ * alternating runs of each).
  */
 export const RUN_HEAP_GROWING_PERCENT = 150;
 
