@@ -4,6 +4,7 @@ import { configSchema, type FilterGroup, type WebhookConfig } from '../../src/co
 import { compileWebhook } from '../../src/filters/compile.js';
 import { explainWebhook } from '../../src/filters/explain.js';
 import { referenceEvaluate } from '../../src/filters/reference.js';
+import { RoutingIndex } from '../../src/filters/routing-index.js';
 import { EVENT_TYPES, type AssetState } from '../../src/interfaces.js';
 
 // Small alphabets so that random assets and random filters often meet.
@@ -113,5 +114,39 @@ describe('filter properties', () => {
     fc.assert(fc.property(webhookArb, assetArb, (webhook, asset) => {
       expect(compileWebhook(webhook).evaluate('PURGED', asset)).toBe(webhook.enabled ? null : 'disabled');
     }));
+  });
+
+  it('the routing index delivers to exactly the webhooks whose checks all pass, and evaluates no other', () => {
+    // Many webhooks sharing few values, so that keys collide, repeat and miss.
+    fc.assert(fc.property(fc.array(webhookArb, { maxLength: 12 }), fc.option(assetArb, { nil: null }), fc.constantFrom(...EVENT_TYPES),
+      (webhooks, asset, eventType) => {
+        const index = new RoutingIndex(webhooks);
+        const delivering = [...index.deliveringTo(eventType, asset)].sort((a, b) => a - b);
+        const expected = webhooks.flatMap((webhook, position) => {
+          if (!webhook.enabled) return [];
+          if (eventType === 'PURGED') return [position];
+          return asset !== null && referenceEvaluate(webhook, eventType, asset) === null ? [position] : [];
+        });
+        expect(delivering).toEqual(expected);
+        expect(index.evaluations).toBeLessThanOrEqual(webhooks.length);
+        // Every webhook the index left out is excluded, by the check the reference names.
+        if (asset !== null && eventType !== 'PURGED') {
+          webhooks.forEach((webhook, position) => {
+            const verdict = compileWebhook(webhook).evaluate(eventType, asset);
+            expect(verdict).toBe(referenceEvaluate(webhook, eventType, asset));
+            expect(verdict === null).toBe(delivering.includes(position));
+          });
+        }
+      }), { numRuns: 5000 });
+  });
+
+  it('the routing index gives the same answer when asked again for other events in between', () => {
+    fc.assert(fc.property(fc.array(webhookArb, { minLength: 1, maxLength: 8 }), fc.array(fc.tuple(assetArb, fc.constantFrom(...EVENT_TYPES)), { minLength: 1, maxLength: 6 }),
+      (webhooks, events) => {
+        const index = new RoutingIndex(webhooks);
+        const first = events.map(([asset, eventType]) => [...index.deliveringTo(eventType, asset)].sort((a, b) => a - b));
+        const again = events.map(([asset, eventType]) => [...index.deliveringTo(eventType, asset)].sort((a, b) => a - b));
+        expect(again).toEqual(first);
+      }), { numRuns: 500 });
   });
 });
