@@ -37,8 +37,8 @@ export async function measureCoalesce(pool: pg.Pool, webhooks: readonly RoutedWe
     let started = process.hrtime.bigint();
     await withCpu(rawCpu, options.events, parties, () => pool.query(
       `with consumed as (delete from asset_webhooks.outbox returning *)
-       insert into asset_webhooks.events (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, routes)
-       select coalesce(event_id, asset_webhooks.event_id_of(seq, occurred_at)), seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, 0, now(), '{}'::jsonb
+       insert into asset_webhooks.events (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at)
+       select coalesce(event_id, asset_webhooks.event_id_of(seq, occurred_at)), seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, 0, now()
        from consumed`));
     rawRates.push(options.events / seconds(started));
     await clearResults(pool);

@@ -62,22 +62,27 @@ export interface ConsumedEvents {
   readonly eventIds: readonly string[];
   readonly atomIds: ReadonlyArray<number | null>;
   readonly collapsedInto: ReadonlyArray<string | null>;
-  /** JSON objects: webhook id to payload id (number) or reason (string). */
+  /**
+   * Members of each event's JSON object, each followed by a comma: what
+   * routing saw (the seen_ columns, asset_gone) and the webhooks that receive
+   * it (delivered_to: routing positions; payload_ids in the same order).
+   */
   readonly routes: readonly string[];
 }
 
 /**
  * Moves the claimed rows from the outbox to asset_webhooks.events with their
  * routes, in one statement. Runs in the chunk's transaction, after the claim.
+ * `routingId` is the configuration the run routes by (see recordRouting).
  */
-export async function consumeEvents(client: pg.PoolClient, runId: number, events: ConsumedEvents): Promise<void> {
+export async function consumeEvents(client: pg.PoolClient, runId: number, routingId: number, events: ConsumedEvents): Promise<void> {
   if (events.seqs.length === 0) return;
   // One JSON document rather than a text[] of JSON strings (see upsertPayloads).
   let document = '[';
   for (let i = 0; i < events.seqs.length; i += 1) {
     const collapsed = events.collapsedInto[i];
     document += `${i === 0 ? '' : ','}{"seq":${events.seqs[i]},"event_id":"${events.eventIds[i]}","atom_id":${events.atomIds[i] ?? 'null'},` +
-      `"collapsed_into":${collapsed ? `"${collapsed}"` : 'null'},"routes":${events.routes[i]}}`;
+      `${events.routes[i]}"collapsed_into":${collapsed ? `"${collapsed}"` : 'null'}}`;
   }
   document += ']';
   await client.query(
@@ -88,11 +93,17 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, events
        returning o.*
      )
      insert into asset_webhooks.events
-       (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, collapsed_into, routes)
+       (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, collapsed_into,
+        routing_id, delivered_to, payload_ids, asset_gone, seen_supertype, seen_parent_id, seen_state, seen_schema_id, seen_type_id,
+        seen_domain_id, seen_keywords, seen_field_names, seen_field_values)
      select r.event_id, c.seq, c.occurred_at, c.event_type, c.asset_id, c.asset_uuid, r.atom_id, $1,
-            clock_timestamp(), r.collapsed_into, r.routes
+            clock_timestamp(), r.collapsed_into,
+            $6, r.delivered_to, r.payload_ids, coalesce(r.asset_gone, false), r.seen_supertype, r.seen_parent_id, r.seen_state, r.seen_schema_id,
+            r.seen_type_id, r.seen_domain_id, r.seen_keywords, r.seen_field_names, r.seen_field_values
      from consumed c
-     join jsonb_to_recordset($3::jsonb) as r(seq bigint, event_id uuid, atom_id bigint, collapsed_into uuid, routes jsonb)
+     join jsonb_to_recordset($3::jsonb) as r(seq bigint, event_id uuid, atom_id bigint, collapsed_into uuid,
+       delivered_to integer[], payload_ids bigint[], asset_gone boolean, seen_supertype text, seen_parent_id bigint, seen_state text,
+       seen_schema_id bigint, seen_type_id bigint, seen_domain_id bigint, seen_keywords text[], seen_field_names text[], seen_field_values text[])
        on r.seq = c.seq`,
     // The range lets the planner walk the index: with `= any` alone it scanned
     // the whole outbox. The list is only a filter (`+ 0`), hashed once: as an
@@ -101,7 +112,7 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, events
     // against 36 and 0.5 ms), and with statistics taken while the outbox was
     // smaller the planner chose to scan the whole outbox for every chunk (45
     // scans reading 2.7 million rows to coalesce 100,000 events).
-    [runId, events.seqs, document, events.seqs[0], events.seqs[events.seqs.length - 1]],
+    [runId, events.seqs, document, events.seqs[0], events.seqs[events.seqs.length - 1], routingId],
   );
 }
 

@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect, type ColumnType } from 'kysely';
+import { Kysely, PostgresDialect } from 'kysely';
 import type pg from 'pg';
 
 /**
@@ -13,7 +13,8 @@ export interface OperatorDatabase {
   };
   'asset_webhooks.events': {
     event_id: string; seq: number; occurred_at: Date; event_type: string; asset_id: number; asset_uuid: string | null;
-    atom_id: number | null; run_id: number; coalesced_at: Date; collapsed_into: string | null; routes: ColumnType<Record<string, number | string>, string, string>;
+    atom_id: number | null; run_id: number; coalesced_at: Date; collapsed_into: string | null;
+    routing_id: number | null; delivered_to: number[] | null; payload_ids: number[] | null; asset_gone: boolean;
   };
   'asset_webhooks.event_outcomes': {
     event_id: string; event_type: string; asset_id: number; asset_uuid: string | null; occurred_at: Date; webhook_id: string;
