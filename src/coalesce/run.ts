@@ -5,7 +5,7 @@ import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
 import { claimChunk, outboxHighWater, recordRunStart, type Chunk, type ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
 import { Packer, type Batch } from './pack.js';
-import { assignPayloadIds, consumeEvents, dispatchWebhooks, upsertPayloads } from './persist.js';
+import { assignPayloadIds, consumeEvents, dispatchWebhooks, sealOpenPayloads, upsertPayloads } from './persist.js';
 import { RoutingIndex } from '../filters/routing-index.js';
 import type { Route, RoutedWebhook } from './route.js';
 import { recordRouting } from './routing.js';
@@ -84,11 +84,10 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
 /** `session` holds the run's advisory lock; every chunk is read on it (see recordRunStart). */
 async function runLocked(options: CoalesceOptions, chunkSize: number, now: () => Date, session: pg.PoolClient): Promise<CoalesceResult> {
   const { pool, webhooks } = options;
-  // A previous run that crashed may have left open payloads: they are complete
-  // as far as their events go (written in the same transaction), so seal them.
-  const { rows: sealed } = await pool.query<{ webhook_id: string }>(
-    `update asset_webhooks.payloads set status = 'pending' where status = 'open' returning webhook_id`);
-  if (sealed.length > 0) await dispatchWebhooks(pool, sealed.map((row) => row.webhook_id));
+  // A previous run that crashed may have left open payloads: their events are
+  // those that name them (written in the same transactions), so seal them.
+  const sealed = await sealOpenPayloads(pool, () => isoTimestamp(now()));
+  if (sealed.length > 0) await dispatchWebhooks(pool, sealed);
 
   // The high-water mark, every asset's latest edit up to it and the seqs not
   // yet committed below it come from one snapshot, held only for these reads.
@@ -143,6 +142,7 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
             seqs: rows.map((row) => row.seq),
             eventIds: rows.map((row) => row.eventId),
             atomIds: routed.atomIds,
+            assetUuids: rows.map((row) => row.assetUuid),
             collapsedInto: routed.collapsed,
             routes: routed.routes.map(routeJson),
           });

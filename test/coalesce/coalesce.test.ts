@@ -234,6 +234,30 @@ describe('coalescing', () => {
     expect(carried).toEqual([2, 3, 4, 1]);
   });
 
+  it('seals a payload a failed run left open with the events that name it, in order, once', async () => {
+    const crm = openWebhook('crm', { batchSize: 10 });
+    // The clock is read once per chunk written and once to seal the run's last payloads: that fails.
+    let reads = 0;
+    const now = (): Date => {
+      reads += 1;
+      if (reads === 4) throw new Error('sealing failed');
+      return new Date();
+    };
+    await registerWebhooks(db.pool, [crm]);
+    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 3) g");
+    await expect(coalesce({ pool: db.pool, webhooks: [crm], maxPayloadBytes: 1 << 24, chunkSize: 1, logger: silentLogger, now }))
+      .rejects.toThrow('sealing failed');
+    expect((await payloads(db.pool)).map((p) => [p.status, p.event_count])).toEqual([['open', 0]]);
+    const run = await runCoalesce(db.pool, [crm]);
+    expect(run.events).toBe(0);
+    const [sealed] = await payloads(db.pool);
+    expect([sealed!.status, sealed!.event_count, sealed!.byte_size]).toEqual(['pending', 3, Buffer.byteLength(sealed!.body)]);
+    expect(bodyEvents(sealed!).map((e) => [e.eventType, e.assetId])).toEqual([['CREATED', 1], ['CREATED', 2], ['CREATED', 3]]);
+    const { rows } = await db.pool.query<{ event_ids: string[] }>('select event_ids from asset_webhooks.payloads');
+    expect(rows[0]!.event_ids).toEqual(bodyEvents(sealed!).map((e) => e.eventId));
+    expect((await outcomes(db.pool)).map((o) => [o.asset_id, o.outcome, o.payload_id])).toEqual([1, 2, 3].map((id) => [id, 'pending', sealed!.payload_id]));
+  });
+
   it('keeps the chunks written before a chunk that fails, leaves the rest in the outbox and frees the run', async () => {
     const failing = openWebhook('crm');
     // The clock is read once per chunk written: the second chunk (asset 2) fails.

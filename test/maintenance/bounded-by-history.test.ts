@@ -133,6 +133,7 @@ it('consumes a chunk of a large outbox backlog reading only that chunk, when its
       seqs,
       eventIds: seqs.map((seq) => `00000000-0000-7000-8000-${seq.toString(16).padStart(12, '0')}`),
       atomIds: seqs.map(() => null),
+      assetUuids: seqs.map(() => null),
       collapsedInto: seqs.map(() => null),
       routes: seqs.map(() => ''),
     });
