@@ -51,8 +51,10 @@ alter table asset_webhooks.events
   add column payload_ids bigint[],
   -- What routing saw: the asset was gone by coalescing time, else its values
   -- as the checks read them (CONTRACT's filter semantics). Empty lists are
-  -- stored as null; keywords and additional fields only as far as some
-  -- enabled webhook's filters read them. Collapsed and PURGED events store no
+  -- stored as null. The supertype and parent are always stored; state,
+  -- schema, type, domain, keywords and additional fields only as far as some
+  -- enabled webhook's filters of the routing read them, so a value no check
+  -- of the routing reads may be null. Collapsed and PURGED events store no
   -- values: no check reads them.
   add column asset_gone boolean not null default false,
   add column seen_supertype text,

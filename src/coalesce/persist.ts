@@ -122,7 +122,10 @@ export interface ConsumedEvents {
   /** As the claim read them (derived once there, see asset_webhooks.event_id_of). */
   readonly eventIds: readonly string[];
   readonly atomIds: ReadonlyArray<number | null>;
-  /** As the payloads carry it: the outbox's, else the asset's (a binding may capture none). */
+  /**
+   * The asset's uuid where the outbox row has none (a binding may capture
+   * none), else null: events.asset_uuid is the one the payloads carry.
+   */
   readonly assetUuids: ReadonlyArray<string | null>;
   readonly collapsedInto: ReadonlyArray<string | null>;
   /**
@@ -146,7 +149,7 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, routin
     const collapsed = events.collapsedInto[i];
     const uuid = events.assetUuids[i];
     document += `${i === 0 ? '' : ','}{"seq":${events.seqs[i]},"event_id":"${events.eventIds[i]}","atom_id":${events.atomIds[i] ?? 'null'},` +
-      `"asset_uuid":${uuid ? `"${uuid}"` : 'null'},` +
+      (uuid ? `"asset_uuid":"${uuid}",` : '') +
       `${events.routes[i]}"collapsed_into":${collapsed ? `"${collapsed}"` : 'null'}}`;
   }
   document += ']';

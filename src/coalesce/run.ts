@@ -142,7 +142,8 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
             seqs: rows.map((row) => row.seq),
             eventIds: rows.map((row) => row.eventId),
             atomIds: routed.atomIds,
-            assetUuids: rows.map((row) => row.assetUuid),
+            // Only where the outbox has none: the events row takes the outbox's otherwise.
+            assetUuids: rows.map((row) => (row.assetUuidCaptured ? null : row.assetUuid)),
             collapsedInto: routed.collapsed,
             routes: routed.routes.map(routeJson),
           });
