@@ -245,7 +245,16 @@ async function send(context: DeliveryContext, webhook: DeliveryWebhook, payload:
   try {
     if (webhook.apikey) headers['X-API-Key'] = await context.secrets.resolve(webhook.apikey);
     if (webhook.signing) {
-      const keys = signingKeys(webhook.signing.secret, await context.secrets.resolve(webhook.signing.secret));
+      const name = webhook.signing.secret;
+      const value = await context.secrets.resolve(name);
+      let keys;
+      try {
+        keys = signingKeys(name, value);
+      } catch (error) {
+        // Not cached as good: the next attempt reads the corrected value.
+        context.secrets.invalidate(name);
+        throw error;
+      }
       // The wall clock, not context.now(): receivers compare the timestamp with theirs.
       Object.assign(headers, signatureHeaders(keys, webhookMessageId(payload.payloadId), new Date(), body));
     }
