@@ -35,14 +35,14 @@ afterEach(async () => {
   await receiver.close();
 });
 
-async function start(webhook: Partial<TestWebhook> & { signing?: { secret: string } }): Promise<void> {
+async function start(webhook: Partial<TestWebhook>): Promise<void> {
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
       logged += chunk.toString('utf8');
       done();
     },
   });
-  const yaml = receiverConfig([{ id: 'crm', url: receiver.url, ...webhook } as TestWebhook], { retry: { delaysSeconds: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1] } });
+  const yaml = receiverConfig([{ id: 'crm', url: receiver.url, ...webhook }], { retry: { delaysSeconds: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1] } });
   running = await startTestService(db.url, yaml, pino({ level: 'debug' }, sink));
 }
 
