@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
 
@@ -25,7 +26,8 @@ export interface ConfigWatcher {
  * systems); a configuration document is small, so a read a second costs
  * nothing.
  *
- * - The first read is the baseline: starting the watcher reloads nothing.
+ * - The first read, made before this returns, is the baseline: starting the
+ *   watcher reloads nothing, and any change after it returns is seen.
  * - A change seen while `onChange` runs is compared after it returns, so
  *   reloads never overlap and the last bytes written are always the ones
  *   loaded last.
@@ -83,10 +85,12 @@ export function watchConfigFile(
     timer.unref();
   };
 
-  void digest().then((hash) => {
-    last ??= hash;
-    schedule();
-  });
+  try {
+    last = createHash('sha256').update(readFileSync(path)).digest('hex');
+  } catch {
+    // Unreadable now: the first poll that reads it takes the baseline (and logs why not before).
+  }
+  schedule();
 
   return {
     close() {
