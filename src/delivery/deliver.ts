@@ -9,7 +9,7 @@ import {
   type AttemptResult, type ChainedPayload, type PayloadForDelivery, type SettleRequest,
 } from './attempt-store.js';
 import type { HttpSender, PostResult } from './http/sender.js';
-import { signatureHeaders, signingKeys, webhookMessageId } from './http/signing.js';
+import { signedHeaders } from './http/signing.js';
 import { classifyResponse } from './policy/classify.js';
 import { isExpired, nextState } from './policy/next-state.js';
 import type { SettleBatcher } from './settle-batcher.js';
@@ -244,20 +244,7 @@ async function send(context: DeliveryContext, webhook: DeliveryWebhook, payload:
   const headers: Record<string, string> = { ...webhook.headers };
   try {
     if (webhook.apikey) headers['X-API-Key'] = await context.secrets.resolve(webhook.apikey);
-    if (webhook.signing) {
-      const name = webhook.signing.secret;
-      const value = await context.secrets.resolve(name);
-      let keys;
-      try {
-        keys = signingKeys(name, value);
-      } catch (error) {
-        // Not cached as good: the next attempt reads the corrected value.
-        context.secrets.invalidate(name);
-        throw error;
-      }
-      // The wall clock, not context.now(): receivers compare the timestamp with theirs.
-      Object.assign(headers, signatureHeaders(keys, webhookMessageId(payload.payloadId), new Date(), body));
-    }
+    if (webhook.signing) Object.assign(headers, await signedHeaders(context.secrets, webhook.signing.secret, payload.payloadId, body));
   } catch (error) {
     return { kind: 'error', errorClass: 'secret_unavailable', message: error instanceof Error ? error.message : String(error), durationMs: 0 };
   }

@@ -1,4 +1,5 @@
 import { Webhook } from 'standardwebhooks';
+import type { SecretResolver } from '../../secrets/types.js';
 
 /**
  * Standard Webhooks signing of a delivery (webhook key `signing.secret`).
@@ -73,4 +74,27 @@ export function signatureHeaders(keys: readonly Webhook[], messageId: string, se
     'webhook-timestamp': String(Math.floor(sentAt.getTime() / 1000)),
     'webhook-signature': keys.map((key) => key.sign(messageId, sentAt, body)).join(' '),
   };
+}
+
+/**
+ * The signature headers of one attempt of a payload: resolves the secret
+ * named `secretName`, reads its keys and signs `body` with each, at the wall
+ * clock's time (not an injected clock: receivers compare the timestamp with
+ * theirs).
+ *
+ * A malformed value is forgotten by the resolver at once, so the next attempt
+ * reads the corrected secret rather than the cached bad one.
+ *
+ * @throws SecretResolutionError or SigningKeyError; neither message holds the value.
+ */
+export async function signedHeaders(secrets: SecretResolver, secretName: string, payloadId: number, body: string): Promise<Record<string, string>> {
+  const value = await secrets.resolve(secretName);
+  let keys: Webhook[];
+  try {
+    keys = signingKeys(secretName, value);
+  } catch (error) {
+    secrets.invalidate(secretName);
+    throw error;
+  }
+  return signatureHeaders(keys, webhookMessageId(payloadId), new Date(), body);
 }
