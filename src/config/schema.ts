@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { EVENT_TYPES, type EventType } from '../interfaces.js';
+import { SIGNATURE_HEADERS } from '../delivery/http/signing.js';
 import { isSecretFileName, SECRET_FILE_NAME_EXPECTED } from '../secrets/file-provider.js';
 
 /**
@@ -46,6 +47,12 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 /** Headers the service sets itself; configuration may not override them. */
 const SERVICE_HEADERS = ['content-type', 'x-api-key', 'host', 'content-length'];
+/**
+ * The Standard Webhooks headers, set by signing. Refused even on a webhook
+ * without signing: a receiver that verifies them would reject such requests,
+ * and a webhook that turns signing on later would send them twice.
+ */
+const SIGNATURE_HEADER_NAMES: readonly string[] = SIGNATURE_HEADERS;
 /** Headers of the connection and the message framing, which the HTTP client manages (undici refuses them). */
 const CONNECTION_HEADERS = ['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'expect'];
 
@@ -63,6 +70,8 @@ const headers = z.record(z.string(), z.unknown(), {
       context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header name made of HTTP token characters' });
     } else if (SERVICE_HEADERS.includes(lower)) {
       context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header other than Content-Type, X-API-Key, Host or Content-Length (the service sets those)' });
+    } else if (SIGNATURE_HEADER_NAMES.includes(lower)) {
+      context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header other than webhook-id, webhook-timestamp or webhook-signature (signing sets those: see signing.secret)' });
     } else if (CONNECTION_HEADERS.includes(lower)) {
       context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header other than Connection, Keep-Alive, Transfer-Encoding, Upgrade or Expect (the HTTP client manages those)' });
     } else if (seen.has(lower)) {
@@ -155,6 +164,12 @@ const webhook = z.strictObject({
   /** The name of a secret-manager entry (never the secret itself). */
   apikey: nonEmptyString.optional(),
   headers: headers.optional(),
+  /**
+   * Standard Webhooks signing. `secret` is the name of a secret-manager entry
+   * (resolved like `apikey`, never the secret itself) whose value is one or
+   * more `whsec_` keys separated by spaces; each key signs. Default: unsigned.
+   */
+  signing: z.strictObject({ secret: nonEmptyString }, { error: 'expected a mapping with the key secret' }).optional(),
   /** Supertypes to deliver. Default: only Resource. */
   resourceTypes: z.array(nonEmptyString, { error: 'expected a list of supertypes' }).min(1, { error: 'expected at least one resource type' }).default(() => ['Resource']),
   /** Event types to deliver, any case, normalized to the payload form (Created → CREATED). Default: all. */
@@ -198,16 +213,22 @@ const settings = z
       // duplicate id is reported together with every other problem.
       .superRefine(uniqueIds, { when: (payload) => Array.isArray(payload.value) }),
   })
-  // With provider file an apikey names a file in the directory: one that
-  // could never be read is refused now rather than at every delivery.
+  // With provider file an apikey or signing.secret names a file in the
+  // directory: one that could never be read is refused now rather than at
+  // every delivery.
   // Runs even when other keys are invalid (see uniqueIds), so the entries are read as unknown.
   .superRefine((value, context) => {
     const { secrets: given, webhooks: entries } = value as { secrets?: { provider?: unknown }; webhooks?: unknown };
     if (given?.provider !== 'file' || !Array.isArray(entries)) return;
     entries.forEach((entry: unknown, index) => {
-      const apikey = entry !== null && typeof entry === 'object' ? (entry as { apikey?: unknown }).apikey : undefined;
-      if (typeof apikey === 'string' && apikey !== '' && !isSecretFileName(apikey)) {
-        context.addIssue({ code: 'custom', path: ['webhooks', index, 'apikey'], input: apikey, message: `${SECRET_FILE_NAME_EXPECTED} (secrets provider file)` });
+      if (entry === null || typeof entry !== 'object') return;
+      const { apikey, signing } = entry as { apikey?: unknown; signing?: unknown };
+      const signingSecret = signing !== null && typeof signing === 'object' ? (signing as { secret?: unknown }).secret : undefined;
+      const names: Array<[unknown, (string | number)[]]> = [[apikey, ['apikey']], [signingSecret, ['signing', 'secret']]];
+      for (const [name, path] of names) {
+        if (typeof name === 'string' && name !== '' && !isSecretFileName(name)) {
+          context.addIssue({ code: 'custom', path: ['webhooks', index, ...path], input: name, message: `${SECRET_FILE_NAME_EXPECTED} (secrets provider file)` });
+        }
       }
     });
   }, { when: (payload) => payload.value !== null && typeof payload.value === 'object' })

@@ -9,6 +9,7 @@ import {
   type AttemptResult, type ChainedPayload, type PayloadForDelivery, type SettleRequest,
 } from './attempt-store.js';
 import type { HttpSender, PostResult } from './http/sender.js';
+import { signedHeaders } from './http/signing.js';
 import { classifyResponse } from './policy/classify.js';
 import { isExpired, nextState } from './policy/next-state.js';
 import type { SettleBatcher } from './settle-batcher.js';
@@ -28,6 +29,8 @@ export interface DeliveryWebhook {
   readonly enabled: boolean;
   readonly apikey?: string | undefined;
   readonly headers?: Readonly<Record<string, string>> | undefined;
+  /** Standard Webhooks signing: `secret` names a secret holding one or more `whsec_` keys. */
+  readonly signing?: { readonly secret: string } | undefined;
 }
 
 export interface DeliverySettings {
@@ -141,10 +144,11 @@ async function attempt(
   chain: boolean,
 ): Promise<{ result: AttemptResult; next: ChainedPayload | null }> {
   const started = performance.now();
-  const post = await send(context, webhook, payload.body);
-  if (post.kind === 'response' && (post.statusCode === 401 || post.statusCode === 403) && webhook.apikey) {
-    // The key may have been rotated: read it again on the next attempt.
-    context.secrets.invalidate(webhook.apikey);
+  const post = await send(context, webhook, payload);
+  if (post.kind === 'response' && (post.statusCode === 401 || post.statusCode === 403)) {
+    // A key may have been rotated: read it again on the next attempt.
+    if (webhook.apikey) context.secrets.invalidate(webhook.apikey);
+    if (webhook.signing) context.secrets.invalidate(webhook.signing.secret);
   }
   // One statement (shared with other results when busy): it locks the payload,
   // checks an operator did not act meanwhile, records the result and applies the next state.
@@ -230,15 +234,19 @@ async function settle(
     : { result: { ...recorded, outcome: 'retry' }, next: null, applied: false };
 }
 
-/** Resolves the API key and posts; a key that cannot be resolved is a retryable failure of this attempt. */
-async function send(context: DeliveryContext, webhook: DeliveryWebhook, body: string): Promise<PostResult> {
+/**
+ * Resolves the API key and the signing keys, signs and posts; a secret that
+ * cannot be resolved, or signing keys that are malformed, fail this attempt as
+ * retryable.
+ */
+async function send(context: DeliveryContext, webhook: DeliveryWebhook, payload: Pick<ChainedPayload, 'payloadId' | 'body'>): Promise<PostResult> {
+  const { body } = payload;
   const headers: Record<string, string> = { ...webhook.headers };
-  if (webhook.apikey) {
-    try {
-      headers['X-API-Key'] = await context.secrets.resolve(webhook.apikey);
-    } catch (error) {
-      return { kind: 'error', errorClass: 'secret_unavailable', message: error instanceof Error ? error.message : String(error), durationMs: 0 };
-    }
+  try {
+    if (webhook.apikey) headers['X-API-Key'] = await context.secrets.resolve(webhook.apikey);
+    if (webhook.signing) Object.assign(headers, await signedHeaders(context.secrets, webhook.signing.secret, payload.payloadId, body));
+  } catch (error) {
+    return { kind: 'error', errorClass: 'secret_unavailable', message: error instanceof Error ? error.message : String(error), durationMs: 0 };
   }
   return context.sender.post({ url: webhook.url, body, headers });
 }

@@ -31,7 +31,7 @@ export class ServiceMetrics {
   });
   readonly secretFailures = new Counter({
     name: 'asset_webhooks_secret_resolution_failures_total',
-    help: 'Delivery attempts that failed because the API key could not be resolved.',
+    help: 'Delivery attempts that failed because a secret (the API key, or the signing keys) could not be resolved or was malformed.',
     labelNames: ['webhook'], registers: [this.registry],
   });
 

@@ -80,10 +80,16 @@ export const badDocuments: readonly (readonly [string, string, string])[] = [
   ['provider gcp without a projectId', valid('', '  secrets: { provider: gcp }\n'), 'assetUpdater.secrets.gcp.projectId: expected a projectId for secrets provider gcp, got nothing'],
   ['provider gcp with an empty gcp block', valid('', '  secrets: { provider: gcp, gcp: {} }\n'), 'assetUpdater.secrets.gcp.projectId: expected a non-empty string, got nothing'],
   ['provider file with an apikey that is a path', valid('apikey: ../outside.txt', '  secrets: { provider: file, directory: /run/secrets }\n'), 'assetUpdater.webhooks[0].apikey: expected a file name without path separators, NUL, "." or ".." (secrets provider file), got "../outside.txt"'],
+  ['provider file with a signing secret that is a path', valid('signing: { secret: keys/crm }', '  secrets: { provider: file, directory: /run/secrets }\n'), 'assetUpdater.webhooks[0].signing.secret: expected a file name without path separators, NUL, "." or ".." (secrets provider file), got "keys/crm"'],
+  // signing
+  ['signing without a secret', valid('signing: {}'), 'assetUpdater.webhooks[0].signing.secret: expected a non-empty string, got nothing'],
+  ['signing given as the secret name itself', valid('signing: crm-signing'), 'assetUpdater.webhooks[0].signing: expected a mapping with the key secret, got "crm-signing"'],
+  ['a header that signing sets', valid('headers: { Webhook-Signature: v1,abc }'), 'assetUpdater.webhooks[0].headers["Webhook-Signature"]: expected a header other than webhook-id, webhook-timestamp or webhook-signature (signing sets those: see signing.secret), got "Webhook-Signature"'],
   ['provider aws without a region', valid('', '  secrets: { provider: aws }\n'), 'assetUpdater.secrets.aws.region: expected a region for secrets provider aws, got nothing'],
   // unknown keys
   ['a misspelt key that would otherwise mean "all types"', valid('eventType: [Created]'), 'assetUpdater.webhooks[0].eventType: expected no such key (check the spelling), got unknown key "eventType"'],
   ['an unknown key in a filter group', valid('filters: [ { filterKind: keywords, condition: ANY, value: [a], values: [b] } ]'), 'assetUpdater.webhooks[0].filters[0].values: expected no such key (check the spelling), got unknown key "values"'],
+  ['an unknown key in signing', valid('signing: { secret: crm, algorithm: sha512 }'), 'assetUpdater.webhooks[0].signing.algorithm: expected no such key (check the spelling), got unknown key "algorithm"'],
   ['an unknown key in secrets', valid('', '  secrets: { provider: env, cache: 5 }\n'), 'assetUpdater.secrets.cache: expected no such key (check the spelling), got unknown key "cache"'],
   ['an unknown key under assetUpdater', valid('', '  interval: 60\n'), 'assetUpdater.interval: expected no such key (check the spelling), got unknown key "interval"'],
   ['a misspelt root key', 'assetUpdatr:\n  webhooks: []\n', 'assetUpdatr: expected the root key "assetUpdater", got unknown key "assetUpdatr"'],

@@ -7,6 +7,7 @@ export interface TestWebhook {
   readonly enabled?: boolean;
   readonly apikey?: string;
   readonly headers?: Readonly<Record<string, string>>;
+  readonly signing?: { readonly secret: string };
   readonly resourceTypes?: readonly string[];
   readonly batchSize?: number;
   readonly concurrency?: number;
