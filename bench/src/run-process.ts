@@ -2,7 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-const cli = fileURLToPath(new URL('../../bin/asset-webhooks.js', import.meta.url));
+// Resolved from the compiled file, dist-bench/bench/src/run-process.js, to the repository's CLI.
+const cli = fileURLToPath(new URL('../../../bin/asset-webhooks.js', import.meta.url));
 
 /** The real `run` command as a child process, with its peak RSS sampled from /proc. */
 export interface RunProcess {

@@ -1,10 +1,10 @@
 import { existsSync } from 'node:fs';
 import pg from 'pg';
 import { expect, it } from 'vitest';
-import { busyCpus, measuredSplit, postgresCpuSeconds, postmasterOf, processCpuSeconds, withCpu } from '../../src/bench/cpu.js';
-import { measured } from '../../src/bench/stats.js';
+import { busyCpus, measuredSplit, postgresCpuSeconds, postmasterOf, processCpuSeconds, withCpu } from '../src/cpu.js';
+import { measured } from '../src/stats.js';
 import { startEmbeddedPostgres } from '../../src/embedded/embedded-postgres.js';
-import { useTestDatabase } from '../helpers/test-database.js';
+import { useTestDatabase } from '../../test/helpers/test-database.js';
 
 // The benchmark splits coalescing's and delivery's CPU between Node, PostgreSQL
 // and the receiver from /proc. These check the readings against independent

@@ -3,9 +3,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
-import { createPool } from '../db/connect.js';
-import { startEmbeddedPostgres, type EmbeddedServer } from '../embedded/embedded-postgres.js';
-import { migrate } from '../migrate/migrate.js';
+import { createPool } from '../../src/db/connect.js';
+import { startEmbeddedPostgres, type EmbeddedServer } from '../../src/embedded/embedded-postgres.js';
+import { migrate } from '../../src/migrate/migrate.js';
 import { benchWebhooks } from './bench-webhooks.js';
 import { measureCoalesce } from './coalesce-bench.js';
 import type { CpuSplit } from './cpu.js';
@@ -14,7 +14,8 @@ import { measureLatency, measureMemory } from './drain-bench.js';
 import type { Measured } from './stats.js';
 import { ensureAssets, measureWriteCost } from './write-cost.js';
 
-const resultsDirectory = fileURLToPath(new URL('../../bench/results/', import.meta.url));
+// Resolved from the compiled file, dist-bench/bench/src/main.js, to the repository's bench/results/.
+const resultsDirectory = fileURLToPath(new URL('../../../bench/results/', import.meta.url));
 
 /**
  * `npm run bench [-- --quick] [--json] [--database-url URL]`: the cost to the

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Filter evaluations per second for 10 and 1,000 webhooks (a micro-benchmark,
-// not a test): `npm run build && node scripts/filters-bench.js`.
+// not a test): `npm run build && node bench/filters-bench.js`.
 //
 // One evaluation = one event checked against one webhook. Compiled is what the
 // coalescer runs (src/filters/compile.ts); reference is the plain evaluation the

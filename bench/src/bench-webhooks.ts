@@ -1,6 +1,6 @@
-import { parseConfigText } from '../config/load.js';
-import { routedWebhooks } from '../coalesce/routed-webhooks.js';
-import type { RoutedWebhook } from '../coalesce/route.js';
+import { parseConfigText } from '../../src/config/load.js';
+import { routedWebhooks } from '../../src/coalesce/routed-webhooks.js';
+import type { RoutedWebhook } from '../../src/coalesce/route.js';
 
 /** Ten kinds of webhook with the filters operators use, repeated to reach `count`. */
 const KINDS = [
