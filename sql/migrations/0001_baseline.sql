@@ -23,10 +23,11 @@ create domain asset_webhooks.event_type as text
 
 -- One row per captured change, written by a binding's triggers in the same
 -- transaction as the change, so a change is captured if and only if it commits.
--- Rows are not locked when read: only the coalescing run that holds the
--- coalescing advisory lock reads or deletes them (src/coalesce/run.ts,
--- src/coalesce/claim.ts). It deletes them in the transaction that records
--- their events, so the table holds only what has not been coalesced yet. It is
+-- Rows are consumed without row locks (no FOR UPDATE): only the coalescing
+-- run that holds the coalescing advisory lock claims or deletes them
+-- (src/coalesce/run.ts, src/coalesce/claim.ts). It deletes them in the
+-- transaction that records their events, so the table holds only what has
+-- not been coalesced yet. It is
 -- never read by "seq greater than the last seen": sequence values commit out
 -- of order. The table keeps only its primary key: every index here would be
 -- paid for inside the asset database's own writes; a run reads the latest
