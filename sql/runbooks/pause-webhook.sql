@@ -8,8 +8,8 @@
 -- the document is the source of truth and a restart would undo a change made here.
 -- While paused: events that occur are NOT delivered later (outcome excluded, check `disabled`);
 -- payloads created before the pause wait, and are dead-lettered as `expired` once
--- retry.deadLetterAfterSeconds (24 h) pass since their creation. Re-enable (enabled: true +
--- SIGHUP) and waiting payloads resume in order.
+-- retry.deadLetterAfterSeconds (default 24 h) pass since their creation or last redelivery.
+-- Re-enable (enabled: true + SIGHUP) and waiting payloads resume in order.
 \set ON_ERROR_STOP on
 \if :{?webhook_id}
 \else

@@ -12,7 +12,7 @@ export interface TraceAttempt {
   readonly statusCode: number | null;
   readonly error: string | null;
   readonly outcome: string | null;
-  /** For an attempt without a result that names its process: whether that process is gone (migration 0011). */
+  /** For an attempt without a result that names its process: whether that process is gone (asset_webhooks.process_gone). */
   readonly processGone: boolean | null;
 }
 

@@ -54,7 +54,7 @@ export function processGoneGrace(ownLeaseHeldForMs: number, requestTimeoutSecond
  *  - payloads that wait undispatched past deadLetterAfterSeconds (a disabled
  *    webhook, or behind a stuck one) are dead-lettered as `expired`;
  *  - payloads marked dispatched whose attempt was started by a process that
- *    is gone (its lease is free: migration 0011), or whose delivery job is
+ *    is gone (its lease is free: asset_webhooks.process_gone), or whose delivery job is
  *    gone (it failed for good on errors of our own) or has been locked for
  *    over ten minutes by a worker that died (graphile-worker frees such locks
  *    only after hours), are handed back to the pump, so none waits on a dead
@@ -120,7 +120,7 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
   const cutoff = `now() - make_interval(days => $1)`;
   // Each batch walks the index of its time column from the oldest row, so a
   // purge costs what it deletes, not the size of the history it keeps
-  // (migration 0010). Sequential scans are off for the statement: with
+  // (sql/migrations/0001_baseline.sql has those indexes). Sequential scans are off for the statement: with
   // statistics taken while a table was empty, the planner would read the
   // whole table every minute instead.
   const purge = async (name: string, sql: string): Promise<void> => {

@@ -5,7 +5,7 @@ import { describeError, KEEPALIVE } from '../db/connect.js';
 /**
  * The application_name of every connection of a `run` process's pool: it
  * names the process, and the attempts it starts record the id from it
- * (migration 0011).
+ * (asset_webhooks.process_of_session).
  */
 export function runApplicationName(processId: string): string {
   return `asset-webhooks run ${processId}`;

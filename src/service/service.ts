@@ -50,7 +50,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const { logger } = options;
   const config = await loadConfigFile(options.configPath);
   // Every attempt this process starts records its id, and its lease tells
-  // maintenance whether the process still lives (migration 0011).
+  // maintenance whether the process still lives (asset_webhooks.process_gone).
   const processId = randomUUID();
   const pool = createPool(options.databaseUrl, { max: (options.concurrency ?? 10) + 4, applicationName: runApplicationName(processId) });
   try {

@@ -277,7 +277,8 @@ describe('the plans a session keeps for the binding\'s triggers', () => {
   // statements' plans and expressions (perf and callgrind, embedded PostgreSQL
   // 17): a one-row update takes a path without a hash join or a set operation, a
   // larger one a plan without a subquery node per branch, and neither reads
-  // a table CHECK back from its text (migration 0015, the binding's notes).
+  // a table CHECK back from its text (the outbox's event_type is checked by
+  // the domain asset_webhooks.event_type).
   it('inserts a one-row update\'s events by VALUES, a larger one\'s without a subquery node per branch, into an outbox without a table CHECK', async () => {
     await db.pool.query(TWO);
     const client = new pg.Client({ connectionString: db.url });

@@ -13,7 +13,7 @@ import { resetData, silentLogger } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 // Delivery chains: a job that ends its payload for good goes on with the
-// webhook's next payload (see sql/migrations/0002_delivery_chain.sql). These
+// webhook's next payload (see asset_webhooks.settle_attempt). These
 // tests call one job's work directly, against the real database and a real
 // receiver, so what one job did is observable.
 

@@ -5,9 +5,10 @@ import { useTestDatabase } from '../helpers/test-database.js';
 
 const db = useTestDatabase();
 
-// PL/pgSQL keeps a function's plans for the life of its connection (migration
-// 0014). A connection whose plans for dispatch were made while payloads was
-// empty must not scan the whole table once it holds a backlog.
+// PL/pgSQL keeps a function's plans for the life of its connection, so
+// asset_webhooks.dispatch is planned at each call. A connection whose plans
+// for dispatch were made while payloads was empty must not scan the whole
+// table once it holds a backlog.
 it('dispatch reads a grown backlog through its indexes on a connection that planned it on an empty table', async () => {
   await resetData(db.pool);
   await registerWebhooks(db.pool, [openWebhook('crm')], 4);
@@ -27,7 +28,7 @@ it('dispatch reads a grown backlog through its indexes on a connection that plan
     const { rows: [reads] } = await client.query<{ seq_scan: number }>(
       "select seq_scan::int from pg_stat_xact_user_tables where schemaname = 'asset_webhooks' and relname = 'payloads'");
     await client.query('commit');
-    // Without migration 0014: 4 scans of the whole table (the plans made while it was empty).
+    // With plans kept for the connection: scans of the whole table (the plans made while it was empty).
     expect(reads).toEqual({ seq_scan: 0 });
     // And dispatch still did its work: the webhook's four slots were filled, in order.
     const { rows } = await db.pool.query<{ payload_id: number }>(

@@ -8,8 +8,8 @@ import { receiverConfig } from '../helpers/config.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
-// Attempt results written several per statement (asset_webhooks.settle_attempts,
-// sql/migrations/0006_settle_batches.sql): each result must be settled exactly
+// Attempt results written several per statement (asset_webhooks.settle_attempts
+// in sql/migrations/0001_baseline.sql): each result must be settled exactly
 // as it would have been alone, and a failing batch must change nothing.
 
 const db = useTestDatabase();
@@ -203,7 +203,7 @@ describe('settling attempts in batches', () => {
     await expect(batcher.settle(request(ids[1]!))).resolves.toEqual({ applied: true, next: null });
   });
 
-  it('reads only the payloads it settles and takes, whatever the statistics say (migration 0008)', async () => {
+  it('reads only the payloads it settles and takes, whatever the statistics say', async () => {
     await webhooks([{ id: 'crm', concurrency: 32 }]);
     // Statistics taken while the table was empty, as after a quiet night: the
     // plans made on the next connection must still look the payloads up by id.
@@ -231,7 +231,7 @@ describe('settling attempts in batches', () => {
     }
   });
 
-  it('reads the head of a queue through its index when the statistics were taken with the whole backlog waiting (migration 0009)', async () => {
+  it('reads the head of a queue through its index when the statistics were taken with the whole backlog waiting', async () => {
     await webhooks([{ id: 'crm', concurrency: 4 }]);
     // Statistics taken while 2,000 payloads of one webhook waited, as after a
     // bulk import into a quiet table; then the first 1,500 were delivered.

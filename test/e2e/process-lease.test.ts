@@ -16,7 +16,7 @@ import { resetData, silentLogger } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 
-// Migration 0011: each `run` process holds a lease (a session advisory lock
+// Each `run` process holds a lease (a session advisory lock
 // keyed by its id) and records its id on every attempt it starts, so that an
 // attempt left unfinished by a process that died is handed back at the next
 // maintenance, not ten minutes after it started.
@@ -194,7 +194,7 @@ it('records the process from the session\'s application_name, and nothing for an
   }
 });
 
-it('reads the process from the application_name as the regular expression of migration 0011 did (0016 reads it without one)', async () => {
+it('reads a process id from the application_name only when it is "asset-webhooks run " and a canonical lower-case UUID, as the equivalent regular expression would', async () => {
   const id = '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d';
   const names = [
     runApplicationName(id), `asset-webhooks run ${id} `, ` asset-webhooks run ${id}`, `asset-webhooks run ${id.toUpperCase()}`,

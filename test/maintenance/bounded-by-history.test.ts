@@ -9,8 +9,8 @@ import { useTestDatabase } from '../helpers/test-database.js';
 
 // Housekeeping and the coalescer's reads must cost what they handle, not the
 // size of the history kept or of the whole backlog, whatever the statistics
-// (migration 0010 and claimChunk). Rows read are counted from the server's
-// table statistics.
+// (the indexes of sql/migrations/0001_baseline.sql, and claimChunk). Rows
+// read are counted from the server's table statistics.
 
 const db = useTestDatabase();
 
