@@ -47,6 +47,9 @@ create unique index backfills_running on asset_webhooks.backfills (webhook_id, c
 -- adding a nullable column without a default change no existing row.)
 alter table asset_webhooks.events alter column seq drop not null, alter column run_id drop not null;
 alter table asset_webhooks.events add column backfill_id bigint;
+-- The events of one backfill (sql/runbooks/backfills.sql). Partial: captured
+-- events, nearly all of them, get no entry.
+create index events_backfill on asset_webhooks.events (backfill_id) where backfill_id is not null;
 
 -- event_outcomes as before, with backfill_id appended: operators tell a
 -- backfilled event from a captured one by it being non-null. A backfilled
