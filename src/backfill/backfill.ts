@@ -43,8 +43,6 @@ export interface BackfillOptions {
   /** Count what would be sent, change nothing. */
   readonly dryRun?: boolean;
   readonly requestedBy?: string;
-  /** Assets read per query. Default 1,000. */
-  readonly readSize?: number;
   /** Called after each committed write (and, in a dry run, each read), for progress lines. */
   readonly onProgress?: (progress: BackfillProgress) => void;
   /** Once aborted, the backfill stops after the write in progress commits; run again to resume. */
@@ -81,6 +79,9 @@ function eventsPerWrite(batchSize: number): number {
   return batchSize * Math.ceil(1000 / batchSize);
 }
 
+/** Assets read per query: one chunk in memory at a time. */
+const READ_SIZE = 1000;
+
 /** Assets read without enough events to fill a write, after which the position is committed anyway. */
 const ASSETS_PER_WRITE = 20_000;
 
@@ -102,7 +103,6 @@ interface ReadRow extends AssetStateRow {
 export async function backfill(options: BackfillOptions): Promise<BackfillResult> {
   const { pool, webhook } = options;
   const dryRun = options.dryRun === true;
-  const readSize = options.readSize ?? 1000;
   const listed = options.assetIds === undefined ? null : [...new Set(options.assetIds.map((id) => BigInt(id)))].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map(String);
   const compiled = compileWebhook(webhook);
   const limits = { batchSize: webhook.batchSize, maxPayloadBytes: options.maxPayloadBytes };
@@ -192,7 +192,7 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
     };
 
     for (;;) {
-      const rows = await readAssets(session, readCursor, listed, readSize);
+      const rows = await readAssets(session, readCursor, listed, READ_SIZE);
       for (const state of rows) {
         const asset = assetStateFromRow(state);
         const check = compiled.evaluate('EDITED', asset);
@@ -209,7 +209,7 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
         pendingRead += 1;
         readCursor = state.asset_key;
       }
-      if (rows.length < readSize) {
+      if (rows.length < READ_SIZE) {
         await write(true);
         break;
       }
