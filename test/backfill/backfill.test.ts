@@ -107,6 +107,29 @@ describe('backfill', () => {
     expect(text.stdout).toContain('1 listed assets do not exist: 99999999999999999');
   });
 
+  it('resumes an unfinished backfill given the same arguments in any order, and refuses to run one another process holds (exit 1)', { timeout: 120_000 }, async () => {
+    // An interrupted backfill of assets 2, 5 and 6 that had done asset 2.
+    const { rows: [row] } = await db.pool.query<{ backfill_id: number }>(
+      `insert into asset_webhooks.backfills (webhook_id, asset_ids, last_asset_id, assets_read, events_sent, payloads, requested_by)
+       values ('crm', '{2,5,6}', 2, 1, 1, 1, 'test') returning backfill_id`);
+    const id = row!.backfill_id;
+    const holder = await db.pool.connect();
+    try {
+      await holder.query("select pg_advisory_lock(hashtextextended('asset_webhooks.backfill:' || $1::text, 0))", [id]);
+      const busy = await backfillCli('--webhook', 'crm', '--asset', '6', '2', '5');
+      expect(busy.code).toBe(1);
+      expect(busy.stderr).toBe(`backfill ${id} of webhook crm: expected no other process to be running it, but one is (wait for it, or stop it and run this again to resume)\n`);
+    } finally {
+      await holder.query("select pg_advisory_unlock(hashtextextended('asset_webhooks.backfill:' || $1::text, 0))", [id]);
+      holder.release();
+    }
+    const before = (await payloads(db.pool)).map((p) => p.payload_id);
+    const resumed = JSON.parse((await backfillCli('--webhook', 'crm', '--asset', '5', '6', '2', '--json')).stdout) as Record<string, unknown>;
+    expect(resumed).toMatchObject({ backfillId: id, resumed: true, status: 'completed', assetsRead: 3, eventsSent: 3, payloads: 2, lastAssetId: '6' });
+    const written = (await payloads(db.pool)).filter((p) => !before.includes(p.payload_id));
+    expect(written.map((p) => bodyEvents(p).map((e) => e.assetId))).toEqual([[5, 6]]);
+  });
+
   it('refuses a webhook that is not configured, disabled or without Edited (exit 1), and a malformed asset id (exit 2)', { timeout: 120_000 }, async () => {
     const results = await Promise.all([
       backfillCli('--webhook', 'nosuch'), backfillCli('--webhook', 'off'), backfillCli('--webhook', 'no-edits'), backfillCli('--webhook', 'crm', '--asset', '1.5'),
