@@ -21,6 +21,9 @@ create table asset_webhooks.backfills (
   -- The listed assets, distinct and ascending; null for every asset of the
   -- binding's asset_state view.
   asset_ids      bigint[],
+  -- Which assets, as one short value the index below can hold whatever the
+  -- length of the list: 'all', or the md5 of the listed ids joined by commas.
+  assets_key     text not null,
   status         text not null default 'running' check (status in ('running', 'completed')),
   -- Keyset position: every asset with an id up to this one is done (sent, or
   -- excluded by a check, or listed but absent). Null before the first chunk.
@@ -38,8 +41,7 @@ create table asset_webhooks.backfills (
 );
 -- At most one unfinished backfill per webhook and asset list: a second
 -- request with the same arguments resumes it instead of starting another.
-create unique index backfills_running on asset_webhooks.backfills (webhook_id, coalesce(asset_ids, '{}'::bigint[]))
-  where status = 'running';
+create unique index backfills_running on asset_webhooks.backfills (webhook_id, assets_key) where status = 'running';
 
 -- Events written by a backfill have no outbox row and no coalescing run:
 -- seq and run_id are null and backfill_id names the backfill. Every other

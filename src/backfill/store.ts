@@ -14,6 +14,9 @@ export interface BackfillRow {
   readonly payloads: number;
 }
 
+/** asset_webhooks.backfills.assets_key of the listed assets ($2, ascending and distinct; null for every asset). */
+const ASSETS_KEY = "coalesce(md5(array_to_string($2::bigint[], ',')), 'all')";
+
 const COLUMNS = `backfill_id as "backfillId", webhook_id as "webhookId", status, last_asset_id::text as "lastAssetId",
   assets_read::float8 as "assetsRead", events_sent::float8 as "eventsSent", excluded::float8 as "excluded", payloads::float8 as "payloads"`;
 
@@ -21,7 +24,7 @@ const COLUMNS = `backfill_id as "backfillId", webhook_id as "webhookId", status,
 export async function findRunningBackfill(client: pg.Pool | pg.PoolClient, webhookId: string, assetIds: readonly string[] | null): Promise<BackfillRow | null> {
   const { rows } = await client.query<BackfillRow>(
     `select ${COLUMNS} from asset_webhooks.backfills
-     where status = 'running' and webhook_id = $1 and coalesce(asset_ids, '{}'::bigint[]) = coalesce($2::bigint[], '{}'::bigint[])`,
+     where status = 'running' and webhook_id = $1 and assets_key = ${ASSETS_KEY}`,
     [webhookId, assetIds]);
   return rows[0] ?? null;
 }
@@ -35,8 +38,8 @@ export async function startOrResumeBackfill(
   client: pg.PoolClient, webhookId: string, assetIds: readonly string[] | null, requestedBy: string,
 ): Promise<{ backfill: BackfillRow; resumed: boolean }> {
   const { rows: [created] } = await client.query<BackfillRow>(
-    `insert into asset_webhooks.backfills (webhook_id, asset_ids, requested_by) values ($1, $2::bigint[], $3)
-     on conflict (webhook_id, coalesce(asset_ids, '{}'::bigint[])) where status = 'running' do nothing
+    `insert into asset_webhooks.backfills (webhook_id, asset_ids, assets_key, requested_by) values ($1, $2::bigint[], ${ASSETS_KEY}, $3)
+     on conflict (webhook_id, assets_key) where status = 'running' do nothing
      returning ${COLUMNS}`,
     [webhookId, assetIds, requestedBy]);
   if (created) return { backfill: created, resumed: false };

@@ -105,13 +105,19 @@ describe('backfill', () => {
     expect(written.map((p) => bodyEvents(p).map((e) => e.assetId))).toEqual([[3, 7], [3, 7]]);
     const text = await backfillCli('--webhook', 'crm', '--asset', '9', '99999999999999999');
     expect(text.stdout).toContain('1 listed assets do not exist: 99999999999999999');
+    // A long list (no limit from the index that keeps one unfinished backfill per list).
+    const long = await backfillCli('--webhook', 'crm', '--dry-run', '--json', '--asset', ...Array.from({ length: 3000 }, (_, i) => String(i + 1)));
+    expect(JSON.parse(long.stdout)).toMatchObject({ eventsSent: 7, missingCount: 2990 });
+    const longRun = await backfillCli('--webhook', 'crm', '--json', '--asset', ...Array.from({ length: 3000 }, (_, i) => String(i + 1)));
+    expect(longRun.code).toBe(0);
+    expect(JSON.parse(longRun.stdout)).toMatchObject({ eventsSent: 7, status: 'completed' });
   });
 
   it('resumes an unfinished backfill given the same arguments in any order, and refuses to run one another process holds (exit 1)', { timeout: 120_000 }, async () => {
     // An interrupted backfill of assets 2, 5 and 6 that had done asset 2.
     const { rows: [row] } = await db.pool.query<{ backfill_id: number }>(
-      `insert into asset_webhooks.backfills (webhook_id, asset_ids, last_asset_id, assets_read, events_sent, payloads, requested_by)
-       values ('crm', '{2,5,6}', 2, 1, 1, 1, 'test') returning backfill_id`);
+      `insert into asset_webhooks.backfills (webhook_id, asset_ids, assets_key, last_asset_id, assets_read, events_sent, payloads, requested_by)
+       values ('crm', '{2,5,6}', md5('2,5,6'), 2, 1, 1, 1, 'test') returning backfill_id`);
     const id = row!.backfill_id;
     const holder = await db.pool.connect();
     try {
