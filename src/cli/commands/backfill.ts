@@ -91,6 +91,10 @@ export function registerBackfill(program: Command): void {
       });
       const maxRssBytes = process.resourceUsage().maxRSS * 1024;
       process.stdout.write(`${options.json ? JSON.stringify({ ...result, maxRssBytes }) : summary(result)}\n`);
-      if (result.status !== 'completed' && !dryRun) process.exitCode = 1;
+      if (result.status !== 'completed' && !dryRun) {
+        process.stderr.write(`backfill ${result.backfillId} of webhook ${result.webhookId}: interrupted, done up to asset ${result.lastAssetId ?? '(none)'}; ` +
+          'run the same command again to resume\n');
+        process.exitCode = 1;
+      }
     });
 }
