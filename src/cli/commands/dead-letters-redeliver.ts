@@ -81,7 +81,7 @@ export function registerRedeliver(deadLetters: Command): void {
       'in payload order; prints how many it started (--dry-run: how many it would, changing nothing).')
     .option('--webhook <id>', 'every dead letter of this webhook')
     .option('--from <time>', 'with --webhook: dead-lettered at or after this time (ISO-8601; UTC when no offset is given)', parseTime('--from'))
-    .option('--to <time>', 'with --webhook: dead-lettered before this time (ISO-8601)')
+    .option('--to <time|webhookId>', 'with --webhook: dead-lettered before this time (ISO-8601); with PAYLOAD_ID: the webhook to send it to instead of its own')
     .option('--reason <reason>', `with --webhook: only dead letters of this reason (${DEAD_LETTER_REASONS.join(', ')})`)
     .option('--dry-run', 'with --webhook: count the matching dead letters, change nothing')
     .option('--json', 'machine-readable output')
