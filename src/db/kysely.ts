@@ -12,13 +12,15 @@ export interface OperatorDatabase {
     asset_uuid: string | null; atom_id: number | null; supertype: string | null; parent_id: number | null;
   };
   'asset_webhooks.events': {
-    event_id: string; seq: number; occurred_at: Date; event_type: string; asset_id: number; asset_uuid: string | null;
-    atom_id: number | null; run_id: number; coalesced_at: Date; collapsed_into: string | null; routes: ColumnType<Record<string, number | string>, string, string>;
+    event_id: string; seq: number | null; occurred_at: Date; event_type: string; asset_id: number; asset_uuid: string | null;
+    atom_id: number | null; run_id: number | null; coalesced_at: Date; collapsed_into: string | null; routes: ColumnType<Record<string, number | string>, string, string>;
+    /** The backfill that wrote the event; null (with seq and run_id set) for a captured event. */
+    backfill_id: number | null;
   };
   'asset_webhooks.event_outcomes': {
     event_id: string; event_type: string; asset_id: number; asset_uuid: string | null; occurred_at: Date; webhook_id: string;
     outcome: 'excluded' | 'collapsed' | 'pending' | 'delivered' | 'dead_lettered'; excluded_by: string | null; payload_id: number | null;
-    collapsed_into: string | null; atom_id: number | null; coalesced_at: Date;
+    collapsed_into: string | null; atom_id: number | null; coalesced_at: Date; backfill_id: number | null;
   };
   'asset_webhooks.payloads': {
     payload_id: number; webhook_id: string; created_at: Date; status: string; dispatched: boolean; event_count: number; event_ids: string[];

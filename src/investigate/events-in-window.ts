@@ -9,6 +9,8 @@ export interface WindowEvent {
   /** Per webhook: outcome (with check or payload); empty while still waiting in the outbox. */
   readonly outcomes: ReadonlyArray<{ webhookId: string; outcome: string; excludedBy: string | null; payloadId: number | null }>;
   readonly waiting: boolean;
+  /** The backfill that wrote the event; null for a captured one. */
+  readonly backfillId: number | null;
 }
 
 /** The events that occurred in [from, to), with their outcome per webhook, in order of occurrence. */
@@ -29,14 +31,14 @@ export async function eventsInWindow(pool: pg.Pool, filter: { from: Date; to: Da
   for (const row of rows) {
     let entry = byEvent.get(row.event_id);
     if (!entry) {
-      entry = { eventId: row.event_id, eventType: row.event_type, assetId: row.asset_id, occurredAt: row.occurred_at, outcomes: [], waiting: false };
+      entry = { eventId: row.event_id, eventType: row.event_type, assetId: row.asset_id, occurredAt: row.occurred_at, outcomes: [], waiting: false, backfillId: row.backfill_id };
       byEvent.set(row.event_id, entry);
     }
     entry.outcomes.push({ webhookId: row.webhook_id, outcome: row.outcome, excludedBy: row.excluded_by, payloadId: row.payload_id });
   }
   const events: WindowEvent[] = [...byEvent.values()];
   for (const row of pending) {
-    events.push({ eventId: row.event_id, eventType: row.event_type, assetId: row.asset_id, occurredAt: row.occurred_at, outcomes: [], waiting: true });
+    events.push({ eventId: row.event_id, eventType: row.event_type, assetId: row.asset_id, occurredAt: row.occurred_at, outcomes: [], waiting: true, backfillId: null });
   }
   return events.sort((a, b) => a.occurredAt.getTime() - b.occurredAt.getTime());
 }
@@ -44,7 +46,8 @@ export async function eventsInWindow(pool: pg.Pool, filter: { from: Date; to: Da
 export function renderEvents(events: readonly WindowEvent[]): string {
   if (events.length === 0) return 'no events in this window';
   return events.map((event) => {
-    const head = `${event.occurredAt.toISOString()}  ${event.eventId}  ${event.eventType.padEnd(9)} asset ${event.assetId}`;
+    const head = `${event.occurredAt.toISOString()}  ${event.eventId}  ${event.eventType.padEnd(9)} asset ${event.assetId}` +
+      (event.backfillId !== null ? `  (backfill ${event.backfillId})` : '');
     if (event.waiting) return `${head}\n    captured, waiting for the next coalescing run`;
     const outcomes = event.outcomes.map((o) => `    ${o.webhookId}: ${o.outcome}${o.excludedBy ? ` (${o.excludedBy})` : ''}${o.payloadId !== null ? ` payload ${o.payloadId}` : ''}`);
     return [head, ...outcomes].join('\n');

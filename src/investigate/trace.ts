@@ -41,6 +41,8 @@ export interface Trace {
   readonly state: 'waiting' | 'coalesced';
   readonly coalescedAt: Date | null;
   readonly atomId: number | null;
+  /** The backfill that wrote the event (it was not captured from a change); null for a captured event. */
+  readonly backfillId: number | null;
   readonly routes: readonly TraceRoute[];
 }
 
@@ -60,7 +62,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
   if (waiting) {
     return {
       eventId, eventType: waiting.event_type, assetId: waiting.asset_id, assetUuid: waiting.asset_uuid, occurredAt: waiting.occurred_at,
-      state: 'waiting', coalescedAt: null, atomId: waiting.atom_id, routes: [],
+      state: 'waiting', coalescedAt: null, atomId: waiting.atom_id, backfillId: null, routes: [],
     };
   }
   const event = await db.selectFrom('asset_webhooks.events').selectAll().where('event_id', '=', eventId).executeTakeFirst();
@@ -78,7 +80,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
   ]);
   return {
     eventId, eventType: event.event_type, assetId: event.asset_id, assetUuid: event.asset_uuid, occurredAt: event.occurred_at,
-    state: 'coalesced', coalescedAt: event.coalesced_at, atomId: event.atom_id,
+    state: 'coalesced', coalescedAt: event.coalesced_at, atomId: event.atom_id, backfillId: event.backfill_id,
     routes: outcomes.map((row) => {
       const payload = payloads.find((p) => p.payload_id === row.payload_id);
       return {
@@ -110,7 +112,12 @@ export function renderTrace(trace: Trace): string {
     lines.push('  captured, waiting for the next coalescing run (no webhook has seen it yet)');
     return lines.join('\n');
   }
-  lines.push(`  coalesced at ${trace.coalescedAt!.toISOString()}${trace.atomId !== null ? `, atomId ${trace.atomId}` : ''}`);
+  if (trace.backfillId !== null) {
+    lines.push(`  BACKFILLED: written by backfill ${trace.backfillId} at ${trace.coalescedAt!.toISOString()}${trace.atomId !== null ? `, atomId ${trace.atomId}` : ''}` +
+      ' (not a captured change: the asset passed the webhook\'s checks when the backfill read it; sent to that webhook only)');
+  } else {
+    lines.push(`  coalesced at ${trace.coalescedAt!.toISOString()}${trace.atomId !== null ? `, atomId ${trace.atomId}` : ''}`);
+  }
   if (trace.routes.length === 0) lines.push('  no webhook was configured when it was coalesced');
   for (const route of trace.routes) {
     if (route.outcome === 'excluded') {

@@ -224,6 +224,7 @@ describe('psql runbooks', () => {
     'backlog-and-lag.sql': [],
     'pause-webhook.sql': ['webhook_id=crm'],
     'after-key-rotation.sql': ['webhook_id=crm'],
+    'backfills.sql': [],
   };
 
   it('has a test entry for every runbook', () => {
@@ -245,6 +246,7 @@ describe('psql runbooks', () => {
       'backlog-and-lag.sql': /outbox_rows/,
       'pause-webhook.sql': /crm\s+\|\s+t/,
       'after-key-rotation.sql': /payload_id/,
+      'backfills.sql': /backfill_id \| webhook_id \| status[^]*Delivery of the backfilled events/,
     };
     expect(stdout).toMatch(expected[file]!);
   });
