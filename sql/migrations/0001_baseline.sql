@@ -313,30 +313,79 @@ create table asset_webhooks.redeliveries (
   primary key (payload_id, series)
 );
 
+-- A backfill (`asset-webhooks backfill --webhook ID`, src/backfill/) sends one
+-- EDITED event with a new eventId, to one webhook only, for every asset that
+-- currently passes that webhook's checks, or for each listed asset. It writes
+-- its payloads and their events directly, chunk by chunk; it does not go
+-- through the outbox, so a backfill of a million assets never delays the
+-- captured events of other webhooks behind its own rows.
+
+-- One row per backfill. A chunk's payloads, its events and the advance of
+-- last_asset_id commit in one transaction, so an interrupted backfill resumes
+-- after the last asset whose event (or exclusion) committed, and no asset is
+-- sent twice by one backfill. A backfill that completed is never resumed: a
+-- later request with the same arguments starts a new one and sends again.
+create table asset_webhooks.backfills (
+  backfill_id    bigint generated always as identity primary key,
+  webhook_id     text not null,
+  -- The listed assets, distinct and ascending; null for every asset of the
+  -- binding's asset_state view.
+  asset_ids      bigint[],
+  -- Which assets, as one short value the index below can hold whatever the
+  -- length of the list: 'all', or the md5 of the listed ids joined by commas.
+  assets_key     text not null,
+  status         text not null default 'running' check (status in ('running', 'completed')),
+  -- Keyset position: every asset with an id up to this one is done (sent, or
+  -- excluded by a check, or listed but absent). Null before the first chunk.
+  last_asset_id  bigint,
+  -- Assets read, events sent (one per asset), assets excluded by the
+  -- webhook's checks, payloads written.
+  assets_read    bigint not null default 0,
+  events_sent    bigint not null default 0,
+  excluded       bigint not null default 0,
+  payloads       bigint not null default 0,
+  requested_by   text not null,
+  started_at     timestamptz not null default clock_timestamp(),
+  updated_at     timestamptz not null default clock_timestamp(),
+  finished_at    timestamptz
+);
+-- At most one unfinished backfill per webhook and asset list: a second
+-- request with the same arguments resumes it instead of starting another.
+create unique index backfills_running on asset_webhooks.backfills (webhook_id, assets_key) where status = 'running';
+
 -- Consumed events with their outcome per webhook. `routes` maps every webhook
 -- configured at coalescing time to either the payload id (a number) that
 -- carries the event, or a string: the check that excluded it, or 'collapsed'.
 -- One jsonb per event keeps many events times many webhooks compact.
+-- Events written by a backfill have no outbox row and no coalescing run: seq
+-- and run_id are null and backfill_id names the backfill. Every captured event
+-- has seq and run_id and a null backfill_id.
 create table asset_webhooks.events (
   event_id        uuid primary key,
-  seq             bigint not null,
+  seq             bigint,
   occurred_at     timestamptz not null,
   event_type      text not null,
   asset_id        bigint not null,
   asset_uuid      uuid,
   -- atomId as delivered: for EDITED the asset's latest atom at coalescing time.
   atom_id         bigint,
-  run_id          bigint not null,
+  run_id          bigint,
   coalesced_at    timestamptz not null,
   collapsed_into  uuid,
-  routes          jsonb not null
+  routes          jsonb not null,
+  backfill_id     bigint
 );
 -- Investigation by time and by asset; retention by coalesced_at.
 create index events_occurred_at on asset_webhooks.events (occurred_at);
 create index events_asset on asset_webhooks.events (asset_id, occurred_at);
 create index events_coalesced_at on asset_webhooks.events (coalesced_at);
+-- The events of one backfill (sql/runbooks/backfills.sql). Partial: captured
+-- events, nearly all of them, get no entry.
+create index events_backfill on asset_webhooks.events (backfill_id) where backfill_id is not null;
 
 -- One row per event and webhook it was routed to, with what became of it.
+-- backfill_id is non-null for an event written by a backfill, which has a
+-- route to its one webhook only.
 create view asset_webhooks.event_outcomes as
 select e.event_id,
        e.event_type,
@@ -354,7 +403,8 @@ select e.event_id,
        p.payload_id,
        e.collapsed_into,
        e.atom_id,
-       e.coalesced_at
+       e.coalesced_at,
+       e.backfill_id
 from asset_webhooks.events e
 cross join lateral jsonb_each(e.routes) r
 left join asset_webhooks.payloads p
