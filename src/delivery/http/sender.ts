@@ -1,7 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import ipaddr from 'ipaddr.js';
 import { Agent, request, type Dispatcher } from 'undici';
-import { AddressRefusedError, guardedLookup, refusal } from './address-guard.js';
+import { refusal } from '../../net/addresses.js';
+import { AddressRefusedError, guardedLookup } from './address-guard.js';
 
 /**
  * The result of one POST: the receiver's status, or why there was none.
