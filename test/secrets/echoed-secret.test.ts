@@ -119,7 +119,7 @@ describe('a run against receivers that echo the key leaves it nowhere', () => {
       const { rows: [row] } = await db.pool.query<{ done: string }>(
         `select count(*) filter (where status in ('delivered', 'dead_lettered')) as done from asset_webhooks.payloads`);
       return Number(row!.done) === paths.length ? true : undefined;
-    }, 30_000, 'every payload delivered or dead-lettered');
+    }, 60_000, 'every payload delivered or dead-lettered');
     const { rows: [attempts] } = await db.pool.query<{ n: string; excerpts: string }>(
       "select count(*) as n, string_agg(response_excerpt, ' ') as excerpts from asset_webhooks.attempts");
     expect(Number(attempts!.n)).toBeGreaterThanOrEqual(paths.length);
@@ -157,5 +157,6 @@ describe('a run against receivers that echo the key leaves it nowhere', () => {
     await service.exited;
     expect(service.output.stdout + service.output.stderr).toMatch(/"level":20/);
     expectNoSecret('the debug log', service.output.stdout + service.output.stderr);
-  });
+    // A run, then a dozen commands, each a process of its own.
+  }, 180_000);
 });
