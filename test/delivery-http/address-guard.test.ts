@@ -65,6 +65,8 @@ describe('the sender refuses before connecting', () => {
     ['a link-local address', 'http://169.254.1.1/hook', /address 169\.254\.1\.1 \(linkLocal\) refused/],
     ['a unique-local IPv6 address', 'http://[fd12::1]/hook', /address fd12::1 \(uniqueLocal\) refused/],
     ['carrier-grade NAT', 'http://100.64.1.1/hook', /address 100\.64\.1\.1 \(carrierGradeNat\) refused/],
+    ['an IPv4-compatible IPv6 literal of loopback', 'http://[::127.0.0.1]/hook', /address ::7f00:1 \(loopback\) refused/],
+    ['a 6to4 literal of a private address', 'http://[2002:a00:1::1]/hook', /address 2002:a00:1::1 \(private\) refused/],
   ])('%s is refused with a message naming the address and its range', async (_name, url, message) => {
     const result = await post(strict, url);
     expect(result).toMatchObject({ kind: 'error', errorClass: 'address_refused' });
@@ -75,6 +77,10 @@ describe('the sender refuses before connecting', () => {
     'http://169.254.169.254/latest/meta-data/iam/security-credentials/',
     'http://[::ffff:169.254.169.254]/computeMetadata/v1/',
     'http://[fd00:ec2::254]/latest/meta-data/',
+    'http://[::a9fe:a9fe]/latest/meta-data/',
+    'http://[2002:a9fe:a9fe::]/latest/meta-data/',
+    'http://[64:ff9b:1::a9fe:a9fe]/latest/meta-data/',
+    'http://100.100.100.200/latest/meta-data/',
   ])('the metadata address %s is refused even when private addresses are allowed', async (url) => {
     for (const sender of [strict, allowing]) {
       const result = await post(sender, url);
