@@ -29,6 +29,12 @@ describe('every connection string form node-postgres reads is accepted by the co
     expect(JSON.parse(result.stdout)).toEqual([]);
   });
 
+  it.skipIf(!socketListening)('migrate too, which hands the string to graphile-worker', async () => {
+    const result = await runCli(['migrate', '--database-url', forms[0]!]);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+  });
+
   it('also from DATABASE_URL', async () => {
     const url = `postgres://${user}@/${db.name}?host=${encodeURIComponent(server.hostname)}&port=${port}`;
     const result = await runCli(['dead-letters', '--json'], { DATABASE_URL: url });
