@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { assetStateFromRow, type AssetStateRow } from '../filters/read-asset-state.js';
+import { assetStateFromRow, type AssetStateRow } from '../db/asset-state.js';
 import type { AssetState, EventType } from '../interfaces.js';
 import { EventIds, millisOf } from './event-ids.js';
 

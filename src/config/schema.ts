@@ -32,14 +32,68 @@ const eventTypeName = z
   .refine((value) => EVENT_TYPE_BY_NAME.has(value.toLowerCase()), { error: `expected one of ${EVENT_TYPE_NAMES} (any case)` })
   .transform((value) => EVENT_TYPE_BY_NAME.get(value.toLowerCase())!);
 
-const httpUrl = z.string({ error: 'expected an http or https URL' }).refine((value) => {
-  try {
-    const url = new URL(value);
-    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
-  } catch {
-    return false;
+/**
+ * Sizes no sensible document reaches. Past them a document is refused with a
+ * line naming the limit, rather than accepted and failing at every delivery
+ * (a receiver answers 414 or 431) or costing seconds and gigabytes to parse.
+ */
+/** Characters of one url (a webhook's, or an endpoint's). */
+export const MAX_URL_LENGTH = 8192;
+/** Bytes of one configured header, name and value (ISO-8859-1: one byte a character). */
+export const MAX_HEADER_BYTES = 8192;
+/** Bytes of all configured headers of one webhook, names and values. */
+export const MAX_HEADERS_BYTES = 16_384;
+/** Bytes of the whole document, checked before it is parsed. */
+export const MAX_DOCUMENT_BYTES = 4 * 1024 * 1024;
+
+/**
+ * What a problem line says was found, when the value itself must not be
+ * printed (it may be a secret) or is too long to be useful.
+ */
+export class Found {
+  constructor(readonly description: string) {}
+}
+
+/**
+ * A character that WHATWG URL parsing drops or rewrites rather than refuses:
+ * tab, CR and LF anywhere, C0 controls and space at the ends, backslash (read
+ * as a slash); spaces and other controls inside are percent-encoded silently.
+ * A url holding one means something else than what was sent.
+ */
+const URL_REWRITTEN_CHARACTER = /[\x00-\x20\x7f\\]/;
+
+const httpUrl = z.string({ error: 'expected an http or https URL' }).superRefine((value, context) => {
+  if (value.length > MAX_URL_LENGTH) {
+    context.addIssue({
+      code: 'custom', input: new Found(`a url of ${value.length} characters`),
+      message: `expected a url of at most ${MAX_URL_LENGTH} characters`,
+    });
+    return;
   }
-}, { error: 'expected an http or https URL' });
+  const rewritten = URL_REWRITTEN_CHARACTER.exec(value);
+  if (rewritten) {
+    context.addIssue({
+      code: 'custom', input: new Found(`${JSON.stringify(rewritten[0])} at position ${rewritten.index + 1} of ${JSON.stringify(maskedUrl(value).slice(0, 80))}`),
+      message: 'expected a url without spaces, control characters (CR, LF, tab) or backslashes, which URL parsing would drop or rewrite (percent-encode them: %20, %0D, %0A, %09, %5C)',
+    });
+    return;
+  }
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    context.addIssue({ code: 'custom', input: value, message: 'expected an http or https URL' });
+    return;
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
+    context.addIssue({ code: 'custom', input: value, message: 'expected an http or https URL' });
+  } else if (url.username !== '' || url.password !== '') {
+    context.addIssue({
+      code: 'custom', input: maskedUrl(value),
+      message: 'expected a url without user or password, which are never sent (set an Authorization header in the webhook\'s headers instead)',
+    });
+  }
+});
 
 /** RFC 9110 token characters. */
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -64,6 +118,7 @@ const headers = z.record(z.string(), z.unknown(), {
   error: 'expected a mapping of header names to string values',
 }).superRefine((value, context) => {
   const seen = new Map<string, string>();
+  let total = 0;
   for (const [name, headerValue] of Object.entries(value)) {
     const lower = name.toLowerCase();
     if (!HEADER_NAME.test(name)) {
@@ -78,14 +133,27 @@ const headers = z.record(z.string(), z.unknown(), {
       context.addIssue({ code: 'custom', path: [name], input: name, message: `expected each header once (header names ignore case: ${JSON.stringify(seen.get(lower))} is the same header)` });
     }
     if (!seen.has(lower)) seen.set(lower, name);
+    total += name.length + (typeof headerValue === 'string' ? headerValue.length : 0);
     if (typeof headerValue !== 'string') {
       context.addIssue({ code: 'custom', path: [name], input: headerValue, message: 'expected a string header value' });
-    } else if (!HEADER_VALUE.test(headerValue)) {
+    } else if (name.length + headerValue.length > MAX_HEADER_BYTES) {
       context.addIssue({
-        code: 'custom', path: [name], input: headerValue,
+        code: 'custom', path: [name], input: new Found(`${name.length + headerValue.length} bytes (the value is not shown: it may be secret)`),
+        message: `expected a header of at most ${MAX_HEADER_BYTES} bytes, name and value`,
+      });
+    } else if (!HEADER_VALUE.test(headerValue)) {
+      const index = [...headerValue].findIndex((character) => !HEADER_VALUE.test(character));
+      context.addIssue({
+        code: 'custom', path: [name], input: new Found(`a value with ${JSON.stringify([...headerValue][index])} at position ${index + 1} (the value is not shown: it may be secret)`),
         message: 'expected a header value without CR, LF, NUL or other control characters, nor characters beyond U+00FF',
       });
     }
+  }
+  if (total > MAX_HEADERS_BYTES) {
+    context.addIssue({
+      code: 'custom', input: new Found(`${total} bytes in ${seen.size} headers`),
+      message: `expected at most ${MAX_HEADERS_BYTES} bytes of headers in all, names and values`,
+    });
   }
 }).transform((value) => value as Record<string, string>);
 
@@ -286,4 +354,13 @@ export function redactedUrl(url: string): string {
   } catch {
     return '<invalid url>';
   }
+}
+
+/**
+ * The url as written, with any password of its user:password@ replaced by
+ * ***: for a problem line that must show the url, not its secret. (The last @
+ * before the path ends the user information, as URL parsing reads it.)
+ */
+export function maskedUrl(url: string): string {
+  return url.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#@:]*:)[^/?#]*@/, '$1***@');
 }

@@ -1,4 +1,4 @@
-import { refusal } from '../delivery/http/address-guard.js';
+import { METADATA_REFUSAL, refusal } from '../net/addresses.js';
 import type { Config } from './schema.js';
 
 /**
@@ -16,9 +16,9 @@ export function configWarnings(config: Config): string[] {
     const address = /^localhost\.?$/i.test(host) ? '127.0.0.1' : host;
     const reason = refusal(address, allowPrivate);
     if (reason === null || reason === 'not an IP address') return;
-    const unless = reason === 'cloud metadata address' ? 'whatever network.allowPrivateAddresses says' : 'unless network.allowPrivateAddresses is true';
+    const unless = reason === METADATA_REFUSAL ? 'whatever network.allowPrivateAddresses says' : 'unless network.allowPrivateAddresses is true';
     // ipaddr.js range names, in words.
-    const words: Record<string, string> = { linkLocal: 'link-local', carrierGradeNat: 'carrier-grade NAT', uniqueLocal: 'unique-local' };
+    const words: Record<string, string> = { linkLocal: 'link-local', carrierGradeNat: 'carrier-grade NAT', uniqueLocal: 'unique-local', rfc6052: 'local-use NAT64' };
     const range = words[reason] ?? reason;
     const noun = range.endsWith(' address') ? range : `${range} address`;
     const article = /^[aeiou]/.test(noun) ? 'an' : 'a';

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { parse as parseConnectionString } from 'pg-connection-string';
 import { parse as parseArray } from 'postgres-array';
 import { UserError } from '../errors.js';
 
@@ -56,30 +57,60 @@ export function isConnectionError(error: unknown): boolean {
   return CONNECTION_ERROR_CODES.has(code) || code.startsWith('08') || /^Connection terminated/.test(error.message);
 }
 
-/** The database URL from the option or DATABASE_URL, or a UserError naming both. */
+/** The schemes node-postgres reads a connection string with (any case, as URL parsing lowers it). */
+const DATABASE_URL_SCHEME = /^(postgres|postgresql|socket):/i;
+/** A libpq keyword/value string (`host=... dbname=...`), which node-postgres does not read. */
+const KEYWORD_VALUE = /^\s*[A-Za-z_]+\s*=/;
+
+/**
+ * The database URL from the option or DATABASE_URL, or a UserError naming
+ * both. Accepted is what node-postgres connects with: a postgres:// or
+ * postgresql:// URL (with or without a host: `postgres://user@/db?host=/run/postgresql`
+ * names a socket directory), socket:/dir?db=name, and a bare socket directory.
+ * The value is never echoed: it may hold a password.
+ */
 export function requireDatabaseUrl(option: string | undefined): string {
   const url = option ?? process.env.DATABASE_URL;
   if (!url) {
     throw new UserError('database_url_missing', '--database-url: expected a PostgreSQL URL (or the environment variable DATABASE_URL), got nothing');
   }
-  // The value is not echoed: it may hold a password.
-  const protocol = URL.canParse(url) ? new URL(url).protocol : undefined;
-  // pg also reads socket:/dir?db=name and a bare socket directory.
-  if (!url.startsWith('/') && protocol !== 'postgres:' && protocol !== 'postgresql:' && protocol !== 'socket:') {
-    throw new UserError('database_url_invalid',
-      `--database-url: expected a URL such as postgres://user@host:5432/database (from ${option ? 'the option' : 'DATABASE_URL'}), got ${protocol ? `one with scheme ${protocol}` : 'a value that is not a URL'}`);
+  const expected = `--database-url: expected a URL such as postgres://user@host:5432/database or postgres://user@/database?host=/var/run/postgresql (from ${option ? 'the option' : 'DATABASE_URL'})`;
+  if (KEYWORD_VALUE.test(url)) {
+    throw new UserError('database_url_invalid', `${expected}, got a keyword/value connection string, which node-postgres does not read: write it as a URL`);
+  }
+  if (url.startsWith('/')) return url;
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):/.exec(url)?.[1];
+  if (!DATABASE_URL_SCHEME.test(url)) {
+    throw new UserError('database_url_invalid', `${expected}, got ${scheme ? `one with scheme ${scheme}:` : 'a value that is not a URL'}`);
+  }
+  try {
+    // What pg does with it on connecting; its errors do not repeat the input.
+    parseConnectionString(url);
+  } catch (error) {
+    throw new UserError('database_url_invalid', `${expected}, got one that node-postgres cannot read (${redactUrl(describeError(error))})`, { cause: error });
   }
   return url;
 }
 
-/** The URL with any password replaced, for messages and logs. */
+/**
+ * The connection string with every password in it replaced by ***, for
+ * messages and logs: the password of user:password@, `password=` (and
+ * `sslpassword=`) in the query, however its name is percent-encoded, and
+ * `password=` of a keyword/value string. Works on text, so a string that is
+ * not a valid URL is masked too.
+ */
 export function redactUrl(url: string): string {
+  const userinfo = url.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#@:]*:)[^/?#]*@/, '$1***@');
+  const query = userinfo.replace(/([?&])([^&#=]*)=([^&#]*)/g, (whole, separator: string, name: string) =>
+    /password/i.test(decodeName(name)) ? `${separator}${name}=***` : whole);
+  return query.replace(/(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&#]*)/gi, '$1***');
+}
+
+function decodeName(name: string): string {
   try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
+    return decodeURIComponent(name.replace(/\+/g, ' '));
   } catch {
-    return '<unparseable url>';
+    return name;
   }
 }
 

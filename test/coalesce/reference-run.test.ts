@@ -2,7 +2,7 @@ import { expect, it } from 'vitest';
 import { parseConfigText } from '../../src/config/load.js';
 import { routedWebhooks } from '../../src/coalesce/routed-webhooks.js';
 import { explainWebhook } from '../../src/filters/explain.js';
-import { readAssetState } from '../../src/filters/read-asset-state.js';
+import { readAssetState } from '../../src/db/asset-state.js';
 import type { AssetState, EventType } from '../../src/interfaces.js';
 import { registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';

@@ -26,7 +26,8 @@ const oneOfEachClass = new Set([
   'a parentId that is neither digits nor null', 'maxPayloadBytes below 1024', 'a duplicate id', 'two default ids that collide',
   'a header that overrides X-API-Key', 'a header value with CR or LF', 'provider gcp without a projectId',
   'a misspelt key that would otherwise mean "all types"', 'a misspelt root key', 'an empty document',
-  'a YAML syntax error, with line and column',
+  'a YAML syntax error, with line and column', 'a url with user and password', 'a url with CR and LF', 'a url longer than the limit',
+  'a header longer than the limit',
 ]);
 
 describe('check-config refuses each class of bad document with the exact path (real CLI, exit 1)', () => {
@@ -40,6 +41,13 @@ describe('check-config refuses each class of bad document with the exact path (r
     expect(result.stderr).toContain(expected);
     expect(result.stdout).toBe('');
     expect(result.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it.concurrent('a document past the size limit, refused before it is parsed', async ({ expect }) => {
+    // A 50 MB url: parsing it would take seconds and gigabytes.
+    const result = await runCli(['check-config', file(valid('').replace('https://receiver.example/a', `https://receiver.example/${'a'.repeat(50 * 1024 * 1024)}`))]);
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim()).toMatch(/^\S+config-\d+\.yaml: expected a configuration document of at most 4194304 bytes \(4 MiB\), got 52428\d{3} bytes$/);
   });
 
   it.concurrent('a file that does not exist', async ({ expect }) => {

@@ -165,7 +165,7 @@ describe('problems', () => {
   it('reports every problem of a headers mapping at once, not only the wrongly typed value', () => {
     expect(problems(oneWebhook('headers: { "Bad Name": v, X-A: "a\\r\\nb", X-C: 5 }'))).toEqual([
       'assetUpdater.webhooks[0].headers["Bad Name"]: expected a header name made of HTTP token characters, got "Bad Name"',
-      'assetUpdater.webhooks[0].headers["X-A"]: expected a header value without CR, LF, NUL or other control characters, nor characters beyond U+00FF, got "a\\r\\nb"',
+      'assetUpdater.webhooks[0].headers["X-A"]: expected a header value without CR, LF, NUL or other control characters, nor characters beyond U+00FF, got a value with "\\r" at position 2 (the value is not shown: it may be secret)',
       'assetUpdater.webhooks[0].headers["X-C"]: expected a string header value, got 5',
     ]);
   });

@@ -146,7 +146,7 @@ describe('the command line refuses what it cannot answer', () => {
   it('refuses a --database-url that is not a PostgreSQL URL without echoing it (exit 1)', async () => {
     const result = await runCli(['dead-letters', '--database-url', 'secret-password-here']);
     expect(result.code).toBe(1);
-    expect(result.stderr).toBe('--database-url: expected a URL such as postgres://user@host:5432/database (from the option), got a value that is not a URL\n');
+    expect(result.stderr).toBe('--database-url: expected a URL such as postgres://user@host:5432/database or postgres://user@/database?host=/var/run/postgresql (from the option), got a value that is not a URL\n');
   });
 });
 

@@ -4,7 +4,7 @@ import { configFromEnvOrOption, loadConfigFile } from '../../config/load.js';
 import { withDatabase } from '../database.js';
 import { UserError } from '../../errors.js';
 import { explainWebhook } from '../../filters/explain.js';
-import { readAssetState } from '../../filters/read-asset-state.js';
+import { readAssetState } from '../../db/asset-state.js';
 import { EVENT_TYPES, type EventType } from '../../interfaces.js';
 import { parseIntegerOption } from '../options.js';
 import { assertBinding } from '../../migrate/binding-check.js';
