@@ -6,7 +6,7 @@ import { assignPayloadIds, dispatchWebhooks } from '../coalesce/persist.js';
 import type { WebhookConfig } from '../config/schema.js';
 import { inTransaction } from '../db/transaction.js';
 import { compileWebhook } from '../filters/compile.js';
-import { assetStateFromRow, type AssetStateRow } from '../filters/read-asset-state.js';
+import { assetStateFromRow, type AssetStateRow } from '../db/asset-state.js';
 import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
 import { insertBackfillEvents, insertBackfillPayloads, type BackfillEvent } from './persist.js';
 import { completeBackfill, findRunningBackfill, lockBackfill, recordChunk, startOrResumeBackfill, unlockBackfill, type BackfillRow } from './store.js';
