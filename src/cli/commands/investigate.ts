@@ -98,7 +98,9 @@ export function registerInvestigation(program: Command): void {
       const parent = deadLetters.opts<{ json?: boolean; databaseUrl?: string }>();
       const databaseUrl = options.databaseUrl ?? parent.databaseUrl;
       const result = await withDatabase(databaseUrl, (pool) => redeliver(pool, id));
-      if (result.webhookState !== 'enabled') {
+      if (result.webhookState === 'paused') {
+        process.stderr.write(`warning: webhook ${result.webhookId} is paused: the payload waits, without expiring, until paused is false again (then SIGHUP)\n`);
+      } else if (result.webhookState !== 'enabled') {
         const state = result.webhookState === 'disabled' ? 'is disabled or no longer configured' : 'has not been run by the service';
         process.stderr.write(`warning: webhook ${result.webhookId} ${state}: the payload waits until the webhook is enabled (then SIGHUP), ` +
           'and is dead-lettered as expired if that takes longer than retry.deadLetterAfterSeconds\n');
