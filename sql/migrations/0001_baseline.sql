@@ -134,6 +134,13 @@ create table asset_webhooks.webhooks (
   url          text not null,
   enabled      boolean not null,
   concurrency  integer not null default 1 check (concurrency between 1 and 64),
+  -- When the webhook was paused (`paused: true`); null while it is not. Set
+  -- only for an enabled webhook (`enabled: false` wins over `paused`). While
+  -- set, none of the webhook's payloads is dispatched and none expires: the
+  -- expiry clock stands still. Resuming (src/service/service-state.ts,
+  -- syncWebhooks) clears it and, in the same statement, moves each waiting
+  -- payload's series_started_at forward by the time it spent paused.
+  paused_since timestamptz,
   updated_at   timestamptz not null default now()
 );
 
@@ -179,8 +186,9 @@ create table asset_webhooks.payloads (
   event_ids           uuid[] not null,
   -- The series counts redeliveries: 1 for the first series of attempts.
   series              integer not null default 1,
-  -- Start of the current series: creation, or an operator's redelivery. The
-  -- payload expires deadLetterAfterSeconds after it.
+  -- Start of the current series: creation, or an operator's redelivery,
+  -- moved forward by any time the series then spent with its webhook paused
+  -- (webhooks.paused_since). The payload expires deadLetterAfterSeconds after it.
   series_started_at   timestamptz not null default clock_timestamp(),
   attempts            integer not null default 0,
   next_attempt_at     timestamptz,
@@ -452,7 +460,7 @@ end $$;
 
 -- The dispatch pump: starts delivery jobs for a webhook's oldest pending
 -- payloads, up to its concurrency minus those already in flight. Called after
--- coalescing, after a redelivery, when a webhook is enabled and by
+-- coalescing, after a redelivery, when a webhook is enabled or resumed and by
 -- maintenance. The advisory lock serialises pumps of one webhook so two
 -- callers cannot both fill the slots.
 --
@@ -488,7 +496,7 @@ begin
          w.concurrency = 1
     into v_slots, v_in_order
   from asset_webhooks.webhooks w
-  where w.webhook_id = p_webhook_id and w.enabled;
+  where w.webhook_id = p_webhook_id and w.enabled and w.paused_since is null;
   if v_slots is null or v_slots <= 0 then
     return 0;
   end if;
@@ -514,7 +522,7 @@ end $$;
 
 -- Takes the webhook's next pending payload for a slot that just became free
 -- and marks it dispatched; null when there is none. None when the webhook is
--- disabled or already at its concurrency; SKIP LOCKED so concurrent finishers
+-- disabled, paused or already at its concurrency; SKIP LOCKED so concurrent finishers
 -- take different payloads, except with concurrency 1, where the head is waited
 -- for so strict order holds.
 -- With p_start_at, a payload that may be sent at once (it is due: not waiting
@@ -536,7 +544,8 @@ declare
   v_start boolean;
   r asset_webhooks.payloads;
 begin
-  select w.concurrency into v_limit from asset_webhooks.webhooks w where w.webhook_id = p_webhook_id and w.enabled;
+  select w.concurrency into v_limit from asset_webhooks.webhooks w
+  where w.webhook_id = p_webhook_id and w.enabled and w.paused_since is null;
   if v_limit is null then
     return null;
   end if;
@@ -669,7 +678,7 @@ begin
 end $$;
 
 -- Undoes the start of a chained attempt that will not be made after all (its
--- webhook was disabled or removed by a reload the database had not seen yet):
+-- webhook was disabled, paused or removed by a reload the database had not seen yet):
 -- the payload goes back to the pump as it was.
 create function asset_webhooks.abandon_attempt(p_payload_id bigint, p_series integer, p_attempt integer) returns void
 language sql as $$
@@ -698,7 +707,7 @@ $$;
 --   * a webhook's chained results free their slots, then take at most that
 --     many of its next payloads, fewer if the webhook is over its concurrency
 --     (what the results alone would have taken, one slot at a time), none
---     when it is disabled; with concurrency 1 the head is waited for rather
+--     when it is disabled or paused; with concurrency 1 the head is waited for rather
 --     than skipped, so strict order holds;
 --   * the n-th of a webhook's chained results (by payload_id) gets its n-th
 --     next payload (by payload_id); a next payload that is not due or whose
@@ -788,7 +797,8 @@ begin
   for v_webhook in select distinct w from unnest(v_settled_webhook) as w order by w loop
     v_slots := array(select s.i from unnest(v_settled_idx, v_settled_webhook) with ordinality as s(i, w, k)
                      where s.w = v_webhook order by s.k);
-    select w.concurrency into v_limit from asset_webhooks.webhooks w where w.webhook_id = v_webhook and w.enabled;
+    select w.concurrency into v_limit from asset_webhooks.webhooks w
+    where w.webhook_id = v_webhook and w.enabled and w.paused_since is null;
     continue when v_limit is null;
     select count(*) into v_in_flight from asset_webhooks.payloads p
     where p.webhook_id = v_webhook and p.status = 'pending' and p.dispatched;

@@ -229,6 +229,14 @@ const webhook = z.strictObject({
     .regex(/^[A-Za-z0-9_.-]{1,64}$/, { error: 'expected an id of 1 to 64 characters A-Z a-z 0-9 _ . -' }).optional(),
   url: httpUrl,
   enabled: z.boolean({ error: 'expected true or false' }),
+  /**
+   * A pause for a receiver's maintenance window: events are still coalesced
+   * into payloads, which wait in order without expiring (the time paused does
+   * not count towards retry.deadLetterAfterSeconds) and are sent once `paused`
+   * is false again. With `enabled: false` the webhook is disabled: it receives
+   * nothing and its waiting payloads expire. Default false.
+   */
+  paused: z.boolean({ error: 'expected true or false' }).default(false),
   /** The name of a secret-manager entry (never the secret itself). */
   apikey: nonEmptyString.optional(),
   headers: headers.optional(),

@@ -27,6 +27,8 @@ export interface DeliveryWebhook {
   readonly id: string;
   readonly url: string;
   readonly enabled: boolean;
+  /** Paused: its payloads are not sent (an attempt already started finishes). Default false. */
+  readonly paused?: boolean | undefined;
   readonly apikey?: string | undefined;
   readonly headers?: Readonly<Record<string, string>> | undefined;
   /** Standard Webhooks signing: `secret` names a secret holding one or more `whsec_` keys. */
@@ -71,8 +73,8 @@ export type DeliverOutcome =
  * One delivery attempt of one payload, in three steps so that no step holds a
  * row lock across the network:
  *   1. in a transaction: check the job is still current, record the start of
- *      the attempt (or hand the payload back when its webhook is disabled, or
- *      dead-letter it when it expired);
+ *      the attempt (or hand the payload back when its webhook is disabled or
+ *      paused, or dead-letter it when it expired);
  *   2. resolve the API key and POST the stored body;
  *   3. in one statement (asset_webhooks.settle_attempt): record the result
  *      and apply the payload's next state as the retry policy decided it
@@ -101,7 +103,9 @@ export async function deliverPayload(job: DeliverJob, context: DeliveryContext):
     }
     if (payload.attempts !== job.attempt - 1) return { kind: 'stale' } as const;
     const webhook = context.webhook(payload.webhookId);
-    if (!webhook || !webhook.enabled) {
+    if (!sendsTo(webhook)) {
+      // Disabled, paused or removed: the payload waits undispatched (a retry
+      // keeps its time) until the pump starts it again.
       await handBack(client, payload.payloadId);
       return { kind: 'handed_back' } as const;
     }
@@ -126,14 +130,19 @@ export async function deliverPayload(job: DeliverJob, context: DeliveryContext):
     first ??= result;
     if (!next) break;
     const webhook = context.webhook(next.webhookId);
-    if (!webhook || !webhook.enabled) {
-      // A reload disabled it after the database chose the payload: put it back as it was.
+    if (!sendsTo(webhook)) {
+      // A reload disabled or paused it after the database chose the payload: put it back as it was.
       await abandonAttempt(context.pool, next);
       break;
     }
     current = { payload: next, webhook };
   }
   return { kind: 'attempted', result: first };
+}
+
+/** Whether attempts may start for the webhook: configured, enabled and not paused. */
+function sendsTo(webhook: DeliveryWebhook | undefined): webhook is DeliveryWebhook {
+  return webhook !== undefined && webhook.enabled && webhook.paused !== true;
 }
 
 /** Steps 2 and 3 of a started attempt: POST, then settle (and maybe take the next payload). */

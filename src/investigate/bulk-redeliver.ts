@@ -82,8 +82,10 @@ export async function redeliverDeadLetters(
       [...parameters, requestedBy]);
     return row!;
   });
-  const { rows: [webhook] } = await pool.query<{ enabled: boolean }>('select enabled from asset_webhooks.webhooks where webhook_id = $1', [selection.webhookId]);
-  const webhookState: WebhookState = webhook === undefined ? 'not_configured' : webhook.enabled ? 'enabled' : 'disabled';
+  const { rows: [webhook] } = await pool.query<{ enabled: boolean; paused: boolean }>(
+    'select enabled, paused_since is not null as paused from asset_webhooks.webhooks where webhook_id = $1', [selection.webhookId]);
+  const webhookState: WebhookState = webhook === undefined ? 'not_configured'
+    : !webhook.enabled ? 'disabled' : webhook.paused ? 'paused' : 'enabled';
   // Started once committed, as after a single redelivery: a delivery of the
   // webhook that ended meanwhile could not see them. If this fails, the next
   // run's pump starts them.

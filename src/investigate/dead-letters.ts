@@ -55,9 +55,10 @@ export function renderDeadLetters(letters: readonly DeadLetter[]): string {
  * asset_webhooks.webhooks: `disabled` (also a webhook removed from the
  * configuration) and `not_configured` (no service has run with it) mean a
  * redelivered payload waits, and expires after retry.deadLetterAfterSeconds
- * unless the webhook is enabled meanwhile.
+ * unless the webhook is enabled meanwhile; `paused`: it waits without
+ * expiring until the webhook is resumed.
  */
-export type WebhookState = 'enabled' | 'disabled' | 'not_configured';
+export type WebhookState = 'enabled' | 'paused' | 'disabled' | 'not_configured';
 
 export async function redeliver(pool: pg.Pool, payloadId: number, requestedBy = `${os.userInfo().username}@${os.hostname()}`): Promise<{ series: number; webhookId: string; webhookState: WebhookState }> {
   const redelivered = await inTransaction(pool, async (client) => {
@@ -77,9 +78,10 @@ export async function redeliver(pool: pg.Pool, payloadId: number, requestedBy = 
     await client.query(
       'insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason) values ($1, $2, $3, $4)',
       [payloadId, series, requestedBy, payload.dead_letter_reason]);
-    const { rows: [webhook] } = await client.query<{ enabled: boolean }>(
-      'select enabled from asset_webhooks.webhooks where webhook_id = $1', [payload.webhook_id]);
-    const webhookState: WebhookState = webhook === undefined ? 'not_configured' : webhook.enabled ? 'enabled' : 'disabled';
+    const { rows: [webhook] } = await client.query<{ enabled: boolean; paused: boolean }>(
+      'select enabled, paused_since is not null as paused from asset_webhooks.webhooks where webhook_id = $1', [payload.webhook_id]);
+    const webhookState: WebhookState = webhook === undefined ? 'not_configured'
+      : !webhook.enabled ? 'disabled' : webhook.paused ? 'paused' : 'enabled';
     return { series, webhookId: payload.webhook_id, webhookState };
   });
   // Started once committed: a delivery of the webhook that ends meanwhile

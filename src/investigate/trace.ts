@@ -27,6 +27,8 @@ export interface TraceRoute {
     readonly series: number;
     readonly deadLetterReason: string | null; readonly deliveredAt: Date | null; readonly nextAttemptAt: Date | null;
     readonly attempts: readonly TraceAttempt[];
+    /** While the payload waits: when its webhook was paused (asset_webhooks.webhooks.paused_since), else null. */
+    readonly webhookPausedSince: Date | null;
     readonly redeliveries: ReadonlyArray<{ series: number; requestedAt: Date; requestedBy: string; previousReason: string | null }>;
   } | null;
 }
@@ -71,12 +73,14 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
   }
   const outcomes = await db.selectFrom('asset_webhooks.event_outcomes').selectAll().where('event_id', '=', eventId).orderBy('webhook_id').execute();
   const payloadIds = outcomes.map((row) => row.payload_id).filter((id): id is number => id !== null);
-  const [payloads, attempts, redeliveries] = payloadIds.length === 0 ? [[], [], []] : await Promise.all([
+  const [payloads, attempts, redeliveries, pauses] = payloadIds.length === 0 ? [[], [], [], []] : await Promise.all([
     db.selectFrom('asset_webhooks.payloads').selectAll().where('payload_id', 'in', payloadIds).execute(),
     db.selectFrom('asset_webhooks.attempts').selectAll()
       .select(sql<boolean | null>`case when outcome is null and process_id is not null then asset_webhooks.process_gone(process_id) end`.as('process_gone'))
       .where('payload_id', 'in', payloadIds).orderBy('series').orderBy('attempt_no').execute(),
     db.selectFrom('asset_webhooks.redeliveries').selectAll().where('payload_id', 'in', payloadIds).orderBy('series').execute(),
+    pool.query<{ webhook_id: string; paused_since: Date }>(
+      'select webhook_id, paused_since from asset_webhooks.webhooks where paused_since is not null').then((result) => result.rows),
   ]);
   return {
     eventId, eventType: event.event_type, assetId: event.asset_id, assetUuid: event.asset_uuid, occurredAt: event.occurred_at,
@@ -93,6 +97,8 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
             error: a.error_class === null ? null : `${a.error_class}: ${a.error_message ?? ''}`, outcome: a.outcome,
             processGone: a.process_gone,
           })),
+          webhookPausedSince: payload.status === 'pending' || payload.status === 'open'
+            ? pauses.find((w) => w.webhook_id === payload.webhook_id)?.paused_since ?? null : null,
           redeliveries: redeliveries.filter((r) => r.payload_id === payload.payload_id).map((r) => ({
             series: r.series, requestedAt: r.requested_at, requestedBy: r.requested_by, previousReason: r.previous_reason,
           })),
@@ -128,6 +134,8 @@ export function renderTrace(trace: Trace): string {
       const p = route.payload;
       const final = p.status === 'delivered' ? `delivered at ${p.deliveredAt?.toISOString()}`
         : p.status === 'dead_lettered' ? `DEAD-LETTERED (${p.deadLetterReason}); redeliver with: asset-webhooks dead-letters redeliver ${p.payloadId}`
+        : p.webhookPausedSince ? `pending, waiting: webhook paused since ${p.webhookPausedSince.toISOString()}` +
+          ' (sent in order once paused is false again; the time paused does not count towards expiry)'
         : p.nextAttemptAt ? `pending, next attempt at ${p.nextAttemptAt.toISOString()}` : 'pending, waiting for its turn';
       lines.push(`  ${route.webhookId}: in payload ${p.payloadId} (${p.eventCount} events, created ${p.createdAt.toISOString()}): ${final}`);
       // Attempts in order of series: a redelivery starts a new series, numbered from attempt 1 again.

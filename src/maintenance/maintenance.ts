@@ -52,7 +52,8 @@ export function processGoneGrace(ownLeaseHeldForMs: number, requestTimeoutSecond
 /**
  * The periodic housekeeping of the service (once a minute):
  *  - payloads that wait undispatched past deadLetterAfterSeconds (a disabled
- *    webhook, or behind a stuck one) are dead-lettered as `expired`;
+ *    webhook, or behind a stuck one) are dead-lettered as `expired`, except
+ *    while their webhook is paused;
  *  - payloads marked dispatched whose attempt was started by a process that
  *    is gone (its lease is free: asset_webhooks.process_gone), or whose delivery job is
  *    gone (it failed for good on errors of our own) or has been locked for
@@ -74,6 +75,10 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
      set status = 'dead_lettered', dead_letter_reason = 'expired', dead_lettered_at = now()
      where status = 'pending' and not dispatched
        and series_started_at <= now() - make_interval(secs => $1)
+       -- A paused webhook's clock stands still: its payloads are not expired
+       -- while it is paused; the resume moves their series_started_at forward.
+       and not exists (select 1 from asset_webhooks.webhooks w
+                       where w.webhook_id = payloads.webhook_id and w.paused_since is not null)
      returning webhook_id`,
     [options.deadLetterAfterSeconds],
   );

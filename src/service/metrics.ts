@@ -72,6 +72,17 @@ export class ServiceMetrics {
       },
     });
     new Gauge({
+      name: 'asset_webhooks_webhook_paused',
+      help: 'Webhooks paused (paused: true): 1 while their payloads wait unsent, without expiring.',
+      labelNames: ['webhook'], registers: [this.registry],
+      async collect() {
+        const { rows } = await pool.query<{ webhook_id: string }>(
+          'select webhook_id from asset_webhooks.webhooks where paused_since is not null');
+        this.reset();
+        for (const row of rows) this.set({ webhook: row.webhook_id }, 1);
+      },
+    });
+    new Gauge({
       name: 'asset_webhooks_dead_letters', help: 'Dead-lettered payloads, by webhook.', labelNames: ['webhook'], registers: [this.registry],
       async collect() {
         const { rows } = await pool.query<{ webhook_id: string; n: number }>(

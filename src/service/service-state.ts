@@ -86,22 +86,53 @@ export function deliveryContext(
  * webhook enabled again resumes its waiting payloads (and, before a run, any
  * payload whose wake-up was lost starts within an interval).
  *
+ * A webhook that is enabled and `paused` gets paused_since (kept from an
+ * earlier pause if it is still set). Every other webhook whose paused_since is
+ * set is resumed first, in one statement that clears it and moves each of its
+ * waiting payloads' series_started_at forward by the time that payload spent
+ * paused: the time paused never counts towards expiry, and a payload created
+ * during the pause starts its window at the resume. The row lock on the
+ * webhook makes concurrent resumes (several `run` processes reloading) shift
+ * once: the second finds paused_since already cleared. `enabled: false` wins
+ * over `paused`: a disabled webhook is not paused, its payloads expire.
+ *
  * Returns the ids of webhooks already recorded whose row it changed: at start
  * or reload, what the new configuration changed; before a coalescing run, what
  * another `run` process with a different configuration had written.
  */
 export async function syncWebhooks(pool: pg.Pool, config: Config): Promise<string[]> {
   const webhooks = config.assetUpdater.webhooks;
+  const paused = (webhook: WebhookConfig): boolean => webhook.enabled && webhook.paused;
+  const { rows: resumed } = await pool.query<{ webhook_id: string }>(
+    `with resumed as (
+       select w.webhook_id, w.paused_since from asset_webhooks.webhooks w
+       where w.paused_since is not null and not (w.webhook_id = any($1::text[]))
+       for update
+     ),
+     shifted as (
+       update asset_webhooks.payloads p
+       set series_started_at = p.series_started_at + (now() - greatest(p.series_started_at, r.paused_since))
+       from resumed r
+       where p.webhook_id = r.webhook_id and p.status in ('open', 'pending') and p.series_started_at < now()
+     )
+     update asset_webhooks.webhooks w set paused_since = null, updated_at = now()
+     from resumed r where w.webhook_id = r.webhook_id
+     returning w.webhook_id`,
+    [webhooks.filter(paused).map((webhook) => webhook.id)],
+  );
   const { rows } = await pool.query<{ webhook_id: string }>(
     `with configured as (
-       select * from unnest($1::text[], $2::text[], $3::boolean[], $4::int[]) as c(webhook_id, url, enabled, concurrency)
+       select * from unnest($1::text[], $2::text[], $3::boolean[], $4::int[], $5::boolean[]) as c(webhook_id, url, enabled, concurrency, paused)
      ),
      upserted as (
-       insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency, updated_at)
-       select webhook_id, url, enabled, concurrency, now() from configured
+       insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency, paused_since, updated_at)
+       select webhook_id, url, enabled, concurrency, case when paused then now() end, now() from configured
        on conflict (webhook_id) do update
-         set url = excluded.url, enabled = excluded.enabled, concurrency = excluded.concurrency, updated_at = now()
-         where (webhooks.url, webhooks.enabled, webhooks.concurrency) is distinct from (excluded.url, excluded.enabled, excluded.concurrency)
+         -- A pause already under way keeps its start; only the resume above clears it.
+         set url = excluded.url, enabled = excluded.enabled, concurrency = excluded.concurrency,
+             paused_since = coalesce(webhooks.paused_since, excluded.paused_since), updated_at = now()
+         where (webhooks.url, webhooks.enabled, webhooks.concurrency, webhooks.paused_since is null)
+               is distinct from (excluded.url, excluded.enabled, excluded.concurrency, webhooks.paused_since is null and excluded.paused_since is null)
        returning webhook_id, xmax <> 0 as updated
      ),
      disabled as (
@@ -118,8 +149,9 @@ export async function syncWebhooks(pool: pg.Pool, config: Config): Promise<strin
       webhooks.map((webhook) => redactedUrl(webhook.url)),
       webhooks.map((webhook) => webhook.enabled),
       webhooks.map((webhook) => webhook.concurrency),
+      webhooks.map(paused),
     ],
   );
-  await dispatchWebhooks(pool, webhooks.filter((webhook) => webhook.enabled).map((webhook) => webhook.id));
-  return rows.map((row) => row.webhook_id);
+  await dispatchWebhooks(pool, webhooks.filter((webhook) => webhook.enabled && !webhook.paused).map((webhook) => webhook.id));
+  return [...new Set([...resumed, ...rows].map((row) => row.webhook_id))].sort();
 }

@@ -154,3 +154,23 @@ describe('check-config warns, and still exits 0, when every delivery to a webhoo
     expect(result.stderr).toBe('assetUpdater.webhooks[1].url: warning: 169.254.169.254 is a cloud metadata address; every delivery to it is refused whatever network.allowPrivateAddresses says\n');
   });
 });
+
+describe('check-config and paused', () => {
+  it('counts paused webhooks, and warns that enabled: false wins over paused (exit 0)', async () => {
+    const result = await runCli(['check-config', file(`assetUpdater:
+  webhooks:
+    - { id: window, url: "https://a.example.com/hook", enabled: true, paused: true }
+    - { id: off, url: "https://b.example.com/hook", enabled: false, paused: true }
+`)]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/: valid, 2 webhook\(s\) \(1 enabled, 1 of them paused\): window, off;/);
+    expect(result.stderr).toBe('assetUpdater.webhooks[1].paused: warning: enabled is false, which wins: events of this time are not delivered ' +
+      'later and waiting payloads expire; for a pause that keeps them, set enabled: true\n');
+  });
+
+  it('refuses a paused that is not a boolean, naming the path', async () => {
+    const result = await runCli(['check-config', file(valid('paused: "yes"'))]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('assetUpdater.webhooks[0].paused: expected true or false, got "yes"');
+  });
+});

@@ -5,6 +5,7 @@ export interface TestWebhook {
   readonly id: string;
   readonly url: string;
   readonly enabled?: boolean;
+  readonly paused?: boolean;
   readonly apikey?: string;
   readonly headers?: Readonly<Record<string, string>>;
   readonly signing?: { readonly secret: string };

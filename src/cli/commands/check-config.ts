@@ -17,7 +17,9 @@ export function registerCheckConfig(program: Command): void {
       const path = file ?? configFromEnvOrOption(options.config);
       const config = await loadConfigFile(path);
       const webhooks = config.assetUpdater.webhooks;
-      process.stdout.write(`${path}: valid, ${webhooks.length} webhook(s) (${webhooks.filter((w) => w.enabled).length} enabled): ` +
+      const paused = webhooks.filter((w) => w.enabled && w.paused).length;
+      process.stdout.write(`${path}: valid, ${webhooks.length} webhook(s) (${webhooks.filter((w) => w.enabled).length} enabled` +
+        `${paused > 0 ? `, ${paused} of them paused` : ''}): ` +
         `${webhooks.map((w) => w.id).join(', ') || 'none'}; interval ${config.assetUpdater.intervalSeconds}s\n`);
       // Valid, so exit 0; what would fail every delivery is still said.
       for (const warning of configWarnings(config)) process.stderr.write(`${warning}\n`);

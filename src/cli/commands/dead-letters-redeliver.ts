@@ -66,6 +66,10 @@ function print(value: unknown, json: boolean | undefined, render: () => string):
 
 function warnNotSent(webhookId: string, state: WebhookState, what: string): void {
   if (state === 'enabled') return;
+  if (state === 'paused') {
+    process.stderr.write(`warning: webhook ${webhookId} is paused: ${what}, without expiring, until paused is false again (then SIGHUP)\n`);
+    return;
+  }
   const why = state === 'disabled' ? 'is disabled or no longer configured' : 'has not been run by the service';
   process.stderr.write(`warning: webhook ${webhookId} ${why}: ${what} until the webhook is enabled (then SIGHUP), ` +
     'and is dead-lettered as expired if that takes longer than retry.deadLetterAfterSeconds\n');
