@@ -1,7 +1,8 @@
 import { sql } from 'kysely';
 import type pg from 'pg';
-import { operatorDb, type OperatorDatabase } from '../db/kysely.js';
+import { asIdText, operatorDb, type OperatorDatabase } from '../db/kysely.js';
 import { UserError } from '../errors.js';
+import type { DecimalId } from '../interfaces.js';
 import { HAND_BACK_AFTER_MINUTES } from '../maintenance/maintenance.js';
 
 export interface TraceAttempt {
@@ -34,13 +35,13 @@ export interface TraceRoute {
 export interface Trace {
   readonly eventId: string;
   readonly eventType: string;
-  readonly assetId: number;
+  readonly assetId: DecimalId;
   readonly assetUuid: string | null;
   readonly occurredAt: Date;
   /** waiting: still in the outbox; coalesced: routed at coalescedAt. */
   readonly state: 'waiting' | 'coalesced';
   readonly coalescedAt: Date | null;
-  readonly atomId: number | null;
+  readonly atomId: DecimalId | null;
   readonly routes: readonly TraceRoute[];
 }
 
@@ -55,19 +56,23 @@ export function isEventId(value: string): boolean {
 export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace> {
   if (!isEventId(eventId)) throw new UserError('invalid_event_id', `EVENT_ID: expected a UUID, got ${JSON.stringify(eventId)}`);
   const db = operatorDb(pool);
-  const { rows: [waiting] } = await pool.query<OperatorDatabase['asset_webhooks.waiting_events']>(
-    'select * from asset_webhooks.find_waiting_event($1)', [eventId]);
+  const { rows: [waiting] } = await pool.query<Pick<OperatorDatabase['asset_webhooks.waiting_events'], 'event_type' | 'asset_id' | 'asset_uuid' | 'occurred_at' | 'atom_id'>>(
+    'select w.event_type, w.asset_id::text as asset_id, w.asset_uuid, w.occurred_at, w.atom_id::text as atom_id from asset_webhooks.find_waiting_event($1) w', [eventId]);
   if (waiting) {
     return {
       eventId, eventType: waiting.event_type, assetId: waiting.asset_id, assetUuid: waiting.asset_uuid, occurredAt: waiting.occurred_at,
       state: 'waiting', coalescedAt: null, atomId: waiting.atom_id, routes: [],
     };
   }
-  const event = await db.selectFrom('asset_webhooks.events').selectAll().where('event_id', '=', eventId).executeTakeFirst();
+  const event = await db.selectFrom('asset_webhooks.events')
+    .select(['event_type', 'asset_uuid', 'occurred_at', 'coalesced_at', asIdText('asset_id'), asIdText<'atom_id', DecimalId | null>('atom_id')])
+    .where('event_id', '=', eventId).executeTakeFirst();
   if (!event) {
     throw new UserError('unknown_event', `event ${eventId}: expected an eventId captured within the retention period, got none (not in the outbox or the consumed events)`);
   }
-  const outcomes = await db.selectFrom('asset_webhooks.event_outcomes').selectAll().where('event_id', '=', eventId).orderBy('webhook_id').execute();
+  const outcomes = await db.selectFrom('asset_webhooks.event_outcomes')
+    .select(['webhook_id', 'outcome', 'excluded_by', 'collapsed_into', 'payload_id'])
+    .where('event_id', '=', eventId).orderBy('webhook_id').execute();
   const payloadIds = outcomes.map((row) => row.payload_id).filter((id): id is number => id !== null);
   const [payloads, attempts, redeliveries] = payloadIds.length === 0 ? [[], [], []] : await Promise.all([
     db.selectFrom('asset_webhooks.payloads').selectAll().where('payload_id', 'in', payloadIds).execute(),

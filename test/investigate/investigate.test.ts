@@ -19,7 +19,7 @@ async function eventOf(assetId: number, type: string, table = 'asset_webhooks.ev
 beforeAll(async () => {
   await resetData(db.pool);
   const crm = openWebhook('crm', { batchSize: 1 });
-  const shop = openWebhook('shop', { evaluate: (_type, asset) => (asset.assetId === 2 ? 'filter:1' : null) });
+  const shop = openWebhook('shop', { evaluate: (_type, asset) => (asset.assetId === '2' ? 'filter:1' : null) });
   await registerWebhooks(db.pool, [crm, shop]);
   await db.pool.query("insert into assets (asset_id) values (1), (2)");
   await db.pool.query("update assets set title = 'a' where asset_id = 1");
