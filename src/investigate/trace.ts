@@ -24,11 +24,13 @@ export interface TraceRoute {
   readonly collapsedInto: string | null;
   readonly payload: {
     readonly payloadId: number; readonly status: string; readonly createdAt: Date; readonly eventCount: number;
+    /** The webhook the payload is sent to now: another than the route's after a redelivery moved it (`--to`). */
+    readonly webhookId: string;
     /** The current series of attempts: 1, plus one per redelivery. */
     readonly series: number;
     readonly deadLetterReason: string | null; readonly deliveredAt: Date | null; readonly nextAttemptAt: Date | null;
     readonly attempts: readonly TraceAttempt[];
-    readonly redeliveries: ReadonlyArray<{ series: number; requestedAt: Date; requestedBy: string; previousReason: string | null }>;
+    readonly redeliveries: ReadonlyArray<{ series: number; requestedAt: Date; requestedBy: string; previousReason: string | null; movedFrom: string | null }>;
   } | null;
 }
 
@@ -89,7 +91,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
       return {
         webhookId: row.webhook_id, outcome: row.outcome, excludedBy: row.excluded_by, collapsedInto: row.collapsed_into,
         payload: payload ? {
-          payloadId: payload.payload_id, status: payload.status, createdAt: payload.created_at, eventCount: payload.event_count, series: payload.series,
+          payloadId: payload.payload_id, webhookId: payload.webhook_id, status: payload.status, createdAt: payload.created_at, eventCount: payload.event_count, series: payload.series,
           deadLetterReason: payload.dead_letter_reason, deliveredAt: payload.delivered_at, nextAttemptAt: payload.next_attempt_at,
           attempts: attempts.filter((a) => a.payload_id === payload.payload_id).map((a) => ({
             series: a.series, attempt: a.attempt_no, startedAt: a.started_at, durationMs: a.duration_ms, statusCode: a.status_code,
@@ -97,7 +99,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
             processGone: a.process_gone,
           })),
           redeliveries: redeliveries.filter((r) => r.payload_id === payload.payload_id).map((r) => ({
-            series: r.series, requestedAt: r.requested_at, requestedBy: r.requested_by, previousReason: r.previous_reason,
+            series: r.series, requestedAt: r.requested_at, requestedBy: r.requested_by, previousReason: r.previous_reason, movedFrom: r.moved_from,
           })),
         } : null,
       };
@@ -127,12 +129,16 @@ export function renderTrace(trace: Trace): string {
       const final = p.status === 'delivered' ? `delivered at ${p.deliveredAt?.toISOString()}`
         : p.status === 'dead_lettered' ? `DEAD-LETTERED (${p.deadLetterReason}); redeliver with: asset-webhooks dead-letters redeliver ${p.payloadId}`
         : p.nextAttemptAt ? `pending, next attempt at ${p.nextAttemptAt.toISOString()}` : 'pending, waiting for its turn';
-      lines.push(`  ${route.webhookId}: in payload ${p.payloadId} (${p.eventCount} events, created ${p.createdAt.toISOString()}): ${final}`);
+      const moved = p.webhookId === route.webhookId ? '' : `, moved to webhook ${p.webhookId}`;
+      lines.push(`  ${route.webhookId}: in payload ${p.payloadId} (${p.eventCount} events, created ${p.createdAt.toISOString()}${moved}): ${final}`);
       // Attempts in order of series: a redelivery starts a new series, numbered from attempt 1 again.
       for (let series = 1; series <= p.series; series += 1) {
         const redelivery = p.redeliveries.find((r) => r.series === series);
         if (redelivery) {
-          lines.push(`    redelivered as series ${series}, requested by ${redelivery.requestedBy} at ${redelivery.requestedAt.toISOString()}` +
+          // Sent to the webhook that the next move took it from, or where it is now.
+          const to = p.redeliveries.find((r) => r.series > series && r.movedFrom !== null)?.movedFrom ?? p.webhookId;
+          const move = redelivery.movedFrom === null ? '' : ` to webhook ${to} (moved from webhook ${redelivery.movedFrom})`;
+          lines.push(`    redelivered as series ${series}${move}, requested by ${redelivery.requestedBy} at ${redelivery.requestedAt.toISOString()}` +
             ` (series ${series - 1} had ended ${redelivery.previousReason ?? 'dead-lettered'})`);
         }
         for (const a of p.attempts.filter((attempt) => attempt.series === series)) {

@@ -176,7 +176,7 @@ describe('dead letters', () => {
       const result = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--database-url', db.url]);
       expect(result.code).toBe(0);
       expect(result.stdout).toMatch(new RegExp(`payload ${ids.deadPayload} of webhook crm queued for redelivery \\(series 3\\); it is not sent while the webhook is not enabled`));
-      expect(result.stderr).toMatch(/^warning: webhook crm is disabled or no longer configured: the payload waits until the webhook is enabled .* dead-lettered as expired if that takes longer than retry\.deadLetterAfterSeconds\n$/);
+      expect(result.stderr).toMatch(/^warning: webhook crm is disabled or no longer configured: the payload waits until the webhook is enabled .* dead-lettered as expired if that takes longer than retry\.deadLetterAfterSeconds; to send it to another webhook: asset-webhooks dead-letters redeliver \d+ --to WEBHOOK_ID\n$/);
     } finally {
       await db.pool.query("update asset_webhooks.webhooks set enabled = true where webhook_id = 'crm'");
     }

@@ -92,20 +92,24 @@ export function registerInvestigation(program: Command): void {
     .command('redeliver')
     .argument('<payloadId>', 'the dead-lettered payload', parseIntegerOption('PAYLOAD_ID', 1, Number.MAX_SAFE_INTEGER))
     .description('Send one dead-lettered payload again: same body, same eventIds, a fresh series of attempts. Recorded.')
+    .option('--to <webhookId>', 'send it to this enabled webhook instead of its own (e.g. the new id of a webhook whose url changed)')
     .option('--json', 'machine-readable output')
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
-    .action(async (id: number, options: { json?: boolean; databaseUrl?: string }) => {
+    .action(async (id: number, options: { to?: string; json?: boolean; databaseUrl?: string }) => {
       // Options written before the subcommand's name belong to `dead-letters`.
       const parent = deadLetters.opts<{ json?: boolean; databaseUrl?: string }>();
       const databaseUrl = options.databaseUrl ?? parent.databaseUrl;
-      const result = await withDatabase(databaseUrl, (pool) => redeliver(pool, id));
+      const result = await withDatabase(databaseUrl, (pool) => redeliver(pool, id, undefined, options.to));
       if (result.webhookState !== 'enabled') {
         const state = result.webhookState === 'disabled' ? 'is disabled or no longer configured' : 'has not been run by the service';
         process.stderr.write(`warning: webhook ${result.webhookId} ${state}: the payload waits until the webhook is enabled (then SIGHUP), ` +
-          'and is dead-lettered as expired if that takes longer than retry.deadLetterAfterSeconds\n');
+          'and is dead-lettered as expired if that takes longer than retry.deadLetterAfterSeconds; ' +
+          `to send it to another webhook: asset-webhooks dead-letters redeliver ${id} --to WEBHOOK_ID\n`);
       }
-      print({ payloadId: id, webhookId: result.webhookId, series: result.series, webhookState: result.webhookState }, options.json ?? parent.json,
-        () => `payload ${id} of webhook ${result.webhookId} queued for redelivery (series ${result.series}); ` +
+      const moved = result.movedFrom === null ? '' : ` (moved from webhook ${result.movedFrom})`;
+      print({ payloadId: id, webhookId: result.webhookId, series: result.series, webhookState: result.webhookState, movedFrom: result.movedFrom },
+        options.json ?? parent.json,
+        () => `payload ${id} of webhook ${result.webhookId}${moved} queued for redelivery (series ${result.series}); ` +
           (result.webhookState === 'enabled' ? 'a running service sends it' : 'it is not sent while the webhook is not enabled'));
     });
 }
