@@ -157,7 +157,7 @@ describe('dead letters', () => {
     const { rows: [before] } = await db.pool.query<{ body: string }>('select body from asset_webhooks.payloads where payload_id = $1', [ids.deadPayload]);
     const redelivered = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--json', '--database-url', db.url]);
     expect(redelivered.code).toBe(0);
-    expect(JSON.parse(redelivered.stdout)).toEqual({ payloadId: ids.deadPayload, webhookId: 'crm', series: 2, webhookState: 'enabled' });
+    expect(JSON.parse(redelivered.stdout)).toEqual({ payloadId: ids.deadPayload, webhookId: 'crm', series: 2, webhookState: 'enabled', movedFrom: null });
     expect(redelivered.stderr).toBe('');
     const { rows: [after] } = await db.pool.query<{ body: string; status: string; series: number; attempts: number }>(
       'select body, status, series, attempts from asset_webhooks.payloads where payload_id = $1', [ids.deadPayload]);
