@@ -84,6 +84,14 @@ describe('CONTRACT section 3: where the spec is silent', () => {
     expect(verdict('filters: [ { filterKind: domainId, condition: ANY, value: ["0"] } ]', 'EDITED', numbered)).toBe('pass');
     expect(verdict('filters: [ { filterKind: typeId, condition: NONE, value: ["3"] } ]', 'EDITED', numbered)).toBe('filter:1');
   });
+  it('ids beyond 2^53 compare digit for digit, never rounded into their neighbour', () => {
+    const top = asset({ domainId: '9007199254740993' });
+    expect(verdict('filters: [ { filterKind: domainId, condition: ANY, value: ["9007199254740993"] } ]', 'EDITED', top)).toBe('pass');
+    expect(verdict('filters: [ { filterKind: domainId, condition: ANY, value: ["9007199254740992"] } ]', 'EDITED', top)).toBe('filter:1');
+    const child = asset({ parentId: '9007199254740993' });
+    expect(verdict('filters: [ { filterKind: parentId, condition: ANY, value: ["9007199254740993"] } ]', 'EDITED', child)).toBe('pass');
+    expect(verdict('filters: [ { filterKind: parentId, condition: ANY, value: ["9007199254740992"] } ]', 'EDITED', child)).toBe('filter:1');
+  });
   it('parentId "null" matches top-level assets', () => {
     expect(verdict('filters: [ { filterKind: parentId, condition: ANY, value: ["null"] } ]', 'EDITED', asset())).toBe('pass');
     expect(verdict('filters: [ { filterKind: parentId, condition: ANY, value: ["null"] } ]', 'EDITED', asset({ parentId: '4' }))).toBe('filter:1');
