@@ -36,7 +36,7 @@ type CpuSamples = Record<string, number[]>;
 export function samplePayload(count: number): { body: string; eventIds: string[] } {
   const eventIds = Array.from({ length: count }, () => randomUUID());
   const events = eventIds.map((eventId, i) => serializeEvent({
-    atomId: 1000 + i, eventId, eventTimestamp: new Date().toISOString(), assetId: i + 1, assetUuid: randomUUID(), eventType: 'EDITED',
+    atomId: String(1000 + i), eventId, eventTimestamp: new Date().toISOString(), assetId: String(i + 1), assetUuid: randomUUID(), eventType: 'EDITED',
   }));
   return { body: serializeBody(events, new Date().toISOString()), eventIds };
 }

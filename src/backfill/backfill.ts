@@ -6,7 +6,7 @@ import { assignPayloadIds, dispatchWebhooks } from '../coalesce/persist.js';
 import type { WebhookConfig } from '../config/schema.js';
 import { inTransaction } from '../db/transaction.js';
 import { compileWebhook } from '../filters/compile.js';
-import { assetStateFromRow, type AssetStateRow } from '../db/asset-state.js';
+import { assetStateColumns, assetStateFromRow, type AssetStateRow } from '../db/asset-state.js';
 import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
 import { insertBackfillEvents, insertBackfillPayloads, type BackfillEvent } from './persist.js';
 import { completeBackfill, findRunningBackfill, lockBackfill, recordChunk, startOrResumeBackfill, unlockBackfill, type BackfillRow } from './store.js';
@@ -237,7 +237,7 @@ async function readAssets(client: pg.PoolClient, after: string | null, listed: r
   if (after !== null) conditions.push(`s.asset_id > $${parameters.push(after)}::bigint`);
   if (listed !== null) conditions.push(`s.asset_id = any($${parameters.push(listed)}::bigint[])`);
   const { rows } = await client.query<ReadRow>(
-    `select s.*, s.asset_id::text as asset_key,
+    `select ${assetStateColumns('s')}, s.asset_id::text as asset_key,
             to_char(statement_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as read_at
      from asset_webhooks.asset_state s
      ${conditions.length === 0 ? '' : `where ${conditions.join(' and ')}`}

@@ -9,7 +9,8 @@ export interface BackfillEvent {
   /** Decimal string: asset ids may exceed 2^53. */
   readonly assetId: string;
   readonly assetUuid: string;
-  readonly atomId: number | null;
+  /** Decimal string, as assetId. */
+  readonly atomId: string | null;
   /** The batch that carries it; its payloadId is assigned before the events are written. */
   readonly batch: Batch;
 }

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { DecimalId } from '../interfaces.js';
 import { batchBody, type Batch } from './pack.js';
 
 /**
@@ -60,7 +61,8 @@ export interface ConsumedEvents {
   readonly seqs: readonly number[];
   /** As the claim read them (derived once there, see asset_webhooks.event_id_of). */
   readonly eventIds: readonly string[];
-  readonly atomIds: ReadonlyArray<number | null>;
+  /** Decimal text, written into the JSON document as numbers: jsonb keeps their digits, and the bigint column gets them exactly. */
+  readonly atomIds: ReadonlyArray<DecimalId | null>;
   readonly collapsedInto: ReadonlyArray<string | null>;
   /** JSON objects: webhook id to payload id (number) or reason (string). */
   readonly routes: readonly string[];

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { inTransaction } from '../db/transaction.js';
+import type { DecimalId } from '../interfaces.js';
 import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
 import { claimChunk, outboxHighWater, recordRunStart, type Chunk, type ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
@@ -205,9 +206,9 @@ function routeChunk(
   webhooks: readonly RoutedWebhook[],
   packers: readonly Packer[],
   counts: Record<string, number>,
-): { targets: Array<Batch | string>; atomIds: Array<number | null>; collapsed: Array<string | null> } {
+): { targets: Array<Batch | string>; atomIds: Array<DecimalId | null>; collapsed: Array<string | null> } {
   const targets: Array<Batch | string> = new Array<Batch | string>(rows.length * webhooks.length);
-  const atomIds: Array<number | null> = new Array<number | null>(rows.length);
+  const atomIds: Array<DecimalId | null> = new Array<DecimalId | null>(rows.length);
   const collapsed: Array<string | null> = new Array<string | null>(rows.length);
   for (let i = 0; i < rows.length; i += 1) {
     const row = rows[i]!;

@@ -311,7 +311,8 @@ const settings = z
   // After the duplicate check, which must still see whether an id was given.
   .transform((value) => ({
     ...value,
-    webhooks: value.webhooks.map((entry) => ({ ...entry, id: entry.id ?? defaultWebhookId(entry.url) })),
+    // idFromUrl: the id changes with the url (see configWarnings).
+    webhooks: value.webhooks.map((entry) => ({ ...entry, id: entry.id ?? defaultWebhookId(entry.url), idFromUrl: entry.id === undefined })),
   }));
 
 /**

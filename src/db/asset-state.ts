@@ -1,20 +1,33 @@
 import type pg from 'pg';
-import type { AssetState } from '../interfaces.js';
+import type { AssetState, DecimalId } from '../interfaces.js';
 
-/** A row of the binding's view asset_webhooks.asset_state, as node-postgres returns it. */
+/**
+ * A row of the binding's view asset_webhooks.asset_state, as node-postgres
+ * returns it when selected with ASSET_STATE_COLUMNS: its bigints as text.
+ */
 export interface AssetStateRow {
-  asset_id: number;
+  asset_id: DecimalId;
   asset_uuid: string;
   supertype: string;
-  parent_id: number | null;
+  parent_id: DecimalId | null;
   state: string | null;
-  schema_id: number | null;
-  type_id: number | null;
-  domain_id: number | null;
-  latest_atom_id: number | null;
+  schema_id: DecimalId | null;
+  type_id: DecimalId | null;
+  domain_id: DecimalId | null;
+  latest_atom_id: DecimalId | null;
   keywords: string[];
   field_names: string[];
   field_values: string[];
+}
+
+/**
+ * The select list of asset_state rows for a table alias: the view's bigints
+ * as text, so that ids beyond 2^53 stay exact (see src/db/connect.ts).
+ */
+export function assetStateColumns(alias: string): string {
+  return `${alias}.asset_id::text as asset_id, ${alias}.asset_uuid, ${alias}.supertype, ${alias}.parent_id::text as parent_id, ${alias}.state, ` +
+    `${alias}.schema_id::text as schema_id, ${alias}.type_id::text as type_id, ${alias}.domain_id::text as domain_id, ` +
+    `${alias}.latest_atom_id::text as latest_atom_id, ${alias}.keywords, ${alias}.field_names, ${alias}.field_values`;
 }
 
 /** The filters' view of one asset_state row (also used by the coalescer's claim). */
@@ -32,8 +45,8 @@ export function assetStateFromRow(row: AssetStateRow): AssetState {
  * then value): the view gives them in no particular order, which the filters
  * do not mind.
  */
-export async function readAssetState(pool: pg.Pool, assetId: number): Promise<AssetState | null> {
-  const { rows } = await pool.query<AssetStateRow>('select * from asset_webhooks.asset_state where asset_id = $1', [assetId]);
+export async function readAssetState(pool: pg.Pool, assetId: DecimalId): Promise<AssetState | null> {
+  const { rows } = await pool.query<AssetStateRow>(`select ${assetStateColumns('s')} from asset_webhooks.asset_state s where s.asset_id = $1::bigint`, [assetId]);
   const row = rows[0];
   if (!row) return null;
   const fields = row.field_names.map((name, i) => [name, row.field_values[i]!] as const)

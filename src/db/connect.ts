@@ -3,8 +3,26 @@ import { parse as parseConnectionString } from 'pg-connection-string';
 import { parse as parseArray } from 'postgres-array';
 import { UserError } from '../errors.js';
 
-// bigint columns (ids, seq) come back as JS numbers: they stay far below 2^53.
-pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+/**
+ * bigint columns come back as JavaScript numbers, which hold integers exactly
+ * only up to 2^53 - 1. That suffices for the service's own counters (seq,
+ * payload and run ids, counts): they start at 1 and grow by one per event or
+ * payload. Ids of the asset schema (asset, atom, parent, schema, type and
+ * domain ids) may be anything a bigint holds, so every query that reads them
+ * selects them as text (`::text`) and they stay decimal strings to the
+ * receiver (DecimalId in src/interfaces.ts). A bigint read here beyond 2^53 is
+ * refused rather than rounded: a silently changed id is worse than a failed query.
+ */
+pg.types.setTypeParser(pg.types.builtins.INT8, parseInt8);
+
+/** A bigint as a number, or an error when no number holds it exactly. */
+export function parseInt8(value: string): number {
+  const number = Number(value);
+  if (!Number.isSafeInteger(number)) {
+    throw new RangeError(`bigint ${value}: expected a value within +-(2^53 - 1) to read as a number; a column that can hold larger values must be selected as text`);
+  }
+  return number;
+}
 // Arrays of strings (an asset's keywords and fields, a payload's eventIds):
 // postgres-array 3 instead of pg 8's postgres-array 2, which allocated an
 // object for every character, so that its garbage was a sixth of what

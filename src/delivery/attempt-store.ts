@@ -60,7 +60,7 @@ export interface AttemptResult {
   readonly errorClass: string | null;
   readonly errorMessage: string | null;
   readonly responseExcerpt: string | null;
-  readonly outcome: 'delivered' | 'retry' | Exclude<DeadLetterReason, 'too_large'>;
+  readonly outcome: 'delivered' | 'retry' | Exclude<DeadLetterReason, 'too_large' | 'webhook_removed'>;
 }
 
 /** How the slot of a payload that ends for good is passed on (see asset_webhooks.settle_attempt). */

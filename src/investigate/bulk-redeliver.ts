@@ -6,7 +6,7 @@ import type { DeadLetterReason } from '../interfaces.js';
 import type { WebhookState } from './dead-letters.js';
 
 /** Every dead-letter reason, for `--reason`; the check below fails to compile when the type gains one that is missing here. */
-export const DEAD_LETTER_REASONS = ['rejected', 'retries_exhausted', 'expired', 'too_large'] as const satisfies readonly DeadLetterReason[];
+export const DEAD_LETTER_REASONS = ['rejected', 'retries_exhausted', 'expired', 'too_large', 'webhook_removed'] as const satisfies readonly DeadLetterReason[];
 const everyReasonListed: [Exclude<DeadLetterReason, (typeof DEAD_LETTER_REASONS)[number]>] extends [never] ? true : never = true;
 void everyReasonListed;
 

@@ -1,10 +1,11 @@
 import type pg from 'pg';
-import { operatorDb } from '../db/kysely.js';
+import { asIdText, operatorDb } from '../db/kysely.js';
+import type { DecimalId } from '../interfaces.js';
 
 export interface WindowEvent {
   readonly eventId: string;
   readonly eventType: string;
-  readonly assetId: number;
+  readonly assetId: DecimalId;
   readonly occurredAt: Date;
   /** Per webhook: outcome (with check or payload); empty while still waiting in the outbox. */
   readonly outcomes: ReadonlyArray<{ webhookId: string; outcome: string; excludedBy: string | null; payloadId: number | null }>;
@@ -14,13 +15,14 @@ export interface WindowEvent {
 }
 
 /** The events that occurred in [from, to), with their outcome per webhook, in order of occurrence. */
-export async function eventsInWindow(pool: pg.Pool, filter: { from: Date; to: Date; webhookId?: string | undefined; assetId?: number | undefined }): Promise<WindowEvent[]> {
+export async function eventsInWindow(pool: pg.Pool, filter: { from: Date; to: Date; webhookId?: string | undefined; assetId?: DecimalId | undefined }): Promise<WindowEvent[]> {
   const db = operatorDb(pool);
-  let outcomes = db.selectFrom('asset_webhooks.event_outcomes').selectAll()
+  let outcomes = db.selectFrom('asset_webhooks.event_outcomes')
+    .select(['event_id', 'event_type', 'occurred_at', 'webhook_id', 'outcome', 'excluded_by', 'payload_id', 'backfill_id', asIdText('asset_id')])
     .where('occurred_at', '>=', filter.from).where('occurred_at', '<', filter.to);
   if (filter.webhookId !== undefined) outcomes = outcomes.where('webhook_id', '=', filter.webhookId);
   if (filter.assetId !== undefined) outcomes = outcomes.where('asset_id', '=', filter.assetId);
-  let waiting = db.selectFrom('asset_webhooks.waiting_events').selectAll()
+  let waiting = db.selectFrom('asset_webhooks.waiting_events').select(['event_id', 'event_type', 'occurred_at', 'seq', asIdText('asset_id')])
     .where('occurred_at', '>=', filter.from).where('occurred_at', '<', filter.to);
   if (filter.assetId !== undefined) waiting = waiting.where('asset_id', '=', filter.assetId);
   const [rows, pending] = await Promise.all([

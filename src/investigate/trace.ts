@@ -1,7 +1,8 @@
 import { sql } from 'kysely';
 import type pg from 'pg';
-import { operatorDb, type OperatorDatabase } from '../db/kysely.js';
+import { asIdText, operatorDb, type OperatorDatabase } from '../db/kysely.js';
 import { UserError } from '../errors.js';
+import type { DecimalId } from '../interfaces.js';
 import { HAND_BACK_AFTER_MINUTES } from '../maintenance/maintenance.js';
 
 export interface TraceAttempt {
@@ -23,26 +24,28 @@ export interface TraceRoute {
   readonly collapsedInto: string | null;
   readonly payload: {
     readonly payloadId: number; readonly status: string; readonly createdAt: Date; readonly eventCount: number;
+    /** The webhook the payload is sent to now: another than the route's after a redelivery moved it (`--to`). */
+    readonly webhookId: string;
     /** The current series of attempts: 1, plus one per redelivery. */
     readonly series: number;
     readonly deadLetterReason: string | null; readonly deliveredAt: Date | null; readonly nextAttemptAt: Date | null;
     readonly attempts: readonly TraceAttempt[];
     /** While the payload waits: when its webhook was paused (asset_webhooks.webhooks.paused_since), else null. */
     readonly webhookPausedSince: Date | null;
-    readonly redeliveries: ReadonlyArray<{ series: number; requestedAt: Date; requestedBy: string; previousReason: string | null }>;
+    readonly redeliveries: ReadonlyArray<{ series: number; requestedAt: Date; requestedBy: string; previousReason: string | null; movedFrom: string | null }>;
   } | null;
 }
 
 export interface Trace {
   readonly eventId: string;
   readonly eventType: string;
-  readonly assetId: number;
+  readonly assetId: DecimalId;
   readonly assetUuid: string | null;
   readonly occurredAt: Date;
   /** waiting: still in the outbox; coalesced: routed at coalescedAt. */
   readonly state: 'waiting' | 'coalesced';
   readonly coalescedAt: Date | null;
-  readonly atomId: number | null;
+  readonly atomId: DecimalId | null;
   /** The backfill that wrote the event (it was not captured from a change); null for a captured event. */
   readonly backfillId: number | null;
   readonly routes: readonly TraceRoute[];
@@ -59,19 +62,23 @@ export function isEventId(value: string): boolean {
 export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace> {
   if (!isEventId(eventId)) throw new UserError('invalid_event_id', `EVENT_ID: expected a UUID, got ${JSON.stringify(eventId)}`);
   const db = operatorDb(pool);
-  const { rows: [waiting] } = await pool.query<OperatorDatabase['asset_webhooks.waiting_events']>(
-    'select * from asset_webhooks.find_waiting_event($1)', [eventId]);
+  const { rows: [waiting] } = await pool.query<Pick<OperatorDatabase['asset_webhooks.waiting_events'], 'event_type' | 'asset_id' | 'asset_uuid' | 'occurred_at' | 'atom_id'>>(
+    'select w.event_type, w.asset_id::text as asset_id, w.asset_uuid, w.occurred_at, w.atom_id::text as atom_id from asset_webhooks.find_waiting_event($1) w', [eventId]);
   if (waiting) {
     return {
       eventId, eventType: waiting.event_type, assetId: waiting.asset_id, assetUuid: waiting.asset_uuid, occurredAt: waiting.occurred_at,
       state: 'waiting', coalescedAt: null, atomId: waiting.atom_id, backfillId: null, routes: [],
     };
   }
-  const event = await db.selectFrom('asset_webhooks.events').selectAll().where('event_id', '=', eventId).executeTakeFirst();
+  const event = await db.selectFrom('asset_webhooks.events')
+    .select(['event_type', 'asset_uuid', 'occurred_at', 'coalesced_at', 'backfill_id', asIdText('asset_id'), asIdText<'atom_id', DecimalId | null>('atom_id')])
+    .where('event_id', '=', eventId).executeTakeFirst();
   if (!event) {
     throw new UserError('unknown_event', `event ${eventId}: expected an eventId captured within the retention period, got none (not in the outbox or the consumed events)`);
   }
-  const outcomes = await db.selectFrom('asset_webhooks.event_outcomes').selectAll().where('event_id', '=', eventId).orderBy('webhook_id').execute();
+  const outcomes = await db.selectFrom('asset_webhooks.event_outcomes')
+    .select(['webhook_id', 'outcome', 'excluded_by', 'collapsed_into', 'payload_id'])
+    .where('event_id', '=', eventId).orderBy('webhook_id').execute();
   const payloadIds = outcomes.map((row) => row.payload_id).filter((id): id is number => id !== null);
   const [payloads, attempts, redeliveries, pauses] = payloadIds.length === 0 ? [[], [], [], []] : await Promise.all([
     db.selectFrom('asset_webhooks.payloads').selectAll().where('payload_id', 'in', payloadIds).execute(),
@@ -90,7 +97,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
       return {
         webhookId: row.webhook_id, outcome: row.outcome, excludedBy: row.excluded_by, collapsedInto: row.collapsed_into,
         payload: payload ? {
-          payloadId: payload.payload_id, status: payload.status, createdAt: payload.created_at, eventCount: payload.event_count, series: payload.series,
+          payloadId: payload.payload_id, webhookId: payload.webhook_id, status: payload.status, createdAt: payload.created_at, eventCount: payload.event_count, series: payload.series,
           deadLetterReason: payload.dead_letter_reason, deliveredAt: payload.delivered_at, nextAttemptAt: payload.next_attempt_at,
           attempts: attempts.filter((a) => a.payload_id === payload.payload_id).map((a) => ({
             series: a.series, attempt: a.attempt_no, startedAt: a.started_at, durationMs: a.duration_ms, statusCode: a.status_code,
@@ -100,7 +107,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
           webhookPausedSince: payload.status === 'pending' || payload.status === 'open'
             ? pauses.find((w) => w.webhook_id === payload.webhook_id)?.paused_since ?? null : null,
           redeliveries: redeliveries.filter((r) => r.payload_id === payload.payload_id).map((r) => ({
-            series: r.series, requestedAt: r.requested_at, requestedBy: r.requested_by, previousReason: r.previous_reason,
+            series: r.series, requestedAt: r.requested_at, requestedBy: r.requested_by, previousReason: r.previous_reason, movedFrom: r.moved_from,
           })),
         } : null,
       };
@@ -137,12 +144,16 @@ export function renderTrace(trace: Trace): string {
         : p.webhookPausedSince ? `pending, waiting: webhook paused since ${p.webhookPausedSince.toISOString()}` +
           ' (sent in order once paused is false again; the time paused does not count towards expiry)'
         : p.nextAttemptAt ? `pending, next attempt at ${p.nextAttemptAt.toISOString()}` : 'pending, waiting for its turn';
-      lines.push(`  ${route.webhookId}: in payload ${p.payloadId} (${p.eventCount} events, created ${p.createdAt.toISOString()}): ${final}`);
+      const moved = p.webhookId === route.webhookId ? '' : `, moved to webhook ${p.webhookId}`;
+      lines.push(`  ${route.webhookId}: in payload ${p.payloadId} (${p.eventCount} events, created ${p.createdAt.toISOString()}${moved}): ${final}`);
       // Attempts in order of series: a redelivery starts a new series, numbered from attempt 1 again.
       for (let series = 1; series <= p.series; series += 1) {
         const redelivery = p.redeliveries.find((r) => r.series === series);
         if (redelivery) {
-          lines.push(`    redelivered as series ${series}, requested by ${redelivery.requestedBy} at ${redelivery.requestedAt.toISOString()}` +
+          // Sent to the webhook that the next move took it from, or where it is now.
+          const to = p.redeliveries.find((r) => r.series > series && r.movedFrom !== null)?.movedFrom ?? p.webhookId;
+          const move = redelivery.movedFrom === null ? '' : ` to webhook ${to} (moved from webhook ${redelivery.movedFrom})`;
+          lines.push(`    redelivered as series ${series}${move}, requested by ${redelivery.requestedBy} at ${redelivery.requestedAt.toISOString()}` +
             ` (series ${series - 1} had ended ${redelivery.previousReason ?? 'dead-lettered'})`);
         }
         for (const a of p.attempts.filter((attempt) => attempt.series === series)) {

@@ -81,10 +81,17 @@ export function deliveryContext(
 
 /**
  * Writes the configured webhooks to asset_webhooks.webhooks (for the views and
- * the dispatch pump). Webhooks no longer configured are marked disabled: their
- * waiting payloads stay and expire. Enabled webhooks are then pumped, so a
- * webhook enabled again resumes its waiting payloads (and, before a run, any
- * payload whose wake-up was lost starts within an interval).
+ * the dispatch pump). Webhooks no longer configured are marked disabled.
+ * Enabled webhooks are then pumped, so a webhook enabled again resumes its
+ * waiting payloads (and, before a run, any payload whose wake-up was lost
+ * starts within an interval).
+ *
+ * It also records the webhooks of this process's configuration under its id
+ * (asset_webhooks.record_configuration): the pending payloads of a webhook in
+ * the configuration of no running `run` process are dead-lettered as
+ * `webhook_removed`, and logged, rather than left to expire. A webhook merely
+ * absent from this process's document is not removed while another running
+ * process still has it (a rolling change); a disabled webhook is not removed.
  *
  * A webhook that is enabled and `paused` gets paused_since (kept from an
  * earlier pause if it is still set). Every other webhook whose paused_since is
@@ -100,7 +107,7 @@ export function deliveryContext(
  * or reload, what the new configuration changed; before a coalescing run, what
  * another `run` process with a different configuration had written.
  */
-export async function syncWebhooks(pool: pg.Pool, config: Config): Promise<string[]> {
+export async function syncWebhooks(pool: pg.Pool, config: Config, recorder: { readonly processId: string; readonly logger: Logger }): Promise<string[]> {
   const webhooks = config.assetUpdater.webhooks;
   const paused = (webhook: WebhookConfig): boolean => webhook.enabled && webhook.paused;
   const { rows: resumed } = await pool.query<{ webhook_id: string }>(
@@ -152,6 +159,14 @@ export async function syncWebhooks(pool: pg.Pool, config: Config): Promise<strin
       webhooks.map(paused),
     ],
   );
+  const { rows: removed } = await pool.query<{ webhook_id: string; dead_lettered: number }>(
+    'select webhook_id, dead_lettered from asset_webhooks.record_configuration($1, $2::text[])',
+    [recorder.processId, webhooks.map((webhook) => webhook.id)]);
+  for (const { webhook_id: webhookId, dead_lettered: payloads } of removed) {
+    recorder.logger.warn({ webhookId, payloads, reason: 'webhook_removed' },
+      'webhook is in the configuration of no running process: its waiting payloads are dead-lettered; ' +
+      'send them to another webhook with `asset-webhooks dead-letters redeliver PAYLOAD_ID --to WEBHOOK_ID`');
+  }
   await dispatchWebhooks(pool, webhooks.filter((webhook) => webhook.enabled && !webhook.paused).map((webhook) => webhook.id));
   return [...new Set([...resumed, ...rows].map((row) => row.webhook_id))].sort();
 }

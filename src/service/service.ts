@@ -65,15 +65,23 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   for (const warning of configWarnings(config)) logger.warn({ warning }, 'configuration');
   for (const gap of await captureGaps(pool)) logger.warn({ gap }, 'capture: changes can go uncaptured');
   let state = new ServiceState(config);
-  await syncWebhooks(pool, state.config);
+  // Held from before this process records its configuration (syncWebhooks)
+  // until stop() ends: another process takes a configuration whose lease is
+  // free for that of a process gone, whose webhooks may be removed.
+  const lease: ProcessLease = await holdProcessLease(options.databaseUrl, processId, logger);
+  try {
+    await syncWebhooks(pool, state.config, { processId, logger });
+  } catch (error) {
+    await lease.release();
+    await pool.end();
+    throw error;
+  }
   // Coalescing starts at the first interval boundary after this moment.
   let notBefore = await databaseNowMs(pool);
   const metrics = new ServiceMetrics(pool);
   const shutdown = new AbortController();
   const context = deliveryContext(pool, () => state, logger, metrics, shutdown.signal);
 
-  // Held from just before the worker starts (below) until stop() ends.
-  let lease: ProcessLease | undefined;
   const taskList: TaskList = {
     coalesce: async () => {
       // The run routes by this process's configuration, and delivery sends only
@@ -87,7 +95,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       // payloads (see dispatchCommitted in coalesce/run.ts).
       const current = state;
       const beforeRun = async (): Promise<void> => {
-        const restored = await syncWebhooks(pool, current.config);
+        const restored = await syncWebhooks(pool, current.config, { processId, logger });
         if (restored.length > 0) {
           logger.warn({ webhooks: restored },
             'asset_webhooks.webhooks differed from this process\'s configuration, as another run process with a different configuration writes it; restored before coalescing');
@@ -119,6 +127,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     try {
       httpServer = await startHttpServer(options.httpPort, { pool, workerRunning: () => workerRunning }, metrics);
     } catch (error) {
+      await lease.release();
       await state.close();
       await pool.end();
       throw new UserError('http_port_unavailable', `--http-port ${options.httpPort}: expected a port this process can listen on, got ${describeError(error)}`);
@@ -130,8 +139,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const workerPool = createPool(options.databaseUrl, { max: (options.concurrency ?? 10) + 2, applicationName: 'asset-webhooks worker' });
   let runner: Runner;
   try {
-    // Taken before the worker can start an attempt.
-    lease = await holdProcessLease(options.databaseUrl, processId, logger);
     runner = await run({
       pgPool: workerPool,
       concurrency: options.concurrency ?? 10,
@@ -171,7 +178,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   let unrecorded = false;
   const recordWebhooks = async (): Promise<void> => {
     try {
-      await syncWebhooks(pool, state.config);
+      await syncWebhooks(pool, state.config, { processId, logger });
       if (unrecorded) logger.info('the configuration in use is recorded in the database again');
       unrecorded = false;
     } catch (error) {

@@ -233,7 +233,7 @@ describe('coalescing', () => {
   it('keeps the chunks written before a chunk that fails, leaves the rest in the outbox and frees the run', async () => {
     const failing = openWebhook('crm', {
       evaluate: (_type, asset) => {
-        if (asset.assetId === 2) throw new Error('routing failed');
+        if (asset.assetId === '2') throw new Error('routing failed');
         return null;
       },
     });
@@ -295,7 +295,7 @@ describe('coalescing', () => {
       // they are read (the next chunk starts after them) but left for the next
       // run, the edit and the trashing after it, so asset 1's events keep their order.
       const both = await claim(10);
-      expect(both.events.map((row) => [row.assetId, row.eventType])).toEqual([[1, 'EDITED'], [2, 'EDITED']]);
+      expect(both.events.map((row) => [row.assetId, row.eventType])).toEqual([['1', 'EDITED'], ['2', 'EDITED']]);
       expect(both).toMatchObject({ read: 4, deferred: 2, lastSeq: maxSeq });
       // The earlier edit is the recorded latest of asset 1: it is sent, not collapsed into the late one.
       const [first] = both.events;

@@ -39,7 +39,7 @@ it('a 10,000-event run across five webhooks matches a reference computation exac
   const lastEdit = new Map<number, string>();
   for (const event of captured) if (event.event_type === 'EDITED') lastEdit.set(event.asset_id, event.event_id);
   const states = new Map<number, AssetState | null>();
-  for (const id of new Set(captured.map((e) => e.asset_id))) states.set(id, await readAssetState(db.pool, id));
+  for (const id of new Set(captured.map((e) => e.asset_id))) states.set(id, await readAssetState(db.pool, String(id)));
   const expected: Record<string, Record<string, number>> = {};
   for (const event of captured) {
     for (const webhook of config) {

@@ -9,7 +9,7 @@ import { ServiceMetrics } from '../../src/service/metrics.js';
 import { deliveryContext, ServiceState, syncWebhooks } from '../../src/service/service-state.js';
 import { receiverConfig } from '../helpers/config.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
-import { resetData, silentLogger } from '../helpers/seed.js';
+import { resetData, silentLogger, TEST_PROCESS_ID } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 // Delivery chains: a job that ends its payload for good goes on with the
@@ -37,7 +37,7 @@ async function setUp(options: { concurrency?: number; deadLetterAfterSeconds?: n
     { requestTimeoutSeconds: 2, retry: { deadLetterAfterSeconds: options.deadLetterAfterSeconds ?? 86_400 } },
   ), 'test'));
   states.push(state);
-  await syncWebhooks(db.pool, state.config);
+  await syncWebhooks(db.pool, state.config, { processId: TEST_PROCESS_ID, logger: silentLogger });
   const { rows } = await db.pool.query<{ payload_id: number }>(
     `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
      select 'shop', 'pending', '{"n":' || n || '}', 8, 1, '{}'::uuid[] from generate_series(1, $1::int) n

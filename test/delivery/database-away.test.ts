@@ -6,7 +6,7 @@ import { ServiceMetrics } from '../../src/service/metrics.js';
 import { deliveryContext, ServiceState, syncWebhooks } from '../../src/service/service-state.js';
 import { receiverConfig } from '../helpers/config.js';
 import { startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
-import { resetData, silentLogger } from '../helpers/seed.js';
+import { resetData, silentLogger, TEST_PROCESS_ID } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 // A result the receiver gave while the database was away is written again
@@ -24,7 +24,7 @@ beforeEach(async () => {
   await resetData(db.pool);
   receiver = await startTestReceiver();
   state = new ServiceState(parseConfigText(receiverConfig([{ id: 'shop', url: receiver.url }], { requestTimeoutSeconds: 2 }), 'test'));
-  await syncWebhooks(db.pool, state.config);
+  await syncWebhooks(db.pool, state.config, { processId: TEST_PROCESS_ID, logger: silentLogger });
   vi.useFakeTimers({ toFake: ['performance'] });
 });
 afterEach(async () => {

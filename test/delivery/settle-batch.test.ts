@@ -5,7 +5,7 @@ import { settleAttempts, type AttemptResult, type SettleRequest } from '../../sr
 import { SettleBatcher } from '../../src/delivery/settle-batcher.js';
 import { syncWebhooks } from '../../src/service/service-state.js';
 import { receiverConfig } from '../helpers/config.js';
-import { resetData } from '../helpers/seed.js';
+import { resetData, silentLogger, TEST_PROCESS_ID } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 // Attempt results written several per statement (asset_webhooks.settle_attempts
@@ -34,7 +34,7 @@ async function payloads(webhookId: string, count: number, started: number): Prom
 }
 
 async function webhooks(list: ReadonlyArray<{ id: string; concurrency: number; enabled?: boolean }>): Promise<void> {
-  await syncWebhooks(db.pool, parseConfigText(receiverConfig(list.map((w) => ({ ...w, url: 'http://127.0.0.1:9/' }))), 'test'));
+  await syncWebhooks(db.pool, parseConfigText(receiverConfig(list.map((w) => ({ ...w, url: 'http://127.0.0.1:9/' }))), 'test'), { processId: TEST_PROCESS_ID, logger: silentLogger });
 }
 
 const ok: AttemptResult = { durationMs: 3, statusCode: 200, errorClass: null, errorMessage: null, responseExcerpt: 'ok', outcome: 'delivered' };

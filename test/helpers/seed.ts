@@ -1,9 +1,16 @@
+import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { pino } from 'pino';
 import { coalesce, type CoalesceResult } from '../../src/coalesce/run.js';
 import type { RoutedWebhook } from '../../src/coalesce/route.js';
 
 export const silentLogger = pino({ level: 'silent' });
+
+/**
+ * The process id under which tests that call syncWebhooks record their
+ * configuration: one per test file, as one `run` process reloading.
+ */
+export const TEST_PROCESS_ID = randomUUID();
 
 /** A webhook that delivers every event its checks let through (here: all). */
 export function openWebhook(id: string, overrides: Partial<RoutedWebhook> = {}): RoutedWebhook {
@@ -65,6 +72,6 @@ export async function outcomes(pool: pg.Pool): Promise<Array<{ event_id: string;
 export async function resetData(pool: pg.Pool): Promise<void> {
   await pool.query(`truncate public.assets, public.asset_atoms, public.asset_keywords, public.asset_additional_fields,
     asset_webhooks.outbox, asset_webhooks.events, asset_webhooks.payloads, asset_webhooks.webhooks,
-    asset_webhooks.coalesce_runs restart identity cascade`);
+    asset_webhooks.coalesce_runs, asset_webhooks.process_configurations restart identity cascade`);
   await pool.query('delete from graphile_worker._private_jobs');
 }

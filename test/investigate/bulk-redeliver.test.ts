@@ -136,7 +136,7 @@ describe('dead-letters redeliver --webhook', () => {
       [['5', '--dry-run'], '--dry-run: goes with --webhook ID (every dead letter of a webhook), not with PAYLOAD_ID 5'],
       [['--webhook', 'crm', '--to', 'crm-v2'], '--to: expected an ISO-8601 time such as 2026-11-22T09:00:00Z (UTC when no offset is given), got "crm-v2"'],
       [['--webhook', 'crm', '--from', at(10), '--to', at(5)], `--from: expected a time before --to (${at(5)}), got ${at(10)}`],
-      [['--webhook', 'crm', '--reason', 'gone'], '--reason: expected one of rejected, retries_exhausted, expired, too_large, got "gone"'],
+      [['--webhook', 'crm', '--reason', 'gone'], '--reason: expected one of rejected, retries_exhausted, expired, too_large, webhook_removed, got "gone"'],
     ];
     const results = await Promise.all(cases.map(([args]) => redeliver(...args)));
     cases.forEach(([args, message], index) => {

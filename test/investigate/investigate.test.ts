@@ -19,7 +19,7 @@ async function eventOf(assetId: number, type: string, table = 'asset_webhooks.ev
 beforeAll(async () => {
   await resetData(db.pool);
   const crm = openWebhook('crm', { batchSize: 1 });
-  const shop = openWebhook('shop', { evaluate: (_type, asset) => (asset.assetId === 2 ? 'filter:1' : null) });
+  const shop = openWebhook('shop', { evaluate: (_type, asset) => (asset.assetId === '2' ? 'filter:1' : null) });
   await registerWebhooks(db.pool, [crm, shop]);
   await db.pool.query("insert into assets (asset_id) values (1), (2)");
   await db.pool.query("update assets set title = 'a' where asset_id = 1");
@@ -157,7 +157,7 @@ describe('dead letters', () => {
     const { rows: [before] } = await db.pool.query<{ body: string }>('select body from asset_webhooks.payloads where payload_id = $1', [ids.deadPayload]);
     const redelivered = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--json', '--database-url', db.url]);
     expect(redelivered.code).toBe(0);
-    expect(JSON.parse(redelivered.stdout)).toEqual({ payloadId: ids.deadPayload, webhookId: 'crm', series: 2, webhookState: 'enabled' });
+    expect(JSON.parse(redelivered.stdout)).toEqual({ payloadId: ids.deadPayload, webhookId: 'crm', series: 2, webhookState: 'enabled', movedFrom: null });
     expect(redelivered.stderr).toBe('');
     const { rows: [after] } = await db.pool.query<{ body: string; status: string; series: number; attempts: number }>(
       'select body, status, series, attempts from asset_webhooks.payloads where payload_id = $1', [ids.deadPayload]);
@@ -176,7 +176,7 @@ describe('dead letters', () => {
       const result = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--database-url', db.url]);
       expect(result.code).toBe(0);
       expect(result.stdout).toMatch(new RegExp(`payload ${ids.deadPayload} of webhook crm queued for redelivery \\(series 3\\); it is not sent while the webhook is not enabled`));
-      expect(result.stderr).toMatch(/^warning: webhook crm is disabled or no longer configured: the payload waits until the webhook is enabled .* dead-lettered as expired if that takes longer than retry\.deadLetterAfterSeconds\n$/);
+      expect(result.stderr).toMatch(/^warning: webhook crm is disabled or no longer configured: the payload waits until the webhook is enabled .* dead-lettered as expired if that takes longer than retry\.deadLetterAfterSeconds; to send it to another webhook: asset-webhooks dead-letters redeliver \d+ --to WEBHOOK_ID\n$/);
     } finally {
       await db.pool.query("update asset_webhooks.webhooks set enabled = true where webhook_id = 'crm'");
     }

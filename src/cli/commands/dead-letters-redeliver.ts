@@ -64,7 +64,7 @@ function print(value: unknown, json: boolean | undefined, render: () => string):
   process.stdout.write(`${json ? JSON.stringify(value) : render()}\n`);
 }
 
-function warnNotSent(webhookId: string, state: WebhookState, what: string): void {
+function warnNotSent(webhookId: string, state: WebhookState, what: string, hint = ''): void {
   if (state === 'enabled') return;
   if (state === 'paused') {
     process.stderr.write(`warning: webhook ${webhookId} is paused: ${what}, without expiring, until paused is false again (then SIGHUP)\n`);
@@ -72,7 +72,7 @@ function warnNotSent(webhookId: string, state: WebhookState, what: string): void
   }
   const why = state === 'disabled' ? 'is disabled or no longer configured' : 'has not been run by the service';
   process.stderr.write(`warning: webhook ${webhookId} ${why}: ${what} until the webhook is enabled (then SIGHUP), ` +
-    'and is dead-lettered as expired if that takes longer than retry.deadLetterAfterSeconds\n');
+    `and is dead-lettered as expired if that takes longer than retry.deadLetterAfterSeconds${hint}\n`);
 }
 
 /** `dead-letters redeliver`: one payload, or every matching dead letter of a webhook (CONTRACT: bulk and moved redelivery). */
@@ -98,18 +98,19 @@ export function registerRedeliver(deadLetters: Command): void {
       const request = redeliverRequest(payloadId, { ...options, webhook: options.webhook ?? parent.webhook });
       if ('usageError' in request) command.error(request.usageError, { exitCode: 2, code: 'asset-webhooks.redeliver-usage' });
       switch (request.kind) {
-        case 'one': {
+        case 'one':
+        case 'moved': {
           const id = request.payloadId;
-          const result = await withDatabase(databaseUrl, (pool) => redeliver(pool, id));
-          warnNotSent(result.webhookId, result.webhookState, 'the payload waits');
-          print({ payloadId: id, webhookId: result.webhookId, series: result.series, webhookState: result.webhookState }, json,
-            () => `payload ${id} of webhook ${result.webhookId} queued for redelivery (series ${result.series}); ` +
+          const to = request.kind === 'moved' ? request.toWebhookId : undefined;
+          const result = await withDatabase(databaseUrl, (pool) => redeliver(pool, id, undefined, to));
+          warnNotSent(result.webhookId, result.webhookState, 'the payload waits',
+            `; to send it to another webhook: asset-webhooks dead-letters redeliver ${id} --to WEBHOOK_ID`);
+          const moved = result.movedFrom === null ? '' : ` (moved from webhook ${result.movedFrom})`;
+          print({ payloadId: id, webhookId: result.webhookId, series: result.series, webhookState: result.webhookState, movedFrom: result.movedFrom }, json,
+            () => `payload ${id} of webhook ${result.webhookId}${moved} queued for redelivery (series ${result.series}); ` +
               (result.webhookState === 'enabled' ? 'a running service sends it' : 'it is not sent while the webhook is not enabled'));
           return;
         }
-        case 'moved':
-          command.error(`--to: moving payload ${request.payloadId} to webhook ${request.toWebhookId} is not part of this build`, { exitCode: 2, code: 'asset-webhooks.redeliver-usage' });
-          return;
         case 'bulk': {
           const { selection, dryRun } = request;
           const result = await withDatabase(databaseUrl, async (pool) => {

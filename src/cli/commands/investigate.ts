@@ -5,7 +5,8 @@ import { isEventId, renderTrace, traceEvent } from '../../investigate/trace.js';
 import { assertKnownWebhook } from '../../investigate/known-webhook.js';
 import { withDatabase } from '../database.js';
 import { registerRedeliver } from './dead-letters-redeliver.js';
-import { parseIntegerOption } from '../options.js';
+import { stringifyWithExactIds } from '../json-output.js';
+import { parseDecimalIdOption, parseIntegerOption } from '../options.js';
 import { parseTime } from '../time-option.js';
 
 function parseEventId(value: string): string {
@@ -14,7 +15,7 @@ function parseEventId(value: string): string {
 }
 
 function print(value: unknown, json: boolean | undefined, render: () => string): void {
-  process.stdout.write(`${json ? JSON.stringify(value) : render()}\n`);
+  process.stdout.write(`${json ? stringifyWithExactIds(value) : render()}\n`);
 }
 
 /** trace, events and dead-letters: the operator's questions (CONTRACT section 2). */
@@ -36,10 +37,10 @@ export function registerInvestigation(program: Command): void {
     .requiredOption('--from <time>', 'start of the window (ISO-8601, inclusive)', parseTime('--from'))
     .requiredOption('--to <time>', 'end of the window (ISO-8601, exclusive)', parseTime('--to'))
     .option('--webhook <id>', 'only this webhook')
-    .option('--asset <assetId>', 'only this asset', parseIntegerOption('--asset', 1, Number.MAX_SAFE_INTEGER))
+    .option('--asset <assetId>', 'only this asset', parseDecimalIdOption('--asset'))
     .option('--json', 'machine-readable output')
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
-    .action(async (options: { from: Date; to: Date; webhook?: string; asset?: number; json?: boolean; databaseUrl?: string }, command: Command) => {
+    .action(async (options: { from: Date; to: Date; webhook?: string; asset?: string; json?: boolean; databaseUrl?: string }, command: Command) => {
       if (options.from.getTime() >= options.to.getTime()) {
         command.error(`--from: expected a time before --to (${options.to.toISOString()}), got ${options.from.toISOString()}`, { exitCode: 2, code: 'asset-webhooks.window' });
       }
