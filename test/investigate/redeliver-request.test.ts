@@ -22,7 +22,7 @@ describe('what `dead-letters redeliver` is asked, by its arguments', () => {
     [5, { dryRun: true }, /^--dry-run: goes with --webhook ID/],
     [undefined, { webhook: 'crm', to: 'crm-v2' }, /^--to: expected an ISO-8601 time/],
     [undefined, { webhook: 'crm', from, to: '2026-11-19T00:00:00Z' }, /^--from: expected a time before --to/],
-    [undefined, { webhook: 'crm', reason: 'Rejected' }, /^--reason: expected one of rejected, retries_exhausted, expired, too_large, got "Rejected"$/],
+    [undefined, { webhook: 'crm', reason: 'Rejected' }, /^--reason: expected one of rejected, retries_exhausted, expired, too_large, webhook_removed, got "Rejected"$/],
   ] as const)('refuses PAYLOAD_ID %s with %o as bad usage', (payloadId, options, message) => {
     const request = redeliverRequest(payloadId, options);
     expect(request).toHaveProperty('usageError');
