@@ -1,8 +1,8 @@
 import { createHook } from 'node:async_hooks';
 import type { IncomingHttpHeaders } from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { HttpSender } from '../../src/delivery/http/sender.js';
-import { closedPort, httpServer, readBody, type LocalServer } from './servers.js';
+import { HttpSender } from '../../../src/delivery/http/sender.js';
+import { closedPort, httpServer, readBody, type LocalServer } from '../../helpers/http-servers.js';
 
 interface Seen {
   readonly method: string;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isExpired, nextState, type NextStateInput } from '../../src/delivery/policy/next-state.js';
+import { isExpired, nextState, type NextStateInput } from '../../../src/delivery/policy/next-state.js';
 
 const createdAt = new Date('2026-11-22T00:00:00.000Z');
 const plus = (seconds: number): Date => new Date(createdAt.getTime() + seconds * 1000);
