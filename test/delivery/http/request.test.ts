@@ -44,7 +44,7 @@ function sentValues(request: Seen, name: string): string[] {
   return values;
 }
 
-describe('the request a receiver gets (spec 4.1)', () => {
+describe('the request a receiver gets', () => {
   it('POSTs the body byte for byte to the URL path and query, with Content-Length in bytes', async () => {
     const body = JSON.stringify({
       count: 1,

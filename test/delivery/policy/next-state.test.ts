@@ -31,7 +31,7 @@ describe('the default schedule 60, 120, 240, 480, 480: five retries, six attempt
     expect(nextState(input({ attemptsMade: 2, now: plus(85) }))).toEqual({ kind: 'retry', at: plus(205) });
   });
 
-  it('the gaps between attempts rise from one minute to at most eight (spec 3.2)', () => {
+  it('the gaps between attempts rise from one minute to at most eight', () => {
     let now = 0;
     const gaps: number[] = [];
     for (let attemptsMade = 1; ; attemptsMade += 1) {
