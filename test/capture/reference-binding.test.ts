@@ -236,8 +236,8 @@ describe('the plans a session keeps for the binding\'s triggers', () => {
   // session and keeps that plan, with the transition tables' sizes of that
   // call as its estimates. A session's first update of one asset must not
   // leave a later bulk update with a plan that reads one transition table once
-  // per row of the other: 5,000 rows were 25 million comparisons (1.3 s) and
-  // 100,000 rows ran for more than ten minutes (PG15), holding their locks.
+  // per row of the other: its cost grows with the square of the rows, and a
+  // large update would hold its locks for minutes.
   it('captures nothing, and records no error, for an update of the primary key, whose old and new rows cannot be paired', async () => {
     // The full join keeps the unpaired rows; the branches must drop them rather than insert events of half a pair.
     expect(await capture(ONE, 'update assets set asset_id = 2')).toEqual([]);
