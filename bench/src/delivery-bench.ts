@@ -68,7 +68,7 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
   const setUp = async (payloads: number): Promise<void> => {
     await pool.query("delete from asset_webhooks.payloads where webhook_id = 'bench'");
     // Rows as coalescing writes them, event ids included: they widen every
-    // row version delivery writes (about 7% more database CPU per payload on PG15).
+    // row version delivery writes, and so what each settle costs the database.
     await pool.query(
       `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
        select 'bench', 'pending', $1, octet_length($1), 100, $3::uuid[] from generate_series(1, $2::int)`,
@@ -79,10 +79,9 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
     const started = process.hrtime.bigint();
     await pool.query("select asset_webhooks.dispatch('bench')");
     // Waits on the receiver's count of POSTs, then on the database for the
-    // last results to be recorded. Polling the database all along charged the
-    // service with the polls: with the plan PostgreSQL chose for the check
-    // (a scan of payloads), they were 7% of the server's CPU in a perf of
-    // delivery (embedded PostgreSQL 17, 2026-11-26).
+    // last results to be recorded. Polling the database all along would charge
+    // the service with the polls: the check is a scan of payloads, whose CPU
+    // would count as the server's.
     let seen = before;
     let progressAt = performance.now();
     while (seen < before + payloads) {
@@ -111,8 +110,8 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
   try {
     // One unmeasured round each, so neither side is measured while its code
     // is still being compiled and its connections opened. A full-size round:
-    // after 500 requests the raw loop still ran at about half its later rate
-    // in its first measured round, which flattered the first pair's ratio.
+    // a short one leaves the raw loop still warming up in its first measured
+    // round, which would flatter the first pair's ratio.
     await rawUndici(receiver.url, body, options.payloads, options.concurrency);
     await deliverAll(options.payloads);
     for (let repeat = 0; repeat < options.repeats; repeat += 1) {

@@ -25,12 +25,9 @@ export interface WriteCostOptions {
  *
  * The single-row sides are short slices run one after the other, after one
  * checkpoint and a warm-up, so that neither side pays for whole pages written
- * to the WAL after a checkpoint. Until 2026-11-26 each side of three pairs of
- * 6 or 10 seconds started right after a checkpoint: both then paid for those
- * pages, a cost of the write itself that diluted what capture adds (pgbench,
- * embedded PostgreSQL 17, the same binding: 0.80 of the TPS without triggers
- * measured that way, 0.745 in steady state), and the side without triggers
- * moved between 4,260 and 5,480 TPS within a run. The bulk sides still start
+ * to the WAL after a checkpoint: a side that starts right after one pays for
+ * those pages, a cost of the write itself that dilutes what capture adds and
+ * makes the side without triggers vary within a run. The bulk sides still start
  * after a vacuum and a checkpoint each, so both write every page's image, as
  * a bulk update of a table larger than what changes between checkpoints does.
  */
@@ -105,8 +102,8 @@ export async function ensureAssets(pool: pg.Pool, count: number): Promise<void> 
  * Every measured side starts from the same state: an empty outbox, the assets
  * vacuumed, and a checkpoint just taken. After a checkpoint the first change
  * of each page writes the whole page to the WAL; without one, a side that a
- * checkpoint happened to fall into paid for them and the other did not, and
- * the single-row ratio moved between 0.61 and 1.91 within one run. A role
+ * checkpoint happened to fall into would pay for them and the other would
+ * not, and the ratio would measure the checkpoint rather than capture. A role
  * that may not checkpoint (--database-url) measures without it.
  */
 async function startEven(pool: pg.Pool): Promise<void> {

@@ -26,7 +26,7 @@ function problems(text: string): readonly string[] {
   throw new Error('the document was accepted');
 }
 
-describe('defaults (CONTRACT section 3, spec section 2.4)', () => {
+describe('defaults: a key left out takes the default docs/configuration.md gives', () => {
   it('fills every extension default', () => {
     expect(settings('')).toMatchObject({
       intervalSeconds: 60, maxPayloadBytes: 16_777_216, requestTimeoutSeconds: 30, retentionDays: 14,
@@ -83,7 +83,7 @@ describe('normalization', () => {
   });
 });
 
-describe('ranges (CONTRACT section 3): both ends accepted, one beyond refused', () => {
+describe('ranges: both ends accepted, one beyond refused', () => {
   it.each([
     ['intervalSeconds', 1, 3600],
     ['maxPayloadBytes', 1024, 16_777_216],

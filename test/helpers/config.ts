@@ -19,7 +19,7 @@ export interface TestConfigOptions {
   readonly intervalSeconds?: number | null;
   /** Left out (the service's default, 30) unless given. */
   readonly requestTimeoutSeconds?: number;
-  /** Left out (the spec's schedule) unless given. */
+  /** Left out (the default schedule of docs/configuration.md) unless given. */
   readonly retry?: { readonly delaysSeconds?: readonly number[]; readonly deadLetterAfterSeconds?: number };
 }
 

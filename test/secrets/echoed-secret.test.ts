@@ -1,12 +1,11 @@
 import { writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HttpSender } from '../../src/delivery/http/sender.js';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
 import { runCli, startCli, type CliProcess } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
+import { httpServer, type LocalServer } from '../helpers/http-servers.js';
 import { eventually } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
@@ -30,8 +29,8 @@ const tempDirectory = useTempDirectories();
 const db = useTestDatabase();
 
 /** Echoes the key in the body (as the path says) and in response headers, with the path's status. */
-function echoServer(): Promise<{ server: Server; origin: string }> {
-  const server = createServer((request, response) => {
+function echoServer(): Promise<LocalServer> {
+  return httpServer((request, response) => {
     const key = String(request.headers['x-api-key'] ?? '');
     const auth = String(request.headers.authorization ?? '');
     request.resume();
@@ -49,7 +48,6 @@ function echoServer(): Promise<{ server: Server; origin: string }> {
       response.writeHead(status, echo).end(body);
     });
   });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ server, origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })));
 }
 
 function expectNoSecret(where: string, text: string): void {
@@ -58,13 +56,12 @@ function expectNoSecret(where: string, text: string): void {
   expect(text, `${where} holds the bearer token`).not.toContain('tok-');
 }
 
-let receiver: { server: Server; origin: string };
+let receiver: LocalServer;
 beforeAll(async () => {
   receiver = await echoServer();
 });
 afterAll(async () => {
-  receiver.server.closeAllConnections();
-  await new Promise<void>((resolve) => receiver.server.close(() => resolve()));
+  await receiver.close();
 });
 
 describe('the sender keeps no echoed secret in an excerpt or message', () => {

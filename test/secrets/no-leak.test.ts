@@ -7,7 +7,7 @@ import { createLogger } from '../../src/logging/logger.js';
 import { signingKeys, SigningKeyError } from '../../src/delivery/http/signing.js';
 import { createSecretResolver } from '../../src/secrets/resolver.js';
 import { SecretResolutionError, type SecretsConfig } from '../../src/secrets/types.js';
-import { json, startLocalApi, type LocalApi } from './local-server.js';
+import { json, startLocalApi, type LocalApi } from '../helpers/http-servers.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 
 const tempDirectory = useTempDirectories();

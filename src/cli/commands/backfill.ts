@@ -37,7 +37,7 @@ function summary(result: BackfillResult): string {
   return lines.join('\n');
 }
 
-/** `backfill`: one EDITED event per asset that passes a webhook's checks, to that webhook only (CONTRACT: backfill). */
+/** `backfill`: one EDITED event per asset that passes a webhook's checks, to that webhook only (docs/configuration.md, `backfill`). */
 export function registerBackfill(program: Command): void {
   program
     .command('backfill')

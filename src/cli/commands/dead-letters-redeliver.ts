@@ -75,7 +75,7 @@ function warnNotSent(webhookId: string, state: WebhookState, what: string, hint 
     `and is dead-lettered as expired if that takes longer than retry.deadLetterAfterSeconds${hint}\n`);
 }
 
-/** `dead-letters redeliver`: one payload, or every matching dead letter of a webhook (CONTRACT: bulk and moved redelivery). */
+/** `dead-letters redeliver`: one payload, or every matching dead letter of a webhook; `--to` moves a single one to another webhook (docs/configuration.md, command line). */
 export function registerRedeliver(deadLetters: Command): void {
   deadLetters
     .command('redeliver')

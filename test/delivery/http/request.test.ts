@@ -1,8 +1,8 @@
 import { createHook } from 'node:async_hooks';
 import type { IncomingHttpHeaders } from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { HttpSender } from '../../src/delivery/http/sender.js';
-import { closedPort, httpServer, readBody, type LocalServer } from './servers.js';
+import { HttpSender } from '../../../src/delivery/http/sender.js';
+import { closedPort, httpServer, readBody, type LocalServer } from '../../helpers/http-servers.js';
 
 interface Seen {
   readonly method: string;
@@ -44,7 +44,7 @@ function sentValues(request: Seen, name: string): string[] {
   return values;
 }
 
-describe('the request a receiver gets (spec 4.1)', () => {
+describe('the request a receiver gets', () => {
   it('POSTs the body byte for byte to the URL path and query, with Content-Length in bytes', async () => {
     const body = JSON.stringify({
       count: 1,

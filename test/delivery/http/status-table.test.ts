@@ -1,8 +1,8 @@
 import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HttpSender } from '../../src/delivery/http/sender.js';
-import { classifyResponse } from '../../src/delivery/policy/classify.js';
-import { httpServer, PAYLOAD, readBody, type LocalServer } from './servers.js';
+import { HttpSender } from '../../../src/delivery/http/sender.js';
+import { classifyResponse } from '../../../src/delivery/policy/classify.js';
+import { httpServer, PAYLOAD, readBody, type LocalServer } from '../../helpers/http-servers.js';
 
 /**
  * What the receiver does, by path:

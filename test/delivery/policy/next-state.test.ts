@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isExpired, nextState, type NextStateInput } from '../../src/delivery/policy/next-state.js';
+import { isExpired, nextState, type NextStateInput } from '../../../src/delivery/policy/next-state.js';
 
 const createdAt = new Date('2026-11-22T00:00:00.000Z');
 const plus = (seconds: number): Date => new Date(createdAt.getTime() + seconds * 1000);
@@ -31,7 +31,7 @@ describe('the default schedule 60, 120, 240, 480, 480: five retries, six attempt
     expect(nextState(input({ attemptsMade: 2, now: plus(85) }))).toEqual({ kind: 'retry', at: plus(205) });
   });
 
-  it('the gaps between attempts rise from one minute to at most eight (spec 3.2)', () => {
+  it('the gaps between attempts rise from one minute to at most eight', () => {
     let now = 0;
     const gaps: number[] = [];
     for (let attemptsMade = 1; ; attemptsMade += 1) {

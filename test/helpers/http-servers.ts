@@ -1,5 +1,12 @@
-import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTcpServer, type Server as TcpServer, type Socket } from 'node:net';
+
+/**
+ * Local servers for tests: every one listens on 127.0.0.1 on a free port,
+ * tracks the connections it accepted and destroys them on close(), so a test
+ * never waits for a keep-alive connection to time out. The receiver of
+ * webhook deliveries is test/helpers/receiver.ts.
+ */
 
 /** A server on 127.0.0.1 that counts the connections it accepted and closes everything on close(). */
 export interface LocalServer {
@@ -82,4 +89,38 @@ export async function readBody(request: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/** A valid, empty webhook payload body, for tests that post one. */
 export const PAYLOAD = '{"count":0,"events":[],"webhookTimestamp":"2026-11-22T00:00:00.000Z"}';
+
+export interface RecordedRequest {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: IncomingHttpHeaders;
+  readonly body: string;
+}
+
+/** A local HTTP API (a stand-in for a secret manager) that records every request and answers through `answer`. */
+export interface LocalApi extends LocalServer {
+  readonly requests: RecordedRequest[];
+  /** Answers each request; by default 404. Replace it to script the API. */
+  answer: (request: RecordedRequest, response: ServerResponse) => void;
+}
+
+export async function startLocalApi(): Promise<LocalApi> {
+  const requests: RecordedRequest[] = [];
+  let api: LocalApi | undefined;
+  const server = await httpServer((request, response) => {
+    void readBody(request).then((body) => {
+      const recorded: RecordedRequest = { method: request.method ?? '', url: request.url ?? '', headers: request.headers, body: body.toString('utf8') };
+      requests.push(recorded);
+      api!.answer(recorded, response);
+    });
+  });
+  api = Object.assign(server, { requests, answer: (_request: RecordedRequest, response: ServerResponse) => void response.writeHead(404).end() });
+  return api;
+}
+
+/** Answers with `body` as JSON (or under another content type). */
+export function json(response: ServerResponse, status: number, body: unknown, contentType = 'application/json'): void {
+  response.writeHead(status, { 'content-type': contentType }).end(JSON.stringify(body));
+}

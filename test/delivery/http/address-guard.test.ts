@@ -1,9 +1,9 @@
 import type { LookupAddress } from 'node:dns';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AddressRefusedError, guardedLookup } from '../../src/delivery/http/address-guard.js';
-import { HttpSender } from '../../src/delivery/http/sender.js';
-import { classifyResponse } from '../../src/delivery/policy/classify.js';
-import { httpServer, PAYLOAD, readBody, type LocalServer } from './servers.js';
+import { AddressRefusedError, guardedLookup } from '../../../src/delivery/http/address-guard.js';
+import { HttpSender } from '../../../src/delivery/http/sender.js';
+import { classifyResponse } from '../../../src/delivery/policy/classify.js';
+import { httpServer, PAYLOAD, readBody, type LocalServer } from '../../helpers/http-servers.js';
 
 describe('the lookup the HTTP client connects through', () => {
   const lookup = (hostname: string, allowPrivate: boolean, all: boolean) =>

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import type { ErrorClass, PostResult } from '../../src/delivery/http/sender.js';
-import { classifyResponse } from '../../src/delivery/policy/classify.js';
+import type { ErrorClass, PostResult } from '../../../src/delivery/http/sender.js';
+import { classifyResponse } from '../../../src/delivery/policy/classify.js';
 
 const response = (statusCode: number): PostResult => ({ kind: 'response', statusCode, durationMs: 1, responseExcerpt: '' });
 const failure = (errorClass: ErrorClass): PostResult => ({ kind: 'error', errorClass, message: 'm', durationMs: 1 });
 
-describe('classifying a status code (the pure table; test/delivery-http runs it against a real server)', () => {
+describe('classifying a status code (the pure table; test/delivery/http/status-table.test.ts runs it against a real server)', () => {
   it.each([
     [100, 'retryable'], [101, 'retryable'], [103, 'retryable'], [199, 'retryable'],
     [200, 'delivered'], [201, 'delivered'], [202, 'delivered'], [204, 'delivered'], [299, 'delivered'],

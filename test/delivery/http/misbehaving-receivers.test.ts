@@ -1,8 +1,8 @@
 import type { Socket } from 'node:net';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { HttpSender } from '../../src/delivery/http/sender.js';
-import { classifyResponse } from '../../src/delivery/policy/classify.js';
-import { closedPort, httpServer, PAYLOAD, readBody, tcpServer, type LocalServer } from './servers.js';
+import { HttpSender } from '../../../src/delivery/http/sender.js';
+import { classifyResponse } from '../../../src/delivery/policy/classify.js';
+import { closedPort, httpServer, PAYLOAD, readBody, tcpServer, type LocalServer } from '../../helpers/http-servers.js';
 
 // A short budget: every test below that waits, waits for this deadline.
 const sender = new HttpSender({ timeoutMs: 500, allowPrivateAddresses: true });
