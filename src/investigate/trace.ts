@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type pg from 'pg';
 import { operatorDb, type OperatorDatabase } from '../db/kysely.js';
 import { UserError } from '../errors.js';
-import { HAND_BACK_AFTER_MINUTES } from '../maintenance/maintenance.js';
+import { NAMELESS_ATTEMPT_AFTER_SECONDS } from '../delivery/recover.js';
 
 export interface TraceAttempt {
   readonly series: number;
@@ -141,14 +141,14 @@ export function renderTrace(trace: Trace): string {
   return lines.join('\n');
 }
 
-/** An attempt without a result: the request is still out, or its process died and maintenance hands the payload back. */
+/** An attempt without a result: the request is still out, or its process died and crash recovery closes it. */
 function inProgress(attempt: TraceAttempt): string {
   if (attempt.processGone === false) return 'in progress (its run process is alive)';
   if (attempt.processGone === true) {
-    return 'interrupted: its run process is gone; maintenance (once a minute) hands the payload back and sends it again' +
-      ' once the attempt is older than the request timeout plus 30 s';
+    return 'interrupted: its run process is gone; a running service closes the attempt and sends the payload again' +
+      ' once the attempt is older than the request timeout plus 5 s';
   }
-  const handBack = new Date(attempt.startedAt.getTime() + HAND_BACK_AFTER_MINUTES * 60_000).toISOString();
+  const handBack = new Date(attempt.startedAt.getTime() + NAMELESS_ATTEMPT_AFTER_SECONDS * 1000).toISOString();
   return `in progress (if its worker stopped, the payload is handed back and sent again from about ${handBack})`;
 }
 

@@ -15,7 +15,7 @@ export function registerRun(program: Command): void {
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
     .option('--config <file>', 'configuration document (default: env ASSET_WEBHOOKS_CONFIG)')
     .option('--http-port <port>', 'serve GET /healthz and GET /metrics on this port', parseIntegerOption('--http-port', 0, 65535))
-    .option('--concurrency <n>', 'jobs this process runs at once (default 10)', parseIntegerOption('--concurrency', 1, 256))
+    .option('--concurrency <n>', 'graphile-worker jobs (coalescing, maintenance) this process runs at once (default 4)', parseIntegerOption('--concurrency', 1, 256))
     .action(async (options: { databaseUrl?: string; config?: string; httpPort?: number; concurrency?: number }) => {
       const logger = createLogger();
       routeConsoleTo(logger);
