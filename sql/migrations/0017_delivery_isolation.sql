@@ -164,7 +164,8 @@ end $$;
 --
 -- A retry keeps its slot (dispatched) until its time; a final outcome frees
 -- it. p_receiver_failed (null: not the receiver's verdict) and p_hold_until
--- update the webhook's health: the latest verdict of the batch wins, a
+-- update the webhook's health: the latest verdict of the batch wins (by
+-- p_at, then by position), a
 -- failure keeps the first failure's time, and hold_until only moves later.
 create function asset_webhooks.settle_payloads(
   p_payload_ids bigint[], p_series integer[], p_attempts integer[],
@@ -182,8 +183,9 @@ begin
   -- In payload order, so that concurrent batches never wait on each other in a cycle.
   perform 1 from asset_webhooks.payloads p where p.payload_id = any(p_payload_ids) order by p.payload_id for update;
 
+  -- A payload named twice in one batch is settled by its first entry only.
   select array_agg(coalesce(
-           p.status = 'pending' and p.series = o.series
+           o.first and p.status = 'pending' and p.series = o.series
            and case when o.attempt is null then not (p.dispatched and p.next_attempt_at is null)
                     else p.attempts = o.attempt and p.dispatched and p.next_attempt_at is null
                          and exists (select 1 from asset_webhooks.attempts a
@@ -191,7 +193,8 @@ begin
                                        and a.attempt_no = o.attempt and a.outcome is null)
                end, false) order by o.i)
   into v_applied
-  from unnest(p_payload_ids, p_series, p_attempts) with ordinality as o(payload_id, series, attempt, i)
+  from (select u.*, row_number() over (partition by u.payload_id order by u.i) = 1 as first
+        from unnest(p_payload_ids, p_series, p_attempts) with ordinality as u(payload_id, series, attempt, i)) o
   left join asset_webhooks.payloads p on p.payload_id = o.payload_id;
 
   update asset_webhooks.attempts a
@@ -219,13 +222,13 @@ begin
 
   -- Written only when it changes: a healthy webhook's row is not rewritten by every delivery.
   with verdicts as (
-    select p.webhook_id, r.failed, r.at, r.hold_until
+    select p.webhook_id, r.failed, r.at, r.hold_until, r.i
     from unnest(p_payload_ids, p_receiver_failed, p_at, p_hold_until) with ordinality as r(payload_id, failed, at, hold_until, i)
     join asset_webhooks.payloads p on p.payload_id = r.payload_id
     where v_applied[r.i] and r.failed is not null
   ),
   per_webhook as (
-    select v.webhook_id, (array_agg(v.failed order by v.at desc))[1] as failed,
+    select v.webhook_id, (array_agg(v.failed order by v.at desc, v.i desc))[1] as failed,
            min(v.at) filter (where v.failed) as first_failure, max(v.hold_until) as hold_until
     from verdicts v group by v.webhook_id
   )
