@@ -149,7 +149,7 @@ function inProgress(attempt: TraceAttempt): string {
       ' once the attempt is older than the request timeout plus 5 s';
   }
   const handBack = new Date(attempt.startedAt.getTime() + NAMELESS_ATTEMPT_AFTER_SECONDS * 1000).toISOString();
-  return `in progress (if its worker stopped, the payload is handed back and sent again from about ${handBack})`;
+  return `in progress (if its process stopped, the attempt is closed and the payload sent again from about ${handBack})`;
 }
 
 function describeCheck(check: string | null): string {

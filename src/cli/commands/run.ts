@@ -34,8 +34,8 @@ export function registerRun(program: Command): void {
         if (stopRequested) {
           // Start-up may wait on a database that does not answer, and so may a
           // stop (connections a network device dropped without a word). An
-          // attempt left in flight is handed back by maintenance once this
-          // process's lease is gone, as after a crash.
+          // attempt left in flight is closed by crash recovery in another
+          // process once this process's lease is gone, as after a crash.
           logger.warn({ signal }, `second signal ${service ? 'while stopping' : 'during start-up'}: exiting now`);
           process.exit(signal === 'SIGINT' ? 130 : 143);
         }
