@@ -219,6 +219,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   started.add(() => ticker.stop());
 
   logger.info({
+    processId,
     webhooks: state.routed.length,
     enabled: state.routed.filter((webhook) => webhook.enabled).length,
     intervalSeconds: state.settings.intervalSeconds,
