@@ -43,6 +43,15 @@ where p.status = 'pending' and p.dispatched and p.next_attempt_at is null
   and not exists (select 1 from asset_webhooks.attempts a
                   where a.payload_id = p.payload_id and a.series = p.series and a.attempt_no = p.attempts and a.outcome is null);
 
+-- Delivery jobs queued by the previous design would never run (no process
+-- has a `deliver` task any more): remove them.
+do $$
+begin
+  if to_regclass('graphile_worker.jobs') is not null then
+    perform graphile_worker.remove_job(j.key) from graphile_worker.jobs j where j.task_identifier = 'deliver' and j.key is not null;
+  end if;
+end $$;
+
 drop function asset_webhooks.settle_attempts(bigint[], integer[], integer[], integer[], integer[], text[], text[], text[], text[],
                                             timestamptz[], timestamptz[], boolean[], integer[]);
 drop function asset_webhooks.settle_attempt(bigint, integer, integer, integer, integer, text, text, text, text, timestamptz,
