@@ -87,7 +87,7 @@ export async function measureIsolation(databaseUrl: string, pool: pg.Pool, optio
   network: { allowPrivateAddresses: true }
   webhooks:
     - { id: stuck, url: "${stuck.url}/stuck", enabled: true, concurrency: 64, resourceTypes: [Resource, Project] }
-${Array.from({ length: 9 }, (_, i) => `    - { id: healthy-${i}, url: "${healthy.url}/h${i}", enabled: true, resourceTypes: [Resource, Project] }`).join('\n')}
+${Array.from({ length: 9 }, (_, i) => `    - { id: healthy-${i}, url: "${new URL(healthy.url).origin}/h${i}", enabled: true, resourceTypes: [Resource, Project] }`).join('\n')}
 `);
   const { body, eventIds } = samplePayload(100);
   await pool.query(
