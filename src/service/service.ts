@@ -14,7 +14,7 @@ import { assertBinding, captureGaps } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
 import { MAINTENANCE_CRONTAB } from './crontab.js';
 import { startHttpServer } from './http-server.js';
-import { holdProcessLease, runApplicationName } from './process-lease.js';
+import { holdProcessLease, runApplicationName, type ProcessLease } from './process-lease.js';
 import { ServiceMetrics } from './metrics.js';
 import { deliveryContext, ServiceState, syncWebhooks } from './service-state.js';
 
@@ -99,6 +99,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   started.add(() => pool.end());
   let state = new ServiceState(config);
   started.add(() => state.close());
+  // Coalescing starts at the first interval boundary after this moment, by the database's clock.
+  let notBefore: number;
   try {
     await assertReachable(pool, options.databaseUrl);
     await assertSchemaCurrent(pool);
@@ -106,12 +108,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     for (const warning of configWarnings(config)) logger.warn({ warning }, 'configuration');
     for (const gap of await captureGaps(pool)) logger.warn({ gap }, 'capture: changes can go uncaptured');
     await syncWebhooks(pool, state.config);
-  } catch (error) {
-    return failedStart(error);
-  }
-  // Coalescing starts at the first interval boundary after this moment, by the database's clock.
-  let notBefore: number;
-  try {
     notBefore = await databaseNowMs(pool);
   } catch (error) {
     return failedStart(error);
@@ -133,13 +129,12 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     }
   }
 
-  let lease;
+  let heldLease: ProcessLease;
   try {
-    lease = await holdProcessLease(options.databaseUrl, processId, logger);
+    heldLease = await holdProcessLease(options.databaseUrl, processId, logger);
   } catch (error) {
     return failedStart(error);
   }
-  const heldLease = lease;
   // Released after the pump has stopped (below): every attempt of this process has its result by then, or never will.
   started.add(() => heldLease.release());
 
