@@ -5,6 +5,7 @@ import path from 'node:path';
 import type pg from 'pg';
 import { pino } from 'pino';
 import { Agent, request } from 'undici';
+import { announcePayloadsReady } from '../../src/db/payloads-ready.js';
 import { serializeBody, serializeEvent } from '../../src/payload/serialize.js';
 import { startService } from '../../src/service/service.js';
 import { busyCpus, measuredSplit, postmasterOf, withCpu, type CpuSplit } from './cpu.js';
@@ -77,7 +78,7 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
   const deliver = async (payloads: number): Promise<number> => {
     const before = await receiverCount(receiver.countUrl);
     const started = process.hrtime.bigint();
-    await pool.query("select asset_webhooks.dispatch('bench')");
+    await announcePayloadsReady(pool);
     // Waits on the receiver's count of POSTs, then on the database for the
     // last results to be recorded. Polling the database all along would charge
     // the service with the polls: the check is a scan of payloads, whose CPU

@@ -11,6 +11,7 @@ import { measureCoalesce } from './coalesce-bench.js';
 import type { CpuSplit } from './cpu.js';
 import { measureDelivery } from './delivery-bench.js';
 import { measureLatency, measureMemory } from './drain-bench.js';
+import { measureIsolation, measureSlowReceivers } from './isolation-bench.js';
 import type { Measured } from './stats.js';
 import { ensureAssets, measureWriteCost } from './write-cost.js';
 
@@ -65,6 +66,13 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
     await pool.query('delete from asset_webhooks.webhooks');
     log(`latency at 1,000 events per second for ${sizes.latencySeconds}s...`);
     const latency = await measureLatency(databaseUrl, pool, { eventsPerSecond: 1000, seconds: sizes.latencySeconds });
+    await pool.query('delete from asset_webhooks.webhooks');
+    log('isolation: nine healthy webhooks beside one whose receiver never answers...');
+    const isolation = await measureIsolation(databaseUrl, pool, { eventsPerSecond: 100, seconds: sizes.latencySeconds });
+    await pool.query('delete from asset_webhooks.webhooks');
+    log('slow receivers: 20 webhooks answering after 100 ms, concurrency 4 each...');
+    const slowReceivers = await measureSlowReceivers(databaseUrl, pool, { payloadsPerWebhook: quick ? 200 : 400 });
+    await pool.query('delete from asset_webhooks.webhooks');
     log(`memory of the run process draining ${sizes.memoryEvents} events...`);
     const memory = await measureMemory(databaseUrl, pool, { events: sizes.memoryEvents, assets: sizes.assets });
 
@@ -81,6 +89,8 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
       delivery: {
         payloads_per_second: Math.round(delivery.payloadsPerSecond.median),
         ratio_to_raw_undici: round(delivery.ratioToRawUndici.median, 3),
+        isolation_p99_over_interval_ms: Math.round(isolation.p99OverIntervalMs),
+        slow_receivers_ratio_to_bound: round(slowReceivers.ratioToBound, 3),
       },
       latency: {
         p50_over_interval_ms: Math.round(latency.p50OverIntervalMs),
@@ -92,7 +102,7 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
     const machine = `${os.hostname()}-${os.cpus().length}cpu`;
     const details = {
       date: new Date().toISOString(), machine: { hostname: os.hostname(), cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, memoryGb: Math.round(os.totalmem() / 2 ** 30), node: process.version },
-      quick, sizes, summary, writeCost, coalesce10, coalesce100, delivery, latency, memory,
+      quick, sizes, summary, writeCost, coalesce10, coalesce100, delivery, latency, isolation, slowReceivers, memory,
     };
     mkdirSync(resultsDirectory, { recursive: true });
     const file = path.join(resultsDirectory, `${new Date().toISOString().slice(0, 10)}-${machine}${quick ? '-quick' : ''}.json`);
@@ -106,6 +116,8 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
       ['coalesce.events_per_second_100_webhooks', fmt(coalesce100.eventsPerSecond, 0), 'report'],
       ['delivery.payloads_per_second', fmt(delivery.payloadsPerSecond, 0), '>= 2,000'],
       ['delivery.ratio_to_raw_undici', fmt(delivery.ratioToRawUndici), '>= 0.5'],
+      ['delivery.isolation_p99_over_interval_ms', String(summary.delivery.isolation_p99_over_interval_ms), '<= 1,000'],
+      ['delivery.slow_receivers_ratio_to_bound', String(summary.delivery.slow_receivers_ratio_to_bound), '>= 0.9'],
       ['latency.p50_over_interval_ms', String(summary.latency.p50_over_interval_ms), 'report'],
       ['latency.p99_over_interval_ms', String(summary.latency.p99_over_interval_ms), '<= 1,000'],
       ['memory.peak_rss_mb', String(summary.memory.peak_rss_mb), '<= 256'],

@@ -141,7 +141,14 @@ create table asset_webhooks.webhooks (
   -- syncWebhooks) clears it and, in the same statement, moves each waiting
   -- payload's series_started_at forward by the time it spent paused.
   paused_since timestamptz,
-  updated_at   timestamptz not null default now()
+  updated_at   timestamptz not null default now(),
+  -- A webhook's delivery health, shared by every process. failing_since: the
+  -- first failed attempt (timeout, connection error, 5xx, a retried 4xx) since
+  -- the last answer that was not a failure; while set, the webhook has at most
+  -- one attempt in flight. hold_until: a receiver's Retry-After; no payload of
+  -- the webhook is claimed before it.
+  failing_since timestamptz,
+  hold_until    timestamptz
 );
 
 -- One row per coalescing run. Retention deletes them oldest first, through
@@ -160,17 +167,27 @@ create index coalesce_runs_started_at on asset_webhooks.coalesce_runs (started_a
 -- returns a row schedules the coalescing job. Retention reads them by created_at.
 create table asset_webhooks.ticks (
   slot        bigint primary key,
-  created_at  timestamptz not null default now()
+  created_at  timestamptz not null default now(),
+  -- The outcome of the tick's coalescing run, for readiness: finished_at when
+  -- it succeeded, error (one line) when its last try failed.
+  finished_at timestamptz,
+  error       text
 );
 create index ticks_created_at on asset_webhooks.ticks (created_at);
 
 -- A payload: the exact bytes that every attempt sends. `open` payloads are
 -- still being filled by a running coalescing run and are never dispatched.
--- A payload is in flight when it is pending and dispatched: it then has a
--- delivery job, or is the next payload of a delivery job's chain. A webhook
--- never has more payloads in flight than its concurrency, and with
--- concurrency 1 its payloads are sent in payload_id order, each after the
--- previous one is delivered or dead-lettered.
+-- Each `run` process's delivery pump (src/delivery/pump.ts) claims due
+-- payloads with claim_payloads and writes every outcome with settle_payloads.
+-- The state of a pending payload in its webhook's queue:
+--   not dispatched                          waiting in the queue (next_attempt_at, when set, is the
+--                                           earliest time it may be sent);
+--   dispatched, next_attempt_at set         holds one of its webhook's `concurrency` slots and waits
+--                                           for its retry at next_attempt_at;
+--   dispatched, next_attempt_at null        in flight: its attempt row (series, attempts) has no
+--                                           outcome yet, and names the process that sent it.
+-- With concurrency 1 the single slot therefore keeps strict order: the next
+-- payload is not claimed before the previous one is delivered or dead-lettered.
 create table asset_webhooks.payloads (
   payload_id          bigint generated always as identity primary key,
   webhook_id          text not null,
@@ -178,7 +195,7 @@ create table asset_webhooks.payloads (
   created_at          timestamptz not null default clock_timestamp(),
   status              text not null default 'open'
                       check (status in ('open', 'pending', 'delivered', 'dead_lettered')),
-  -- true while the payload is in flight (see above and asset_webhooks.dispatch).
+  -- true while the payload holds one of its webhook's slots (see above).
   dispatched          boolean not null default false,
   body                text not null,
   byte_size           integer not null,
@@ -232,14 +249,14 @@ create index payloads_created on asset_webhooks.payloads (created_at);
 -- most its concurrency rows).
 create index payloads_in_flight on asset_webhooks.payloads (webhook_id) where status = 'pending' and dispatched;
 -- The head of a webhook's queue. Ordered by `payload_id + 0`, an expression
--- only this index provides, and dispatch, take_next and settle_attempts order
--- by the same expression: the primary key cannot serve their `order by ...
+-- only this index provides, and claim_payloads orders by the same
+-- expression: the primary key cannot serve their `order by ...
 -- limit n` without sorting, so the planner never walks it from its start
 -- over every payload already delivered (statistics taken while one webhook's
 -- whole backlog waited would otherwise lead it there).
 create index payloads_queue on asset_webhooks.payloads (webhook_id, (payload_id + 0))
   where status = 'pending' and not dispatched;
--- Expiry of waiting payloads (maintenance).
+-- Expiry of waiting payloads (the recovery sweep, src/delivery/recover.ts).
 create index payloads_expiry on asset_webhooks.payloads (series_started_at) where status = 'pending' and not dispatched;
 -- Sealing the payloads a coalescing run left open (at the start of every run).
 create index payloads_open on asset_webhooks.payloads (webhook_id) where status = 'open';
@@ -249,8 +266,8 @@ create index payloads_dead_newest on asset_webhooks.payloads (dead_lettered_at) 
 -- A `run` process holds a session advisory lock keyed by its id (its lease)
 -- on a connection of its own for as long as it lives (src/service/process-lease.ts).
 -- When the process dies, PostgreSQL ends its sessions and frees the lock, so
--- maintenance can tell a live process's slow attempt from a dead process's
--- orphan and hand the orphan's payload back at once.
+-- crash recovery can tell a live process's slow attempt from a dead process's
+-- orphan and close the orphan's attempt at once.
 --
 -- The run process of this session, from its application_name, which the
 -- service sets on every connection of its pool to 'asset-webhooks run '
@@ -282,7 +299,7 @@ as $$ select hashtextextended('asset_webhooks.process:' || p_process_id, 0) $$;
 -- transaction-level lock, so it never waits. When the process is gone the
 -- caller holds that lock until its transaction ends: meanwhile another probe
 -- sees the lease held, and a process taking its lease back waits. Call it
--- in short transactions (maintenance's statement, trace, the runbook).
+-- in short transactions (orphaned_attempts, trace, the runbook).
 create function asset_webhooks.process_gone(p_process_id text) returns boolean
 language sql volatile
 as $$ select pg_try_advisory_xact_lock(asset_webhooks.process_lease_key(p_process_id)) $$;
@@ -303,8 +320,8 @@ create table asset_webhooks.attempts (
   outcome           text check (outcome in ('delivered', 'retry', 'rejected', 'retries_exhausted', 'expired')),
   -- Read from the session by default, so every statement that starts an
   -- attempt records it without restating it. A session with another
-  -- application_name records null; maintenance then hands such an attempt
-  -- back only once it is old (src/maintenance/maintenance.ts).
+  -- application_name records null; crash recovery then closes such an
+  -- attempt only once it is old (orphaned_attempts, src/delivery/recover.ts).
   process_id        text default asset_webhooks.process_of_session(),
   primary key (payload_id, series, attempt_no)
 );
@@ -444,249 +461,247 @@ comment on view asset_webhooks.dead_letters is
   'One row per dead-lettered payload. reason: rejected, retries_exhausted, expired, too_large or webhook_removed; '
   'redeliver with: asset-webhooks dead-letters redeliver PAYLOAD_ID [--to WEBHOOK_ID]';
 
--- The key of the delivery job of one attempt: lets maintenance find a
--- payload's job, and makes adding the same attempt twice a no-op.
-create function asset_webhooks.deliver_job_key(p_payload_id bigint, p_series integer, p_attempt integer) returns text
-language sql immutable as $$ select 'deliver:' || p_payload_id || ':' || p_series || ':' || p_attempt $$;
 
--- Adds the delivery job of one attempt: the only place that does, so the job
--- shape (payload, key, attempts) is the same for first attempts, retries and
--- handoffs.
-create function asset_webhooks.enqueue_delivery(p_payload_id bigint, p_series integer, p_attempt integer, p_run_at timestamptz)
-returns void language plpgsql as $$
-begin
-  -- plpgsql, not sql: its body is resolved at call time, after `migrate` has
-  -- installed graphile-worker's schema.
-  perform graphile_worker.add_job(
-    'deliver',
-    json_build_object('payloadId', p_payload_id, 'series', p_series, 'attempt', p_attempt),
-    run_at := greatest(p_run_at, now()),
-    max_attempts := 25,
-    job_key := asset_webhooks.deliver_job_key(p_payload_id, p_series, p_attempt));
-end $$;
 
--- The dispatch pump: starts delivery jobs for a webhook's oldest pending
--- payloads, up to its concurrency minus those already in flight. Called after
--- coalescing, after a redelivery, when a webhook is enabled or resumed and by
--- maintenance. The advisory lock serialises pumps of one webhook so two
--- callers cannot both fill the slots.
+
+
+
+
+-- Claims up to p_max payloads that may be sent at p_now, starting their
+-- attempts, and returns them (with their bodies) for the caller to send.
 --
--- The UPDATE asks `not dispatched` again: a settle may have just taken one of
--- the selected payloads into its chain (PostgreSQL re-checks only the UPDATE's
--- own conditions once the row lock it waited for is released), and such a
--- payload must not get a job of its own while the chain's request for it is
--- out. With concurrency above 1 rows another transaction holds are skipped,
--- so the slot goes to the next waiting payload; with concurrency 1 the head is
--- waited for, to keep the order.
+-- Webhooks take turns: they are visited in id order starting after p_after
+-- (the last webhook the caller was given), and each gives at most p_share
+-- payloads per call, so a webhook with a long backlog never keeps one with a
+-- single payload waiting for more than a call. Per webhook, in flight stays
+-- within its concurrency, or within one while failing_since is set; nothing
+-- is claimed while hold_until is ahead. Retries that are due go first (they
+-- hold their slots already), then the head of the queue while slots are free.
+-- A queue payload whose retry time is ahead takes its slot and waits in it.
+-- Expired payloads are not claimed: the caller's expiry sweep settles them.
 --
--- Its statements are planned at each call: plans kept for the connection
--- (PL/pgSQL keeps a generic plan after five calls) would be those made when
--- the table was empty or small, and read it whole as it grows. It is called
--- per webhook per coalescing chunk, per pump and per maintenance pass, never
--- per payload, so planning costs little.
--- graphile_worker.add_job is resolved at call time (see enqueue_delivery).
-create function asset_webhooks.dispatch(p_webhook_id text) returns integer
+-- Safe across processes: a webhook is claimed by one transaction at a time
+-- (a try-lock: a webhook being claimed elsewhere is skipped, not waited for),
+-- and payloads another transaction holds (a coalescing chunk) are skipped;
+-- with concurrency 1 only the head itself may be claimed, so strict order holds.
+create function asset_webhooks.claim_payloads(p_now timestamptz, p_max integer, p_share integer, p_after text,
+                                              p_expire_after_seconds integer)
+returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz, body text)
 language plpgsql
--- Planned afresh at each call (see above).
+-- Planned at each call: the payloads table grows and shrinks by orders of magnitude.
 set plan_cache_mode = force_custom_plan
 as $$
+#variable_conflict use_column
 declare
-  v_slots integer;
-  v_in_order boolean;
-  v_next bigint[];
-  v_started integer := 0;
-  r record;
-begin
-  perform pg_advisory_xact_lock(hashtextextended('asset_webhooks.dispatch:' || p_webhook_id, 0));
-  select w.concurrency - (select count(*) from asset_webhooks.payloads p
-                          where p.webhook_id = p_webhook_id and p.status = 'pending' and p.dispatched),
-         w.concurrency = 1
-    into v_slots, v_in_order
-  from asset_webhooks.webhooks w
-  where w.webhook_id = p_webhook_id and w.enabled and w.paused_since is null;
-  if v_slots is null or v_slots <= 0 then
-    return 0;
-  end if;
-  if v_in_order then
-    v_next := array(select q.payload_id from asset_webhooks.payloads q
-                    where q.webhook_id = p_webhook_id and q.status = 'pending' and not q.dispatched
-                    order by q.payload_id + 0 limit v_slots);
-  else
-    v_next := array(select q.payload_id from asset_webhooks.payloads q
-                    where q.webhook_id = p_webhook_id and q.status = 'pending' and not q.dispatched
-                    order by q.payload_id + 0 limit v_slots for update skip locked);
-  end if;
-  for r in
-    update asset_webhooks.payloads p set dispatched = true
-    where p.payload_id = any(v_next) and p.status = 'pending' and not p.dispatched
-    returning p.payload_id, p.series, p.attempts, p.next_attempt_at
-  loop
-    perform asset_webhooks.enqueue_delivery(r.payload_id, r.series, r.attempts + 1, coalesce(r.next_attempt_at, now()));
-    v_started := v_started + 1;
-  end loop;
-  return v_started;
-end $$;
-
--- Takes the webhook's next pending payload for a slot that just became free
--- and marks it dispatched; null when there is none. None when the webhook is
--- disabled, paused or already at its concurrency; SKIP LOCKED so concurrent finishers
--- take different payloads, except with concurrency 1, where the head is waited
--- for so strict order holds.
--- With p_start_at, a payload that may be sent at once (it is due: not waiting
--- for a retry time, and its series has not expired p_expire_after_seconds
--- after it started) also has its next attempt counted as started then, in the
--- same row update. Otherwise it gets a job as from hand_off, which waits or
--- dead-letters it. Written out rather than calling a SQL helper: a call from
--- plpgsql costs as much as the rest of the function.
-create function asset_webhooks.take_next(p_webhook_id text, p_start_at timestamptz default null,
-                                          p_expire_after_seconds integer default null)
-returns asset_webhooks.payloads
-language plpgsql as $$
-declare
-  v_limit integer;
+  w record;
+  v_window interval := make_interval(secs => p_expire_after_seconds);
+  v_claimed integer := 0;
   v_in_flight integer;
-  v_next bigint;
-  v_next_attempt_at timestamptz;
-  v_series_started_at timestamptz;
-  v_start boolean;
-  r asset_webhooks.payloads;
+  v_held integer;
+  v_take integer;
+  v_room integer;
+  v_ids bigint[];
+  v_head bigint;
+  v_n integer;
 begin
-  select w.concurrency into v_limit from asset_webhooks.webhooks w
-  where w.webhook_id = p_webhook_id and w.enabled and w.paused_since is null;
-  if v_limit is null then
-    return null;
-  end if;
-  select count(*) into v_in_flight from asset_webhooks.payloads p
-  where p.webhook_id = p_webhook_id and p.status = 'pending' and p.dispatched;
-  if v_in_flight >= v_limit then
-    return null;
-  end if;
-  if v_limit = 1 then
-    select q.payload_id, q.next_attempt_at, q.series_started_at into v_next, v_next_attempt_at, v_series_started_at
-    from asset_webhooks.payloads q
-    where q.webhook_id = p_webhook_id and q.status = 'pending' and not q.dispatched
-    order by q.payload_id + 0 limit 1 for update;
-  else
-    select q.payload_id, q.next_attempt_at, q.series_started_at into v_next, v_next_attempt_at, v_series_started_at
-    from asset_webhooks.payloads q
-    where q.webhook_id = p_webhook_id and q.status = 'pending' and not q.dispatched
-    order by q.payload_id + 0 limit 1 for update skip locked;
-  end if;
-  if v_next is null then
-    return null;
-  end if;
-  v_start := p_start_at is not null
-             and coalesce(v_next_attempt_at, p_start_at) <= p_start_at
-             and p_start_at < v_series_started_at + make_interval(secs => p_expire_after_seconds);
-  update asset_webhooks.payloads p
-  set dispatched = true,
-      attempts = case when v_start then p.attempts + 1 else p.attempts end,
-      last_attempt_at = case when v_start then p_start_at else p.last_attempt_at end
-  where p.payload_id = v_next and not p.dispatched
-  returning p.* into r;
-  return r;
-end $$;
-
--- The handoff: a delivery that just ended (delivered or dead-lettered, in the
--- same transaction) passes its slot to the webhook's next pending payload.
--- No lock on the webhook is needed: the ending payload stops counting and the
--- next one starts counting in one commit, so anyone counting sees the same
--- number in flight before and after. The rules are take_next's.
-create function asset_webhooks.hand_off(p_webhook_id text) returns integer
-language plpgsql as $$
-declare
-  r asset_webhooks.payloads;
-begin
-  r := asset_webhooks.take_next(p_webhook_id);
-  if r.payload_id is null then
-    return 0;
-  end if;
-  perform asset_webhooks.enqueue_delivery(r.payload_id, r.series, r.attempts + 1, coalesce(r.next_attempt_at, now()));
-  return 1;
-end $$;
-
--- Records the result of an attempt and applies the payload's next state, as
--- decided by the service's retry policy (src/delivery/policy/next-state.ts),
--- in one statement. The payload is locked and checked first: if an operator
--- acted meanwhile (a new series) or the attempt is no longer the payload's
--- latest, only the attempt's result is recorded (outcome 'retry') and
--- `applied` is false.
---   p_outcome: delivered | retry | rejected | retries_exhausted | expired
--- With p_chain, a final outcome takes the webhook's next payload and, when it
--- is due and not expired (p_expire_after_seconds after its series started),
--- records its attempt as started and returns it (next_*): the delivery job
--- goes on with it instead of adding a job for it (a delivery chain). A next
--- payload that is not due or expired gets a job as from hand_off, which
--- handles both. A chained payload has no job of its own while it is in
--- flight; if its worker dies, maintenance finds it dispatched without a live
--- job and hands it back (src/maintenance/maintenance.ts).
-create function asset_webhooks.settle_attempt(
-  p_payload_id bigint, p_series integer, p_attempt integer,
-  p_duration_ms integer, p_status_code integer, p_error_class text, p_error_message text, p_excerpt text,
-  p_outcome text, p_at timestamptz, p_retry_at timestamptz,
-  p_chain boolean, p_expire_after_seconds integer
-) returns table (
-  applied boolean, next_payload_id bigint, next_webhook_id text, next_series integer, next_attempt integer,
-  next_series_started_at timestamptz, next_body text
-)
-language plpgsql as $$
-declare
-  v_webhook_id text;
-  v_series integer;
-  v_attempts integer;
-  v_status text;
-  v_current boolean;
-  v_next asset_webhooks.payloads;
-begin
-  -- Only the columns needed: `select *` into a row variable would also fetch
-  -- and decompress the body.
-  select p.webhook_id, p.series, p.attempts, p.status into v_webhook_id, v_series, v_attempts, v_status
-  from asset_webhooks.payloads p where p.payload_id = p_payload_id for update;
-  v_current := found and v_series = p_series and v_attempts = p_attempt and v_status = 'pending';
-  update asset_webhooks.attempts
-  set duration_ms = p_duration_ms, status_code = p_status_code, error_class = p_error_class, error_message = p_error_message,
-      response_excerpt = p_excerpt, outcome = case when v_current then p_outcome else 'retry' end
-  where payload_id = p_payload_id and series = p_series and attempt_no = p_attempt;
-  if not v_current then
-    return query select false, null::bigint, null::text, null::integer, null::integer, null::timestamptz, null::text;
-    return;
-  end if;
-  update asset_webhooks.payloads
-  set last_status_code = p_status_code,
-      last_error = case when p_error_class is null then null else p_error_class || ': ' || coalesce(p_error_message, '') end,
-      status = case p_outcome when 'delivered' then 'delivered' when 'retry' then 'pending' else 'dead_lettered' end,
-      delivered_at = case when p_outcome = 'delivered' then p_at end,
-      dead_letter_reason = case when p_outcome not in ('delivered', 'retry') then p_outcome end,
-      dead_lettered_at = case when p_outcome not in ('delivered', 'retry') then p_at end,
-      dispatched = (p_outcome = 'retry'),
-      next_attempt_at = case when p_outcome = 'retry' then p_retry_at end
-  where payload_id = p_payload_id;
-  if p_outcome = 'retry' then
-    perform asset_webhooks.enqueue_delivery(p_payload_id, p_series, p_attempt + 1, p_retry_at);
-  elsif not p_chain then
-    perform asset_webhooks.hand_off(v_webhook_id);
-  else
-    v_next := asset_webhooks.take_next(v_webhook_id, p_at, p_expire_after_seconds);
-    if v_next.payload_id is not null then
-      -- The condition take_next applied (unchanged by its update): it counted the attempt.
-      if coalesce(v_next.next_attempt_at, p_at) <= p_at
-         and p_at < v_next.series_started_at + make_interval(secs => p_expire_after_seconds) then
-        insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
-        values (v_next.payload_id, v_next.series, v_next.attempts, p_at);
-        return query select true, v_next.payload_id, v_next.webhook_id, v_next.series, v_next.attempts,
-                            v_next.series_started_at, v_next.body;
-        return;
-      end if;
-      perform asset_webhooks.enqueue_delivery(v_next.payload_id, v_next.series, v_next.attempts + 1,
-                                              coalesce(v_next.next_attempt_at, now()));
+  for w in
+    select k.webhook_id, k.concurrency, k.failing_since is not null as failing
+    from asset_webhooks.webhooks k
+    -- A paused webhook's payloads, retries included, wait for its resume.
+    where k.enabled and k.paused_since is null and (k.hold_until is null or k.hold_until <= p_now)
+    order by k.webhook_id <= coalesce(p_after, ''), k.webhook_id
+  loop
+    exit when v_claimed >= p_max;
+    continue when not pg_try_advisory_xact_lock(hashtextextended('asset_webhooks.claim:' || w.webhook_id, 0));
+    select count(*) filter (where p.next_attempt_at is null), count(*) into v_in_flight, v_held
+    from asset_webhooks.payloads p
+    where p.webhook_id = w.webhook_id and p.status = 'pending' and p.dispatched;
+    v_take := least(case when w.failing then 1 else w.concurrency end - v_in_flight, p_share, p_max - v_claimed);
+    continue when v_take <= 0;
+    v_ids := array(select q.payload_id from asset_webhooks.payloads q
+                   where q.webhook_id = w.webhook_id and q.status = 'pending' and q.dispatched
+                     and q.next_attempt_at <= p_now and p_now < q.series_started_at + v_window
+                   order by q.payload_id limit v_take for update skip locked);
+    v_room := least(v_take - cardinality(v_ids), w.concurrency - v_held);
+    if v_room > 0 and w.concurrency = 1 then
+      select q.payload_id into v_head from asset_webhooks.payloads q
+      where q.webhook_id = w.webhook_id and q.status = 'pending' and not q.dispatched
+      order by q.payload_id + 0 limit 1;
+      v_ids := v_ids || array(select q.payload_id from asset_webhooks.payloads q
+                              where q.payload_id = v_head and q.status = 'pending' and not q.dispatched
+                              for update skip locked);
+    elsif v_room > 0 then
+      v_ids := v_ids || array(select q.payload_id from asset_webhooks.payloads q
+                              where q.webhook_id = w.webhook_id and q.status = 'pending' and not q.dispatched
+                                and p_now < q.series_started_at + v_window
+                              order by q.payload_id + 0 limit v_room for update skip locked);
     end if;
-  end if;
-  return query select true, null::bigint, null::text, null::integer, null::integer, null::timestamptz, null::text;
+    continue when cardinality(v_ids) = 0;
+    return query
+      with due as (
+        select q.payload_id, coalesce(q.next_attempt_at, p_now) <= p_now as due
+        from asset_webhooks.payloads q
+        where q.payload_id = any(v_ids) and q.status = 'pending' and p_now < q.series_started_at + v_window
+      ),
+      claimed as (
+        update asset_webhooks.payloads p
+        set dispatched = true,
+            attempts = case when d.due then p.attempts + 1 else p.attempts end,
+            last_attempt_at = case when d.due then p_now else p.last_attempt_at end,
+            next_attempt_at = case when d.due then null else p.next_attempt_at end
+        from due d
+        where p.payload_id = d.payload_id and p.payload_id = any(v_ids)
+        returning p.payload_id, p.webhook_id, p.series, p.attempts, p.series_started_at, d.due,
+                  case when d.due then p.body end as body
+      ),
+      started as (
+        insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
+        select c.payload_id, c.series, c.attempts, p_now from claimed c where c.due
+      )
+      select c.payload_id, c.webhook_id, c.series, c.attempts, c.series_started_at, c.body
+      from claimed c where c.due order by c.payload_id;
+    get diagnostics v_n = row_count;
+    v_claimed := v_claimed + v_n;
+  end loop;
 end $$;
 
--- Undoes the start of a chained attempt that will not be made after all (its
+-- The one statement that changes a pending payload's state after a claim:
+-- every attempt's result, an interrupted attempt closed by crash recovery,
+-- and the expiry of a payload that is not in flight. The caller's policy
+-- (src/delivery/policy/next-state.ts) has decided each outcome:
+--   p_outcomes: delivered | retry (at p_retry_at) | rejected | retries_exhausted | expired
+-- An entry with an attempt number is an attempt's result: it applies only
+-- while that attempt is still the payload's unfinished attempt in flight; an
+-- entry without one (an expiry) only while the payload is not in flight. An
+-- entry that no longer applies (an operator redelivered the payload, another
+-- process closed the attempt first) still records the attempt's result, as a
+-- plain failed try (outcome 'retry'), and answers applied = false.
+--
+-- A retry keeps its slot (dispatched) until its time; a final outcome frees
+-- it. p_receiver_failed (null: not the receiver's verdict) and p_hold_until
+-- update the webhook's health: the latest verdict of the batch wins (by
+-- p_at, then by position), a
+-- failure keeps the first failure's time, and hold_until only moves later.
+create function asset_webhooks.settle_payloads(
+  p_payload_ids bigint[], p_series integer[], p_attempts integer[],
+  p_duration_ms integer[], p_status_codes integer[], p_error_classes text[], p_error_messages text[], p_excerpts text[],
+  p_outcomes text[], p_at timestamptz[], p_retry_at timestamptz[],
+  p_receiver_failed boolean[], p_hold_until timestamptz[]
+) returns table (idx integer, applied boolean)
+language plpgsql
+set plan_cache_mode = force_custom_plan
+as $$
+#variable_conflict use_column
+declare
+  v_applied boolean[];
+begin
+  -- In payload order, so that concurrent batches never wait on each other in a cycle.
+  perform 1 from asset_webhooks.payloads p where p.payload_id = any(p_payload_ids) order by p.payload_id for update;
+
+  -- A payload named twice in one batch is settled by its first entry only.
+  select array_agg(coalesce(
+           o.first and p.status = 'pending' and p.series = o.series
+           and case when o.attempt is null then not (p.dispatched and p.next_attempt_at is null)
+                    else p.attempts = o.attempt and p.dispatched and p.next_attempt_at is null
+                         and exists (select 1 from asset_webhooks.attempts a
+                                     where a.payload_id = o.payload_id and a.series = o.series
+                                       and a.attempt_no = o.attempt and a.outcome is null)
+               end, false) order by o.i)
+  into v_applied
+  from (select u.*, row_number() over (partition by u.payload_id order by u.i) = 1 as first
+        from unnest(p_payload_ids, p_series, p_attempts) with ordinality as u(payload_id, series, attempt, i)) o
+  left join asset_webhooks.payloads p on p.payload_id = o.payload_id;
+
+  update asset_webhooks.attempts a
+  set duration_ms = r.duration_ms, status_code = r.status_code, error_class = r.error_class, error_message = r.error_message,
+      response_excerpt = r.excerpt, outcome = case when v_applied[r.i] then r.outcome else 'retry' end
+  from unnest(p_payload_ids, p_series, p_attempts, p_duration_ms, p_status_codes, p_error_classes, p_error_messages, p_excerpts, p_outcomes)
+       with ordinality as r(payload_id, series, attempt, duration_ms, status_code, error_class, error_message, excerpt, outcome, i)
+  where r.attempt is not null and a.payload_id = r.payload_id and a.series = r.series and a.attempt_no = r.attempt
+    and a.outcome is null;
+
+  update asset_webhooks.payloads p
+  set last_status_code = case when r.attempt is null then p.last_status_code else r.status_code end,
+      last_error = case when r.attempt is null then p.last_error
+                        when r.error_class is null then null
+                        else r.error_class || ': ' || coalesce(r.error_message, '') end,
+      status = case r.outcome when 'delivered' then 'delivered' when 'retry' then 'pending' else 'dead_lettered' end,
+      delivered_at = case when r.outcome = 'delivered' then r.at end,
+      dead_letter_reason = case when r.outcome not in ('delivered', 'retry') then r.outcome end,
+      dead_lettered_at = case when r.outcome not in ('delivered', 'retry') then r.at end,
+      dispatched = (r.outcome = 'retry'),
+      next_attempt_at = case when r.outcome = 'retry' then r.retry_at end
+  from unnest(p_payload_ids, p_attempts, p_status_codes, p_error_classes, p_error_messages, p_outcomes, p_at, p_retry_at)
+       with ordinality as r(payload_id, attempt, status_code, error_class, error_message, outcome, at, retry_at, i)
+  where v_applied[r.i] and p.payload_id = r.payload_id;
+
+  -- Written only when it changes: a healthy webhook's row is not rewritten by every delivery.
+  with verdicts as (
+    select p.webhook_id, r.failed, r.at, r.hold_until, r.i
+    from unnest(p_payload_ids, p_receiver_failed, p_at, p_hold_until) with ordinality as r(payload_id, failed, at, hold_until, i)
+    join asset_webhooks.payloads p on p.payload_id = r.payload_id
+    where v_applied[r.i] and r.failed is not null
+  ),
+  per_webhook as (
+    select v.webhook_id, (array_agg(v.failed order by v.at desc, v.i desc))[1] as failed,
+           min(v.at) filter (where v.failed) as first_failure, max(v.hold_until) as hold_until
+    from verdicts v group by v.webhook_id
+  )
+  update asset_webhooks.webhooks w
+  set failing_since = case when h.failed then coalesce(w.failing_since, h.first_failure) end,
+      hold_until = greatest(w.hold_until, h.hold_until)
+  from per_webhook h
+  where w.webhook_id = h.webhook_id
+    and ((h.failed and w.failing_since is null) or (not h.failed and w.failing_since is not null)
+         or h.hold_until > coalesce(w.hold_until, '-infinity'));
+
+  return query select o.i::integer, v_applied[o.i] from generate_series(1, cardinality(p_payload_ids)) as o(i);
+end $$;
+
+-- Attempts in flight whose process is gone: its lease is free (see
+-- process_gone) and the attempt started more than p_grace_seconds before
+-- p_now; or, for an attempt that names no process (a session named
+-- otherwise), started more than p_nameless_after_seconds before. Crash
+-- recovery closes them through settle_payloads as interrupted. Call it in a
+-- transaction of its own: process_gone holds each lease it finds free until
+-- the transaction ends.
+create function asset_webhooks.orphaned_attempts(p_now timestamptz, p_grace_seconds integer, p_nameless_after_seconds integer)
+returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz)
+language sql volatile as $$
+  select p.payload_id, p.webhook_id, p.series, p.attempts, p.series_started_at
+  from asset_webhooks.payloads p
+  join asset_webhooks.attempts a on a.payload_id = p.payload_id and a.series = p.series and a.attempt_no = p.attempts
+  where p.status = 'pending' and p.dispatched and p.next_attempt_at is null and a.outcome is null
+    and ((a.process_id is not null and p_grace_seconds is not null
+          and a.started_at < p_now - make_interval(secs => p_grace_seconds)
+          and asset_webhooks.process_gone(a.process_id))
+      or (a.process_id is null and a.started_at < p_now - make_interval(secs => p_nameless_after_seconds)))
+$$;
+
+-- Payloads past their delivery window that are not in flight: waiting in the
+-- queue (a disabled webhook, behind a stuck head) or for a retry. The expiry
+-- sweep settles them as expired. Read through payloads_expiry and
+-- payloads_in_flight. A paused webhook's clock stands still: its payloads are
+-- not expired while it is paused (the resume moves series_started_at forward).
+create function asset_webhooks.expired_payloads(p_now timestamptz, p_expire_after_seconds integer, p_limit integer)
+returns table (payload_id bigint, series integer)
+language sql stable as $$
+  (select p.payload_id, p.series from asset_webhooks.payloads p
+   where p.status = 'pending' and not p.dispatched
+     and p.series_started_at <= p_now - make_interval(secs => p_expire_after_seconds)
+     and not exists (select 1 from asset_webhooks.webhooks w where w.webhook_id = p.webhook_id and w.paused_since is not null)
+   order by p.series_started_at limit p_limit)
+  union all
+  (select p.payload_id, p.series from asset_webhooks.payloads p
+   where p.status = 'pending' and p.dispatched and p.next_attempt_at is not null
+     and p.series_started_at <= p_now - make_interval(secs => p_expire_after_seconds)
+     and not exists (select 1 from asset_webhooks.webhooks w where w.webhook_id = p.webhook_id and w.paused_since is not null)
+   limit p_limit)
+$$;
+
+-- Undoes the start of a claimed attempt that will not be made after all (its
 -- webhook was disabled, paused or removed by a reload the database had not seen yet):
--- the payload goes back to the pump as it was.
+-- the payload goes back to the queue as it was.
 create function asset_webhooks.abandon_attempt(p_payload_id bigint, p_series integer, p_attempt integer) returns void
 language sql as $$
   delete from asset_webhooks.attempts
@@ -695,185 +710,6 @@ language sql as $$
   where payload_id = p_payload_id and series = p_series and attempts = p_attempt and status = 'pending';
 $$;
 
--- Settles the results of several attempts in one statement: the service
--- gathers the results that finish while its previous batch is being written
--- (src/delivery/settle-batcher.ts). One row per result, `idx` being its
--- position (from 1) in the arrays.
---
--- The results that make up a busy service's batches (a final outcome whose
--- job goes on with its webhook's next payload: `chain`) are settled together:
--- one statement records their attempts, one their payloads, and per webhook
--- one statement counts its payloads in flight and one takes and starts its
--- next payloads. Every other result (a retry, no chain, a payload named twice
--- in the batch) is settled by settle_attempt, one at a time in payload_id
--- order, after the set.
---
--- The outcome is the same as settling each result alone in payload_id order:
---   * every payload of the batch is locked first, in payload_id order, so two
---     batches cannot deadlock on them;
---   * a webhook's chained results free their slots, then take at most that
---     many of its next payloads, fewer if the webhook is over its concurrency
---     (what the results alone would have taken, one slot at a time), none
---     when it is disabled or paused; with concurrency 1 the head is waited for rather
---     than skipped, so strict order holds;
---   * the n-th of a webhook's chained results (by payload_id) gets its n-th
---     next payload (by payload_id); a next payload that is not due or whose
---     series has expired is not started but gets a job, as from hand_off.
---
--- Every statement names the payloads it reads by their ids
--- (`payload_id = any(...)`), so it reads only those rows whatever plan the
--- table's statistics lead to, even while a long transaction keeps every
--- delivered payload's dead row in the table.
-create function asset_webhooks.settle_attempts(
-  p_payload_ids bigint[], p_series integer[], p_attempts integer[],
-  p_duration_ms integer[], p_status_codes integer[], p_error_classes text[], p_error_messages text[], p_excerpts text[],
-  p_outcomes text[], p_at timestamptz[], p_retry_at timestamptz[],
-  p_chain boolean[], p_expire_after_seconds integer[]
-) returns table (
-  idx integer, applied boolean, next_payload_id bigint, next_webhook_id text, next_series integer, next_attempt integer,
-  next_series_started_at timestamptz, next_body text
-)
-language plpgsql
--- Its statements are planned once per connection, not on every call: custom
--- plans for the array parameters cost more to make than they save.
-set plan_cache_mode = force_generic_plan
--- The webhook's in-flight count and the head of its waiting payloads are read
--- through their partial indexes even when the statistics say the table is empty.
-set enable_seqscan = off
-as $$
-#variable_conflict use_column
-declare
-  v_set boolean[];
-  v_current boolean[];
-  v_answered boolean[];
-  v_settled_idx integer[];
-  v_settled_webhook text[];
-  v_webhook text;
-  v_slots integer[];
-  v_limit integer;
-  v_in_flight integer;
-  v_take integer;
-  v_next bigint[];
-  v_row record;
-  i integer;
-begin
-  perform 1 from asset_webhooks.payloads p where p.payload_id = any(p_payload_ids) order by p.payload_id for update;
-
-  -- Read after the lock: which results are settled as a set, and which still
-  -- apply (the payload's latest attempt of its current series, still pending).
-  select array_agg(f.in_set order by f.i), array_agg(f.current order by f.i)
-  into v_set, v_current
-  from (
-    select o.i,
-           o.outcome <> 'retry' and o.chain and count(*) over (partition by o.payload_id) = 1 as in_set,
-           coalesce(p.series = o.series and p.attempts = o.attempt and p.status = 'pending', false) as current
-    from unnest(p_payload_ids, p_series, p_attempts, p_outcomes, p_chain)
-         with ordinality as o(payload_id, series, attempt, outcome, chain, i)
-    left join asset_webhooks.payloads p on p.payload_id = o.payload_id and p.payload_id = any(p_payload_ids)
-  ) f;
-  v_answered := array_fill(false, array[cardinality(p_payload_ids)]);
-
-  update asset_webhooks.attempts a
-  set duration_ms = r.duration_ms, status_code = r.status_code, error_class = r.error_class, error_message = r.error_message,
-      response_excerpt = r.excerpt, outcome = case when v_current[r.i] then r.outcome else 'retry' end
-  from unnest(p_payload_ids, p_series, p_attempts, p_duration_ms, p_status_codes, p_error_classes, p_error_messages, p_excerpts, p_outcomes)
-       with ordinality as r(payload_id, series, attempt, duration_ms, status_code, error_class, error_message, excerpt, outcome, i)
-  where v_set[r.i] and a.payload_id = r.payload_id and a.payload_id = any(p_payload_ids) and a.series = r.series and a.attempt_no = r.attempt;
-
-  with settled as (
-    update asset_webhooks.payloads p
-    set last_status_code = r.status_code,
-        last_error = case when r.error_class is null then null else r.error_class || ': ' || coalesce(r.error_message, '') end,
-        status = case r.outcome when 'delivered' then 'delivered' else 'dead_lettered' end,
-        delivered_at = case when r.outcome = 'delivered' then r.at end,
-        dead_letter_reason = case when r.outcome <> 'delivered' then r.outcome end,
-        dead_lettered_at = case when r.outcome <> 'delivered' then r.at end,
-        dispatched = false,
-        next_attempt_at = null
-    from unnest(p_payload_ids, p_status_codes, p_error_classes, p_error_messages, p_outcomes, p_at)
-         with ordinality as r(payload_id, status_code, error_class, error_message, outcome, at, i)
-    where v_set[r.i] and v_current[r.i] and p.payload_id = r.payload_id and p.payload_id = any(p_payload_ids)
-    returning r.i, p.webhook_id, p.payload_id
-  )
-  -- In payload_id order: the order in which a webhook's results take its next payloads.
-  select array_agg(s.i order by s.payload_id), array_agg(s.webhook_id order by s.payload_id)
-  into v_settled_idx, v_settled_webhook
-  from settled s;
-
-  -- Each webhook's freed slots go to its next payloads.
-  for v_webhook in select distinct w from unnest(v_settled_webhook) as w order by w loop
-    v_slots := array(select s.i from unnest(v_settled_idx, v_settled_webhook) with ordinality as s(i, w, k)
-                     where s.w = v_webhook order by s.k);
-    select w.concurrency into v_limit from asset_webhooks.webhooks w
-    where w.webhook_id = v_webhook and w.enabled and w.paused_since is null;
-    continue when v_limit is null;
-    select count(*) into v_in_flight from asset_webhooks.payloads p
-    where p.webhook_id = v_webhook and p.status = 'pending' and p.dispatched;
-    v_take := least(cardinality(v_slots), v_limit - v_in_flight);
-    continue when v_take <= 0;
-    if v_limit = 1 then
-      select array_agg(q.payload_id order by q.payload_id) into v_next from (
-        select q.payload_id from asset_webhooks.payloads q
-        where q.webhook_id = v_webhook and q.status = 'pending' and not q.dispatched
-        order by q.payload_id + 0 limit v_take for update) q;
-    else
-      select array_agg(q.payload_id order by q.payload_id) into v_next from (
-        select q.payload_id from asset_webhooks.payloads q
-        where q.webhook_id = v_webhook and q.status = 'pending' and not q.dispatched
-        order by q.payload_id + 0 limit v_take for update skip locked) q;
-    end if;
-    continue when v_next is null;
-    for v_row in
-      with pairs as (
-        select n.payload_id, s.i, p_at[s.i] as at,
-               coalesce(q.next_attempt_at, p_at[s.i]) <= p_at[s.i]
-               and p_at[s.i] < q.series_started_at + make_interval(secs => p_expire_after_seconds[s.i]) as start
-        from unnest(v_next) with ordinality as n(payload_id, k)
-        join unnest(v_slots) with ordinality as s(i, k) on s.k = n.k
-        join asset_webhooks.payloads q on q.payload_id = n.payload_id and q.payload_id = any(v_next)
-      ),
-      taken as (
-        update asset_webhooks.payloads p
-        set dispatched = true,
-            attempts = case when t.start then p.attempts + 1 else p.attempts end,
-            last_attempt_at = case when t.start then t.at else p.last_attempt_at end
-        from pairs t
-        where p.payload_id = t.payload_id and p.payload_id = any(v_next) and not p.dispatched
-        returning t.i, t.start, t.at, p.payload_id, p.webhook_id, p.series, p.attempts, p.series_started_at, p.next_attempt_at,
-                  case when t.start then p.body end as body
-      ),
-      started as (
-        insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
-        select t.payload_id, t.series, t.attempts, t.at from taken t where t.start
-      )
-      select * from taken
-    loop
-      if v_row.start then
-        v_answered[v_row.i] := true;
-        idx := v_row.i; applied := true; next_payload_id := v_row.payload_id; next_webhook_id := v_row.webhook_id; next_series := v_row.series;
-        next_attempt := v_row.attempts; next_series_started_at := v_row.series_started_at; next_body := v_row.body;
-        return next;
-      else
-        perform asset_webhooks.enqueue_delivery(v_row.payload_id, v_row.series, v_row.attempts + 1, coalesce(v_row.next_attempt_at, now()));
-      end if;
-    end loop;
-  end loop;
-
-  return query
-    select o.i::integer, v_current[o.i], null::bigint, null::text, null::integer, null::integer, null::timestamptz, null::text
-    from generate_series(1, cardinality(p_payload_ids)) as o(i)
-    where v_set[o.i] and not v_answered[o.i];
-
-  -- The rest, one at a time, exactly as settle_attempt settles a result alone.
-  for i in select o.i from unnest(p_payload_ids) with ordinality as o(payload_id, i)
-           where not v_set[o.i] order by o.payload_id, o.i loop
-    return query
-      select i, s.applied, s.next_payload_id, s.next_webhook_id, s.next_series, s.next_attempt, s.next_series_started_at, s.next_body
-      from asset_webhooks.settle_attempt(
-        p_payload_ids[i], p_series[i], p_attempts[i], p_duration_ms[i], p_status_codes[i], p_error_classes[i], p_error_messages[i],
-        p_excerpts[i], p_outcomes[i], p_at[i], p_retry_at[i], p_chain[i], p_expire_after_seconds[i]) as s;
-  end loop;
-end $$;
 
 comment on column asset_webhooks.payloads.dead_letter_reason is
   'rejected (a 4xx), retries_exhausted, expired (deadLetterAfterSeconds after the series started), '

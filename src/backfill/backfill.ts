@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import type pg from 'pg';
 import { Packer } from '../coalesce/pack.js';
-import { assignPayloadIds, dispatchWebhooks } from '../coalesce/persist.js';
+import { assignPayloadIds } from '../coalesce/persist.js';
+import { announcePayloadsReady } from '../db/payloads-ready.js';
 import type { WebhookConfig } from '../config/schema.js';
 import { inTransaction } from '../db/transaction.js';
 import { compileWebhook } from '../filters/compile.js';
@@ -176,8 +177,8 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
             });
           }
         });
-        // Started once committed (see dispatchWebhooks); if this fails, the next run's pump starts them.
-        if (writtenBatches.length > 0) await dispatchWebhooks(pool, [webhook.id]).catch(() => {});
+        // The pumps are woken once committed; if this fails, their next poll finds the payloads.
+        if (writtenBatches.length > 0) await announcePayloadsReady(pool).catch(() => {});
       }
       totals.payloads += writtenBatches.length;
       totals.assetsRead += position.read;

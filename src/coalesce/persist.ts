@@ -106,10 +106,3 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, events
     [runId, events.seqs, document, events.seqs[0], events.seqs[events.seqs.length - 1]],
   );
 }
-
-/** Starts delivery of the webhooks' pending payloads (see asset_webhooks.dispatch). */
-export async function dispatchWebhooks(client: pg.PoolClient | pg.Pool, webhookIds: Iterable<string>): Promise<void> {
-  const ids = [...new Set(webhookIds)];
-  if (ids.length === 0) return;
-  await client.query('select asset_webhooks.dispatch(id) from unnest($1::text[]) as id order by id', [ids]);
-}

@@ -1,12 +1,13 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
+import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
 import type { DecimalId } from '../interfaces.js';
 import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
 import { claimChunk, outboxHighWater, recordRunStart, type Chunk, type ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
 import { Packer, type Batch } from './pack.js';
-import { assignPayloadIds, consumeEvents, dispatchWebhooks, upsertPayloads } from './persist.js';
+import { assignPayloadIds, consumeEvents, upsertPayloads } from './persist.js';
 import { routeEvent, type RoutedWebhook } from './route.js';
 
 /**
@@ -86,7 +87,7 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
   // as far as their events go (written in the same transaction), so seal them.
   const { rows: sealed } = await pool.query<{ webhook_id: string }>(
     `update asset_webhooks.payloads set status = 'pending' where status = 'open' returning webhook_id`);
-  if (sealed.length > 0) await dispatchWebhooks(pool, sealed.map((row) => row.webhook_id));
+  if (sealed.length > 0) await announcePayloadsReady(pool);
 
   // The high-water mark, every asset's latest edit up to it and the seqs not
   // yet committed below it come from one snapshot, held only for these reads.
@@ -150,7 +151,7 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
           await client.query('update asset_webhooks.coalesce_runs set events = events + $2 where run_id = $1', [runId, rows.length]);
           return batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId);
         });
-        await dispatchCommitted(writer, sealed);
+        await announceSealed(writer, sealed);
         events += rows.length;
         chunks += 1;
         logger.debug({ events: rows.length }, 'coalesced a chunk');
@@ -175,24 +176,20 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
       [runId, payloadIds.size]);
     return batches.map((batch) => batch.webhookId);
   });
-  await dispatchCommitted(session, lastSealed);
+  await announceSealed(session, lastSealed);
   if (deferred > 0) logger.info({ deferred }, 'events that committed while the run went on, and later events of their assets, wait for the next run');
   if (events > 0) logger.info({ events, payloads: payloadIds.size, chunks }, 'coalescing run done');
   return { runId, events, payloads: payloadIds.size, chunks, deferred, routes };
 }
 
 /**
- * Starts delivery of the webhooks' new payloads once the transaction that
- * wrote them has committed. Inside it, a delivery of the webhook that ended
- * meanwhile could not see them: its settle took nothing, and with every slot
- * freed that way nobody would start them. Asynchronous commit, as the chunks.
+ * Wakes the delivery pumps of every process once the transaction that sealed
+ * the webhooks' payloads has committed, so that they are sent without waiting
+ * for a poll.
  */
-async function dispatchCommitted(client: pg.PoolClient, webhookIds: readonly string[]): Promise<void> {
+async function announceSealed(client: pg.PoolClient, webhookIds: readonly string[]): Promise<void> {
   if (webhookIds.length === 0) return;
-  await inTransaction(client, async (tx) => {
-    await tx.query('set local synchronous_commit = off');
-    await dispatchWebhooks(tx, webhookIds);
-  });
+  await announcePayloadsReady(client);
 }
 
 /**

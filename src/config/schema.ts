@@ -267,6 +267,12 @@ const settings = z
     maxPayloadBytes: intRange(1024, 16_777_216).default(16_777_216),
     /** Per request, 1..300 seconds. Default 30. */
     requestTimeoutSeconds: intRange(1, 300).default(30),
+    /**
+     * Delivery requests one `run` process keeps in flight at once, over all
+     * webhooks, 1..10000. Default 256. Each webhook's `concurrency` bounds
+     * its own share.
+     */
+    maxRequestsInFlight: intRange(1, 10_000).default(256),
     /** How long events, outcomes and payloads are kept, 1..365 days. Default 14. */
     retentionDays: intRange(1, 365).default(14),
     retry: z.strictObject({
@@ -278,7 +284,14 @@ const settings = z
         .max(10, { error: 'expected at most 10 retries' }).default(() => [...DEFAULT_RETRY_DELAYS_SECONDS]),
       /** From payload creation. Default 86400 (24 hours). */
       deadLetterAfterSeconds: intRange(1, 30 * 86_400).default(86_400),
-    }).default(() => ({ delaysSeconds: [...DEFAULT_RETRY_DELAYS_SECONDS], deadLetterAfterSeconds: 86_400 })),
+      /**
+       * 4xx status codes retried like a 5xx instead of dead-lettered as
+       * rejected (receivers that throttle: 408, 429), each 400..499. Default
+       * none: every 4xx is rejected.
+       */
+      retryStatusCodes: z.array(intRange(400, 499), { error: 'expected a list of status codes 400..499' })
+        .default(() => []),
+    }).default(() => ({ delaysSeconds: [...DEFAULT_RETRY_DELAYS_SECONDS], deadLetterAfterSeconds: 86_400, retryStatusCodes: [] })),
     network: z.strictObject({
       /** Loopback and private ranges are refused unless true. Default false. */
       allowPrivateAddresses: z.boolean({ error: 'expected true or false' }).default(false),

@@ -60,19 +60,36 @@ export function createPool(databaseUrl: string, options: { max?: number; applica
   return pool;
 }
 
-const CONNECTION_ERROR_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', '57P01', '57P02', '57P03']);
+/**
+ * Error codes that mean the server could not be reached or the session was
+ * lost: Node's socket and resolver errors (ENOENT is a Unix socket whose
+ * server is down; ENOTFOUND and EAI_AGAIN a name that does not resolve for a
+ * moment, as during a failover) and PostgreSQL's admin shutdown, crash
+ * shutdown, cannot connect now, idle session timeout and too many
+ * connections. SQLSTATE class 08 (connection exception) is matched by prefix.
+ */
+const CONNECTION_ERROR_CODES = new Set([
+  'ENOENT', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'EPIPE', 'ETIMEDOUT',
+  'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN', 'ENETRESET',
+  '57P01', '57P02', '57P03', '57P05', '53300',
+]);
+
+/** What pg says, without a code, when a connection ends or cannot be used. */
+const CONNECTION_LOST_MESSAGE =
+  /^Connection terminated|^Client has encountered a connection error|^Client was closed|^timeout exceeded when trying to connect|^Connection ended/;
 
 /**
  * Whether an error says the database could not be reached or the connection
  * was lost (rather than that a statement was wrong): worth trying again once
- * the server is back.
+ * the server is back. Looks through AggregateError (every address of a name
+ * refused) and `cause`.
  */
 export function isConnectionError(error: unknown): boolean {
   if (error instanceof AggregateError) return error.errors.some(isConnectionError);
   if (!(error instanceof Error)) return false;
   const code = String((error as { code?: unknown }).code ?? '');
-  // SQLSTATE class 08: connection exception.
-  return CONNECTION_ERROR_CODES.has(code) || code.startsWith('08') || /^Connection terminated/.test(error.message);
+  return CONNECTION_ERROR_CODES.has(code) || code.startsWith('08') || CONNECTION_LOST_MESSAGE.test(error.message)
+    || (error.cause !== undefined && error.cause !== error && isConnectionError(error.cause));
 }
 
 /** The schemes node-postgres reads a connection string with (any case, as URL parsing lowers it). */

@@ -1,6 +1,6 @@
 import os from 'node:os';
 import type pg from 'pg';
-import { dispatchWebhooks } from '../coalesce/persist.js';
+import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
 import type { DeadLetterReason } from '../interfaces.js';
 import type { WebhookState } from './dead-letters.js';
@@ -86,9 +86,8 @@ export async function redeliverDeadLetters(
     'select enabled, paused_since is not null as paused from asset_webhooks.webhooks where webhook_id = $1', [selection.webhookId]);
   const webhookState: WebhookState = webhook === undefined ? 'not_configured'
     : !webhook.enabled ? 'disabled' : webhook.paused ? 'paused' : 'enabled';
-  // Started once committed, as after a single redelivery: a delivery of the
-  // webhook that ended meanwhile could not see them. If this fails, the next
-  // run's pump starts them.
-  if (!dryRun && counted.count > 0) await dispatchWebhooks(pool, [selection.webhookId]).catch(() => {});
+  // The pumps are woken once committed, as after a single redelivery; if this
+  // fails, their next poll finds the payloads.
+  if (!dryRun && counted.count > 0) await announcePayloadsReady(pool).catch(() => {});
   return { webhookId: selection.webhookId, count: counted.count, firstPayloadId: counted.first, lastPayloadId: counted.last, dryRun, webhookState };
 }

@@ -1,7 +1,7 @@
 import os from 'node:os';
 import type pg from 'pg';
-import { dispatchWebhooks } from '../coalesce/persist.js';
 import { operatorDb } from '../db/kysely.js';
+import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
 import { UserError } from '../errors.js';
 
@@ -111,8 +111,7 @@ export async function redeliver(pool: pg.Pool, payloadId: number, requestedBy = 
       [payloadId, series, requestedBy, payload.dead_letter_reason, movedFrom]);
     return { series, webhookId, webhookState, movedFrom };
   });
-  // Started once committed: a delivery of the webhook that ends meanwhile
-  // could not see the payload. If this fails, the next run's pump starts it.
-  await dispatchWebhooks(pool, [redelivered.webhookId]).catch(() => {});
+  // Every delivery pump is woken to send it; if this fails, their next poll finds it.
+  await announcePayloadsReady(pool).catch(() => {});
   return redelivered;
 }

@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { asIdText, operatorDb, type OperatorDatabase } from '../db/kysely.js';
 import { UserError } from '../errors.js';
 import type { DecimalId } from '../interfaces.js';
-import { HAND_BACK_AFTER_MINUTES } from '../maintenance/maintenance.js';
+import { NAMELESS_ATTEMPT_AFTER_SECONDS } from '../delivery/recover.js';
 
 export interface TraceAttempt {
   readonly series: number;
@@ -167,15 +167,15 @@ export function renderTrace(trace: Trace): string {
   return lines.join('\n');
 }
 
-/** An attempt without a result: the request is still out, or its process died and maintenance hands the payload back. */
+/** An attempt without a result: the request is still out, or its process died and crash recovery closes it. */
 function inProgress(attempt: TraceAttempt): string {
   if (attempt.processGone === false) return 'in progress (its run process is alive)';
   if (attempt.processGone === true) {
-    return 'interrupted: its run process is gone; maintenance (once a minute) hands the payload back and sends it again' +
-      ' once the attempt is older than the request timeout plus 30 s';
+    return 'interrupted: its run process is gone; a running service closes the attempt and sends the payload again' +
+      ' once the attempt is older than the request timeout plus 5 s';
   }
-  const handBack = new Date(attempt.startedAt.getTime() + HAND_BACK_AFTER_MINUTES * 60_000).toISOString();
-  return `in progress (if its worker stopped, the payload is handed back and sent again from about ${handBack})`;
+  const handBack = new Date(attempt.startedAt.getTime() + NAMELESS_ATTEMPT_AFTER_SECONDS * 1000).toISOString();
+  return `in progress (if its process stopped, the attempt is closed and the payload sent again from about ${handBack})`;
 }
 
 function describeCheck(check: string | null): string {

@@ -2,10 +2,10 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { Config, WebhookConfig } from '../config/schema.js';
 import { redactedUrl } from '../config/schema.js';
-import { dispatchWebhooks } from '../coalesce/persist.js';
 import type { RoutedWebhook } from '../coalesce/route.js';
 import { routedWebhooks } from '../coalesce/routed-webhooks.js';
 import type { DeliveryContext, DeliverySettings, DeliveryWebhook } from '../delivery/deliver.js';
+import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { HttpSender } from '../delivery/http/sender.js';
 import { SettleBatcher } from '../delivery/settle-batcher.js';
 import { createSecretResolver } from '../secrets/resolver.js';
@@ -44,7 +44,8 @@ export class ServiceState {
   }
 
   deliverySettings(): DeliverySettings {
-    return this.settings.retry;
+    const { retry, requestTimeoutSeconds, maxRequestsInFlight } = this.settings;
+    return { ...retry, requestTimeoutSeconds, maxRequestsInFlight };
   }
 
   /** Stops the sender once its in-flight requests have finished. */
@@ -53,13 +54,14 @@ export class ServiceState {
   }
 }
 
-/** A delivery context that always reads the current state (reloads swap it). */
+/** A delivery context that always reads the current state (reloads swap it), and time from `clock`. */
 export function deliveryContext(
   pool: pg.Pool,
   current: () => ServiceState,
   logger: Logger,
   metrics: ServiceMetrics,
   stopping?: AbortSignal,
+  clock: () => Date = () => new Date(),
 ): DeliveryContext {
   return {
     pool,
@@ -73,7 +75,7 @@ export function deliveryContext(
     webhook: (id) => current().webhook(id),
     settings: () => current().deliverySettings(),
     logger,
-    now: () => new Date(),
+    now: clock,
     onAttempt: (webhookId, result) => metrics.recordAttempt(webhookId, result),
     stopping,
   };
@@ -81,10 +83,9 @@ export function deliveryContext(
 
 /**
  * Writes the configured webhooks to asset_webhooks.webhooks (for the views and
- * the dispatch pump). Webhooks no longer configured are marked disabled.
- * Enabled webhooks are then pumped, so a webhook enabled again resumes its
- * waiting payloads (and, before a run, any payload whose wake-up was lost
- * starts within an interval).
+ * the delivery pumps' claims). Webhooks no longer configured are marked
+ * disabled. When a row changed, the pumps are woken, so a webhook enabled or
+ * resumed again sends its waiting payloads at once.
  *
  * It also records the webhooks of this process's configuration under its id
  * (asset_webhooks.record_configuration): the pending payloads of a webhook in
@@ -167,6 +168,6 @@ export async function syncWebhooks(pool: pg.Pool, config: Config, recorder: { re
       'webhook is in the configuration of no running process: its waiting payloads are dead-lettered; ' +
       'send them to another webhook with `asset-webhooks dead-letters redeliver PAYLOAD_ID --to WEBHOOK_ID`');
   }
-  await dispatchWebhooks(pool, webhooks.filter((webhook) => webhook.enabled && !webhook.paused).map((webhook) => webhook.id));
+  if (rows.length > 0 || resumed.length > 0) await announcePayloadsReady(pool);
   return [...new Set([...resumed, ...rows].map((row) => row.webhook_id))].sort();
 }

@@ -4,7 +4,8 @@ import { promisify } from 'node:util';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { traceEvent, renderTrace } from '../../src/investigate/trace.js';
-import { runMaintenance } from '../../src/maintenance/maintenance.js';
+import { expireWaiting } from '../../src/delivery/recover.js';
+import { testDelivery } from '../helpers/delivery.js';
 import { receiverConfig, type TestWebhook } from '../helpers/config.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
@@ -108,8 +109,13 @@ describe('paused: true', () => {
       const { rows } = await db.pool.query<{ now: Date }>('select now()');
       return rows[0]!.now.getTime() > newest + (DEAD_LETTER_AFTER_SECONDS + 1) * 1000 ? true : undefined;
     }, 30_000, 'every payload older than deadLetterAfterSeconds');
-    const swept = await runMaintenance({ pool: db.pool, retentionDays: 14, deadLetterAfterSeconds: DEAD_LETTER_AFTER_SECONDS, logger: pino({ level: 'silent' }) });
-    expect(swept.expired).toBe(0);
+    // The expiry sweep every run process makes, with this document's deadLetterAfterSeconds.
+    const sweeper = await testDelivery(db.pool, config({ paused: true }));
+    try {
+      expect(await expireWaiting(sweeper.context)).toBe(0);
+    } finally {
+      await sweeper.close();
+    }
     const waiting = await payloads();
     expect(waiting.map((p) => p.status)).toEqual(made.map(() => 'pending'));
     expect(receiver.requests).toHaveLength(sentBeforePause);

@@ -2,9 +2,11 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pino } from 'pino';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { expireWaiting } from '../../src/delivery/recover.js';
 import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { codeSchemaVersion, loadMigrations } from '../../src/migrate/sql-files.js';
 import { runCli } from '../helpers/cli.js';
+import { testDelivery } from '../helpers/delivery.js';
 import { openWebhook, registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
@@ -66,7 +68,7 @@ describe('schema versions', () => {
   });
 });
 
-describe('retention', () => {
+describe('retention and expiry', () => {
   it('removes consumed events and finished payloads older than retentionDays, keeps the rest', async () => {
     const crm = openWebhook('crm');
     await registerWebhooks(db.pool, [crm]);
@@ -74,7 +76,7 @@ describe('retention', () => {
     await runCoalesce(db.pool, [crm]);
     await db.pool.query("update asset_webhooks.payloads set status = 'delivered', created_at = now() - interval '21 days', delivered_at = now() - interval '20 days'");
     await db.pool.query("update asset_webhooks.events set coalesced_at = now() - interval '20 days' where asset_id = 10");
-    const result = await runMaintenance({ pool: db.pool, retentionDays: 14, deadLetterAfterSeconds: 86_400, logger: pino({ level: 'silent' }), batchSize: 1 });
+    const result = await runMaintenance({ pool: db.pool, retentionDays: 14, logger: pino({ level: 'silent' }), batchSize: 1 });
     expect(result.deleted).toMatchObject({ events: 1, payloads: 1 });
     const { rows } = await db.pool.query('select asset_id from asset_webhooks.events where asset_id in (10, 11)');
     expect(rows).toEqual([{ asset_id: 11 }]);
@@ -82,8 +84,12 @@ describe('retention', () => {
 
   it('dead-letters a payload that waited past deadLetterAfterSeconds (a disabled webhook) as expired', async () => {
     await db.pool.query("insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids, series_started_at) values ('gone', 'pending', '{}', 2, 0, '{}', now() - interval '2 days')");
-    const result = await runMaintenance({ pool: db.pool, retentionDays: 14, deadLetterAfterSeconds: 86_400, logger: pino({ level: 'silent' }) });
-    expect(result.expired).toBe(1);
+    const delivery = await testDelivery(db.pool, 'assetUpdater:\n  webhooks: []\n');
+    try {
+      expect(await expireWaiting(delivery.context)).toBe(1);
+    } finally {
+      await delivery.close();
+    }
     const { rows } = await db.pool.query("select reason from asset_webhooks.dead_letters where webhook_id = 'gone'");
     expect(rows).toEqual([{ reason: 'expired' }]);
   });

@@ -202,12 +202,12 @@ describe('dead letters', () => {
     expect(lines).toHaveLength(3);
   });
 
-  it('trace says when an attempt without a result is handed back if its worker has stopped', async () => {
+  it('trace says when an attempt without a result is closed and sent again if its process has stopped', async () => {
     await db.pool.query(`insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
       values ($1, 3, 1, '2026-11-23T10:00:00Z')`, [ids.deadPayload]);
     try {
       const result = await runCli(['trace', ids.dead, '--database-url', db.url]);
-      expect(result.stdout).toMatch(/\n {4}attempt 1 of series 3 at 2026-11-23T10:00:00\.000Z: no result recorded yet -> in progress \(if its worker stopped, the payload is handed back and sent again from about 2026-11-23T10:10:00\.000Z\)\n/);
+      expect(result.stdout).toMatch(/\n {4}attempt 1 of series 3 at 2026-11-23T10:00:00\.000Z: no result recorded yet -> in progress \(if its process stopped, the attempt is closed and the payload sent again from about 2026-11-23T10:10:00\.000Z\)\n/);
     } finally {
       await db.pool.query('delete from asset_webhooks.attempts where payload_id = $1 and series = 3', [ids.deadPayload]);
     }

@@ -15,8 +15,8 @@ export function registerRun(program: Command): void {
     .description('Run the service: coalescing on the configured interval, and delivery. SIGTERM/SIGINT stop gracefully, SIGHUP reloads the configuration.')
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
     .option('--config <file>', 'configuration document (default: env ASSET_WEBHOOKS_CONFIG)')
-    .option('--http-port <port>', 'serve GET /healthz and GET /metrics on this port', parseIntegerOption('--http-port', 0, 65535))
-    .option('--concurrency <n>', 'jobs this process runs at once (default 10)', parseIntegerOption('--concurrency', 1, 256))
+    .option('--http-port <port>', 'serve GET /livez, GET /readyz, GET /healthz and GET /metrics on this port', parseIntegerOption('--http-port', 0, 65535))
+    .option('--concurrency <n>', 'graphile-worker jobs (coalescing, maintenance) this process runs at once (default 4)', parseIntegerOption('--concurrency', 1, 256))
     .option(
       '--watch-config',
       'reload the configuration, as SIGHUP does, when the bytes of the file change: checked every second through the path, '
@@ -40,8 +40,8 @@ export function registerRun(program: Command): void {
         if (stopRequested) {
           // Start-up may wait on a database that does not answer, and so may a
           // stop (connections a network device dropped without a word). An
-          // attempt left in flight is handed back by maintenance once this
-          // process's lease is gone, as after a crash.
+          // attempt left in flight is closed by crash recovery in another
+          // process once this process's lease is gone, as after a crash.
           logger.warn({ signal }, `second signal ${service ? 'while stopping' : 'during start-up'}: exiting now`);
           process.exit(signal === 'SIGINT' ? 130 : 143);
         }

@@ -9,7 +9,11 @@ import { AddressRefusedError, guardedLookup } from './address-guard.js';
  * Never thrown: a transport failure is a result like any other.
  */
 export type PostResult =
-  | { readonly kind: 'response'; readonly statusCode: number; readonly durationMs: number; readonly responseExcerpt: string }
+  | {
+    readonly kind: 'response'; readonly statusCode: number; readonly durationMs: number; readonly responseExcerpt: string;
+    /** The response's Retry-After header as sent, if any (see policy/retry-after.ts). */
+    readonly retryAfter?: string;
+  }
   | { readonly kind: 'error'; readonly errorClass: ErrorClass; readonly message: string; readonly durationMs: number };
 
 /**
@@ -126,10 +130,13 @@ export class HttpSender {
     try {
       let statusCode: number;
       let body: ResponseBody;
+      let retryAfter: string | undefined;
       try {
         const response = await request(target.url, { method: 'POST', body: target.body, headers, dispatcher: this.agent, signal: deadline.signal });
         statusCode = response.statusCode;
         body = response.body;
+        const header = response.headers['retry-after'];
+        retryAfter = Array.isArray(header) ? header[0] : header;
       } catch (error) {
         return {
           kind: 'error',
@@ -139,7 +146,7 @@ export class HttpSender {
         };
       }
       const responseExcerpt = await readExcerpt(body, this.maxResponseBytes, secrets);
-      return { kind: 'response', statusCode, durationMs: elapsed(), responseExcerpt };
+      return { kind: 'response', statusCode, durationMs: elapsed(), responseExcerpt, ...(retryAfter === undefined ? {} : { retryAfter }) };
     } finally {
       deadline.clear();
     }
