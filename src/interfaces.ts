@@ -17,7 +17,8 @@
  * - **attempt**: one POST of a payload; a **series** is the attempts from
  *   creation (series 1) or from an operator's redelivery (series 2, ...).
  * - **dead letter**: a payload that will not be attempted again: `rejected`
- *   (4xx), `retries_exhausted`, `expired`, or `too_large`.
+ *   (4xx), `retries_exhausted`, `expired`, `too_large`, or `webhook_removed`
+ *   (its webhook left the configuration of every running `run` process).
  */
 
 /** Event types as they appear in payloads. */
@@ -25,21 +26,29 @@ export const EVENT_TYPES = ['CREATED', 'EDITED', 'DELETED', 'PURGED', 'REVERSION
 export type EventType = (typeof EVENT_TYPES)[number];
 
 /**
+ * A bigint of the asset schema (an asset, atom, parent, schema, type or domain
+ * id) as PostgreSQL prints it: decimal digits, `-` before a negative one. Exact
+ * for every bigint, where a JavaScript number is exact only up to 2^53 - 1; in a
+ * payload it is written as a JSON number with these very digits.
+ */
+export type DecimalId = string;
+
+/**
  * The current state of an asset as the filters see it: one row of the
  * binding's view asset_webhooks.asset_state.
  */
 export interface AssetState {
-  readonly assetId: number;
+  readonly assetId: DecimalId;
   readonly assetUuid: string;
   /** Resource, Project, Adaptation, Template, ... */
   readonly supertype: string;
   /** null for a top-level asset. */
-  readonly parentId: number | null;
+  readonly parentId: DecimalId | null;
   readonly state: string | null;
-  readonly schemaId: number | null;
-  readonly typeId: number | null;
-  readonly domainId: number | null;
-  readonly latestAtomId: number | null;
+  readonly schemaId: DecimalId | null;
+  readonly typeId: DecimalId | null;
+  readonly domainId: DecimalId | null;
+  readonly latestAtomId: DecimalId | null;
   readonly keywords: readonly string[];
   /** Parallel to fieldValues: one entry per additional field value. */
   readonly fieldNames: readonly string[];
@@ -55,4 +64,4 @@ export interface AssetState {
 export type ExclusionCheck = 'disabled' | 'resource_type' | 'event_type' | 'parent' | `filter:${number}` | 'asset_gone';
 
 /** Reasons a payload is dead-lettered. */
-export type DeadLetterReason = 'rejected' | 'retries_exhausted' | 'expired' | 'too_large';
+export type DeadLetterReason = 'rejected' | 'retries_exhausted' | 'expired' | 'too_large' | 'webhook_removed';

@@ -1,5 +1,6 @@
--- The reference binding: the model asset schema of CONTRACT section 4, its
--- capture triggers, and the asset_state view the coalescer reads.
+-- The reference binding: a model of a DAM's asset tables (used by the demo,
+-- the tests, and `asset-webhooks migrate --binding reference`), its capture
+-- triggers, and the asset_state view the coalescer reads.
 --
 -- It is also the worked example for writing a binding of a real DAM schema
 -- (`asset-webhooks migrate --binding FILE`). A binding must provide:
@@ -7,7 +8,7 @@
 --   1. Triggers that insert one row per changed asset into asset_webhooks.outbox
 --      (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id), in the
 --      transaction of the change. Use statement-level triggers with transition
---      tables: a bulk update of 100,000 rows then costs one INSERT ... SELECT.
+--      tables: a bulk update then costs one INSERT ... SELECT, not one per row.
 --      TRUNCATE fires none of them: capture it with BEFORE TRUNCATE triggers,
 --      which can still read the rows it removes.
 --   2. The view asset_webhooks.asset_state with one row per existing asset and
@@ -23,8 +24,8 @@
 --     triggers too: a serialization failure, a deadlock (class 40,
 --     transaction_rollback) or a lock timeout (lock_not_available) is raised,
 --     so the application's transaction fails and is retried as it expects.
---     Swallowed, the change committed uncaptured, and a SERIALIZABLE
---     transaction committed that PostgreSQL had refused. (A cancelled
+--     Swallowed, the change would commit uncaptured, and a SERIALIZABLE
+--     transaction would commit that PostgreSQL had refused. (A cancelled
 --     statement, query_canceled, is never caught by `others`.)
 --   * The triggers fire in every session (ENABLE ALWAYS): with PostgreSQL's
 --     default they skip sessions with session_replication_role = replica,
@@ -32,8 +33,13 @@
 --     would go uncaptured and unrecorded.
 --   * The file is idempotent: `migrate` may apply it again at any time.
 --   * `set jit = off` on the trigger functions: the planner estimates joins of
---     transition tables at millions of rows and JIT-compiled them, which cost
---     0.27 s of a 100,000-row UPDATE and saved nothing.
+--     transition tables at millions of rows and would JIT-compile them, which
+--     costs more than the statements it compiles.
+--   * Index every foreign key that a cascade, a foreign-key check or a filter
+--     walks (below: assets(parent_id), asset_atoms(asset_id); the other two
+--     lead their primary keys). Without one, every deleted asset scans the
+--     referencing table, and a bulk delete takes time quadratic in its size
+--     while it holds its locks.
 --   * Never join two transition tables with an inner join: a session keeps
 --     the plan of its first call, sized for that call, and a nested loop made
 --     for one row runs a later bulk update in quadratic time. Pair old and new
@@ -70,6 +76,12 @@ create table if not exists public.asset_additional_fields (
   value    text not null,
   primary key (asset_id, name, value)
 );
+-- The foreign keys whose referencing column no primary key leads: deleting an
+-- asset checks for its children (parent_id) and cascades to its atoms
+-- (asset_id), each a lookup by that column. asset_keywords and
+-- asset_additional_fields are reached through their primary keys.
+create index if not exists assets_parent_id on public.assets (parent_id);
+create index if not exists asset_atoms_asset_id on public.asset_atoms (asset_id);
 
 -- insert into assets: CREATED, with the atom at that moment.
 create or replace function asset_webhooks.reference_capture_assets_insert()
@@ -98,29 +110,22 @@ end $$;
 -- nested loop. PL/pgSQL plans the statement at its first call in a session
 -- and keeps that plan, with the sizes of that call's transition tables as its
 -- estimates; with an inner join, a session whose first update was of one
--- asset kept a nested loop, and its next bulk update read new_rows once per
--- row of old_rows: 5,000 rows were 25 million comparisons (1.3 s), 100,000
--- rows ran for more than ten minutes holding their locks (PG15). A condition
--- on `paired` inside this statement would turn the full join back into an
--- inner one, hence the flag, read only by the branches below.
+-- asset would keep a nested loop, and its next bulk update would read
+-- new_rows once per row of old_rows, quadratic in the update's size while it
+-- holds its locks. A condition on `paired` inside this statement would turn
+-- the full join back into an inner one, hence the flag, read only by the
+-- branches below.
 -- The pairs are compared once (materialized) and each event type read from
--- them by its own branch: a lateral list of three candidates per row cost a
--- third of the trigger's time on a bulk update (bench: write_cost). Each
--- branch selects exactly the inserted columns, typed: a branch that needs a
--- conversion, or more columns than it inserts, runs inside a subquery node of
--- its own, and setting up those nodes is a real part of what a small update
--- pays. pgbench, one-row UPDATEs through this statement from 4 clients,
--- embedded PostgreSQL 17, alternating rounds: with the table CHECK the outbox
--- had before migration 0015, 0.68 -> 0.75 of the TPS without triggers
--- (medians of 6); with 0015's domain, 3,808 -> 3,900 TPS (medians of 8,
--- faster in 6). One-row updates now take the path below instead.
+-- them by its own branch, rather than from a lateral list of candidates per
+-- row. Each branch selects exactly the inserted columns, typed: a branch that
+-- needs a conversion, or more columns than it inserts, runs inside a subquery
+-- node of its own, and setting up those nodes is a real part of what a small
+-- update pays.
 -- The branches are inserted one after the other (an INSERT never runs a
 -- parallel plan), so an asset's events get their seqs in the order above; the
--- order across assets of one statement carries no meaning. An ORDER BY
--- asset_id sorted every bulk update's events for nothing. A 100,000-row
--- UPDATE, medians of 8 alternating: PG15 1.50 s with it, 1.38 s without,
--- 0.98 s without triggers; embedded PG17 1.48, 1.42 and 0.89 s. The other
--- functions need no order either: they capture one event per asset.
+-- order across assets of one statement carries no meaning, so the events are
+-- not sorted. The other functions need no order either: they capture one
+-- event per asset.
 -- An update of one row, the application's everyday edit, takes a path of its
 -- own, with no join, no hash table and no set operation: it reads the old
 -- and the new row into record variables, one query each, and compares them
@@ -134,29 +139,17 @@ end $$;
 -- update pays next to nothing for them. A session with
 -- plpgsql.extra_warnings = 'too_many_rows' gets a warning from the first read
 -- at every multi-row update (with extra_errors, the error is caught like the
--- other and the set-based statement runs); LIMIT 1 there would spare it, for
--- 6,000 instructions on every one-row update.
+-- other and the set-based statement runs); LIMIT 1 there would spare it, at a
+-- cost to every one-row update.
 -- A plain edit (neither latest_atom_id nor trashed_at changed) is decided by
 -- one image comparison of the whole rows (`*=`, byte by byte per column: for
 -- the uuid, text, bigint and timestamptz columns of the reference schema the
 -- same as IS DISTINCT FROM) and two columns compared, since setting up a
--- comparison per column is what such an update paid most for, at every
--- transaction. A row whose atom or Trash state changed takes the comparisons
--- of `changed` in the set-based statement: keep the two in step (a test
--- compares both paths on the same changes). On the reference schema "any
--- other column" is the eight columns listed there; a schema with more
--- columns needs a binding of its own.
--- Counted by callgrind (embedded PostgreSQL 17, single-user mode, 300 and then
--- 1,300 one-row UPDATEs that change a title, the difference over 1,000):
--- 175,600 instructions an UPDATE without triggers; 367,700 with the one-row
--- path before this one (a count of new_rows, then one query joining the two
--- one-row transition tables with every comparison in its projection, 78,000
--- of it); 318,000 with this one. pgbench, 4 clients, one-row UPDATEs, eight
--- alternating 4-second rounds: 0.771 of the TPS without triggers before,
--- 0.813 after (medians). A trigger doing nothing but insert the outbox row (a
--- row-level one, which bulk updates cannot afford: a PL/pgSQL call and an
--- INSERT per row) measured 0.84-0.86 in rounds of its own: the ceiling of
--- capture by trigger on that machine (bench/README.md).
+-- comparison per column is what such an update would pay most for. A row
+-- whose atom or Trash state changed takes the comparisons of `changed` in the
+-- set-based statement: keep the two in step (a test compares both paths on
+-- the same changes). On the reference schema "any other column" is the eight
+-- columns listed there; a schema with more columns needs a binding of its own.
 create or replace function asset_webhooks.reference_capture_assets_update()
 returns trigger language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off as $$
 declare
@@ -340,7 +333,7 @@ create or replace trigger asset_webhooks_capture_truncate before truncate on pub
 
 -- Fire in every session, including those with session_replication_role =
 -- replica: bulk loads set it to skip foreign-key checks, and with the
--- default (fire on origin only) their changes went uncaptured and unrecorded.
+-- default (fire on origin only) their changes would go uncaptured and unrecorded.
 -- (CREATE OR REPLACE TRIGGER resets this, so it is set on every run.)
 do $$
 declare
@@ -362,8 +355,7 @@ end $$;
 -- field_names and field_values are parallel arrays (one entry per additional
 -- field value); both come from one lateral read of the fields (three correlated
 -- subqueries read them twice). The arrays are in no particular order: filters
--- treat them as sets, and an ORDER BY in the aggregates cost a sort per asset
--- (about a tenth of a coalescing chunk's read). The coalescer reads it for a
+-- treat them as sets, so the aggregates do not sort. The coalescer reads it for a
 -- list of ids (`asset_id in (...)`), so it must be cheap for a list of ids.
 create or replace view asset_webhooks.asset_state as
 select a.asset_id, a.asset_uuid, a.supertype, a.parent_id, a.state, a.schema_id, a.type_id, a.domain_id, a.latest_atom_id,

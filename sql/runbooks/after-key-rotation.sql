@@ -2,7 +2,7 @@
 -- When: operator support has updated the secret-manager entry named by the webhook's `apikey`.
 -- Usage: psql "$DATABASE_URL" -v webhook_id=crm -f sql/runbooks/after-key-rotation.sql
 -- The service reads the new value by itself: cached values expire after secrets.cacheSeconds
--- (300 s) and a 401/403 drops the cached value at once. Payloads rejected meanwhile are in the
+-- (default 300 s) and a 401/403 drops the cached value at once. Payloads rejected meanwhile are in the
 -- dead-letter store (a 4xx is not retried); redeliver each one listed below with
 --   asset-webhooks dead-letters redeliver PAYLOAD_ID
 -- or  psql -v payload_id=PAYLOAD_ID -f sql/runbooks/redeliver-dead-letter.sql

@@ -13,8 +13,8 @@ select webhook_id, status, count(*) as payloads, sum(event_count) as events, min
 from asset_webhooks.payloads where status in ('open', 'pending')
 group by webhook_id, status order by webhook_id, status;
 
-\echo 'Attempts in flight and their run process (gone: it died mid-request; the next maintenance hands the payload'
-\echo 'back once the attempt is older than requestTimeoutSeconds + 30 s; unknown: handed back ten minutes after it started):'
+\echo 'Attempts in flight and their run process (gone: it died mid-request; a running service closes the attempt'
+\echo 'and sends the payload again once the attempt is older than requestTimeoutSeconds + 5 s; unknown: ten minutes after it started):'
 select p.webhook_id, p.payload_id, a.series, a.attempt_no, a.started_at, now() - a.started_at as running_for,
        case when a.process_id is null then 'unknown'
             when asset_webhooks.process_gone(a.process_id) then 'gone' else 'alive' end as process

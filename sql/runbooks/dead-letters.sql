@@ -1,8 +1,11 @@
 -- Review the dead-letter store, optionally for one webhook.
 -- When: daily review, or after a receiver outage.
 -- Usage: psql "$DATABASE_URL" [-v webhook_id=crm] -f sql/runbooks/dead-letters.sql
--- Reasons: rejected (a 4xx, not retried), retries_exhausted, expired (undelivered 24 h after
--- creation), too_large (one event over maxPayloadBytes).
+-- Reasons: rejected (a 4xx, not retried), retries_exhausted, expired (not delivered within
+-- retry.deadLetterAfterSeconds, default 24 h, of its creation or its last redelivery),
+-- too_large (one event over maxPayloadBytes), webhook_removed (the webhook is in the
+-- configuration of no running `run` process, e.g. its url and so its derived id changed; send it on
+-- with `asset-webhooks dead-letters redeliver PAYLOAD_ID --to WEBHOOK_ID`).
 \set ON_ERROR_STOP on
 \if :{?webhook_id}
 \else

@@ -1,14 +1,15 @@
 -- Events of a time window with their outcome per webhook, optionally of one asset.
 -- When: a receiver reports "we missed something between 09:00 and 10:00" without eventIds.
--- Usage: psql "$DATABASE_URL" -v from=2026-11-22T09:00Z -v to=2026-11-22T10:00Z [-v asset_id=42] -f sql/runbooks/events-in-window.sql
+-- Usage: psql "$DATABASE_URL" -v from=YYYY-MM-DDT09:00Z -v to=YYYY-MM-DDT10:00Z [-v asset_id=42] -f sql/runbooks/events-in-window.sql
+--   (any PostgreSQL timestamptz input; the window includes `from` and excludes `to`)
 \set ON_ERROR_STOP on
 \if :{?from}
 \else
-do $$ begin raise exception 'missing variable from: run with -v from=2026-11-22T09:00Z'; end $$;
+do $$ begin raise exception 'missing variable from: run with -v from=YYYY-MM-DDT09:00Z'; end $$;
 \endif
 \if :{?to}
 \else
-do $$ begin raise exception 'missing variable to: run with -v to=2026-11-22T10:00Z'; end $$;
+do $$ begin raise exception 'missing variable to: run with -v to=YYYY-MM-DDT10:00Z'; end $$;
 \endif
 -- A time without an offset is UTC, as on the command line, and times are shown in UTC.
 set timezone = 'UTC';

@@ -29,9 +29,8 @@ select exists (select 1 from asset_webhooks.redeliveries
                where payload_id = :'payload_id'::bigint and requested_at = now()) as redelivered \gset
 \if :redelivered
 commit;
--- Started once committed: a delivery of the webhook that ends meanwhile could not see the payload.
-select asset_webhooks.dispatch(webhook_id) as jobs_started
-from asset_webhooks.payloads where payload_id = :'payload_id'::bigint;
+-- Wakes the delivery pumps of running services; without it their next poll (within a second) finds it.
+select pg_notify('asset_webhooks_payloads_ready', '');
 select case when w.webhook_id is null then 'WARNING: the service has never run with webhook ' || p.webhook_id
             || '; the payload waits, and expires after retry.deadLetterAfterSeconds'
             when not w.enabled then 'WARNING: webhook ' || p.webhook_id || ' is disabled or no longer configured; the payload'

@@ -1,6 +1,6 @@
 /**
  * Signals that reach `run` while the command line is still loading its
- * modules (about half a second), before the command can install its own
+ * modules, before the command can install its own
  * handlers. Node's default for SIGTERM, SIGINT and SIGHUP is to end the
  * process at once; a configuration tool's SIGHUP to every `run` process, or a
  * stop during a restart, must not do that. The entry point buffers them, and

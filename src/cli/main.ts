@@ -6,6 +6,7 @@ import { registerDemo } from './commands/demo.js';
 import { registerCheckConfig } from './commands/check-config.js';
 import { registerExplain } from './commands/explain.js';
 import { registerInvestigation } from './commands/investigate.js';
+import { registerBackfill } from './commands/backfill.js';
 
 /** Builds the command line. Each command lives in its own file under commands/. */
 export function buildProgram(): Command {
@@ -18,6 +19,7 @@ export function buildProgram(): Command {
   registerCheckConfig(program);
   registerExplain(program);
   registerInvestigation(program);
+  registerBackfill(program);
   registerDemo(program);
   return program;
 }

@@ -1,6 +1,6 @@
 import type pg from 'pg';
-import { assetStateFromRow, type AssetStateRow } from '../filters/read-asset-state.js';
-import type { AssetState, EventType } from '../interfaces.js';
+import { assetStateColumns, assetStateFromRow, type AssetStateRow } from '../db/asset-state.js';
+import type { AssetState, DecimalId, EventType } from '../interfaces.js';
 import { EventIds, millisOf } from './event-ids.js';
 
 /** One claimed outbox row with what the coalescer needs to decide its routes. */
@@ -10,11 +10,11 @@ export interface ClaimedEvent {
   /** ISO-8601 UTC with milliseconds and Z, formatted by PostgreSQL (no Date per row). */
   readonly eventTimestamp: string;
   readonly eventType: EventType;
-  readonly assetId: number;
+  readonly assetId: DecimalId;
   readonly assetUuid: string | null;
   /** The outbox row carried the asset's uuid (else assetUuid is the asset's own, or null). */
   readonly assetUuidCaptured: boolean;
-  readonly atomId: number | null;
+  readonly atomId: DecimalId | null;
   /** For EDITED: the latest EDITED event of the same asset in this run. */
   readonly latestEditId: string | null;
   /** The asset's current state; null when the asset no longer exists. */
@@ -28,14 +28,14 @@ interface ClaimRow extends Omit<AssetStateRow, 'asset_id'> {
   event_id: string | null;
   event_timestamp: string;
   event_type: EventType;
-  event_asset_id: number;
+  event_asset_id: DecimalId;
   event_asset_uuid: string | null;
-  atom_id: number | null;
+  atom_id: DecimalId | null;
   /** For EDITED: the asset's latest EDITED row in the run (seq, capture time, stored id). */
   latest_edit_seq: number | null;
   latest_edit_ms: number | null;
   latest_edit_event_id: string | null;
-  asset_id: number | null;
+  asset_id: DecimalId | null;
 }
 
 /**
@@ -159,12 +159,11 @@ export async function claimChunk(session: pg.PoolClient, ids: EventIds, maxSeq: 
      )
      select c.seq, c.event_id,
             to_char(c.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp, c.event_type,
-            c.asset_id as event_asset_id, c.asset_uuid as event_asset_uuid, c.atom_id,
+            c.asset_id::text as event_asset_id, c.asset_uuid as event_asset_uuid, c.atom_id::text as atom_id,
             case when c.event_type = 'EDITED' then c.le_seq end as latest_edit_seq,
             case when c.event_type = 'EDITED' then c.le_ms end as latest_edit_ms,
             case when c.event_type = 'EDITED' then c.le_event_id end as latest_edit_event_id, c.deferred,
-            s.asset_id, s.asset_uuid, s.supertype, s.parent_id, s.state,
-            s.schema_id, s.type_id, s.domain_id, s.latest_atom_id, s.keywords, s.field_names, s.field_values
+            ${assetStateColumns('s')}
      from marked c
      left join states s on s.asset_id = c.asset_id
      order by c.seq`,

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { EventType } from '../interfaces.js';
+import type { DecimalId, EventType } from '../interfaces.js';
 import { serializeBody, serializeEvent } from '../payload/serialize.js';
 import { batchBody, type Batch } from './pack.js';
 
@@ -78,11 +78,11 @@ export async function sealOpenPayloads(client: pg.Pool | pg.PoolClient, webhookT
   const since = open.some((row) => row.since === null) ? null : new Date(Math.min(...open.map((row) => row.since!.getTime())));
   // A run's events were coalesced after it started: the index on coalesced_at bounds the search.
   const { rows: events } = await client.query<{
-    payload_ids: Array<number | string>; event_id: string; event_timestamp: string; atom_id: number | null; asset_id: number; asset_uuid: string | null; event_type: EventType;
+    payload_ids: Array<number | string>; event_id: string; event_timestamp: string; atom_id: DecimalId | null; asset_id: DecimalId; asset_uuid: string | null; event_type: EventType;
   }>(
     `select e.payload_ids, e.event_id,
             to_char(e.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp,
-            e.atom_id, e.asset_id, e.asset_uuid, e.event_type
+            e.atom_id::text as atom_id, e.asset_id::text as asset_id, e.asset_uuid, e.event_type
      from asset_webhooks.events e
      where e.coalesced_at >= coalesce($2::timestamptz, '-infinity') and e.payload_ids && $1::bigint[]
      order by e.seq`,
@@ -121,7 +121,8 @@ export interface ConsumedEvents {
   readonly seqs: readonly number[];
   /** As the claim read them (derived once there, see asset_webhooks.event_id_of). */
   readonly eventIds: readonly string[];
-  readonly atomIds: ReadonlyArray<number | null>;
+  /** Decimal text, written into the JSON document as numbers: jsonb keeps their digits, and the bigint column gets them exactly. */
+  readonly atomIds: ReadonlyArray<DecimalId | null>;
   /**
    * The asset's uuid where the outbox row has none (a binding may capture
    * none), else null: events.asset_uuid is the one the payloads carry.
@@ -182,11 +183,4 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, routin
     // scans reading 2.7 million rows to coalesce 100,000 events).
     [runId, events.seqs, document, events.seqs[0], events.seqs[events.seqs.length - 1], routingId],
   );
-}
-
-/** Starts delivery of the webhooks' pending payloads (see asset_webhooks.dispatch). */
-export async function dispatchWebhooks(client: pg.PoolClient | pg.Pool, webhookIds: Iterable<string>): Promise<void> {
-  const ids = [...new Set(webhookIds)];
-  if (ids.length === 0) return;
-  await client.query('select asset_webhooks.dispatch(id) from unnest($1::text[]) as id order by id', [ids]);
 }

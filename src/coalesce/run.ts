@@ -1,11 +1,13 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
+import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
+import type { DecimalId } from '../interfaces.js';
 import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
 import { claimChunk, outboxHighWater, recordRunStart, type Chunk, type ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
 import { Packer, type Batch } from './pack.js';
-import { assignPayloadIds, consumeEvents, dispatchWebhooks, sealOpenPayloads, upsertPayloads } from './persist.js';
+import { assignPayloadIds, consumeEvents, sealOpenPayloads, upsertPayloads } from './persist.js';
 import { RoutingIndex } from '../filters/routing-index.js';
 import type { Route, RoutedWebhook } from './route.js';
 import { recordRouting } from './routing.js';
@@ -87,7 +89,7 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
   // A previous run that crashed may have left open payloads: their events are
   // those that name them (written in the same transactions), so seal them.
   const sealed = await sealOpenPayloads(pool, () => isoTimestamp(now()));
-  if (sealed.length > 0) await dispatchWebhooks(pool, sealed);
+  if (sealed.length > 0) await announcePayloadsReady(pool);
 
   // The high-water mark, every asset's latest edit up to it and the seqs not
   // yet committed below it come from one snapshot, held only for these reads.
@@ -156,7 +158,7 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
             [runId, rows.length, routing.routingId]);
           return batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId);
         });
-        await dispatchCommitted(writer, sealed);
+        await announceSealed(writer, sealed);
         events += rows.length;
         chunks += 1;
         logger.debug({ events: rows.length }, 'coalesced a chunk');
@@ -181,24 +183,20 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
       [runId, payloadIds.size]);
     return batches.map((batch) => batch.webhookId);
   });
-  await dispatchCommitted(session, lastSealed);
+  await announceSealed(session, lastSealed);
   if (deferred > 0) logger.info({ deferred }, 'events that committed while the run went on, and later events of their assets, wait for the next run');
   if (events > 0) logger.info({ events, payloads: payloadIds.size, chunks }, 'coalescing run done');
   return { runId, events, payloads: payloadIds.size, chunks, deferred, routes };
 }
 
 /**
- * Starts delivery of the webhooks' new payloads once the transaction that
- * wrote them has committed. Inside it, a delivery of the webhook that ended
- * meanwhile could not see them: its settle took nothing, and with every slot
- * freed that way nobody would start them. Asynchronous commit, as the chunks.
+ * Wakes the delivery pumps of every process once the transaction that sealed
+ * the webhooks' payloads has committed, so that they are sent without waiting
+ * for a poll.
  */
-async function dispatchCommitted(client: pg.PoolClient, webhookIds: readonly string[]): Promise<void> {
+async function announceSealed(client: pg.PoolClient, webhookIds: readonly string[]): Promise<void> {
   if (webhookIds.length === 0) return;
-  await inTransaction(client, async (tx) => {
-    await tx.query('set local synchronous_commit = off');
-    await dispatchWebhooks(tx, webhookIds);
-  });
+  await announcePayloadsReady(client);
 }
 
 /** What a run routes by: the recorded configuration, its index, and a packer per webhook (same positions). */
@@ -228,11 +226,11 @@ function routeChunk(
   rows: readonly ClaimedEvent[],
   routing: Routing,
   counts: Partial<Record<Route, number>>,
-): { routes: RoutedEvent[]; atomIds: Array<number | null>; collapsed: Array<string | null> } {
+): { routes: RoutedEvent[]; atomIds: Array<DecimalId | null>; collapsed: Array<string | null> } {
   const { index, packers, seen } = routing;
   const disabled = index.size - index.enabledCount;
   const routes = new Array<RoutedEvent>(rows.length);
-  const atomIds: Array<number | null> = new Array<number | null>(rows.length);
+  const atomIds: Array<DecimalId | null> = new Array<DecimalId | null>(rows.length);
   const collapsed: Array<string | null> = new Array<string | null>(rows.length);
   let delivered = 0;
   let excluded = 0;

@@ -49,9 +49,6 @@ export async function databaseNowMs(pool: pg.Pool): Promise<number> {
   return rows[0]!.now;
 }
 
-/** graphile-worker's crontab: maintenance every minute. Coalescing is scheduled by tick(). */
-export const MAINTENANCE_CRONTAB = '* * * * * maintenance ?max=1&jobKey=asset_webhooks_maintenance';
-
 /**
  * How often a process calls tick() for an interval: a quarter of it, between
  * 100 ms and one second. Ticking more often never runs more, only sooner after
@@ -59,4 +56,18 @@ export const MAINTENANCE_CRONTAB = '* * * * * maintenance ?max=1&jobKey=asset_we
  */
 export function tickPeriodMs(intervalSeconds: number): number {
   return Math.min(1000, Math.max(100, (intervalSeconds * 1000) / 4));
+}
+
+/**
+ * Records how the coalescing run of a tick ended: finished, or the error of
+ * its latest try (one line). Readiness reports the latest tick that has an
+ * outcome (see src/service/readiness.ts).
+ */
+export async function recordTickOutcome(pool: pg.Pool, slot: number, error: string | null): Promise<void> {
+  await pool.query(
+    `update asset_webhooks.ticks
+     set finished_at = case when $2::text is null then clock_timestamp() end, error = $2
+     where slot = $1`,
+    [slot, error],
+  );
 }

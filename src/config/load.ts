@@ -1,9 +1,9 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { isNode, isPair, isScalar, isSeq, parseDocument, visit, type Document } from 'yaml';
 import type { z } from 'zod';
 import { describeError } from '../db/connect.js';
 import { UserError } from '../errors.js';
-import { configSchema, type Config } from './schema.js';
+import { configSchema, Found, MAX_DOCUMENT_BYTES, type Config } from './schema.js';
 
 /**
  * Parses and validates a configuration document (YAML or JSON). Throws a
@@ -11,6 +11,9 @@ import { configSchema, type Config } from './schema.js';
  * `<path>: <what was expected>, got <what was found>`.
  */
 export function parseConfigText(text: string, sourceName: string): Config {
+  // Before parsing: what a document costs to parse grows with its size, and no sensible one comes near.
+  const size = Buffer.byteLength(text, 'utf8');
+  if (size > MAX_DOCUMENT_BYTES) throw documentTooLarge(sourceName, size);
   // logLevel error: the library's warnings (a key that is a list, say) would
   // go to the process's stderr; such a key is refused by the schema instead.
   const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true, logLevel: 'error' });
@@ -107,11 +110,19 @@ function nullKeyProblems(document: Document.Parsed, sourceName: string): Array<{
 export async function loadConfigFile(file: string): Promise<Config> {
   let text: string;
   try {
+    // A file past the limit is refused before it is read.
+    const { size } = await stat(file);
+    if (size > MAX_DOCUMENT_BYTES) throw documentTooLarge(file, size);
     text = await readFile(file, 'utf8');
   } catch (error) {
+    if (error instanceof UserError) throw error;
     throw new UserError('config_unreadable', `${file}: expected a readable configuration file, got ${describeError(error)}`, { cause: error });
   }
   return parseConfigText(text, file);
+}
+
+function documentTooLarge(sourceName: string, size: number): UserError {
+  return new UserError('config_invalid', `${sourceName}: expected a configuration document of at most ${MAX_DOCUMENT_BYTES} bytes (4 MiB), got ${size} bytes`);
 }
 
 /**
@@ -171,6 +182,7 @@ function formatPath(path: readonly PropertyKey[]): string {
 
 function describeInput(input: unknown): string {
   if (input === undefined) return 'nothing';
+  if (input instanceof Found) return input.description;
   if (Array.isArray(input)) return input.length === 0 ? 'an empty list' : `a list ${truncate(JSON.stringify(input))}`;
   if (input !== null && typeof input === 'object') return 'a mapping';
   // JSON would write null (1e400 in YAML is Infinity).

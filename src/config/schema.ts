@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { EVENT_TYPES, type EventType } from '../interfaces.js';
+import { SIGNATURE_HEADERS } from '../delivery/http/signing.js';
 import { isSecretFileName, SECRET_FILE_NAME_EXPECTED } from '../secrets/file-provider.js';
 
 /**
@@ -31,14 +32,68 @@ const eventTypeName = z
   .refine((value) => EVENT_TYPE_BY_NAME.has(value.toLowerCase()), { error: `expected one of ${EVENT_TYPE_NAMES} (any case)` })
   .transform((value) => EVENT_TYPE_BY_NAME.get(value.toLowerCase())!);
 
-const httpUrl = z.string({ error: 'expected an http or https URL' }).refine((value) => {
-  try {
-    const url = new URL(value);
-    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
-  } catch {
-    return false;
+/**
+ * Sizes no sensible document reaches. Past them a document is refused with a
+ * line naming the limit, rather than accepted and failing at every delivery
+ * (a receiver answers 414 or 431) or costing seconds and gigabytes to parse.
+ */
+/** Characters of one url (a webhook's, or an endpoint's). */
+export const MAX_URL_LENGTH = 8192;
+/** Bytes of one configured header, name and value (ISO-8859-1: one byte a character). */
+export const MAX_HEADER_BYTES = 8192;
+/** Bytes of all configured headers of one webhook, names and values. */
+export const MAX_HEADERS_BYTES = 16_384;
+/** Bytes of the whole document, checked before it is parsed. */
+export const MAX_DOCUMENT_BYTES = 4 * 1024 * 1024;
+
+/**
+ * What a problem line says was found, when the value itself must not be
+ * printed (it may be a secret) or is too long to be useful.
+ */
+export class Found {
+  constructor(readonly description: string) {}
+}
+
+/**
+ * A character that WHATWG URL parsing drops or rewrites rather than refuses:
+ * tab, CR and LF anywhere, C0 controls and space at the ends, backslash (read
+ * as a slash); spaces and other controls inside are percent-encoded silently.
+ * A url holding one means something else than what was sent.
+ */
+const URL_REWRITTEN_CHARACTER = /[\x00-\x20\x7f\\]/;
+
+const httpUrl = z.string({ error: 'expected an http or https URL' }).superRefine((value, context) => {
+  if (value.length > MAX_URL_LENGTH) {
+    context.addIssue({
+      code: 'custom', input: new Found(`a url of ${value.length} characters`),
+      message: `expected a url of at most ${MAX_URL_LENGTH} characters`,
+    });
+    return;
   }
-}, { error: 'expected an http or https URL' });
+  const rewritten = URL_REWRITTEN_CHARACTER.exec(value);
+  if (rewritten) {
+    context.addIssue({
+      code: 'custom', input: new Found(`${JSON.stringify(rewritten[0])} at position ${rewritten.index + 1} of ${JSON.stringify(maskedUrl(value).slice(0, 80))}`),
+      message: 'expected a url without spaces, control characters (CR, LF, tab) or backslashes, which URL parsing would drop or rewrite (percent-encode them: %20, %0D, %0A, %09, %5C)',
+    });
+    return;
+  }
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    context.addIssue({ code: 'custom', input: value, message: 'expected an http or https URL' });
+    return;
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
+    context.addIssue({ code: 'custom', input: value, message: 'expected an http or https URL' });
+  } else if (url.username !== '' || url.password !== '') {
+    context.addIssue({
+      code: 'custom', input: maskedUrl(value),
+      message: 'expected a url without user or password, which are never sent (set an Authorization header in the webhook\'s headers instead)',
+    });
+  }
+});
 
 /** RFC 9110 token characters. */
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -46,6 +101,12 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 /** Headers the service sets itself; configuration may not override them. */
 const SERVICE_HEADERS = ['content-type', 'x-api-key', 'host', 'content-length'];
+/**
+ * The Standard Webhooks headers, set by signing. Refused even on a webhook
+ * without signing: a receiver that verifies them would reject such requests,
+ * and a webhook that turns signing on later would send them twice.
+ */
+const SIGNATURE_HEADER_NAMES: readonly string[] = SIGNATURE_HEADERS;
 /** Headers of the connection and the message framing, which the HTTP client manages (undici refuses them). */
 const CONNECTION_HEADERS = ['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'expect'];
 
@@ -57,26 +118,42 @@ const headers = z.record(z.string(), z.unknown(), {
   error: 'expected a mapping of header names to string values',
 }).superRefine((value, context) => {
   const seen = new Map<string, string>();
+  let total = 0;
   for (const [name, headerValue] of Object.entries(value)) {
     const lower = name.toLowerCase();
     if (!HEADER_NAME.test(name)) {
       context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header name made of HTTP token characters' });
     } else if (SERVICE_HEADERS.includes(lower)) {
       context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header other than Content-Type, X-API-Key, Host or Content-Length (the service sets those)' });
+    } else if (SIGNATURE_HEADER_NAMES.includes(lower)) {
+      context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header other than webhook-id, webhook-timestamp or webhook-signature (signing sets those: see signing.secret)' });
     } else if (CONNECTION_HEADERS.includes(lower)) {
       context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header other than Connection, Keep-Alive, Transfer-Encoding, Upgrade or Expect (the HTTP client manages those)' });
     } else if (seen.has(lower)) {
       context.addIssue({ code: 'custom', path: [name], input: name, message: `expected each header once (header names ignore case: ${JSON.stringify(seen.get(lower))} is the same header)` });
     }
     if (!seen.has(lower)) seen.set(lower, name);
+    total += name.length + (typeof headerValue === 'string' ? headerValue.length : 0);
     if (typeof headerValue !== 'string') {
       context.addIssue({ code: 'custom', path: [name], input: headerValue, message: 'expected a string header value' });
-    } else if (!HEADER_VALUE.test(headerValue)) {
+    } else if (name.length + headerValue.length > MAX_HEADER_BYTES) {
       context.addIssue({
-        code: 'custom', path: [name], input: headerValue,
+        code: 'custom', path: [name], input: new Found(`${name.length + headerValue.length} bytes (the value is not shown: it may be secret)`),
+        message: `expected a header of at most ${MAX_HEADER_BYTES} bytes, name and value`,
+      });
+    } else if (!HEADER_VALUE.test(headerValue)) {
+      const index = [...headerValue].findIndex((character) => !HEADER_VALUE.test(character));
+      context.addIssue({
+        code: 'custom', path: [name], input: new Found(`a value with ${JSON.stringify([...headerValue][index])} at position ${index + 1} (the value is not shown: it may be secret)`),
         message: 'expected a header value without CR, LF, NUL or other control characters, nor characters beyond U+00FF',
       });
     }
+  }
+  if (total > MAX_HEADERS_BYTES) {
+    context.addIssue({
+      code: 'custom', input: new Found(`${total} bytes in ${seen.size} headers`),
+      message: `expected at most ${MAX_HEADERS_BYTES} bytes of headers in all, names and values`,
+    });
   }
 }).transform((value) => value as Record<string, string>);
 
@@ -152,9 +229,23 @@ const webhook = z.strictObject({
     .regex(/^[A-Za-z0-9_.-]{1,64}$/, { error: 'expected an id of 1 to 64 characters A-Z a-z 0-9 _ . -' }).optional(),
   url: httpUrl,
   enabled: z.boolean({ error: 'expected true or false' }),
+  /**
+   * A pause for a receiver's maintenance window: events are still coalesced
+   * into payloads, which wait in order without expiring (the time paused does
+   * not count towards retry.deadLetterAfterSeconds) and are sent once `paused`
+   * is false again. With `enabled: false` the webhook is disabled: it receives
+   * nothing and its waiting payloads expire. Default false.
+   */
+  paused: z.boolean({ error: 'expected true or false' }).default(false),
   /** The name of a secret-manager entry (never the secret itself). */
   apikey: nonEmptyString.optional(),
   headers: headers.optional(),
+  /**
+   * Standard Webhooks signing. `secret` is the name of a secret-manager entry
+   * (resolved like `apikey`, never the secret itself) whose value is one or
+   * more `whsec_` keys separated by spaces; each key signs. Default: unsigned.
+   */
+  signing: z.strictObject({ secret: nonEmptyString }, { error: 'expected a mapping with the key secret' }).optional(),
   /** Supertypes to deliver. Default: only Resource. */
   resourceTypes: z.array(nonEmptyString, { error: 'expected a list of supertypes' }).min(1, { error: 'expected at least one resource type' }).default(() => ['Resource']),
   /** Event types to deliver, any case, normalized to the payload form (Created → CREATED). Default: all. */
@@ -176,6 +267,12 @@ const settings = z
     maxPayloadBytes: intRange(1024, 16_777_216).default(16_777_216),
     /** Per request, 1..300 seconds. Default 30. */
     requestTimeoutSeconds: intRange(1, 300).default(30),
+    /**
+     * Delivery requests one `run` process keeps in flight at once, over all
+     * webhooks, 1..10000. Default 256. Each webhook's `concurrency` bounds
+     * its own share.
+     */
+    maxRequestsInFlight: intRange(1, 10_000).default(256),
     /** How long events, outcomes and payloads are kept, 1..365 days. Default 14. */
     retentionDays: intRange(1, 365).default(14),
     retry: z.strictObject({
@@ -187,7 +284,14 @@ const settings = z
         .max(10, { error: 'expected at most 10 retries' }).default(() => [...DEFAULT_RETRY_DELAYS_SECONDS]),
       /** From payload creation. Default 86400 (24 hours). */
       deadLetterAfterSeconds: intRange(1, 30 * 86_400).default(86_400),
-    }).default(() => ({ delaysSeconds: [...DEFAULT_RETRY_DELAYS_SECONDS], deadLetterAfterSeconds: 86_400 })),
+      /**
+       * 4xx status codes retried like a 5xx instead of dead-lettered as
+       * rejected (receivers that throttle: 408, 429), each 400..499. Default
+       * none: every 4xx is rejected.
+       */
+      retryStatusCodes: z.array(intRange(400, 499), { error: 'expected a list of status codes 400..499' })
+        .default(() => []),
+    }).default(() => ({ delaysSeconds: [...DEFAULT_RETRY_DELAYS_SECONDS], deadLetterAfterSeconds: 86_400, retryStatusCodes: [] })),
     network: z.strictObject({
       /** Loopback and private ranges are refused unless true. Default false. */
       allowPrivateAddresses: z.boolean({ error: 'expected true or false' }).default(false),
@@ -198,23 +302,30 @@ const settings = z
       // duplicate id is reported together with every other problem.
       .superRefine(uniqueIds, { when: (payload) => Array.isArray(payload.value) }),
   })
-  // With provider file an apikey names a file in the directory: one that
-  // could never be read is refused now rather than at every delivery.
+  // With provider file an apikey or signing.secret names a file in the
+  // directory: one that could never be read is refused now rather than at
+  // every delivery.
   // Runs even when other keys are invalid (see uniqueIds), so the entries are read as unknown.
   .superRefine((value, context) => {
     const { secrets: given, webhooks: entries } = value as { secrets?: { provider?: unknown }; webhooks?: unknown };
     if (given?.provider !== 'file' || !Array.isArray(entries)) return;
     entries.forEach((entry: unknown, index) => {
-      const apikey = entry !== null && typeof entry === 'object' ? (entry as { apikey?: unknown }).apikey : undefined;
-      if (typeof apikey === 'string' && apikey !== '' && !isSecretFileName(apikey)) {
-        context.addIssue({ code: 'custom', path: ['webhooks', index, 'apikey'], input: apikey, message: `${SECRET_FILE_NAME_EXPECTED} (secrets provider file)` });
+      if (entry === null || typeof entry !== 'object') return;
+      const { apikey, signing } = entry as { apikey?: unknown; signing?: unknown };
+      const signingSecret = signing !== null && typeof signing === 'object' ? (signing as { secret?: unknown }).secret : undefined;
+      const names: Array<[unknown, (string | number)[]]> = [[apikey, ['apikey']], [signingSecret, ['signing', 'secret']]];
+      for (const [name, path] of names) {
+        if (typeof name === 'string' && name !== '' && !isSecretFileName(name)) {
+          context.addIssue({ code: 'custom', path: ['webhooks', index, ...path], input: name, message: `${SECRET_FILE_NAME_EXPECTED} (secrets provider file)` });
+        }
       }
     });
   }, { when: (payload) => payload.value !== null && typeof payload.value === 'object' })
   // After the duplicate check, which must still see whether an id was given.
   .transform((value) => ({
     ...value,
-    webhooks: value.webhooks.map((entry) => ({ ...entry, id: entry.id ?? defaultWebhookId(entry.url) })),
+    // idFromUrl: the id changes with the url (see configWarnings).
+    webhooks: value.webhooks.map((entry) => ({ ...entry, id: entry.id ?? defaultWebhookId(entry.url), idFromUrl: entry.id === undefined })),
   }));
 
 /**
@@ -265,4 +376,13 @@ export function redactedUrl(url: string): string {
   } catch {
     return '<invalid url>';
   }
+}
+
+/**
+ * The url as written, with any password of its user:password@ replaced by
+ * ***: for a problem line that must show the url, not its secret. (The last @
+ * before the path ends the user information, as URL parsing reads it.)
+ */
+export function maskedUrl(url: string): string {
+  return url.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#@:]*:)[^/?#]*@/, '$1***@');
 }

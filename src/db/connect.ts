@@ -1,9 +1,28 @@
 import pg from 'pg';
+import { parse as parseConnectionString } from 'pg-connection-string';
 import { parse as parseArray } from 'postgres-array';
 import { UserError } from '../errors.js';
 
-// bigint columns (ids, seq) come back as JS numbers: they stay far below 2^53.
-pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+/**
+ * bigint columns come back as JavaScript numbers, which hold integers exactly
+ * only up to 2^53 - 1. That suffices for the service's own counters (seq,
+ * payload and run ids, counts): they start at 1 and grow by one per event or
+ * payload. Ids of the asset schema (asset, atom, parent, schema, type and
+ * domain ids) may be anything a bigint holds, so every query that reads them
+ * selects them as text (`::text`) and they stay decimal strings to the
+ * receiver (DecimalId in src/interfaces.ts). A bigint read here beyond 2^53 is
+ * refused rather than rounded: a silently changed id is worse than a failed query.
+ */
+pg.types.setTypeParser(pg.types.builtins.INT8, parseInt8);
+
+/** A bigint as a number, or an error when no number holds it exactly. */
+export function parseInt8(value: string): number {
+  const number = Number(value);
+  if (!Number.isSafeInteger(number)) {
+    throw new RangeError(`bigint ${value}: expected a value within +-(2^53 - 1) to read as a number; a column that can hold larger values must be selected as text`);
+  }
+  return number;
+}
 // Arrays of strings (an asset's keywords and fields, a payload's eventIds):
 // postgres-array 3 instead of pg 8's postgres-array 2, which allocated an
 // object for every character, so that its garbage was a sixth of what
@@ -41,45 +60,92 @@ export function createPool(databaseUrl: string, options: { max?: number; applica
   return pool;
 }
 
-const CONNECTION_ERROR_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', '57P01', '57P02', '57P03']);
+/**
+ * Error codes that mean the server could not be reached or the session was
+ * lost: Node's socket and resolver errors (ENOENT is a Unix socket whose
+ * server is down; ENOTFOUND and EAI_AGAIN a name that does not resolve for a
+ * moment, as during a failover) and PostgreSQL's admin shutdown, crash
+ * shutdown, cannot connect now, idle session timeout and too many
+ * connections. SQLSTATE class 08 (connection exception) is matched by prefix.
+ */
+const CONNECTION_ERROR_CODES = new Set([
+  'ENOENT', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'EPIPE', 'ETIMEDOUT',
+  'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN', 'ENETRESET',
+  '57P01', '57P02', '57P03', '57P05', '53300',
+]);
+
+/** What pg says, without a code, when a connection ends or cannot be used. */
+const CONNECTION_LOST_MESSAGE =
+  /^Connection terminated|^Client has encountered a connection error|^Client was closed|^timeout exceeded when trying to connect|^Connection ended/;
 
 /**
  * Whether an error says the database could not be reached or the connection
  * was lost (rather than that a statement was wrong): worth trying again once
- * the server is back.
+ * the server is back. Looks through AggregateError (every address of a name
+ * refused) and `cause`.
  */
 export function isConnectionError(error: unknown): boolean {
   if (error instanceof AggregateError) return error.errors.some(isConnectionError);
   if (!(error instanceof Error)) return false;
   const code = String((error as { code?: unknown }).code ?? '');
-  // SQLSTATE class 08: connection exception.
-  return CONNECTION_ERROR_CODES.has(code) || code.startsWith('08') || /^Connection terminated/.test(error.message);
+  return CONNECTION_ERROR_CODES.has(code) || code.startsWith('08') || CONNECTION_LOST_MESSAGE.test(error.message)
+    || (error.cause !== undefined && error.cause !== error && isConnectionError(error.cause));
 }
 
-/** The database URL from the option or DATABASE_URL, or a UserError naming both. */
+/** The schemes node-postgres reads a connection string with (any case, as URL parsing lowers it). */
+const DATABASE_URL_SCHEME = /^(postgres|postgresql|socket):/i;
+/** A libpq keyword/value string (`host=... dbname=...`), which node-postgres does not read. */
+const KEYWORD_VALUE = /^\s*[A-Za-z_]+\s*=/;
+
+/**
+ * The database URL from the option or DATABASE_URL, or a UserError naming
+ * both. Accepted is what node-postgres connects with: a postgres:// or
+ * postgresql:// URL (with or without a host: `postgres://user@/db?host=/run/postgresql`
+ * names a socket directory), socket:/dir?db=name, and a bare socket directory.
+ * The value is never echoed: it may hold a password.
+ */
 export function requireDatabaseUrl(option: string | undefined): string {
   const url = option ?? process.env.DATABASE_URL;
   if (!url) {
     throw new UserError('database_url_missing', '--database-url: expected a PostgreSQL URL (or the environment variable DATABASE_URL), got nothing');
   }
-  // The value is not echoed: it may hold a password.
-  const protocol = URL.canParse(url) ? new URL(url).protocol : undefined;
-  // pg also reads socket:/dir?db=name and a bare socket directory.
-  if (!url.startsWith('/') && protocol !== 'postgres:' && protocol !== 'postgresql:' && protocol !== 'socket:') {
-    throw new UserError('database_url_invalid',
-      `--database-url: expected a URL such as postgres://user@host:5432/database (from ${option ? 'the option' : 'DATABASE_URL'}), got ${protocol ? `one with scheme ${protocol}` : 'a value that is not a URL'}`);
+  const expected = `--database-url: expected a URL such as postgres://user@host:5432/database or postgres://user@/database?host=/var/run/postgresql (from ${option ? 'the option' : 'DATABASE_URL'})`;
+  if (KEYWORD_VALUE.test(url)) {
+    throw new UserError('database_url_invalid', `${expected}, got a keyword/value connection string, which node-postgres does not read: write it as a URL`);
+  }
+  if (url.startsWith('/')) return url;
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):/.exec(url)?.[1];
+  if (!DATABASE_URL_SCHEME.test(url)) {
+    throw new UserError('database_url_invalid', `${expected}, got ${scheme ? `one with scheme ${scheme}:` : 'a value that is not a URL'}`);
+  }
+  try {
+    // What pg does with it on connecting; its errors do not repeat the input.
+    parseConnectionString(url);
+  } catch (error) {
+    throw new UserError('database_url_invalid', `${expected}, got one that node-postgres cannot read (${redactUrl(describeError(error))})`, { cause: error });
   }
   return url;
 }
 
-/** The URL with any password replaced, for messages and logs. */
+/**
+ * The connection string with every password in it replaced by ***, for
+ * messages and logs: the password of user:password@, `password=` (and
+ * `sslpassword=`) in the query, however its name is percent-encoded, and
+ * `password=` of a keyword/value string. Works on text, so a string that is
+ * not a valid URL is masked too.
+ */
 export function redactUrl(url: string): string {
+  const userinfo = url.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#@:]*:)[^/?#]*@/, '$1***@');
+  const query = userinfo.replace(/([?&])([^&#=]*)=([^&#]*)/g, (whole, separator: string, name: string) =>
+    /password/i.test(decodeName(name)) ? `${separator}${name}=***` : whole);
+  return query.replace(/(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&#]*)/gi, '$1***');
+}
+
+function decodeName(name: string): string {
   try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
+    return decodeURIComponent(name.replace(/\+/g, ' '));
   } catch {
-    return '<unparseable url>';
+    return name;
   }
 }
 

@@ -1,157 +1,85 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { describeError, isConnectionError } from '../db/connect.js';
-import { inTransaction } from '../db/transaction.js';
-import { HAND_BACK_AFTER_MINUTES } from '../maintenance/maintenance.js';
 import type { SecretResolver } from '../secrets/types.js';
-import {
-  abandonAttempt, attemptUnfinished, handBack, handOff, lockPayload, markDeadLettered, settleAttempt, startAttempt,
-  type AttemptResult, type ChainedPayload, type PayloadForDelivery, type SettleRequest,
-} from './attempt-store.js';
+import { abandonAttempt, type AttemptResult, type ClaimedPayload, type SettleRequest } from './attempt-store.js';
 import type { HttpSender, PostResult } from './http/sender.js';
-import { classifyResponse } from './policy/classify.js';
-import { isExpired, nextState } from './policy/next-state.js';
+import { signedHeaders } from './http/signing.js';
+import { classifyResponse, type Classification } from './policy/classify.js';
+import { nextState, receiverFailed } from './policy/next-state.js';
+import { parseRetryAfter } from './policy/retry-after.js';
 import type { SettleBatcher } from './settle-batcher.js';
-
-/** The job payload of the `deliver` task: one attempt of one payload. */
-export interface DeliverJob {
-  readonly payloadId: number;
-  readonly series: number;
-  /** The attempt this job makes, counted from 1 within the series. */
-  readonly attempt: number;
-}
 
 /** What delivery needs of one configured webhook. */
 export interface DeliveryWebhook {
   readonly id: string;
   readonly url: string;
   readonly enabled: boolean;
+  /** Paused: its payloads are not sent (an attempt already started finishes). Default false. */
+  readonly paused?: boolean | undefined;
   readonly apikey?: string | undefined;
   readonly headers?: Readonly<Record<string, string>> | undefined;
+  /** Standard Webhooks signing: `secret` names a secret holding one or more `whsec_` keys. */
+  readonly signing?: { readonly secret: string } | undefined;
 }
 
 export interface DeliverySettings {
   readonly delaysSeconds: readonly number[];
   readonly deadLetterAfterSeconds: number;
+  /** 4xx codes retried like a 5xx (retry.retryStatusCodes). */
+  readonly retryStatusCodes: readonly number[];
+  /** requestTimeoutSeconds: how long a live process's request may last. */
+  readonly requestTimeoutSeconds: number;
+  /** maxRequestsInFlight: this process's cap over all webhooks. */
+  readonly maxRequestsInFlight: number;
 }
 
-/** Everything a delivery attempt talks to; the service builds it once and on reload. */
+/** Everything a delivery attempt talks to; the service builds it once, and it reads the current configuration. */
 export interface DeliveryContext {
   readonly pool: pg.Pool;
-  /** Writes the results of attempts made outside a transaction, several per statement when busy. */
+  /** Writes payloads' next states, several per statement when busy. */
   readonly settler: Pick<SettleBatcher, 'settle'>;
   readonly sender: Pick<HttpSender, 'post'>;
   readonly secrets: SecretResolver;
   webhook(id: string): DeliveryWebhook | undefined;
   settings(): DeliverySettings;
   readonly logger: Logger;
+  /** The clock every delivery rule reads (claims, retry times, expiry, recovery). */
   now(): Date;
   /** Told of every finished attempt (metrics). */
   onAttempt?(webhookId: string, result: AttemptResult): void;
-  /**
-   * How long one job may go on with its webhook's next payloads (a chain)
-   * before handing the slot to a job of its own, so that webhooks take turns
-   * on the worker. 0 turns chains off. Default 5,000 ms.
-   */
-  readonly chainBudgetMs?: number;
-  /** Aborted when the service stops: a chain then ends after its current attempt. */
+  /** Aborted when the service stops: results still unwritten then get ten more seconds. */
   readonly stopping?: AbortSignal;
 }
 
-export type DeliverOutcome =
-  | { kind: 'stale' }
-  | { kind: 'handed_back' }
-  | { kind: 'expired' }
-  | { kind: 'attempted'; result: AttemptResult };
-
 /**
- * One delivery attempt of one payload, in three steps so that no step holds a
- * row lock across the network:
- *   1. in a transaction: check the job is still current, record the start of
- *      the attempt (or hand the payload back when its webhook is disabled, or
- *      dead-letter it when it expired);
- *   2. resolve the API key and POST the stored body;
- *   3. in one statement (asset_webhooks.settle_attempt): record the result
- *      and apply the payload's next state as the retry policy decided it
- *      (delivered, a retry job at the policy's time, or dead-lettered), and
- *      pass the slot to the webhook's next payload.
- * When the payload ends for good, step 3 may take the next payload into this
- * job with its attempt already started (a chain, within chainBudgetMs), so a
- * backlog costs one statement per payload rather than a job each.
- * An HTTP outcome never throws: graphile-worker's own retries are left for
- * failures of our own (the database), and a job re-run after a crash finds its
- * attempt unfinished and counts it as a failed attempt.
- * The outcome returned is that of the job's own payload.
+ * Makes one claimed attempt: POST the stored body, classify the answer, let
+ * the retry policy decide the payload's next state, and write it
+ * (asset_webhooks.settle_payloads). No step holds a row lock across the
+ * network. An HTTP outcome never throws. Returns the attempt's result, or
+ * null when the attempt was not made (the webhook is disabled, paused or gone
+ * in this process's configuration: the claim is undone).
  */
-export async function deliverPayload(job: DeliverJob, context: DeliveryContext): Promise<DeliverOutcome> {
-  const start = await inTransaction(context.pool, async (client) => {
-    const payload = await lockPayload(client, job.payloadId);
-    if (!payload || payload.status !== 'pending' || !payload.dispatched || payload.series !== job.series) {
-      return { kind: 'stale' } as const;
-    }
-    if (payload.attempts === job.attempt && (await attemptUnfinished(client, payload.payloadId, payload.series, job.attempt))) {
-      const result: Omit<AttemptResult, 'outcome'> = {
-        durationMs: null, statusCode: null, errorClass: 'interrupted', errorMessage: 'the worker stopped before the attempt was recorded', responseExcerpt: null,
-      };
-      const settled = await settle(client, context, payload, job.attempt, result, 'retryable', false);
-      return { kind: 'attempted', result: settled.result } as const;
-    }
-    if (payload.attempts !== job.attempt - 1) return { kind: 'stale' } as const;
-    const webhook = context.webhook(payload.webhookId);
-    if (!webhook || !webhook.enabled) {
-      await handBack(client, payload.payloadId);
-      return { kind: 'handed_back' } as const;
-    }
-    const now = context.now();
-    if (isExpired(payload.seriesStartedAt, now, context.settings().deadLetterAfterSeconds)) {
-      await markDeadLettered(client, payload.payloadId, 'expired', now);
-      await handOff(client, payload.webhookId);
-      context.logger.warn({ payloadId: payload.payloadId, webhookId: payload.webhookId, reason: 'expired' }, 'payload dead-lettered');
-      return { kind: 'expired' } as const;
-    }
-    await startAttempt(client, payload, job.attempt, now);
-    return { kind: 'send', payload, webhook } as const;
-  });
-  if (start.kind !== 'send') return start;
-
-  const budgetEnds = performance.now() + (context.chainBudgetMs ?? 5000);
-  let current: { payload: ChainedPayload; webhook: DeliveryWebhook } = { payload: { ...start.payload, attemptNo: job.attempt }, webhook: start.webhook };
-  let first: AttemptResult | undefined;
-  for (;;) {
-    const chain = performance.now() < budgetEnds && context.stopping?.aborted !== true;
-    const { result, next } = await attempt(context, current.payload, current.webhook, chain);
-    first ??= result;
-    if (!next) break;
-    const webhook = context.webhook(next.webhookId);
-    if (!webhook || !webhook.enabled) {
-      // A reload disabled it after the database chose the payload: put it back as it was.
-      await abandonAttempt(context.pool, next);
-      break;
-    }
-    current = { payload: next, webhook };
+export async function deliverClaimed(claimed: ClaimedPayload, context: DeliveryContext): Promise<AttemptResult | null> {
+  const webhook = context.webhook(claimed.webhookId);
+  if (!sendsTo(webhook)) {
+    // A reload disabled or paused it after the database chose the payload: put it back as it was.
+    await untilWritten(context, claimed, () => abandonAttempt(context.pool, claimed));
+    return null;
   }
-  return { kind: 'attempted', result: first };
-}
-
-/** Steps 2 and 3 of a started attempt: POST, then settle (and maybe take the next payload). */
-async function attempt(
-  context: DeliveryContext,
-  payload: ChainedPayload,
-  webhook: DeliveryWebhook,
-  chain: boolean,
-): Promise<{ result: AttemptResult; next: ChainedPayload | null }> {
-  const started = performance.now();
-  const post = await send(context, webhook, payload.body);
-  if (post.kind === 'response' && (post.statusCode === 401 || post.statusCode === 403) && webhook.apikey) {
-    // The key may have been rotated: read it again on the next attempt.
-    context.secrets.invalidate(webhook.apikey);
+  const post = await send(context, webhook, claimed);
+  if (post.kind === 'response' && (post.statusCode === 401 || post.statusCode === 403)) {
+    // A key may have been rotated: read it again on the next attempt.
+    if (webhook.apikey) context.secrets.invalidate(webhook.apikey);
+    if (webhook.signing) context.secrets.invalidate(webhook.signing.secret);
   }
-  // One statement (shared with other results when busy): it locks the payload,
-  // checks an operator did not act meanwhile, records the result and applies the next state.
-  const { result, next, applied } = await whileDatabaseAway(context, { payloadId: payload.payloadId, webhookId: webhook.id }, started,
-    () => settle(context.settler, context, payload, payload.attemptNo, describe(post), classifyResponse(post), chain));
+  const settings = context.settings();
+  const classification = classifyResponse(post, settings.retryStatusCodes);
+  const now = context.now();
+  const retryAfter = post.kind === 'response' ? parseRetryAfter(post.retryAfter, now) : null;
+  const { result, applied } = await settleAttempt(context, claimed, describe(post), classification, now, retryAfter);
   const log = {
-    payloadId: payload.payloadId, attempt: payload.attemptNo, webhookId: webhook.id,
+    payloadId: claimed.payloadId, attempt: claimed.attemptNo, webhookId: webhook.id,
     statusCode: result.statusCode, errorClass: result.errorClass, outcome: result.outcome, durationMs: result.durationMs,
   };
   if (!applied) {
@@ -159,86 +87,97 @@ async function attempt(
   } else if (result.outcome === 'delivered') context.logger.info(log, 'payload delivered');
   else context.logger.warn(log, result.outcome === 'retry' ? 'delivery attempt failed; will retry' : 'payload dead-lettered');
   context.onAttempt?.(webhook.id, result);
-  return { result, next };
+  return result;
 }
 
 /**
- * Writes a result the receiver already gave. While the database cannot be
- * reached the write is tried again, with growing pauses, until
- * RECORD_RESULT_FOR_MS after the attempt started (ten seconds once the service
- * is stopping). That is two minutes short of maintenance's hand-back, which
- * comes HAND_BACK_AFTER_MINUTES after the attempt's start: a result written in
- * time is never raced by a second send, unless this process alone lost the
- * database long enough for another to take it for dead (its lease was free:
- * see runMaintenance's processGoneGraceSeconds); the result is then recorded
- * as not applied. Given up, the attempt stays
- * unfinished, its webhook waits for maintenance to hand the payload back, and
- * the payload is sent again: a duplicate for a receiver that had answered 2xx.
+ * Decides an attempt's next state by the retry policy and writes it with the
+ * attempt's result: the one path of every attempt outcome, crash recovery's
+ * `interrupted` included. Returns the result as recorded.
  */
-async function whileDatabaseAway<T>(
-  context: DeliveryContext, about: { payloadId: number; webhookId: string }, attemptStarted: number, write: () => Promise<T>,
-): Promise<T> {
-  // When a failed write first found the service stopping: from then on it has ten seconds.
+export async function settleAttempt(
+  context: DeliveryContext,
+  payload: Pick<ClaimedPayload, 'payloadId' | 'series' | 'attemptNo' | 'seriesStartedAt' | 'webhookId'>,
+  result: Omit<AttemptResult, 'outcome'>,
+  classification: Classification,
+  now: Date,
+  retryAfter: Date | null = null,
+): Promise<{ result: AttemptResult; applied: boolean }> {
+  const settings = context.settings();
+  const next = nextState({
+    classification,
+    attemptsMade: payload.attemptNo,
+    createdAt: payload.seriesStartedAt,
+    now,
+    delaysSeconds: settings.delaysSeconds,
+    deadLetterAfterSeconds: settings.deadLetterAfterSeconds,
+    retryAfter,
+  });
+  const outcome: AttemptResult['outcome'] = next.kind === 'delivered' ? 'delivered' : next.kind === 'retry' ? 'retry' : next.reason;
+  const recorded: AttemptResult = { ...result, outcome };
+  const request: SettleRequest = {
+    payload, attemptNo: payload.attemptNo, result: recorded, at: now,
+    retryAt: next.kind === 'retry' ? next.at : null,
+    receiverFailed: receiverFailed(classification),
+    holdWebhookUntil: next.kind === 'retry' ? next.holdWebhookUntil ?? null : null,
+  };
+  const settled = await untilWritten(context, payload, () => context.settler.settle(request));
+  // Superseded (an operator's redelivery, another process's recovery): the result is kept as a plain failed try.
+  return settled.applied ? { result: recorded, applied: true } : { result: { ...recorded, outcome: 'retry' }, applied: false };
+}
+
+/**
+ * Writes what a receiver already answered. While the database cannot be
+ * reached (every way a connection fails: see isConnectionError), or the
+ * write lost a deadlock or serialisation conflict, the result stays in
+ * memory and the write is tried again, with pauses growing to five seconds,
+ * for as long as the process runs: crash recovery leaves an attempt alone
+ * while its process holds its lease, so a result written late is never raced
+ * by a second send. Once the service is stopping it has ten more seconds;
+ * then the attempt stays unfinished, and recovery closes it as interrupted
+ * once this process is gone.
+ */
+async function untilWritten<T>(context: DeliveryContext, about: { payloadId: number; webhookId: string }, write: () => Promise<T>): Promise<T> {
   let stopSeen: number | undefined;
   for (let retry = 0; ; retry += 1) {
     try {
-      return await write();
+      const written = await write();
+      if (retry > 0) context.logger.info({ ...about, retries: retry }, 'recorded a delivery attempt once the database answered again');
+      return written;
     } catch (error) {
       const now = performance.now();
       if (context.stopping?.aborted === true) stopSeen ??= now;
-      const outOfTime = now - attemptStarted >= RECORD_RESULT_FOR_MS || (stopSeen !== undefined && now - stopSeen >= 10_000);
-      if (!isConnectionError(error) || outOfTime) throw error;
+      if (!worthRetrying(error) || (stopSeen !== undefined && now - stopSeen >= 10_000)) throw error;
       if (retry === 0) context.logger.warn({ ...about, err: describeError(error) }, 'could not record a delivery attempt: the database is unreachable; trying again');
       await new Promise((resolve) => setTimeout(resolve, Math.min(250 * 2 ** retry, 5000)));
     }
   }
 }
 
-/** How long after an attempt's start its result is still written (see whileDatabaseAway). */
-const RECORD_RESULT_FOR_MS = (HAND_BACK_AFTER_MINUTES - 2) * 60_000;
-
-/** Decides the next state (the retry policy) and records it with the attempt's result. */
-async function settle(
-  writer: pg.PoolClient | Pick<SettleBatcher, 'settle'>,
-  context: DeliveryContext,
-  payload: Pick<PayloadForDelivery, 'payloadId' | 'series' | 'seriesStartedAt'>,
-  attemptNo: number,
-  result: Omit<AttemptResult, 'outcome'>,
-  classification: ReturnType<typeof classifyResponse>,
-  chain: boolean,
-): Promise<{ result: AttemptResult; next: ChainedPayload | null; applied: boolean }> {
-  const now = context.now();
-  const settings = context.settings();
-  const next = nextState({
-    classification,
-    attemptsMade: attemptNo,
-    createdAt: payload.seriesStartedAt,
-    now,
-    delaysSeconds: settings.delaysSeconds,
-    deadLetterAfterSeconds: settings.deadLetterAfterSeconds,
-  });
-  const outcome: AttemptResult['outcome'] = next.kind === 'delivered' ? 'delivered' : next.kind === 'retry' ? 'retry' : next.reason;
-  const recorded: AttemptResult = { ...result, outcome };
-  const request: SettleRequest = {
-    payload, attemptNo, result: recorded, at: now, retryAt: next.kind === 'retry' ? next.at : null,
-    slot: { chain, expireAfterSeconds: settings.deadLetterAfterSeconds },
-  };
-  const settled = 'settle' in writer ? await writer.settle(request) : await settleAttempt(writer, request);
-  // Superseded by an operator's redelivery: the result is kept as a plain failed try.
-  return settled.applied
-    ? { result: recorded, next: settled.next, applied: true }
-    : { result: { ...recorded, outcome: 'retry' }, next: null, applied: false };
+/** A lost connection, or a conflict that the same statement resolves when run again. */
+function worthRetrying(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return isConnectionError(error) || code === '40P01' || code === '40001';
 }
 
-/** Resolves the API key and posts; a key that cannot be resolved is a retryable failure of this attempt. */
-async function send(context: DeliveryContext, webhook: DeliveryWebhook, body: string): Promise<PostResult> {
+/** Whether attempts may start for the webhook: configured, enabled and not paused. */
+function sendsTo(webhook: DeliveryWebhook | undefined): webhook is DeliveryWebhook {
+  return webhook !== undefined && webhook.enabled && webhook.paused !== true;
+}
+
+/**
+ * Resolves the API key and the signing keys, signs and posts; a secret that
+ * cannot be resolved, or signing keys that are malformed, fail this attempt as
+ * retryable.
+ */
+async function send(context: DeliveryContext, webhook: DeliveryWebhook, payload: Pick<ClaimedPayload, 'payloadId' | 'body'>): Promise<PostResult> {
+  const { body } = payload;
   const headers: Record<string, string> = { ...webhook.headers };
-  if (webhook.apikey) {
-    try {
-      headers['X-API-Key'] = await context.secrets.resolve(webhook.apikey);
-    } catch (error) {
-      return { kind: 'error', errorClass: 'secret_unavailable', message: error instanceof Error ? error.message : String(error), durationMs: 0 };
-    }
+  try {
+    if (webhook.apikey) headers['X-API-Key'] = await context.secrets.resolve(webhook.apikey);
+    if (webhook.signing) Object.assign(headers, await signedHeaders(context.secrets, webhook.signing.secret, payload.payloadId, body));
+  } catch (error) {
+    return { kind: 'error', errorClass: 'secret_unavailable', message: error instanceof Error ? error.message : String(error), durationMs: 0 };
   }
   return context.sender.post({ url: webhook.url, body, headers });
 }
@@ -248,3 +187,4 @@ function describe(post: PostResult): Omit<AttemptResult, 'outcome'> {
     ? { durationMs: Math.round(post.durationMs), statusCode: post.statusCode, errorClass: null, errorMessage: null, responseExcerpt: post.responseExcerpt }
     : { durationMs: Math.round(post.durationMs), statusCode: null, errorClass: post.errorClass, errorMessage: post.message, responseExcerpt: null };
 }
+

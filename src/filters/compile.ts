@@ -1,5 +1,5 @@
 import type { FilterGroup, WebhookConfig } from '../config/schema.js';
-import type { AssetState, EventType, ExclusionCheck } from '../interfaces.js';
+import type { AssetState, DecimalId, EventType, ExclusionCheck } from '../interfaces.js';
 
 /** What the checks read of a webhook's configuration. */
 export type WebhookChecks = Pick<WebhookConfig, 'enabled' | 'resourceTypes' | 'eventTypes' | 'filters'>;
@@ -18,8 +18,8 @@ type AssetTest = (asset: AssetState) => boolean;
 /**
  * Compiles a webhook's configuration into a predicate that runs for every
  * event times every webhook, so it is built once from Sets and allocates
- * nothing per event: no strings from numbers (numeric filter values are
- * compared as numbers), no arrays, no closures.
+ * nothing per event: no strings (ids arrive as decimal text), no arrays, no
+ * closures.
  *
  * Order: a disabled webhook excludes everything (`disabled`, PURGED too);
  * PURGED passes; `resource_type`; `event_type`; `parent` (only top-level
@@ -154,22 +154,16 @@ function singlePresence(listed: readonly string[], present: (asset: AssetState, 
 }
 
 /**
- * schemaId, typeId, domainId, parentId: the asset's number as a decimal string
- * against the listed digit strings. Instead of turning the number into a string
- * per event, the listed values are turned into numbers once; a listed value that
- * is not how a number prints (`012`, or beyond double precision) can never equal
- * a number's decimal string and is left out. For parentId the listed `null`
- * matches a top-level asset; an absent schemaId/typeId/domainId has no value.
+ * schemaId, typeId, domainId, parentId: the asset's id, already decimal text
+ * (DecimalId), against the listed digit strings, compared exactly as strings:
+ * `012` never equals 12, and ids beyond 2^53 compare digit for digit. For
+ * parentId the listed `null` matches a top-level asset; an absent
+ * schemaId/typeId/domainId has no value.
  */
-function numberPresence(listed: readonly string[], read: (asset: AssetState) => number | null, nullMatchesListedNull: boolean): Presence {
-  const numbers = new Set<number>();
-  for (const value of listed) {
-    const number = Number(value);
-    if (/^\d+$/.test(value) && String(number) === value) numbers.add(number);
-  }
+function numberPresence(listed: readonly string[], read: (asset: AssetState) => DecimalId | null, nullMatchesListedNull: boolean): Presence {
   const wantsNull = nullMatchesListedNull && listed.includes('null');
-  return singlePresence(listed, (asset) => {
+  return singlePresence(listed, (asset, wanted) => {
     const value = read(asset);
-    return value === null ? wantsNull : numbers.has(value);
+    return value === null ? wantsNull : wanted.has(value);
   });
 }

@@ -1,5 +1,5 @@
 import type { FilterGroup, WebhookConfig } from '../config/schema.js';
-import type { AssetState, EventType, ExclusionCheck } from '../interfaces.js';
+import type { AssetState, DecimalId, EventType, ExclusionCheck } from '../interfaces.js';
 import { assetValues } from './asset-values.js';
 import { groupPasses, hasParentIdFilter } from './reference.js';
 
@@ -16,7 +16,7 @@ export interface CheckVerdict {
 export interface Explanation {
   readonly webhookId: string;
   readonly eventType: EventType;
-  readonly assetId: number;
+  readonly assetId: DecimalId;
   readonly delivered: boolean;
   /** The check that excluded the event, or null when it is delivered. */
   readonly excludedBy: ExclusionCheck | null;

@@ -1,7 +1,7 @@
 import os from 'node:os';
 import type pg from 'pg';
-import { dispatchWebhooks } from '../coalesce/persist.js';
 import { operatorDb } from '../db/kysely.js';
+import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
 import { UserError } from '../errors.js';
 
@@ -42,24 +42,41 @@ export function renderDeadLetters(letters: readonly DeadLetter[]): string {
     `    ${l.eventCount} events, ${l.attempts} attempt(s)${l.series > 1 ? ` since redelivery ${l.series - 1}` : ''}, ` +
       `last result: ${l.lastStatusCode !== null ? `HTTP ${l.lastStatusCode}` : l.lastError ?? 'none'}`,
     `    first events: ${l.eventIds.slice(0, 3).join(', ')}${l.eventIds.length > 3 ? ', ...' : ''}`,
-    `    redeliver: asset-webhooks dead-letters redeliver ${l.payloadId}`,
+    `    redeliver: asset-webhooks dead-letters redeliver ${l.payloadId}${l.reason === 'webhook_removed' ? ' --to WEBHOOK_ID' : ''}`,
   ].join('\n')).join('\n');
 }
 
-/**
- * Sends one dead-lettered payload again: same body and eventIds, a fresh series
- * of attempts (expiry counted from now), recorded in asset_webhooks.redeliveries.
- */
 /**
  * Whether the running service sends to the webhook, as it last wrote
  * asset_webhooks.webhooks: `disabled` (also a webhook removed from the
  * configuration) and `not_configured` (no service has run with it) mean a
  * redelivered payload waits, and expires after retry.deadLetterAfterSeconds
- * unless the webhook is enabled meanwhile.
+ * unless the webhook is enabled meanwhile; `paused`: it waits without
+ * expiring until the webhook is resumed.
  */
-export type WebhookState = 'enabled' | 'disabled' | 'not_configured';
+export type WebhookState = 'enabled' | 'paused' | 'disabled' | 'not_configured';
 
-export async function redeliver(pool: pg.Pool, payloadId: number, requestedBy = `${os.userInfo().username}@${os.hostname()}`): Promise<{ series: number; webhookId: string; webhookState: WebhookState }> {
+export interface Redelivery {
+  readonly series: number;
+  /** Where the new series is sent. */
+  readonly webhookId: string;
+  readonly webhookState: WebhookState;
+  /** The webhook the payload belonged to before `--to` moved it; null when it stayed. */
+  readonly movedFrom: string | null;
+}
+
+/**
+ * Sends one dead-lettered payload again: same body and eventIds, a fresh series
+ * of attempts (expiry counted from now), recorded in asset_webhooks.redeliveries.
+ *
+ * With `to`, the payload moves to that webhook (its webhook_id changes, and
+ * the redelivery records where it came from): for a webhook whose url, and so
+ * whose derived id, changed, or one removed for another. Only an enabled
+ * webhook of the running service's configuration is accepted as `to`, so the
+ * moved payload does not wait. In the new webhook's queue it takes its place
+ * by payload id: before the payloads created after it.
+ */
+export async function redeliver(pool: pg.Pool, payloadId: number, requestedBy = `${os.userInfo().username}@${os.hostname()}`, to?: string): Promise<Redelivery> {
   const redelivered = await inTransaction(pool, async (client) => {
     const { rows } = await client.query<{ status: string; webhook_id: string; series: number; dead_letter_reason: string | null }>(
       'select status, webhook_id, series, dead_letter_reason from asset_webhooks.payloads where payload_id = $1 for update', [payloadId]);
@@ -68,22 +85,33 @@ export async function redeliver(pool: pg.Pool, payloadId: number, requestedBy = 
     if (payload.status !== 'dead_lettered') {
       throw new UserError('not_dead_lettered', `payload ${payloadId}: expected a dead-lettered payload, got one that is ${payload.status}`);
     }
+    const webhookId = to ?? payload.webhook_id;
+    // Locked against a concurrent recording of the configuration that would disable it.
+    const { rows: [webhook] } = await client.query<{ enabled: boolean; paused: boolean }>(
+      'select enabled, paused_since is not null as paused from asset_webhooks.webhooks where webhook_id = $1 for share', [webhookId]);
+    const webhookState: WebhookState = webhook === undefined ? 'not_configured'
+      : !webhook.enabled ? 'disabled' : webhook.paused ? 'paused' : 'enabled';
+    // A paused webhook is enabled: the moved payload waits for its resume without expiring.
+    if (to !== undefined && (webhookState === 'disabled' || webhookState === 'not_configured')) {
+      const { rows: enabled } = await client.query<{ webhook_id: string }>(
+        'select webhook_id from asset_webhooks.webhooks where enabled order by webhook_id limit 21');
+      const shown = enabled.length === 0 ? 'none' : enabled.slice(0, 20).map((row) => row.webhook_id).join(', ') + (enabled.length > 20 ? ', ...' : '');
+      throw new UserError('webhook_not_enabled',
+        `--to: expected an enabled webhook of the running service (${shown}), got ${JSON.stringify(to)} (${webhookState === 'disabled' ? 'disabled or no longer configured' : 'never run with'})`);
+    }
+    const movedFrom = webhookId === payload.webhook_id ? null : payload.webhook_id;
     const series = payload.series + 1;
     await client.query(
       `update asset_webhooks.payloads
-       set status = 'pending', series = $2, series_started_at = clock_timestamp(), attempts = 0, dispatched = false,
+       set webhook_id = $3, status = 'pending', series = $2, series_started_at = clock_timestamp(), attempts = 0, dispatched = false,
            next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
-       where payload_id = $1`, [payloadId, series]);
+       where payload_id = $1`, [payloadId, series, webhookId]);
     await client.query(
-      'insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason) values ($1, $2, $3, $4)',
-      [payloadId, series, requestedBy, payload.dead_letter_reason]);
-    const { rows: [webhook] } = await client.query<{ enabled: boolean }>(
-      'select enabled from asset_webhooks.webhooks where webhook_id = $1', [payload.webhook_id]);
-    const webhookState: WebhookState = webhook === undefined ? 'not_configured' : webhook.enabled ? 'enabled' : 'disabled';
-    return { series, webhookId: payload.webhook_id, webhookState };
+      'insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason, moved_from) values ($1, $2, $3, $4, $5)',
+      [payloadId, series, requestedBy, payload.dead_letter_reason, movedFrom]);
+    return { series, webhookId, webhookState, movedFrom };
   });
-  // Started once committed: a delivery of the webhook that ends meanwhile
-  // could not see the payload. If this fails, the next run's pump starts it.
-  await dispatchWebhooks(pool, [redelivered.webhookId]).catch(() => {});
+  // Every delivery pump is woken to send it; if this fails, their next poll finds it.
+  await announcePayloadsReady(pool).catch(() => {});
   return redelivered;
 }

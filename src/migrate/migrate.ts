@@ -5,7 +5,7 @@ import { SchemaVersionError, UserError } from '../errors.js';
 import { describeError } from '../db/connect.js';
 import { inTransaction } from '../db/transaction.js';
 import { assertBinding, captureGaps } from './binding-check.js';
-import { codeSchemaVersion, loadMigrations, referenceBindingPath } from './sql-files.js';
+import { codeSchemaVersion, loadMigrations, referenceBindingPath, type Migration } from './sql-files.js';
 
 /**
  * Serialises every `migrate` against one database: two runs at once wait for
@@ -31,7 +31,9 @@ export interface MigrateResult {
  * Creates or upgrades schema asset_webhooks and graphile-worker's schema, then
  * applies the binding if one is given. Each migration runs in one transaction
  * together with its bookkeeping row; the whole run holds an advisory lock, so
- * it is safe to run twice, concurrently and while workers run.
+ * it is safe to run twice, concurrently and while workers run. A schema left
+ * by a pre-release migration, which the baseline does not upgrade, is refused
+ * before anything changes (assertNotPreRelease).
  */
 export async function migrate(pool: pg.Pool, connectionString: string, options: MigrateOptions = {}): Promise<MigrateResult> {
   // Read the binding first: an unreadable file must fail before anything changes.
@@ -48,6 +50,7 @@ export async function migrate(pool: pg.Pool, connectionString: string, options: 
       await client.query(`create table if not exists asset_webhooks.migrations (
         id integer primary key, name text not null, applied_at timestamptz not null default now())`);
       const databaseVersion = await readSchemaVersion(client);
+      assertNotPreRelease(await readApplied(client), migrations);
       if (databaseVersion > codeVersion) {
         throw new SchemaVersionError(
           `schema asset_webhooks is at version ${databaseVersion}, newer than this code's version ${codeVersion}: ` +
@@ -147,6 +150,39 @@ async function readBinding(binding: string): Promise<{ name: string; sql: string
   }
 }
 
+/** The migrations recorded in schema asset_webhooks, in id order; none when it has no bookkeeping table. */
+async function readApplied(client: pg.Pool | pg.PoolClient): Promise<Array<{ id: number; name: string }>> {
+  const { rows: [table] } = await client.query<{ present: boolean }>("select to_regclass('asset_webhooks.migrations') is not null as present");
+  if (!table?.present) return [];
+  const { rows } = await client.query<{ id: number; name: string }>('select id, name from asset_webhooks.migrations order by id');
+  return rows;
+}
+
+/**
+ * Refuses a schema whose recorded migrations are not this code's: one left by
+ * the numbered migrations made before the first release, which the baseline
+ * replaced rather than continued (the same numbers name other files). Its
+ * data is not carried over; the line says how to start afresh. A migration
+ * numbered after this code's last one is not refused here: it is a newer
+ * release's, refused as such by the version checks.
+ */
+function assertNotPreRelease(applied: ReadonlyArray<{ id: number; name: string }>, migrations: readonly Migration[]): void {
+  const codeNames = new Map(migrations.map((m) => [m.id, m.name]));
+  const codeVersion = Math.max(...migrations.map((m) => m.id));
+  const foreign = applied.some((row) => row.id <= codeVersion && codeNames.get(row.id) !== row.name);
+  if (!foreign) return;
+  const databaseLatest = applied[applied.length - 1]!;
+  const codeLatest = migrations[migrations.length - 1]!;
+  throw new SchemaVersionError(
+    `schema asset_webhooks is at pre-release version ${databaseLatest.name}, which this code's schema version ${codeLatest.name} does not upgrade: ` +
+      'expected a database migrated by a release; its pre-release data is not carried over, so drop the schema ' +
+      '(`drop schema asset_webhooks cascade`, which also removes the binding and its capture triggers) ' +
+      'and run `asset-webhooks migrate --binding reference|FILE` again, or migrate into a fresh database',
+    databaseLatest.id,
+    codeVersion,
+  );
+}
+
 /** The highest applied migration, 0 when schema asset_webhooks has none. */
 export async function readSchemaVersion(client: pg.Pool | pg.PoolClient): Promise<number> {
   // Two statements: one that names the table fails to parse when the table
@@ -159,9 +195,11 @@ export async function readSchemaVersion(client: pg.Pool | pg.PoolClient): Promis
 
 /**
  * Refuses to work against a database whose schema is older (run `migrate`) or
- * newer (upgrade this code) than the code.
+ * newer (upgrade this code) than the code, or left by a pre-release migration.
  */
 export async function assertSchemaCurrent(pool: pg.Pool): Promise<void> {
+  const migrations = loadMigrations();
+  assertNotPreRelease(await readApplied(pool), migrations);
   const codeVersion = codeSchemaVersion();
   const databaseVersion = await readSchemaVersion(pool);
   if (databaseVersion < codeVersion) {

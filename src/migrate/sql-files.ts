@@ -6,13 +6,17 @@ import path from 'node:path';
 export const sqlDirectory = fileURLToPath(new URL('../../sql/', import.meta.url));
 
 export interface Migration {
-  /** The number in the file name: 0001_outbox.sql is migration 1. */
+  /** The number in the file name: 0001_baseline.sql is migration 1. */
   readonly id: number;
   readonly name: string;
   readonly sql: string;
 }
 
-/** The numbered forward-only migrations under sql/migrations, in order. */
+/**
+ * The migrations under sql/migrations, in order: the baseline, which creates
+ * the whole schema, then the forward-only numbered files after it, each
+ * recorded in CHANGELOG.md.
+ */
 export function loadMigrations(): Migration[] {
   const dir = path.join(sqlDirectory, 'migrations');
   return readdirSync(dir)

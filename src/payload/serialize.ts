@@ -1,11 +1,11 @@
-import type { EventType } from '../interfaces.js';
+import type { DecimalId, EventType } from '../interfaces.js';
 
 /** One event object of a payload, exactly the six fields of CONTRACT section 5. */
 export interface PayloadEvent {
-  readonly atomId: number | null;
+  readonly atomId: DecimalId | null;
   readonly eventId: string;
   readonly eventTimestamp: string;
-  readonly assetId: number;
+  readonly assetId: DecimalId;
   readonly assetUuid: string;
   readonly eventType: EventType;
 }
@@ -15,16 +15,16 @@ export function isoTimestamp(date: Date): string {
   return date.toISOString();
 }
 
-/** The JSON of one event, keys in the contract's order. */
+/**
+ * The JSON of one event, keys in the contract's order. assetId and atomId are
+ * JSON numbers written with the digits PostgreSQL gave (a bigint's text is
+ * always a valid JSON number), so an id beyond 2^53 reaches the receiver as
+ * stored; the strings are escaped by JSON.stringify.
+ */
 export function serializeEvent(event: PayloadEvent): string {
-  return JSON.stringify({
-    atomId: event.atomId,
-    eventId: event.eventId,
-    eventTimestamp: event.eventTimestamp,
-    assetId: event.assetId,
-    assetUuid: event.assetUuid,
-    eventType: event.eventType,
-  });
+  return `{"atomId":${event.atomId ?? 'null'},"eventId":${JSON.stringify(event.eventId)},` +
+    `"eventTimestamp":${JSON.stringify(event.eventTimestamp)},"assetId":${event.assetId},` +
+    `"assetUuid":${JSON.stringify(event.assetUuid)},"eventType":${JSON.stringify(event.eventType)}}`;
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The `secrets` section of the configuration (CONTRACT section 3), declared
+ * The `secrets` section of the configuration (docs/configuration.md), declared
  * here by its shape so that this folder does not depend on the configuration
  * schema; the schema's output type is assignable to it.
  */
@@ -18,7 +18,7 @@ export interface SecretsConfig {
 
 export type SecretProviderName = SecretsConfig['provider'];
 
-/** Resolves `apikey` names to secret values (CONTRACT section 3). */
+/** Resolves `apikey` names to secret values with the configured provider. */
 export interface SecretResolver {
   /** The current value, cached for cacheSeconds. Rejects with {@link SecretResolutionError}. */
   resolve(name: string): Promise<string>;

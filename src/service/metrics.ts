@@ -4,6 +4,9 @@ import { oldestTransactionAge } from '../db/long-transactions.js';
 import type { AttemptResult } from '../delivery/attempt-store.js';
 import { captureGaps } from '../migrate/binding-check.js';
 
+/** The values of asset_webhooks_webhook_state's `state` label. */
+export const WEBHOOK_STATES = ['healthy', 'backing_off', 'throttled'] as const;
+
 /**
  * The service's Prometheus metrics. Labels carry webhook ids, checks and
  * outcome classes only: never a url, a header or a secret.
@@ -31,7 +34,7 @@ export class ServiceMetrics {
   });
   readonly secretFailures = new Counter({
     name: 'asset_webhooks_secret_resolution_failures_total',
-    help: 'Delivery attempts that failed because the API key could not be resolved.',
+    help: 'Delivery attempts that failed because a secret (the API key, or the signing keys) could not be resolved or was malformed.',
     labelNames: ['webhook'], registers: [this.registry],
   });
 
@@ -72,6 +75,34 @@ export class ServiceMetrics {
       },
     });
     new Gauge({
+      name: 'asset_webhooks_webhook_paused',
+      help: 'Webhooks paused (paused: true): 1 while their payloads wait unsent, without expiring.',
+      labelNames: ['webhook'], registers: [this.registry],
+      async collect() {
+        const { rows } = await pool.query<{ webhook_id: string }>(
+          'select webhook_id from asset_webhooks.webhooks where paused_since is not null');
+        this.reset();
+        for (const row of rows) this.set({ webhook: row.webhook_id }, 1);
+      },
+    });
+    new Gauge({
+      name: 'asset_webhooks_webhook_state',
+      help: 'Delivery state of each enabled webhook, 1 for the state it is in and 0 for the others: healthy; '
+        + 'backing_off (attempts failed since the last success: at most one attempt in flight until one succeeds); '
+        + "throttled (its receiver's Retry-After holds every payload of the webhook back until it passes).",
+      labelNames: ['webhook', 'state'], registers: [this.registry],
+      async collect() {
+        const { rows } = await pool.query<{ webhook_id: string; state: string }>(
+          `select webhook_id,
+                  case when hold_until > now() then 'throttled' when failing_since is not null then 'backing_off' else 'healthy' end as state
+           from asset_webhooks.webhooks where enabled`);
+        this.reset();
+        for (const row of rows) {
+          for (const state of WEBHOOK_STATES) this.set({ webhook: row.webhook_id, state }, row.state === state ? 1 : 0);
+        }
+      },
+    });
+    new Gauge({
       name: 'asset_webhooks_dead_letters', help: 'Dead-lettered payloads, by webhook.', labelNames: ['webhook'], registers: [this.registry],
       async collect() {
         const { rows } = await pool.query<{ webhook_id: string; n: number }>(
@@ -108,6 +139,17 @@ export class ServiceMetrics {
     this.deliveryAttempts.inc({ webhook: webhookId, outcome: result.outcome });
     if (result.durationMs !== null) this.deliveryDuration.observe({ webhook: webhookId }, result.durationMs / 1000);
     if (result.errorClass === 'secret_unavailable') this.secretFailures.inc({ webhook: webhookId });
+  }
+
+  /** Delivery requests in flight in this process, read from the pump at scrape time. */
+  trackRequestsInFlight(read: () => number): void {
+    new Gauge({
+      name: 'asset_webhooks_delivery_requests_in_flight', help: 'Delivery requests this process has in flight (bounded by maxRequestsInFlight).',
+      registers: [this.registry],
+      collect() {
+        this.set(read());
+      },
+    });
   }
 
   /** Records one coalescing run. */

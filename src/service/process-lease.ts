@@ -5,7 +5,7 @@ import { describeError, KEEPALIVE } from '../db/connect.js';
 /**
  * The application_name of every connection of a `run` process's pool: it
  * names the process, and the attempts it starts record the id from it
- * (migration 0011).
+ * (asset_webhooks.process_of_session).
  */
 export function runApplicationName(processId: string): string {
   return `asset-webhooks run ${processId}`;
@@ -14,7 +14,7 @@ export function runApplicationName(processId: string): string {
 export interface ProcessLease {
   /** How long the lease has been held without a break, in ms; 0 while it is being taken again. */
   heldForMs(): number;
-  /** Gives the lease up: from then on, maintenance may hand back this process's unfinished attempts. */
+  /** Gives the lease up: from then on, crash recovery may close this process's unfinished attempts. */
   release(): Promise<void>;
 }
 
@@ -33,9 +33,9 @@ export interface LeaseOptions {
 /**
  * Holds a session advisory lock keyed by the process's id on a connection of
  * its own, for as long as the process lives. PostgreSQL frees the lock when
- * the process dies and its session ends, and maintenance then hands back the
- * attempts the process left unfinished (asset_webhooks.process_gone) without
- * waiting for the ten-minute rule.
+ * the process dies and its session ends, and crash recovery
+ * (src/delivery/recover.ts) then closes the attempts the process left
+ * unfinished (asset_webhooks.orphaned_attempts) and sends their payloads again.
  *
  * A lost connection is opened again, and the lock taken again, with pauses of
  * at most five seconds. The connection is checked every ten seconds, so one

@@ -2,10 +2,10 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { Config, WebhookConfig } from '../config/schema.js';
 import { redactedUrl } from '../config/schema.js';
-import { dispatchWebhooks } from '../coalesce/persist.js';
 import type { RoutedWebhook } from '../coalesce/route.js';
 import { routedWebhooks } from '../coalesce/routed-webhooks.js';
 import type { DeliveryContext, DeliverySettings, DeliveryWebhook } from '../delivery/deliver.js';
+import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { HttpSender } from '../delivery/http/sender.js';
 import { SettleBatcher } from '../delivery/settle-batcher.js';
 import { createSecretResolver } from '../secrets/resolver.js';
@@ -44,7 +44,8 @@ export class ServiceState {
   }
 
   deliverySettings(): DeliverySettings {
-    return this.settings.retry;
+    const { retry, requestTimeoutSeconds, maxRequestsInFlight } = this.settings;
+    return { ...retry, requestTimeoutSeconds, maxRequestsInFlight };
   }
 
   /** Stops the sender once its in-flight requests have finished. */
@@ -53,13 +54,14 @@ export class ServiceState {
   }
 }
 
-/** A delivery context that always reads the current state (reloads swap it). */
+/** A delivery context that always reads the current state (reloads swap it), and time from `clock`. */
 export function deliveryContext(
   pool: pg.Pool,
   current: () => ServiceState,
   logger: Logger,
   metrics: ServiceMetrics,
   stopping?: AbortSignal,
+  clock: () => Date = () => new Date(),
 ): DeliveryContext {
   return {
     pool,
@@ -73,7 +75,7 @@ export function deliveryContext(
     webhook: (id) => current().webhook(id),
     settings: () => current().deliverySettings(),
     logger,
-    now: () => new Date(),
+    now: clock,
     onAttempt: (webhookId, result) => metrics.recordAttempt(webhookId, result),
     stopping,
   };
@@ -81,27 +83,64 @@ export function deliveryContext(
 
 /**
  * Writes the configured webhooks to asset_webhooks.webhooks (for the views and
- * the dispatch pump). Webhooks no longer configured are marked disabled: their
- * waiting payloads stay and expire. Enabled webhooks are then pumped, so a
- * webhook enabled again resumes its waiting payloads (and, before a run, any
- * payload whose wake-up was lost starts within an interval).
+ * the delivery pumps' claims). Webhooks no longer configured are marked
+ * disabled. When a row changed, the pumps are woken, so a webhook enabled or
+ * resumed again sends its waiting payloads at once.
+ *
+ * It also records the webhooks of this process's configuration under its id
+ * (asset_webhooks.record_configuration): the pending payloads of a webhook in
+ * the configuration of no running `run` process are dead-lettered as
+ * `webhook_removed`, and logged, rather than left to expire. A webhook merely
+ * absent from this process's document is not removed while another running
+ * process still has it (a rolling change); a disabled webhook is not removed.
+ *
+ * A webhook that is enabled and `paused` gets paused_since (kept from an
+ * earlier pause if it is still set). Every other webhook whose paused_since is
+ * set is resumed first, in one statement that clears it and moves each of its
+ * waiting payloads' series_started_at forward by the time that payload spent
+ * paused: the time paused never counts towards expiry, and a payload created
+ * during the pause starts its window at the resume. The row lock on the
+ * webhook makes concurrent resumes (several `run` processes reloading) shift
+ * once: the second finds paused_since already cleared. `enabled: false` wins
+ * over `paused`: a disabled webhook is not paused, its payloads expire.
  *
  * Returns the ids of webhooks already recorded whose row it changed: at start
  * or reload, what the new configuration changed; before a coalescing run, what
  * another `run` process with a different configuration had written.
  */
-export async function syncWebhooks(pool: pg.Pool, config: Config): Promise<string[]> {
+export async function syncWebhooks(pool: pg.Pool, config: Config, recorder: { readonly processId: string; readonly logger: Logger }): Promise<string[]> {
   const webhooks = config.assetUpdater.webhooks;
+  const paused = (webhook: WebhookConfig): boolean => webhook.enabled && webhook.paused;
+  const { rows: resumed } = await pool.query<{ webhook_id: string }>(
+    `with resumed as (
+       select w.webhook_id, w.paused_since from asset_webhooks.webhooks w
+       where w.paused_since is not null and not (w.webhook_id = any($1::text[]))
+       for update
+     ),
+     shifted as (
+       update asset_webhooks.payloads p
+       set series_started_at = p.series_started_at + (now() - greatest(p.series_started_at, r.paused_since))
+       from resumed r
+       where p.webhook_id = r.webhook_id and p.status in ('open', 'pending') and p.series_started_at < now()
+     )
+     update asset_webhooks.webhooks w set paused_since = null, updated_at = now()
+     from resumed r where w.webhook_id = r.webhook_id
+     returning w.webhook_id`,
+    [webhooks.filter(paused).map((webhook) => webhook.id)],
+  );
   const { rows } = await pool.query<{ webhook_id: string }>(
     `with configured as (
-       select * from unnest($1::text[], $2::text[], $3::boolean[], $4::int[]) as c(webhook_id, url, enabled, concurrency)
+       select * from unnest($1::text[], $2::text[], $3::boolean[], $4::int[], $5::boolean[]) as c(webhook_id, url, enabled, concurrency, paused)
      ),
      upserted as (
-       insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency, updated_at)
-       select webhook_id, url, enabled, concurrency, now() from configured
+       insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency, paused_since, updated_at)
+       select webhook_id, url, enabled, concurrency, case when paused then now() end, now() from configured
        on conflict (webhook_id) do update
-         set url = excluded.url, enabled = excluded.enabled, concurrency = excluded.concurrency, updated_at = now()
-         where (webhooks.url, webhooks.enabled, webhooks.concurrency) is distinct from (excluded.url, excluded.enabled, excluded.concurrency)
+         -- A pause already under way keeps its start; only the resume above clears it.
+         set url = excluded.url, enabled = excluded.enabled, concurrency = excluded.concurrency,
+             paused_since = coalesce(webhooks.paused_since, excluded.paused_since), updated_at = now()
+         where (webhooks.url, webhooks.enabled, webhooks.concurrency, webhooks.paused_since is null)
+               is distinct from (excluded.url, excluded.enabled, excluded.concurrency, webhooks.paused_since is null and excluded.paused_since is null)
        returning webhook_id, xmax <> 0 as updated
      ),
      disabled as (
@@ -118,8 +157,17 @@ export async function syncWebhooks(pool: pg.Pool, config: Config): Promise<strin
       webhooks.map((webhook) => redactedUrl(webhook.url)),
       webhooks.map((webhook) => webhook.enabled),
       webhooks.map((webhook) => webhook.concurrency),
+      webhooks.map(paused),
     ],
   );
-  await dispatchWebhooks(pool, webhooks.filter((webhook) => webhook.enabled).map((webhook) => webhook.id));
-  return rows.map((row) => row.webhook_id);
+  const { rows: removed } = await pool.query<{ webhook_id: string; dead_lettered: number }>(
+    'select webhook_id, dead_lettered from asset_webhooks.record_configuration($1, $2::text[])',
+    [recorder.processId, webhooks.map((webhook) => webhook.id)]);
+  for (const { webhook_id: webhookId, dead_lettered: payloads } of removed) {
+    recorder.logger.warn({ webhookId, payloads, reason: 'webhook_removed' },
+      'webhook is in the configuration of no running process: its waiting payloads are dead-lettered; ' +
+      'send them to another webhook with `asset-webhooks dead-letters redeliver PAYLOAD_ID --to WEBHOOK_ID`');
+  }
+  if (rows.length > 0 || resumed.length > 0) await announcePayloadsReady(pool);
+  return [...new Set([...resumed, ...rows].map((row) => row.webhook_id))].sort();
 }

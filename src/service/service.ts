@@ -1,18 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import { Logger as WorkerLogger, run, type Runner, type TaskList } from 'graphile-worker';
-import type pg from 'pg';
 import type { Logger } from 'pino';
 import { loadConfigFile } from '../config/load.js';
 import { configWarnings } from '../config/warnings.js';
 import { coalesce } from '../coalesce/run.js';
-import { databaseNowMs, MAINTENANCE_CRONTAB, tick, tickPeriodMs } from '../coalesce/schedule.js';
+import { databaseNowMs, recordTickOutcome, tick, tickPeriodMs } from '../coalesce/schedule.js';
 import { assertReachable, createPool, describeError } from '../db/connect.js';
-import { deliverPayload, type DeliverJob } from '../delivery/deliver.js';
+import { DeliveryPump } from '../delivery/pump.js';
 import { UserError } from '../errors.js';
-import { processGoneGrace, runMaintenance } from '../maintenance/maintenance.js';
+import { runMaintenance } from '../maintenance/maintenance.js';
 import { assertBinding, captureGaps } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
+import { MAINTENANCE_CRONTAB } from './crontab.js';
 import { startHttpServer } from './http-server.js';
 import { holdProcessLease, runApplicationName, type ProcessLease } from './process-lease.js';
 import { ServiceMetrics } from './metrics.js';
@@ -22,16 +22,18 @@ export interface ServiceOptions {
   readonly databaseUrl: string;
   readonly configPath: string;
   readonly logger: Logger;
-  /** Serve /healthz and /metrics on this port. */
+  /** Serve /livez, /readyz, /healthz and /metrics on this port. */
   readonly httpPort?: number | undefined;
-  /** Jobs (deliveries, coalescing runs) this process runs at once. Default 10. */
+  /** graphile-worker jobs (coalescing runs, maintenance) this process runs at once. Default 4. */
   readonly concurrency?: number | undefined;
   /** V8's heap growth as `run` set it (see limitHeapGrowth), told in the line that says the service runs. */
   readonly heapGrowingPercent?: number | null | undefined;
+  /** The clock delivery's rules read (claims, retry times, expiry, recovery). Default: the system clock. */
+  readonly clock?: () => Date;
 }
 
 export interface RunningService {
-  /** Stop taking work, let in-flight jobs finish, release everything. */
+  /** Stop taking work, let in-flight deliveries and jobs finish, release everything. */
   stop(): Promise<void>;
   /** Reload the configuration; an invalid document keeps the old one. Returns whether it was applied. */
   reload(): Promise<boolean>;
@@ -40,101 +42,156 @@ export interface RunningService {
   readonly httpServer: Server | undefined;
 }
 
+/** What startService has started, released in reverse order by one function. */
+class Started {
+  private readonly releases: Array<() => Promise<void> | void> = [];
+
+  /** Registers how to release what was just started. */
+  add(release: () => Promise<void> | void): void {
+    this.releases.push(release);
+  }
+
+  /** Releases everything, last started first; every release runs even when one fails. */
+  async releaseAll(): Promise<void> {
+    let failure: unknown;
+    for (const release of this.releases.splice(0).reverse()) {
+      try {
+        await release();
+      } catch (error) {
+        failure ??= error;
+      }
+    }
+    if (failure !== undefined) throw failure;
+  }
+}
+
 /**
- * The `run` command: a graphile-worker runner with the coalesce, deliver and
- * maintenance tasks. Several processes may share one database: coalescing is
- * scheduled once per interval (tick(), exactly-once in SQL) and
- * serialised by a queue and an advisory lock; deliveries are jobs.
+ * The `run` command, in order:
+ *   1. the configuration, a pool, and the database checks (reachable, schema,
+ *      binding);
+ *   2. the process lease (before this process records its configuration and
+ *      before any attempt can start), then the configured webhooks recorded;
+ *   3. the HTTP server (a port that cannot be had is refused before any work
+ *      starts);
+ *   4. graphile-worker with the coalesce and maintenance tasks;
+ *   5. the delivery pump, in this process outside graphile-worker, so that
+ *      requests in flight never hold the job slots coalescing runs in;
+ *   6. the ticker that schedules coalescing runs.
+ * Several processes may share one database: coalescing is scheduled once per
+ * interval (tick(), exactly-once in SQL) and serialised by an advisory lock;
+ * delivery claims are safe across processes (asset_webhooks.claim_payloads).
+ * stop() and a failed start release what was started in reverse order.
  */
 export async function startService(options: ServiceOptions): Promise<RunningService> {
   const { logger } = options;
+  const clock = options.clock ?? (() => new Date());
   const config = await loadConfigFile(options.configPath);
+  const started = new Started();
+  const failedStart = async (error: unknown): Promise<never> => {
+    await started.releaseAll().catch(() => {});
+    throw error;
+  };
+
   // Every attempt this process starts records its id, and its lease tells
-  // maintenance whether the process still lives (migration 0011).
+  // crash recovery whether the process still lives (asset_webhooks.process_gone).
   const processId = randomUUID();
-  const pool = createPool(options.databaseUrl, { max: (options.concurrency ?? 10) + 4, applicationName: runApplicationName(processId) });
+  const pool = createPool(options.databaseUrl, { max: 12, applicationName: runApplicationName(processId) });
+  started.add(() => pool.end());
+  let state = new ServiceState(config);
+  started.add(() => state.close());
+  // Coalescing starts at the first interval boundary after this moment, by the database's clock.
+  let notBefore: number;
   try {
     await assertReachable(pool, options.databaseUrl);
     await assertSchemaCurrent(pool);
     await assertBinding(pool);
+    for (const warning of configWarnings(config)) logger.warn({ warning }, 'configuration');
+    for (const gap of await captureGaps(pool)) logger.warn({ gap }, 'capture: changes can go uncaptured');
   } catch (error) {
-    await pool.end();
-    throw error;
+    return failedStart(error);
   }
-
-  for (const warning of configWarnings(config)) logger.warn({ warning }, 'configuration');
-  for (const gap of await captureGaps(pool)) logger.warn({ gap }, 'capture: changes can go uncaptured');
-  let state = new ServiceState(config);
-  await syncWebhooks(pool, state.config);
-  // Coalescing starts at the first interval boundary after this moment.
-  let notBefore = await databaseNowMs(pool);
+  // Held from before this process records its configuration (syncWebhooks)
+  // until stop() ends: another process takes a recorded configuration whose
+  // lease is free for that of a process gone, and dead-letters what only it
+  // had (asset_webhooks.record_configuration). Crash recovery in other
+  // processes leaves this process's attempts alone while it is held. Released
+  // after the pump has stopped (release runs in reverse order): every attempt
+  // of this process has its result by then, or never will.
+  let heldLease: ProcessLease;
+  try {
+    heldLease = await holdProcessLease(options.databaseUrl, processId, logger);
+  } catch (error) {
+    return failedStart(error);
+  }
+  started.add(() => heldLease.release());
+  try {
+    await syncWebhooks(pool, state.config, { processId, logger });
+    notBefore = await databaseNowMs(pool);
+  } catch (error) {
+    return failedStart(error);
+  }
   const metrics = new ServiceMetrics(pool);
   const shutdown = new AbortController();
-  const context = deliveryContext(pool, () => state, logger, metrics, shutdown.signal);
+  const delivery = deliveryContext(pool, () => state, logger, metrics, shutdown.signal, clock);
 
-  // Held from just before the worker starts (below) until stop() ends.
-  let lease: ProcessLease | undefined;
+  let workerRunning = false;
+  let httpServer: Server | undefined;
+  if (options.httpPort !== undefined) {
+    try {
+      const server = await startHttpServer(options.httpPort, { pool, workerRunning: () => workerRunning, configLoaded: () => true }, metrics);
+      httpServer = server;
+      started.add(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    } catch (error) {
+      return failedStart(new UserError('http_port_unavailable',
+        `--http-port ${options.httpPort}: expected a port this process can listen on, got ${describeError(error)}`));
+    }
+  }
+
+  const pump = new DeliveryPump(delivery, { databaseUrl: options.databaseUrl, ownLeaseHeldForMs: () => heldLease.heldForMs() });
+  metrics.trackRequestsInFlight(() => pump.requestsInFlight);
+
   const taskList: TaskList = {
-    coalesce: async () => {
+    coalesce: async (payload) => {
       // The run routes by this process's configuration, and delivery sends only
       // to webhooks the table says are enabled: the two must agree. Another
       // `run` process with a different configuration (a rolling change, a
       // SIGHUP that missed one) writes its own at start and reload, and would
       // otherwise leave webhooks routed here but never sent, or the reverse.
       // Under the coalescing lock: a run of another process cannot rewrite them while this one routes.
-      // Every enabled webhook is pumped as well, once an interval: a net for a
-      // wake-up lost between a delivery's settle and a transaction that added
-      // payloads (see dispatchCommitted in coalesce/run.ts).
       const current = state;
       const beforeRun = async (): Promise<void> => {
-        const restored = await syncWebhooks(pool, current.config);
+        const restored = await syncWebhooks(pool, current.config, { processId, logger });
         if (restored.length > 0) {
           logger.warn({ webhooks: restored },
             'asset_webhooks.webhooks differed from this process\'s configuration, as another run process with a different configuration writes it; restored before coalescing');
         }
       };
-      const result = await coalesce({ pool, webhooks: current.routed, maxPayloadBytes: current.settings.maxPayloadBytes, logger, beforeRun });
-      metrics.recordRun(result);
-    },
-    deliver: async (payload) => {
-      await deliverPayload(parseDeliverJob(payload), context);
+      const slot = tickSlot(payload);
+      try {
+        const result = await coalesce({ pool, webhooks: current.routed, maxPayloadBytes: current.settings.maxPayloadBytes, logger, beforeRun });
+        metrics.recordRun(result);
+        pump.wake();
+        if (slot !== null) await recordTickOutcome(pool, slot, null).catch(() => {});
+      } catch (error) {
+        if (slot !== null) await recordTickOutcome(pool, slot, describeError(error)).catch(() => {});
+        throw error;
+      }
     },
     maintenance: async () => {
-      await runMaintenance({
-        pool,
-        retentionDays: state.settings.retentionDays,
-        deadLetterAfterSeconds: state.settings.retry.deadLetterAfterSeconds,
-        processGoneGraceSeconds: processGoneGrace(lease?.heldForMs() ?? 0, state.settings.requestTimeoutSeconds),
-        logger,
-      });
+      await runMaintenance({ pool, retentionDays: state.settings.retentionDays, logger });
     },
   };
 
-  // Listen before any work starts: a port that cannot be had is refused like a
-  // bad option, not left behind by a worker that is already running.
-  let workerRunning = false;
-  let httpServer: Server | undefined;
-  const closeHttpServer = (): Promise<void> => new Promise((resolve) => (httpServer ? httpServer.close(() => resolve()) : resolve()));
-  if (options.httpPort !== undefined) {
-    try {
-      httpServer = await startHttpServer(options.httpPort, { pool, workerRunning: () => workerRunning }, metrics);
-    } catch (error) {
-      await state.close();
-      await pool.end();
-      throw new UserError('http_port_unavailable', `--http-port ${options.httpPort}: expected a port this process can listen on, got ${describeError(error)}`);
-    }
-  }
-
   // graphile-worker gets a pool of ours, so stop() can wait until its last
   // connection is closed (its own pool may still be closing when it resolves).
-  const workerPool = createPool(options.databaseUrl, { max: (options.concurrency ?? 10) + 2, applicationName: 'asset-webhooks worker' });
+  const concurrency = options.concurrency ?? 4;
+  const workerPool = createPool(options.databaseUrl, { max: concurrency + 2, applicationName: 'asset-webhooks worker' });
+  started.add(() => workerPool.end());
   let runner: Runner;
   try {
-    // Taken before the worker can start an attempt.
-    lease = await holdProcessLease(options.databaseUrl, processId, logger);
     runner = await run({
       pgPool: workerPool,
-      concurrency: options.concurrency ?? 10,
+      concurrency,
       noHandleSignals: true,
       pollInterval: 1000,
       taskList,
@@ -142,13 +199,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       logger: workerLogger(logger),
     });
   } catch (error) {
-    // The worker never started an attempt: the lease goes first, whatever the rest does.
-    await lease?.release();
-    await closeHttpServer();
-    await state.close();
-    await workerPool.end();
-    await pool.end();
-    throw error;
+    return failedStart(error);
   }
   workerRunning = true;
   const stopped = runner.promise.then(
@@ -160,58 +211,77 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       logger.error({ err: describeError(error) }, 'worker stopped with an error');
     },
   );
+  started.add(async () => {
+    await runner.stop();
+    await stopped;
+  });
 
-  // Each tick reads the interval the current configuration has, so a reload
-  // that changes intervalSeconds takes effect at the new interval's next boundary.
-  let ticker: NodeJS.Timeout | undefined;
-  let tickedInterval = state.settings.intervalSeconds;
-  // The webhooks of a reload are recorded in the database (views, delivery's
-  // concurrency, dispatch); if it cannot be reached the reload still applies in
-  // this process, and every tick tries to record them again until it works.
+  pump.start();
+  started.add(() => pump.stop());
+
+  const ticker = startTicker();
+  started.add(() => ticker.stop());
+
+  logger.info({
+    processId,
+    webhooks: state.routed.length,
+    enabled: state.routed.filter((webhook) => webhook.enabled).length,
+    intervalSeconds: state.settings.intervalSeconds,
+    maxRequestsInFlight: state.settings.maxRequestsInFlight,
+    httpPort: options.httpPort,
+    heapGrowingPercent: options.heapGrowingPercent,
+  }, 'asset-webhooks running');
+
+  /**
+   * Schedules coalescing runs. Each tick reads the interval the current
+   * configuration has, so a reload that changes intervalSeconds takes effect
+   * at the new interval's next boundary (coalescing starts at the first
+   * boundary after start). The webhooks of a reload are recorded in the
+   * database (views, claims); if it cannot be reached the reload still
+   * applies in this process, and every tick tries to record them again.
+   */
+  function startTicker(): { stop(): void } {
+    let timer: NodeJS.Timeout | undefined;
+    let tickedInterval = state.settings.intervalSeconds;
+    // One warning when scheduling starts failing (the database is away), one line when it works again.
+    let failedTicks = 0;
+    const schedule = (): void => {
+      timer = setTimeout(() => {
+        void (async () => {
+          if (unrecorded) await recordWebhooks();
+          const intervalSeconds = state.settings.intervalSeconds;
+          if (intervalSeconds !== tickedInterval) {
+            notBefore = await databaseNowMs(pool);
+            tickedInterval = intervalSeconds;
+          }
+          await tick(pool, intervalSeconds, notBefore);
+          if (failedTicks > 0) logger.info({ failedChecks: failedTicks }, 'coalescing runs are scheduled again');
+          failedTicks = 0;
+        })()
+          .catch((error: unknown) => {
+            if (failedTicks === 0) logger.warn({ err: describeError(error) }, 'could not schedule a coalescing run; trying again');
+            failedTicks += 1;
+          })
+          .finally(() => {
+            if (!shutdown.signal.aborted) schedule();
+          });
+      }, tickPeriodMs(state.settings.intervalSeconds));
+    };
+    schedule();
+    return { stop: () => clearTimeout(timer) };
+  }
+
   let unrecorded = false;
-  const recordWebhooks = async (): Promise<void> => {
+  async function recordWebhooks(): Promise<void> {
     try {
-      await syncWebhooks(pool, state.config);
+      await syncWebhooks(pool, state.config, { processId, logger });
       if (unrecorded) logger.info('the configuration in use is recorded in the database again');
       unrecorded = false;
     } catch (error) {
       if (!unrecorded) logger.warn({ err: describeError(error) }, 'could not record the configuration in the database; trying again');
       unrecorded = true;
     }
-  };
-  // One warning when scheduling starts failing (the database is away), one line when it works again.
-  let failedTicks = 0;
-  const scheduleTick = (): void => {
-    ticker = setTimeout(() => {
-      void (async () => {
-        if (unrecorded) await recordWebhooks();
-        const intervalSeconds = state.settings.intervalSeconds;
-        if (intervalSeconds !== tickedInterval) {
-          notBefore = await databaseNowMs(pool);
-          tickedInterval = intervalSeconds;
-        }
-        await tick(pool, intervalSeconds, notBefore);
-        if (failedTicks > 0) logger.info({ failedChecks: failedTicks }, 'coalescing runs are scheduled again');
-        failedTicks = 0;
-      })()
-        .catch((error: unknown) => {
-          if (failedTicks === 0) logger.warn({ err: describeError(error) }, 'could not schedule a coalescing run; trying again');
-          failedTicks += 1;
-        })
-        .finally(() => {
-          if (!shutdown.signal.aborted) scheduleTick();
-        });
-    }, tickPeriodMs(state.settings.intervalSeconds));
-  };
-  scheduleTick();
-
-  logger.info({
-    webhooks: state.routed.length,
-    enabled: state.routed.filter((webhook) => webhook.enabled).length,
-    intervalSeconds: state.settings.intervalSeconds,
-    httpPort: options.httpPort,
-    heapGrowingPercent: options.heapGrowingPercent,
-  }, 'asset-webhooks running');
+  }
 
   let stopping: Promise<void> | undefined;
   return {
@@ -219,20 +289,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     httpServer,
     stop() {
       stopping ??= (async () => {
-        logger.info('stopping: finishing in-flight jobs');
+        logger.info('stopping: finishing in-flight deliveries and jobs');
         shutdown.abort();
-        clearTimeout(ticker);
-        try {
-          await runner.stop();
-          await stopped;
-          await closeHttpServer();
-          await state.close();
-          await workerPool.end();
-          await pool.end();
-        } finally {
-          // Last: every attempt this process started has its result by now, or never will.
-          await lease?.release();
-        }
+        await started.releaseAll();
         logger.info('stopped');
       })();
       return stopping;
@@ -253,17 +312,16 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       void previous.close().catch(() => {});
       logger.info({ webhooks: next.routed.length, intervalSeconds: next.settings.intervalSeconds }, 'configuration reloaded');
       await recordWebhooks();
+      pump.wake();
       return true;
     },
   };
 }
 
-function parseDeliverJob(payload: unknown): DeliverJob {
-  const job = payload as Partial<DeliverJob> | null;
-  if (!job || !Number.isInteger(job.payloadId) || !Number.isInteger(job.series) || !Number.isInteger(job.attempt)) {
-    throw new Error(`deliver job: expected {payloadId, series, attempt} integers, got ${JSON.stringify(payload)}`);
-  }
-  return job as DeliverJob;
+/** The slot of a coalesce job's payload (see tick()), or null for a job added otherwise. */
+function tickSlot(payload: unknown): number | null {
+  const slot = (payload as { slot?: unknown } | null)?.slot;
+  return typeof slot === 'number' && Number.isInteger(slot) ? slot : null;
 }
 
 /** graphile-worker's log lines through pino. */

@@ -31,8 +31,8 @@ beforeEach(async () => {
 const ONE = "insert into assets (asset_id, title, latest_atom_id) values (1, 'one', 11)";
 const TWO = "insert into assets (asset_id, title) values (1, 'one'), (2, 'two')";
 
-// CONTRACT section 4, row by row.
-describe('the reference binding captures exactly the events of CONTRACT section 4', () => {
+// Which change is which event (docs/spec-decisions.md, capture), row by row.
+describe('the reference binding captures each kind of change as exactly the events listed for it', () => {
   it.each([
     ['insert into assets: CREATED with the atom at that moment', '', ONE, [['CREATED', 1, 11]]],
     ['a multi-row insert: one CREATED per row', '', "insert into assets (asset_id) values (1), (2), (3)", [['CREATED', 1, null], ['CREATED', 2, null], ['CREATED', 3, null]]],
@@ -201,7 +201,7 @@ describe('the reference binding captures exactly the events of CONTRACT section 
     expect(errors).toEqual([]);
   });
 
-  it('refuses an event type outside the five of CONTRACT section 4, as a check violation', async () => {
+  it('refuses an event type outside the five the service knows, as a check violation', async () => {
     const failure = await db.pool.query("insert into asset_webhooks.outbox (event_type, asset_id) values ('EDIT', 1)")
       .then(() => null, (error: { code?: string; message?: string }) => error);
     expect(failure?.code).toBe('23514');
@@ -236,8 +236,8 @@ describe('the plans a session keeps for the binding\'s triggers', () => {
   // session and keeps that plan, with the transition tables' sizes of that
   // call as its estimates. A session's first update of one asset must not
   // leave a later bulk update with a plan that reads one transition table once
-  // per row of the other: 5,000 rows were 25 million comparisons (1.3 s) and
-  // 100,000 rows ran for more than ten minutes (PG15), holding their locks.
+  // per row of the other: its cost grows with the square of the rows, and a
+  // large update would hold its locks for minutes.
   it('captures nothing, and records no error, for an update of the primary key, whose old and new rows cannot be paired', async () => {
     // The full join keeps the unpaired rows; the branches must drop them rather than insert events of half a pair.
     expect(await capture(ONE, 'update assets set asset_id = 2')).toEqual([]);
@@ -274,10 +274,10 @@ describe('the plans a session keeps for the binding\'s triggers', () => {
   });
 
   // What a small update pays for capture is mostly setting up the capture
-  // statements' plans and expressions (perf and callgrind, embedded PostgreSQL
-  // 17): a one-row update takes a path without a hash join or a set operation, a
+  // statements' plans and expressions: a one-row update takes a path without a hash join or a set operation, a
   // larger one a plan without a subquery node per branch, and neither reads
-  // a table CHECK back from its text (migration 0015, the binding's notes).
+  // a table CHECK back from its text (the outbox's event_type is checked by
+  // the domain asset_webhooks.event_type).
   it('inserts a one-row update\'s events by VALUES, a larger one\'s without a subquery node per branch, into an outbox without a table CHECK', async () => {
     await db.pool.query(TWO);
     const client = new pg.Client({ connectionString: db.url });

@@ -4,6 +4,7 @@ import { promisify } from 'node:util';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { claimChunk, outboxHighWater, recordRunStart } from '../../src/coalesce/claim.js';
 import { PAYLOADS_PER_STATEMENT } from '../../src/coalesce/persist.js';
+import { PAYLOADS_READY_CHANNEL } from '../../src/db/payloads-ready.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { coalesce } from '../../src/coalesce/run.js';
 import { bodyEvents, openWebhook, outcomes, payloads, registerWebhooks, resetData, runCoalesce, silentLogger } from '../helpers/seed.js';
@@ -289,15 +290,22 @@ describe('coalescing', () => {
     expect(new Set(events.map((e) => e.eventId)).size).toBe(500);
   });
 
-  it('dispatches the first payload of each enabled webhook (strict order: one in flight)', async () => {
+  it('wakes the delivery pumps once its payloads are committed (NOTIFY on the payloads-ready channel)', async () => {
     const crm = openWebhook('crm', { batchSize: 5 });
     await registerWebhooks(db.pool, [crm]);
     await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 20) g");
-    await runCoalesce(db.pool, [crm]);
-    const { rows } = await db.pool.query<{ payload_id: number }>(
-      "select split_part(key, ':', 2)::int as payload_id from graphile_worker.jobs where task_identifier = 'deliver'");
-    const [first] = await payloads(db.pool);
-    expect(rows).toEqual([{ payload_id: first!.payload_id }]);
+    const listener = await db.pool.connect();
+    try {
+      const notified: string[] = [];
+      listener.on('notification', (message) => notified.push(message.channel));
+      await listener.query(`listen ${PAYLOADS_READY_CHANNEL}`);
+      await runCoalesce(db.pool, [crm]);
+      await eventually(async () => (notified.length > 0 ? true : undefined), 5_000, 'a notification');
+      expect(new Set(notified)).toEqual(new Set([PAYLOADS_READY_CHANNEL]));
+      await listener.query(`unlisten ${PAYLOADS_READY_CHANNEL}`);
+    } finally {
+      listener.release();
+    }
   });
 
   it('defers an edit that commits after the run recorded the latest edits, later than its asset\'s recorded edit', async () => {
@@ -326,7 +334,7 @@ describe('coalescing', () => {
       // they are read (the next chunk starts after them) but left for the next
       // run, the edit and the trashing after it, so asset 1's events keep their order.
       const both = await claim(10);
-      expect(both.events.map((row) => [row.assetId, row.eventType])).toEqual([[1, 'EDITED'], [2, 'EDITED']]);
+      expect(both.events.map((row) => [row.assetId, row.eventType])).toEqual([['1', 'EDITED'], ['2', 'EDITED']]);
       expect(both).toMatchObject({ read: 4, deferred: 2, lastSeq: maxSeq });
       // The earlier edit is the recorded latest of asset 1: it is sent, not collapsed into the late one.
       const [first] = both.events;

@@ -2,7 +2,7 @@ import { expect, it } from 'vitest';
 import { parseConfigText } from '../../src/config/load.js';
 import { routedWebhooks } from '../../src/coalesce/routed-webhooks.js';
 import { explainWebhook } from '../../src/filters/explain.js';
-import { readAssetState } from '../../src/filters/read-asset-state.js';
+import { readAssetState } from '../../src/db/asset-state.js';
 import type { AssetState, EventType } from '../../src/interfaces.js';
 import { registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -39,7 +39,7 @@ it('a 10,000-event run across five webhooks matches a reference computation exac
   const lastEdit = new Map<number, string>();
   for (const event of captured) if (event.event_type === 'EDITED') lastEdit.set(event.asset_id, event.event_id);
   const states = new Map<number, AssetState | null>();
-  for (const id of new Set(captured.map((e) => e.asset_id))) states.set(id, await readAssetState(db.pool, id));
+  for (const id of new Set(captured.map((e) => e.asset_id))) states.set(id, await readAssetState(db.pool, String(id)));
   const expected: Record<string, Record<string, number>> = {};
   for (const event of captured) {
     for (const webhook of config) {

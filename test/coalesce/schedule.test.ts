@@ -1,7 +1,8 @@
 import { parseCrontab } from 'graphile-worker';
 import { describe, expect, it } from 'vitest';
 import { createPool } from '../../src/db/connect.js';
-import { MAINTENANCE_CRONTAB, tick, tickPeriodMs } from '../../src/coalesce/schedule.js';
+import { tick, tickPeriodMs } from '../../src/coalesce/schedule.js';
+import { MAINTENANCE_CRONTAB } from '../../src/service/crontab.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 

@@ -26,7 +26,8 @@ const oneOfEachClass = new Set([
   'a parentId that is neither digits nor null', 'maxPayloadBytes below 1024', 'a duplicate id', 'two default ids that collide',
   'a header that overrides X-API-Key', 'a header value with CR or LF', 'provider gcp without a projectId',
   'a misspelt key that would otherwise mean "all types"', 'a misspelt root key', 'an empty document',
-  'a YAML syntax error, with line and column',
+  'a YAML syntax error, with line and column', 'a url with user and password', 'a url with CR and LF', 'a url longer than the limit',
+  'a header longer than the limit',
 ]);
 
 describe('check-config refuses each class of bad document with the exact path (real CLI, exit 1)', () => {
@@ -40,6 +41,13 @@ describe('check-config refuses each class of bad document with the exact path (r
     expect(result.stderr).toContain(expected);
     expect(result.stdout).toBe('');
     expect(result.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it.concurrent('a document past the size limit, refused before it is parsed', async ({ expect }) => {
+    // A 50 MB url: parsing it would take seconds and gigabytes.
+    const result = await runCli(['check-config', file(valid('').replace('https://receiver.example/a', `https://receiver.example/${'a'.repeat(50 * 1024 * 1024)}`))]);
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim()).toMatch(/^\S+config-\d+\.yaml: expected a configuration document of at most 4194304 bytes \(4 MiB\), got 52428\d{3} bytes$/);
   });
 
   it.concurrent('a file that does not exist', async ({ expect }) => {
@@ -73,7 +81,8 @@ describe('check-config on a valid document', () => {
   it.concurrent('says so in one line and exits 0 (YAML)', async ({ expect }) => {
     const result = await runCli(['check-config', file(twoWebhooks('{ id: crm, url: "https://a.example/", enabled: true }', '{ url: "https://b.example/", enabled: false }'))]);
     expect(result.code).toBe(0);
-    expect(result.stderr).toBe('');
+    // The webhook without id is warned about (see the tests of warnings), which does not make the document invalid.
+    expect(result.stderr).toMatch(/^assetUpdater\.webhooks\[1\]\.id: warning: not set, so the id webhook-[0-9a-f]{12} is derived from the url; [^\n]*\n$/);
     expect(result.stdout.trim().split('\n')).toHaveLength(1);
     expect(result.stdout).toMatch(/: valid, 2 webhook\(s\) \(1 enabled\): crm, webhook-[0-9a-f]{12}; interval 60s\n$/);
   });
@@ -144,5 +153,25 @@ describe('check-config warns, and still exits 0, when every delivery to a webhoo
     const result = await runCli(['check-config', file(document('http://169.254.169.254/latest', true))]);
     expect(result.code).toBe(0);
     expect(result.stderr).toBe('assetUpdater.webhooks[1].url: warning: 169.254.169.254 is a cloud metadata address; every delivery to it is refused whatever network.allowPrivateAddresses says\n');
+  });
+});
+
+describe('check-config and paused', () => {
+  it('counts paused webhooks, and warns that enabled: false wins over paused (exit 0)', async () => {
+    const result = await runCli(['check-config', file(`assetUpdater:
+  webhooks:
+    - { id: window, url: "https://a.example.com/hook", enabled: true, paused: true }
+    - { id: off, url: "https://b.example.com/hook", enabled: false, paused: true }
+`)]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/: valid, 2 webhook\(s\) \(1 enabled, 1 of them paused\): window, off;/);
+    expect(result.stderr).toBe('assetUpdater.webhooks[1].paused: warning: enabled is false, which wins: events of this time are not delivered ' +
+      'later and waiting payloads expire; for a pause that keeps them, set enabled: true\n');
+  });
+
+  it('refuses a paused that is not a boolean, naming the path', async () => {
+    const result = await runCli(['check-config', file(valid('paused: "yes"'))]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('assetUpdater.webhooks[0].paused: expected true or false, got "yes"');
   });
 });

@@ -204,11 +204,12 @@ describe('delivery through the running service', () => {
     running.writeConfig(config([{ id: 'crm', url: crm.url, enabled: false }], retry));
     expect(await running.service.reload()).toBe(true);
     await db.pool.query("insert into assets (asset_id) values (2)");
-    // The retry comes due while the webhook is disabled: the payload is handed back, not sent.
+    // The retry comes due while the webhook is disabled: the payload waits, it is not sent.
     await eventually(async () => {
-      const { rows } = await db.pool.query<{ dispatched: boolean }>('select dispatched from asset_webhooks.payloads');
-      return rows[0]?.dispatched === false ? true : undefined;
-    }, 10_000, 'the payload to be handed back');
+      const { rows } = await db.pool.query<{ overdue: boolean }>(
+        "select next_attempt_at < now() - interval '2 seconds' as overdue from asset_webhooks.payloads");
+      return rows[0]?.overdue === true ? true : undefined;
+    }, 10_000, 'the retry to be two seconds overdue');
     expect(crm.requests).toHaveLength(1);
     crm.respond = () => 200;
     running.writeConfig(enabled);

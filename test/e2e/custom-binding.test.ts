@@ -9,7 +9,7 @@ import { useTestDatabase } from '../helpers/test-database.js';
 import { bodyEvents, payloads, registerWebhooks, runCoalesce } from '../helpers/seed.js';
 
 // `migrate --binding FILE` with a binding of another asset schema, as a DAM
-// vendor would write one (README: Writing a binding): its own table, its own
+// vendor would write one (docs/writing-a-binding.md): its own table, its own
 // triggers into asset_webhooks.outbox, its own asset_state view.
 const binding = `
 create table if not exists public.media_items (

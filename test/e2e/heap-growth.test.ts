@@ -38,7 +38,8 @@ async function peakOldSpaceMb(limit: boolean): Promise<number> {
 describe('the heap growth limit of run', () => {
   it('is set after start-up and V8 keeps to it: the old generation stays well below what V8 grows it to on its own', { timeout: 60_000 }, async () => {
     const [own, limited] = await Promise.all([peakOldSpaceMb(false), peakOldSpaceMb(true)]);
-    // Measured on Node 20: 257 MB on V8's own heuristic, 166 MB limited to 150%.
+    // Limited, the old generation grows by a smaller factor at each collection;
+    // the margin is wide enough for the differences between Node versions.
     expect(limited).toBeGreaterThan(0);
     expect(limited).toBeLessThan(own * 0.8);
   });

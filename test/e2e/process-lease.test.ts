@@ -4,22 +4,23 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { expect, it } from 'vitest';
-import { OWN_LEASE_SETTLE_MS, runMaintenance } from '../../src/maintenance/maintenance.js';
+import { OWN_LEASE_SETTLE_MS, recoverOrphans } from '../../src/delivery/recover.js';
 import { createPool } from '../../src/db/connect.js';
 import { holdProcessLease, runApplicationName } from '../../src/service/process-lease.js';
 import { runCli, startCli } from '../helpers/cli.js';
 import { startTestService } from '../helpers/service.js';
 import { receiverConfig } from '../helpers/config.js';
+import { testDelivery } from '../helpers/delivery.js';
 import { databaseProxy } from '../helpers/database-proxy.js';
 import { eventually, startTestReceiver } from '../helpers/receiver.js';
 import { resetData, silentLogger } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 
-// Migration 0011: each `run` process holds a lease (a session advisory lock
-// keyed by its id) and records its id on every attempt it starts, so that an
-// attempt left unfinished by a process that died is handed back at the next
-// maintenance, not ten minutes after it started.
+// Each `run` process holds a lease (a session advisory lock keyed by its id)
+// and records its id on every attempt it starts, so that an attempt left
+// unfinished by a process that died is closed by crash recovery (every few
+// seconds, in every process) once the request timeout has passed.
 
 const tempDirectory = useTempDirectories();
 const db = useTestDatabase();
@@ -38,7 +39,7 @@ async function processGone(processId: string): Promise<boolean> {
   return rows[0]!.gone;
 }
 
-it('an attempt left by a run process killed with SIGKILL is handed back at the next maintenance, and sent again', { timeout: 90_000 }, async () => {
+it('an attempt left by a run process killed with SIGKILL is closed as interrupted by crash recovery, and sent again', { timeout: 90_000 }, async () => {
   await resetData(db.pool);
   const receiver = await startTestReceiver();
   receiver.respond = (_request, index) => (index === 0 ? 'hang' : 200);
@@ -48,6 +49,7 @@ it('an attempt left by a run process killed with SIGKILL is handed back at the n
   await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 3) g');
 
   const first = startCli(['run', '--database-url', db.url, '--config', file]);
+  const recovery = await testDelivery(db.pool, receiverConfig([{ id: 'crm', url: receiver.url, concurrency: 1 }], { requestTimeoutSeconds: 300 }));
   let processId: string;
   try {
     await receiver.waitFor(1, 30_000);
@@ -57,10 +59,11 @@ it('an attempt left by a run process killed with SIGKILL is handed back at the n
     expect(rows[0]!.process_id).toMatch(/^[0-9a-f-]{36}$/);
     processId = rows[0]!.process_id!;
 
-    // Alive: even with no grace at all, maintenance leaves a live process's attempt alone, and trace says it is alive.
+    // Alive: even long past the grace, recovery leaves a live process's attempt alone, and trace says it is alive.
     expect(await processGone(processId)).toBe(false);
-    const whileAlive = await runMaintenance({ pool: db.pool, retentionDays: 30, deadLetterAfterSeconds: 86_400, logger: silentLogger, processGoneGraceSeconds: 0 });
-    expect(whileAlive.redispatched).toBe(0);
+    await db.pool.query("update asset_webhooks.attempts set started_at = started_at - interval '1 hour'");
+    expect(await recoverOrphans(recovery.context, OWN_LEASE_SETTLE_MS)).toBe(0);
+    await db.pool.query("update asset_webhooks.attempts set started_at = started_at + interval '1 hour'");
     const eventId = (JSON.parse(receiver.requests[0]!.body) as { events: Array<{ eventId: string }> }).events[0]!.eventId;
     expect((await runCli(['trace', eventId, '--database-url', db.url])).stdout).toContain('-> in progress (its run process is alive)');
     expect(await runbookProcesses()).toEqual(['alive']);
@@ -74,20 +77,21 @@ it('an attempt left by a run process killed with SIGKILL is handed back at the n
     expect(await runbookProcesses()).toEqual(['gone']);
     expect(await runbookProcesses(eventId)).toEqual(['gone']);
 
-    // Within the grace period it waits; after it, the payload is handed back
-    // although its job is still locked by the dead worker (the ten-minute rule would wait).
-    const inGrace = await runMaintenance({ pool: db.pool, retentionDays: 30, deadLetterAfterSeconds: 86_400, logger: silentLogger, processGoneGraceSeconds: 3600 });
-    expect(inGrace.redispatched).toBe(0);
-    const after = await runMaintenance({ pool: db.pool, retentionDays: 30, deadLetterAfterSeconds: 86_400, logger: silentLogger, processGoneGraceSeconds: 0 });
-    expect(after.redispatched).toBe(1);
+    // Within the grace (the request timeout plus 5 s) it waits, and while its
+    // own lease is new; after both, the attempt is closed and the payload freed.
+    expect(await recoverOrphans(recovery.context, OWN_LEASE_SETTLE_MS)).toBe(0);
+    await db.pool.query("update asset_webhooks.attempts set started_at = started_at - interval '306 seconds'");
+    expect(await recoverOrphans(recovery.context, 0)).toBe(0);
+    expect(await recoverOrphans(recovery.context, OWN_LEASE_SETTLE_MS)).toBe(1);
     const { rows: attempts } = await db.pool.query('select attempt_no, outcome, error_class from asset_webhooks.attempts');
     expect(attempts).toEqual([{ attempt_no: 1, outcome: 'retry', error_class: 'interrupted' }]);
   } finally {
+    await recovery.close();
     if (first.child.exitCode === null && first.child.signalCode === null) first.child.kill('SIGKILL');
     await first.exited;
   }
 
-  // Handed back, it was dispatched again at once, with a job for its second attempt: a new process sends it.
+  // Closed as interrupted, it is due again at once: a new process sends it.
   const second = startCli(['run', '--database-url', db.url, '--config', file]);
   try {
     await eventually(async () => {
@@ -106,15 +110,15 @@ it('an attempt left by a run process killed with SIGKILL is handed back at the n
   }
 });
 
-it('the running service takes another process for dead only once it has held its own lease for a minute', { timeout: 150_000 }, async () => {
+it('the running service takes another process for dead only once it has held its own lease for a while, then sends its payload again', { timeout: 150_000 }, async () => {
   await resetData(db.pool);
   const receiver = await startTestReceiver();
-  // Grace: the request timeout (2 s) plus 30 s, once the service's own lease is OWN_LEASE_SETTLE_MS old.
+  // Grace: the request timeout (2 s) plus 5 s, once the service's own lease is OWN_LEASE_SETTLE_MS old.
   const running = await startTestService(db.url, receiverConfig([{ id: 'crm', url: receiver.url, concurrency: 1 }], { requestTimeoutSeconds: 2 }));
   const started = Date.now();
   try {
     // A payload whose attempt a process that is gone started three minutes ago:
-    // past the grace, short of the ten-minute rule, and with no job.
+    // past the grace, short of the rule for attempts that name no process.
     const deadProcess = '00000000-0000-4000-8000-00000000dead';
     const { rows: [payload] } = await db.pool.query<{ payload_id: number }>(
       `insert into asset_webhooks.payloads (webhook_id, status, dispatched, body, byte_size, event_count, event_ids,
@@ -126,34 +130,22 @@ it('the running service takes another process for dead only once it has held its
        values ($1, 1, 1, now() - interval '3 minutes', $2)`, [payload!.payload_id, deadProcess]);
     expect(await processGone(deadProcess)).toBe(true);
 
-    // The service's maintenance task, run now rather than at the next minute.
-    const maintain = async (): Promise<void> => {
-      await db.pool.query("select graphile_worker.add_job('maintenance', '{}'::json, job_key := 'asset_webhooks_maintenance')");
-      await eventually(async () => {
-        const { rows } = await db.pool.query("select 1 from graphile_worker.jobs where task_identifier = 'maintenance'");
-        return rows.length === 0 ? true : undefined;
-      }, 20_000, 'the maintenance job to run');
-    };
-    const dispatched = async (): Promise<boolean> => {
-      const { rows } = await db.pool.query<{ dispatched: boolean }>('select dispatched from asset_webhooks.payloads where payload_id = $1', [payload!.payload_id]);
-      return rows[0]!.dispatched;
-    };
-
     // Its own lease is new: after an outage every live process takes its lease
-    // again within a minute, so until then none is taken for dead.
-    await maintain();
+    // again within seconds, so until it is OWN_LEASE_SETTLE_MS old none is taken
+    // for dead, although the pump sweeps every few seconds.
+    await new Promise((resolve) => setTimeout(resolve, OWN_LEASE_SETTLE_MS / 2));
     // Not a speed goal: the step means nothing if the lease was already old enough.
-    expect(Date.now() - started).toBeLessThan(OWN_LEASE_SETTLE_MS - 10_000);
-    expect(await dispatched()).toBe(true);
+    expect(Date.now() - started).toBeLessThan(OWN_LEASE_SETTLE_MS - 2_000);
+    const { rows: [inFlight] } = await db.pool.query<{ outcome: string | null }>(
+      'select outcome from asset_webhooks.attempts where payload_id = $1', [payload!.payload_id]);
+    expect(inFlight).toEqual({ outcome: null });
     expect(receiver.requests).toHaveLength(0);
 
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, started + OWN_LEASE_SETTLE_MS + 1_000 - Date.now())));
-    await maintain();
     await receiver.waitFor(1, 30_000);
     await eventually(async () => {
       const { rows } = await db.pool.query<{ status: string }>('select status from asset_webhooks.payloads where payload_id = $1', [payload!.payload_id]);
       return rows[0]!.status === 'delivered' ? true : undefined;
-    }, 30_000, 'the handed-back payload to be delivered');
+    }, 30_000, 'the recovered payload to be delivered');
     const { rows: attempts } = await db.pool.query(
       'select attempt_no, outcome, error_class, process_id = $2 as dead from asset_webhooks.attempts where payload_id = $1 order by attempt_no',
       [payload!.payload_id, deadProcess]);
@@ -194,7 +186,7 @@ it('records the process from the session\'s application_name, and nothing for an
   }
 });
 
-it('reads the process from the application_name as the regular expression of migration 0011 did (0016 reads it without one)', async () => {
+it('reads a process id from the application_name only when it is "asset-webhooks run " and a canonical lower-case UUID, as the equivalent regular expression would', async () => {
   const id = '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d';
   const names = [
     runApplicationName(id), `asset-webhooks run ${id} `, ` asset-webhooks run ${id}`, `asset-webhooks run ${id.toUpperCase()}`,

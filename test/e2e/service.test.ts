@@ -140,15 +140,14 @@ export async function load(url, context, nextLoad) {
     expect(await held.exited, held.output.stderr).toBe(0);
   });
 
-  it('starts, at the next interval, a pending payload that nothing started (a lost wake-up): every run pumps every enabled webhook', async () => {
+  it('sends a pending payload that nothing announced (a lost wake-up): the delivery pump\'s poll finds it', async () => {
     const receiver = await startTestReceiver();
     receivers.push(receiver);
     run(writeConfig(serviceConfig(receiver.url)));
     await db.pool.query('insert into assets (asset_id) values (1)');
     await receiver.waitFor(1, 20_000);
-    // Once that delivery has settled (its settle would take the next payload into its chain)
-    // and away from a minute boundary, where maintenance (once a minute) could
-    // start it too: only the pump before each run is left to.
+    // Once that delivery has settled, and away from a minute boundary (maintenance):
+    // nothing but the pump's poll is left to find the next payload.
     await eventually(async () => {
       const { rows } = await db.pool.query<{ n: number }>(
         "select count(*)::int as n from asset_webhooks.payloads where status <> 'delivered' or dispatched");
@@ -158,7 +157,7 @@ export async function load(url, context, nextLoad) {
       const { rows } = await db.pool.query<{ second: number }>('select extract(second from clock_timestamp())::float8 as second');
       return rows[0]!.second < 40 ? true : undefined;
     }, 30_000, 'a moment away from the minute boundary');
-    // Waiting, with no job: as a payload whose wake-up was lost is left.
+    // Waiting, and no NOTIFY: as a payload whose wake-up was lost is left.
     const body = JSON.stringify({ count: 0, events: [], webhookTimestamp: new Date().toISOString() });
     await db.pool.query(
       `insert into asset_webhooks.payloads (webhook_id, status, dispatched, body, byte_size, event_count, event_ids)

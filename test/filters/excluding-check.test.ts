@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { RoutedWebhook } from '../../src/coalesce/route.js';
 import { SeenValues } from '../../src/coalesce/seen.js';
-import { readAssetState } from '../../src/filters/read-asset-state.js';
+import { readAssetState } from '../../src/db/asset-state.js';
 import { referenceEvaluate } from '../../src/filters/reference.js';
 import { EVENT_TYPES, type AssetState, type EventType, type ExclusionCheck } from '../../src/interfaces.js';
 import { assetArb, webhookArb } from '../helpers/filter-arbitraries.js';
@@ -80,7 +80,7 @@ describe('event_outcomes after coalescing', () => {
       }
       // What routing sees: the assets as they are when the run reads them.
       const states = new Map<number, AssetState | null>();
-      for (let id = 1; id <= assets.length + 1; id += 1) states.set(id, await readAssetState(db.pool, id));
+      for (let id = 1; id <= assets.length + 1; id += 1) states.set(id, await readAssetState(db.pool, String(id)));
       const first = (await runCoalesce(db.pool, webhooks)).runId;
       const seenFirst = new Map(states);
       // Gone by the next run: its events there are asset_gone, its PURGED passes.

@@ -24,7 +24,7 @@ describe('spec section 4.2: conditions within one filter group', () => {
 });
 
 describe('spec section 4.2: order of checks', () => {
-  const child = asset({ supertype: 'Project', parentId: 7, keywords: [] });
+  const child = asset({ supertype: 'Project', parentId: '7', keywords: [] });
   it.each([
     ['PURGED passes every check', 'resourceTypes: [Template], eventTypes: [Created], filters: [ { filterKind: keywords, condition: ANY, value: [x] } ]', 'PURGED', 'pass'],
     ['resource type is checked before event type', 'resourceTypes: [Resource], eventTypes: [Created]', 'EDITED', 'resource_type'],
@@ -57,7 +57,7 @@ describe('spec section 4.2: defaults when an option is omitted', () => {
     expect(verdict('', 'EDITED', tagged)).toBe('pass');
   });
   it('parentId filter omitted: only top-level assets pass', () => {
-    expect(verdict('', 'EDITED', asset({ parentId: 3 }))).toBe('parent');
+    expect(verdict('', 'EDITED', asset({ parentId: '3' }))).toBe('parent');
   });
 });
 
@@ -78,19 +78,27 @@ describe('CONTRACT section 3: where the spec is silent', () => {
     expect(verdict('eventTypes: [eDiTeD]', 'EDITED', asset())).toBe('pass');
   });
   it('numbers compare as decimal strings', () => {
-    const numbered = asset({ schemaId: 12, typeId: 3, domainId: 0 });
+    const numbered = asset({ schemaId: '12', typeId: '3', domainId: '0' });
     expect(verdict('filters: [ { filterKind: schemaId, condition: ANY, value: ["12"] } ]', 'EDITED', numbered)).toBe('pass');
     expect(verdict('filters: [ { filterKind: schemaId, condition: ANY, value: ["120"] } ]', 'EDITED', numbered)).toBe('filter:1');
     expect(verdict('filters: [ { filterKind: domainId, condition: ANY, value: ["0"] } ]', 'EDITED', numbered)).toBe('pass');
     expect(verdict('filters: [ { filterKind: typeId, condition: NONE, value: ["3"] } ]', 'EDITED', numbered)).toBe('filter:1');
   });
+  it('ids beyond 2^53 compare digit for digit, never rounded into their neighbour', () => {
+    const top = asset({ domainId: '9007199254740993' });
+    expect(verdict('filters: [ { filterKind: domainId, condition: ANY, value: ["9007199254740993"] } ]', 'EDITED', top)).toBe('pass');
+    expect(verdict('filters: [ { filterKind: domainId, condition: ANY, value: ["9007199254740992"] } ]', 'EDITED', top)).toBe('filter:1');
+    const child = asset({ parentId: '9007199254740993' });
+    expect(verdict('filters: [ { filterKind: parentId, condition: ANY, value: ["9007199254740993"] } ]', 'EDITED', child)).toBe('pass');
+    expect(verdict('filters: [ { filterKind: parentId, condition: ANY, value: ["9007199254740992"] } ]', 'EDITED', child)).toBe('filter:1');
+  });
   it('parentId "null" matches top-level assets', () => {
     expect(verdict('filters: [ { filterKind: parentId, condition: ANY, value: ["null"] } ]', 'EDITED', asset())).toBe('pass');
-    expect(verdict('filters: [ { filterKind: parentId, condition: ANY, value: ["null"] } ]', 'EDITED', asset({ parentId: 4 }))).toBe('filter:1');
+    expect(verdict('filters: [ { filterKind: parentId, condition: ANY, value: ["null"] } ]', 'EDITED', asset({ parentId: '4' }))).toBe('filter:1');
   });
   it('a parentId filter of any condition lifts the top-level-only default', () => {
-    expect(verdict('filters: [ { filterKind: parentId, condition: ANY, value: ["4"] } ]', 'EDITED', asset({ parentId: 4 }))).toBe('pass');
-    expect(verdict('filters: [ { filterKind: parentId, condition: NONE, value: ["9"] } ]', 'EDITED', asset({ parentId: 4 }))).toBe('pass');
+    expect(verdict('filters: [ { filterKind: parentId, condition: ANY, value: ["4"] } ]', 'EDITED', asset({ parentId: '4' }))).toBe('pass');
+    expect(verdict('filters: [ { filterKind: parentId, condition: NONE, value: ["9"] } ]', 'EDITED', asset({ parentId: '4' }))).toBe('pass');
   });
   it('additionalFields without fieldName matches values across all fields', () => {
     expect(verdict('filters: [ { filterKind: additionalFields, condition: ANY, value: [emea] } ]', 'EDITED', tagged)).toBe('pass');
@@ -111,7 +119,7 @@ describe('CONTRACT section 3: where the spec is silent', () => {
 });
 
 describe('CONTRACT section 3: single-valued fields (state, schemaId, typeId, domainId, parentId)', () => {
-  const numbered = asset({ state: 'approved', schemaId: 12, typeId: 3, domainId: 0, parentId: null });
+  const numbered = asset({ state: 'approved', schemaId: '12', typeId: '3', domainId: '0', parentId: null });
   it.each([
     ['AND of one value present passes', 'filters: [ { filterKind: state, condition: AND, value: [approved] } ]', 'pass'],
     ['AND of two different values never passes (one value cannot be both)', 'filters: [ { filterKind: state, condition: AND, value: [approved, draft] } ]', 'filter:1'],
@@ -135,11 +143,11 @@ describe('CONTRACT section 3: single-valued fields (state, schemaId, typeId, dom
 
   it.each([
     ['parentId NONE ["null"] excludes top-level assets', 'filters: [ { filterKind: parentId, condition: NONE, value: ["null"] } ]', null, 'filter:1'],
-    ['parentId NONE ["null"] lets children through', 'filters: [ { filterKind: parentId, condition: NONE, value: ["null"] } ]', 4, 'pass'],
+    ['parentId NONE ["null"] lets children through', 'filters: [ { filterKind: parentId, condition: NONE, value: ["null"] } ]', '4', 'pass'],
     ['parentId ANY ["null", "4"] takes top-level assets', 'filters: [ { filterKind: parentId, condition: ANY, value: ["null", "4"] } ]', null, 'pass'],
-    ['parentId ANY ["null", "4"] takes children of 4', 'filters: [ { filterKind: parentId, condition: ANY, value: ["null", "4"] } ]', 4, 'pass'],
-    ['parentId ANY ["null", "4"] excludes children of 5', 'filters: [ { filterKind: parentId, condition: ANY, value: ["null", "4"] } ]', 5, 'filter:1'],
-    ['a parentId filter in a later group still lifts the default', 'filters: [ { filterKind: keywords, condition: NONE, value: [x] }, { filterKind: parentId, condition: NONE, value: ["9"] } ]', 4, 'pass'],
+    ['parentId ANY ["null", "4"] takes children of 4', 'filters: [ { filterKind: parentId, condition: ANY, value: ["null", "4"] } ]', '4', 'pass'],
+    ['parentId ANY ["null", "4"] excludes children of 5', 'filters: [ { filterKind: parentId, condition: ANY, value: ["null", "4"] } ]', '5', 'filter:1'],
+    ['a parentId filter in a later group still lifts the default', 'filters: [ { filterKind: keywords, condition: NONE, value: [x] }, { filterKind: parentId, condition: NONE, value: ["9"] } ]', '4', 'pass'],
   ] as const)('%s', (_name, config, parentId, expected) => {
     expect(verdict(config, 'EDITED', asset({ parentId }))).toBe(expected);
   });
@@ -169,9 +177,9 @@ describe('CONTRACT section 3: additionalFields', () => {
 describe('PURGED and disabled webhooks', () => {
   const excludedEverywhere = 'resourceTypes: [Template], eventTypes: [Created], filters: [ { filterKind: keywords, condition: AND, value: [never] }, { filterKind: state, condition: ANY, value: [x] } ]';
   it.each([
-    ['PURGED of a child asset reaches a webhook without a parentId filter', '', asset({ parentId: 9 }), 'pass'],
+    ['PURGED of a child asset reaches a webhook without a parentId filter', '', asset({ parentId: '9' }), 'pass'],
     ['PURGED reaches a webhook whose eventTypes leave Purged out', 'eventTypes: [Created, Edited]', asset(), 'pass'],
-    ['PURGED reaches a webhook that every other check would exclude', excludedEverywhere, asset({ supertype: 'Project', parentId: 9 }), 'pass'],
+    ['PURGED reaches a webhook that every other check would exclude', excludedEverywhere, asset({ supertype: 'Project', parentId: '9' }), 'pass'],
   ])('%s', (_name, config, subject, expected) => {
     expect(verdict(config, 'PURGED', subject)).toBe(expected);
   });
@@ -218,7 +226,7 @@ describe('explanations', () => {
   });
 
   it('explains a child asset excluded by the parent check', () => {
-    const explanation = explainWebhook(webhook(''), 'EDITED', asset({ parentId: 42 }));
+    const explanation = explainWebhook(webhook(''), 'EDITED', asset({ parentId: '42' }));
     expect(explanation.excludedBy).toBe('parent');
     expect(explanation.checks[3]!.detail).toBe('the asset is a child (parentId 42); only top-level assets pass without a parentId filter');
   });

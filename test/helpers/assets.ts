@@ -5,7 +5,7 @@ import type { WebhookConfig } from '../../src/config/schema.js';
 /** A top-level Resource with nothing set, overridden as the test needs. */
 export function asset(overrides: Partial<AssetState> = {}): AssetState {
   return {
-    assetId: 1, assetUuid: '00000000-0000-4000-8000-000000000001', supertype: 'Resource', parentId: null, state: null,
+    assetId: '1', assetUuid: '00000000-0000-4000-8000-000000000001', supertype: 'Resource', parentId: null, state: null,
     schemaId: null, typeId: null, domainId: null, latestAtomId: null, keywords: [], fieldNames: [], fieldValues: [],
     ...overrides,
   };

@@ -5,8 +5,10 @@ export interface TestWebhook {
   readonly id: string;
   readonly url: string;
   readonly enabled?: boolean;
+  readonly paused?: boolean;
   readonly apikey?: string;
   readonly headers?: Readonly<Record<string, string>>;
+  readonly signing?: { readonly secret: string };
   readonly resourceTypes?: readonly string[];
   readonly batchSize?: number;
   readonly concurrency?: number;
@@ -17,7 +19,7 @@ export interface TestConfigOptions {
   readonly intervalSeconds?: number | null;
   /** Left out (the service's default, 30) unless given. */
   readonly requestTimeoutSeconds?: number;
-  /** Left out (the spec's schedule) unless given. */
+  /** Left out (the default schedule of docs/configuration.md) unless given. */
   readonly retry?: { readonly delaysSeconds?: readonly number[]; readonly deadLetterAfterSeconds?: number };
 }
 

@@ -5,12 +5,12 @@ import { EVENT_TYPES, type AssetState } from '../../src/interfaces.js';
 // Small alphabets so that random assets and random filters often meet.
 const word = fc.constantFrom('a', 'b', 'c', 'A', '1', '12', 'null', '');
 const listedNumber = fc.constantFrom('0', '1', '2', '12', '120');
-const assetNumber = fc.option(fc.constantFrom(0, 1, 2, 12), { nil: null });
+const assetNumber = fc.option(fc.constantFrom('0', '1', '2', '12'), { nil: null });
 const conditionArb = fc.constantFrom('AND' as const, 'ANY' as const, 'NONE' as const);
 
 export const assetArb: fc.Arbitrary<AssetState> = fc.record({
   supertype: fc.constantFrom('Resource', 'Project', 'Template', 'resource'),
-  parentId: fc.option(fc.constantFrom(1, 2, 12), { nil: null }),
+  parentId: fc.option(fc.constantFrom('1', '2', '12'), { nil: null }),
   state: fc.option(word, { nil: null }),
   schemaId: assetNumber,
   typeId: assetNumber,
@@ -19,7 +19,7 @@ export const assetArb: fc.Arbitrary<AssetState> = fc.record({
   fields: fc.array(fc.tuple(fc.constantFrom('campaign', 'region'), word), { maxLength: 4 }),
 }).map(({ fields, ...rest }) => ({
   ...rest,
-  assetId: 1,
+  assetId: '1',
   assetUuid: '00000000-0000-4000-8000-000000000001',
   latestAtomId: null,
   fieldNames: fields.map(([name]) => name),

@@ -8,6 +8,12 @@ export interface ReceivedRequest {
   readonly body: string;
 }
 
+/** A status with response headers (e.g. Retry-After). */
+export interface ReceiverAnswer {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+}
+
 /**
  * A real HTTP receiver on 127.0.0.1 that records every request and answers
  * with the status `respond` gives (or never answers when it returns 'hang').
@@ -15,7 +21,7 @@ export interface ReceivedRequest {
 export interface TestReceiver {
   readonly url: string;
   readonly requests: ReceivedRequest[];
-  respond: (request: ReceivedRequest, index: number) => number | 'hang' | Promise<number>;
+  respond: (request: ReceivedRequest, index: number) => number | ReceiverAnswer | 'hang' | Promise<number>;
   close(): Promise<void>;
   /** Resolves once `count` requests have arrived. */
   waitFor(count: number, timeoutMs?: number): Promise<void>;
@@ -54,8 +60,9 @@ export async function startTestReceiver(path = '/hook'): Promise<TestReceiver> {
       }
       const status = receiver.respond(received, requests.length - 1);
       if (status === 'hang') return;
-      void Promise.resolve(status).then((code) => {
-        if (!response.destroyed) response.writeHead(code, { 'content-type': 'text/plain' }).end('ok');
+      void Promise.resolve(status).then((answer) => {
+        const { status: code, headers } = typeof answer === 'number' ? { status: answer, headers: {} } : answer;
+        if (!response.destroyed) response.writeHead(code, { 'content-type': 'text/plain', ...headers }).end('ok');
       });
     });
   });

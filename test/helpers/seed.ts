@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { pino } from 'pino';
 import { coalesce, type CoalesceResult } from '../../src/coalesce/run.js';
@@ -5,6 +6,12 @@ import type { RoutedWebhook } from '../../src/coalesce/route.js';
 import { EVENT_TYPES } from '../../src/interfaces.js';
 
 export const silentLogger = pino({ level: 'silent' });
+
+/**
+ * The process id under which tests that call syncWebhooks record their
+ * configuration: one per test file, as one `run` process reloading.
+ */
+export const TEST_PROCESS_ID = randomUUID();
 
 /** A webhook of every supertype and event type, without filters: it receives every event of a top-level asset. */
 export function openWebhook(id: string, overrides: Partial<RoutedWebhook> = {}): RoutedWebhook {
@@ -69,6 +76,6 @@ export async function outcomes(pool: pg.Pool): Promise<Array<{ event_id: string;
 export async function resetData(pool: pg.Pool): Promise<void> {
   await pool.query(`truncate public.assets, public.asset_atoms, public.asset_keywords, public.asset_additional_fields,
     asset_webhooks.outbox, asset_webhooks.events, asset_webhooks.payloads, asset_webhooks.webhooks,
-    asset_webhooks.coalesce_runs restart identity cascade`);
+    asset_webhooks.coalesce_runs, asset_webhooks.process_configurations restart identity cascade`);
   await pool.query('delete from graphile_worker._private_jobs');
 }

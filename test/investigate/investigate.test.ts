@@ -146,7 +146,7 @@ describe('the command line refuses what it cannot answer', () => {
   it('refuses a --database-url that is not a PostgreSQL URL without echoing it (exit 1)', async () => {
     const result = await runCli(['dead-letters', '--database-url', 'secret-password-here']);
     expect(result.code).toBe(1);
-    expect(result.stderr).toBe('--database-url: expected a URL such as postgres://user@host:5432/database (from the option), got a value that is not a URL\n');
+    expect(result.stderr).toBe('--database-url: expected a URL such as postgres://user@host:5432/database or postgres://user@/database?host=/var/run/postgresql (from the option), got a value that is not a URL\n');
   });
 });
 
@@ -157,7 +157,7 @@ describe('dead letters', () => {
     const { rows: [before] } = await db.pool.query<{ body: string }>('select body from asset_webhooks.payloads where payload_id = $1', [ids.deadPayload]);
     const redelivered = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--json', '--database-url', db.url]);
     expect(redelivered.code).toBe(0);
-    expect(JSON.parse(redelivered.stdout)).toEqual({ payloadId: ids.deadPayload, webhookId: 'crm', series: 2, webhookState: 'enabled' });
+    expect(JSON.parse(redelivered.stdout)).toEqual({ payloadId: ids.deadPayload, webhookId: 'crm', series: 2, webhookState: 'enabled', movedFrom: null });
     expect(redelivered.stderr).toBe('');
     const { rows: [after] } = await db.pool.query<{ body: string; status: string; series: number; attempts: number }>(
       'select body, status, series, attempts from asset_webhooks.payloads where payload_id = $1', [ids.deadPayload]);
@@ -176,7 +176,7 @@ describe('dead letters', () => {
       const result = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--database-url', db.url]);
       expect(result.code).toBe(0);
       expect(result.stdout).toMatch(new RegExp(`payload ${ids.deadPayload} of webhook crm queued for redelivery \\(series 3\\); it is not sent while the webhook is not enabled`));
-      expect(result.stderr).toMatch(/^warning: webhook crm is disabled or no longer configured: the payload waits until the webhook is enabled .* dead-lettered as expired if that takes longer than retry\.deadLetterAfterSeconds\n$/);
+      expect(result.stderr).toMatch(/^warning: webhook crm is disabled or no longer configured: the payload waits until the webhook is enabled .* dead-lettered as expired if that takes longer than retry\.deadLetterAfterSeconds; to send it to another webhook: asset-webhooks dead-letters redeliver \d+ --to WEBHOOK_ID\n$/);
     } finally {
       await db.pool.query("update asset_webhooks.webhooks set enabled = true where webhook_id = 'crm'");
     }
@@ -202,12 +202,12 @@ describe('dead letters', () => {
     expect(lines).toHaveLength(3);
   });
 
-  it('trace says when an attempt without a result is handed back if its worker has stopped', async () => {
+  it('trace says when an attempt without a result is closed and sent again if its process has stopped', async () => {
     await db.pool.query(`insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
       values ($1, 3, 1, '2026-11-23T10:00:00Z')`, [ids.deadPayload]);
     try {
       const result = await runCli(['trace', ids.dead, '--database-url', db.url]);
-      expect(result.stdout).toMatch(/\n {4}attempt 1 of series 3 at 2026-11-23T10:00:00\.000Z: no result recorded yet -> in progress \(if its worker stopped, the payload is handed back and sent again from about 2026-11-23T10:10:00\.000Z\)\n/);
+      expect(result.stdout).toMatch(/\n {4}attempt 1 of series 3 at 2026-11-23T10:00:00\.000Z: no result recorded yet -> in progress \(if its process stopped, the attempt is closed and the payload sent again from about 2026-11-23T10:10:00\.000Z\)\n/);
     } finally {
       await db.pool.query('delete from asset_webhooks.attempts where payload_id = $1 and series = 3', [ids.deadPayload]);
     }
@@ -224,6 +224,7 @@ describe('psql runbooks', () => {
     'backlog-and-lag.sql': [],
     'pause-webhook.sql': ['webhook_id=crm'],
     'after-key-rotation.sql': ['webhook_id=crm'],
+    'backfills.sql': [],
   };
 
   it('has a test entry for every runbook', () => {
@@ -245,6 +246,7 @@ describe('psql runbooks', () => {
       'backlog-and-lag.sql': /outbox_rows/,
       'pause-webhook.sql': /crm\s+\|\s+t/,
       'after-key-rotation.sql': /payload_id/,
+      'backfills.sql': /backfill_id \| webhook_id \| status[^]*Delivery of the backfilled events/,
     };
     expect(stdout).toMatch(expected[file]!);
   });

@@ -9,8 +9,8 @@ import { useTestDatabase } from '../helpers/test-database.js';
 
 // Housekeeping and the coalescer's reads must cost what they handle, not the
 // size of the history kept or of the whole backlog, whatever the statistics
-// (migration 0010 and claimChunk). Rows read are counted from the server's
-// table statistics.
+// (the indexes of sql/migrations/0001_baseline.sql, and claimChunk). Rows
+// read are counted from the server's table statistics.
 
 const db = useTestDatabase();
 
@@ -42,7 +42,7 @@ it('purges expired history without reading the history it keeps, with statistics
   // One connection, so that its counts can be flushed before they are read.
   const pool = new pg.Pool({ connectionString: db.url, max: 1 });
   try {
-    const result = await runMaintenance({ pool, retentionDays: 30, deadLetterAfterSeconds: 86_400, logger: pino({ level: 'silent' }) });
+    const result = await runMaintenance({ pool, retentionDays: 30, logger: pino({ level: 'silent' }) });
     expect(result.deleted).toEqual({ events: 5, payloads: 5 });
     await pool.query('select pg_stat_force_next_flush()');
   } finally {
@@ -71,7 +71,7 @@ it('removes payloads, runs and ticks that ended before the retention, by when th
      returning payload_id`);
   await db.pool.query(`insert into asset_webhooks.coalesce_runs (started_at) values (${old}), (${recent})`);
   await db.pool.query(`insert into asset_webhooks.ticks (slot, created_at) values (1, ${old}), (2, ${recent})`);
-  const result = await runMaintenance({ pool: db.pool, retentionDays: 30, deadLetterAfterSeconds: 100 * 86_400, logger: pino({ level: 'silent' }) });
+  const result = await runMaintenance({ pool: db.pool, retentionDays: 30, logger: pino({ level: 'silent' }) });
   expect(result.deleted).toEqual({ payloads: 2, coalesce_runs: 1, ticks: 1 });
   const kept = await db.pool.query<{ payload_id: number }>('select payload_id from asset_webhooks.payloads order by payload_id');
   expect(kept.rows.map((row) => row.payload_id)).toEqual(rows.slice(2).map((row) => row.payload_id));

@@ -15,7 +15,7 @@ function logLines(sink: PassThrough): Array<{ msg: string; ageSeconds?: number; 
 
 it('names a long open transaction while payloads wait, and only then', async () => {
   const maintain = async (sink: PassThrough): Promise<void> => {
-    await runMaintenance({ pool: db.pool, retentionDays: 30, deadLetterAfterSeconds: 86_400, logger: createLogger({ destination: sink }), longTransactionSeconds: 1 });
+    await runMaintenance({ pool: db.pool, retentionDays: 30, logger: createLogger({ destination: sink }), longTransactionSeconds: 1 });
   };
   const other = createPool(db.url, { max: 1, applicationName: 'nightly report' });
   const client = await other.connect();

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createSecretResolver } from '../../src/secrets/resolver.js';
 import { SecretResolutionError, type SecretsConfig } from '../../src/secrets/types.js';
-import { json, startLocalApi, type LocalApi } from './local-server.js';
+import { json, startLocalApi, type LocalApi } from '../helpers/http-servers.js';
 
 /**
  * The real @aws-sdk/client-secrets-manager against a local server speaking

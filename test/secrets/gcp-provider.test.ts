@@ -4,7 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vites
 import { gcpResourceName } from '../../src/secrets/gcp-provider.js';
 import { createSecretResolver } from '../../src/secrets/resolver.js';
 import { SecretResolutionError, type SecretsConfig } from '../../src/secrets/types.js';
-import { json, startLocalApi, type LocalApi } from './local-server.js';
+import { json, startLocalApi, type LocalApi } from '../helpers/http-servers.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 
 const tempDirectory = useTempDirectories();

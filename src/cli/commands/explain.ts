@@ -4,9 +4,10 @@ import { configFromEnvOrOption, loadConfigFile } from '../../config/load.js';
 import { withDatabase } from '../database.js';
 import { UserError } from '../../errors.js';
 import { explainWebhook } from '../../filters/explain.js';
-import { readAssetState } from '../../filters/read-asset-state.js';
+import { readAssetState } from '../../db/asset-state.js';
 import { EVENT_TYPES, type EventType } from '../../interfaces.js';
-import { parseIntegerOption } from '../options.js';
+import { stringifyWithExactIds } from '../json-output.js';
+import { parseDecimalIdOption } from '../options.js';
 import { assertBinding } from '../../migrate/binding-check.js';
 
 function parseEventType(value: string): EventType {
@@ -20,12 +21,12 @@ export function registerExplain(program: Command): void {
     .command('explain')
     .description("Evaluate a webhook's checks against an asset's current state and say which check passes or excludes it.")
     .requiredOption('--webhook <id>', 'webhook id')
-    .requiredOption('--asset <assetId>', 'asset id', parseIntegerOption('--asset', 1, Number.MAX_SAFE_INTEGER))
+    .requiredOption('--asset <assetId>', 'asset id', parseDecimalIdOption('--asset'))
     .option('--event-type <type>', 'event type to evaluate', parseEventType, 'EDITED' as EventType)
     .option('--json', 'machine-readable output')
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
     .option('--config <file>', 'configuration document (default: env ASSET_WEBHOOKS_CONFIG)')
-    .action(async (options: { webhook: string; asset: number; eventType: EventType; json?: boolean; databaseUrl?: string; config?: string }) => {
+    .action(async (options: { webhook: string; asset: string; eventType: EventType; json?: boolean; databaseUrl?: string; config?: string }) => {
       const config = await loadConfigFile(configFromEnvOrOption(options.config));
       const webhook = config.assetUpdater.webhooks.find((candidate) => candidate.id === options.webhook);
       if (!webhook) {
@@ -39,7 +40,7 @@ export function registerExplain(program: Command): void {
         const explanation = explainWebhook(webhook, options.eventType, asset);
         if (options.json) {
           // The asset as the filters saw it, so a reader can check every comparison.
-          process.stdout.write(`${JSON.stringify({ ...explanation, asset })}\n`);
+          process.stdout.write(`${stringifyWithExactIds({ ...explanation, asset })}\n`);
           return;
         }
         const out = [`webhook ${webhook.id}, asset ${asset.assetId} (${asset.supertype}, ${asset.assetUuid}), event ${options.eventType}:`];

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { configFromEnvOrOption } from '../../config/load.js';
+import { watchConfigFile, type ConfigWatcher } from '../../config/watch.js';
 import { describeError, requireDatabaseUrl } from '../../db/connect.js';
 import { routeConsoleTo } from '../../logging/console.js';
 import { createLogger } from '../../logging/logger.js';
@@ -14,9 +15,14 @@ export function registerRun(program: Command): void {
     .description('Run the service: coalescing on the configured interval, and delivery. SIGTERM/SIGINT stop gracefully, SIGHUP reloads the configuration.')
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
     .option('--config <file>', 'configuration document (default: env ASSET_WEBHOOKS_CONFIG)')
-    .option('--http-port <port>', 'serve GET /healthz and GET /metrics on this port', parseIntegerOption('--http-port', 0, 65535))
-    .option('--concurrency <n>', 'jobs this process runs at once (default 10)', parseIntegerOption('--concurrency', 1, 256))
-    .action(async (options: { databaseUrl?: string; config?: string; httpPort?: number; concurrency?: number }) => {
+    .option('--http-port <port>', 'serve GET /livez, GET /readyz, GET /healthz and GET /metrics on this port', parseIntegerOption('--http-port', 0, 65535))
+    .option('--concurrency <n>', 'graphile-worker jobs (coalescing, maintenance) this process runs at once (default 4)', parseIntegerOption('--concurrency', 1, 256))
+    .option(
+      '--watch-config',
+      'reload the configuration, as SIGHUP does, when the bytes of the file change: checked every second through the path, '
+        + 'so an edit in place, a rename over it and the symlink swap of a Kubernetes ConfigMap volume are all seen (default: off)',
+    )
+    .action(async (options: { databaseUrl?: string; config?: string; httpPort?: number; concurrency?: number; watchConfig?: boolean }) => {
       const logger = createLogger();
       routeConsoleTo(logger);
       // Said in the line that tells the service runs: a refusal to start stays one line.
@@ -34,8 +40,8 @@ export function registerRun(program: Command): void {
         if (stopRequested) {
           // Start-up may wait on a database that does not answer, and so may a
           // stop (connections a network device dropped without a word). An
-          // attempt left in flight is handed back by maintenance once this
-          // process's lease is gone, as after a crash.
+          // attempt left in flight is closed by crash recovery in another
+          // process once this process's lease is gone, as after a crash.
           logger.warn({ signal }, `second signal ${service ? 'while stopping' : 'during start-up'}: exiting now`);
           process.exit(signal === 'SIGINT' ? 130 : 143);
         }
@@ -51,6 +57,16 @@ export function registerRun(program: Command): void {
         if (service) void service.reload();
         else reloadRequested = true;
       };
+      const configPath = configFromEnvOrOption(options.config);
+      // Watched from before the service loads the file, so that a change made
+      // while it starts is not missed: it is applied as soon as the service is up.
+      const watcher: ConfigWatcher | undefined = options.watchConfig
+        ? watchConfigFile(configPath, () => {
+            if (service) return service.reload();
+            reloadRequested = true;
+            return undefined;
+          }, logger)
+        : undefined;
       process.on('SIGTERM', stop);
       process.on('SIGINT', stop);
       process.on('SIGHUP', reload);
@@ -61,13 +77,14 @@ export function registerRun(program: Command): void {
       try {
         service = await startService({
           databaseUrl: requireDatabaseUrl(options.databaseUrl),
-          configPath: configFromEnvOrOption(options.config),
+          configPath,
           logger,
           httpPort: options.httpPort,
           concurrency: options.concurrency,
           heapGrowingPercent,
         });
       } catch (error) {
+        watcher?.close();
         process.removeListener('SIGTERM', stop);
         process.removeListener('SIGINT', stop);
         process.removeListener('SIGHUP', reload);
@@ -85,6 +102,7 @@ export function registerRun(program: Command): void {
       if (stopRequested) void service.stop();
       else if (reloadRequested) void service.reload();
       await service.stopped;
+      watcher?.close();
       await service.stop();
       process.removeListener('SIGTERM', stop);
       process.removeListener('SIGINT', stop);

@@ -1,14 +1,19 @@
 import { performance } from 'node:perf_hooks';
 import ipaddr from 'ipaddr.js';
 import { Agent, request, type Dispatcher } from 'undici';
-import { AddressRefusedError, guardedLookup, refusal } from './address-guard.js';
+import { refusal } from '../../net/addresses.js';
+import { AddressRefusedError, guardedLookup } from './address-guard.js';
 
 /**
  * The result of one POST: the receiver's status, or why there was none.
  * Never thrown: a transport failure is a result like any other.
  */
 export type PostResult =
-  | { readonly kind: 'response'; readonly statusCode: number; readonly durationMs: number; readonly responseExcerpt: string }
+  | {
+    readonly kind: 'response'; readonly statusCode: number; readonly durationMs: number; readonly responseExcerpt: string;
+    /** The response's Retry-After header as sent, if any (see policy/retry-after.ts). */
+    readonly retryAfter?: string;
+  }
   | { readonly kind: 'error'; readonly errorClass: ErrorClass; readonly message: string; readonly durationMs: number };
 
 /**
@@ -91,7 +96,8 @@ const MAX_MESSAGE_LENGTH = 500;
  *   Other informational responses (102, 103) are skipped and the final status
  *   decides; one never followed by a final status ends as a `timeout`.
  * - Transport failures are returned as `kind: 'error'`, never thrown. Their
- *   messages never contain a request header value (they may hold the API key).
+ *   messages and the response excerpt never contain a request header value
+ *   (one may be the API key) in any form secretForms lists.
  */
 export class HttpSender {
   private readonly agent: Agent;
@@ -119,24 +125,28 @@ export class HttpSender {
     if (refused) return { kind: 'error', ...refused, durationMs: elapsed() };
 
     const headers = requestHeaders(target.headers);
+    const secrets = secretForms(Object.values(target.headers));
     const deadline = new Deadline(this.timeoutMs);
     try {
       let statusCode: number;
       let body: ResponseBody;
+      let retryAfter: string | undefined;
       try {
         const response = await request(target.url, { method: 'POST', body: target.body, headers, dispatcher: this.agent, signal: deadline.signal });
         statusCode = response.statusCode;
         body = response.body;
+        const header = response.headers['retry-after'];
+        retryAfter = Array.isArray(header) ? header[0] : header;
       } catch (error) {
         return {
           kind: 'error',
           errorClass: classifyError(error),
-          message: redact(errorMessage(error), Object.values(target.headers)),
+          message: redact(errorMessage(error), secrets).slice(0, MAX_MESSAGE_LENGTH),
           durationMs: elapsed(),
         };
       }
-      const responseExcerpt = await readExcerpt(body, this.maxResponseBytes);
-      return { kind: 'response', statusCode, durationMs: elapsed(), responseExcerpt };
+      const responseExcerpt = await readExcerpt(body, this.maxResponseBytes, secrets);
+      return { kind: 'response', statusCode, durationMs: elapsed(), responseExcerpt, ...(retryAfter === undefined ? {} : { retryAfter }) };
     } finally {
       deadline.clear();
     }
@@ -211,19 +221,22 @@ function requestHeaders(given: Readonly<Record<string, string>>): Record<string,
 
 /**
  * Up to max bytes of the body as UTF-8 (a character cut at the limit becomes
- * U+FFFD). The stream is destroyed afterwards, so the rest is never read and
- * the connection is closed rather than drained. A body that breaks or is cut
- * by the deadline yields what arrived before.
+ * U+FFFD), with every request header value the receiver echoes replaced (see
+ * redactExcerpt). The stream is destroyed afterwards, so the rest is never
+ * read and the connection is closed rather than drained. A body that breaks
+ * or is cut by the deadline yields what arrived before.
  */
-async function readExcerpt(body: ResponseBody, max: number): Promise<string> {
+async function readExcerpt(body: ResponseBody, max: number, secrets: readonly Buffer[]): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
+  // Past the limit by the longest secret, so that one starting within the limit is read whole and replaced.
+  const read = max > 0 ? max + Math.max(0, ...secrets.map((secret) => secret.length)) : 0;
   try {
-    if (max > 0) {
+    if (read > 0) {
       for await (const chunk of body) {
-        chunks.push(chunk.subarray(0, max - size));
-        size += Math.min(chunk.length, max - size);
-        if (size >= max) break;
+        chunks.push(chunk.subarray(0, read - size));
+        size += Math.min(chunk.length, read - size);
+        if (size >= read) break;
       }
     }
   } catch {
@@ -235,7 +248,37 @@ async function readExcerpt(body: ResponseBody, max: number): Promise<string> {
     body.on('error', () => {});
     body.destroy();
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return redactExcerpt(Buffer.concat(chunks), max, secrets).toString('utf8');
+}
+
+const REDACTED = Buffer.from('[redacted]');
+
+/**
+ * The first max bytes of data, with each occurrence of a secret that starts
+ * within them replaced by [redacted] whole (data holds enough bytes past max
+ * for it), so that no secret, nor its beginning, is kept.
+ */
+function redactExcerpt(data: Buffer, max: number, secrets: readonly Buffer[]): Buffer {
+  const parts: Buffer[] = [];
+  let position = 0;
+  while (position < Math.min(data.length, max)) {
+    let at = -1;
+    let length = 0;
+    for (const secret of secrets) {
+      const found = data.indexOf(secret, position);
+      if (found !== -1 && (at === -1 || found < at || (found === at && secret.length > length))) {
+        at = found;
+        length = secret.length;
+      }
+    }
+    if (at === -1 || at >= max) {
+      parts.push(data.subarray(position, max));
+      break;
+    }
+    parts.push(data.subarray(position, at), REDACTED);
+    position = at + length;
+  }
+  return Buffer.concat(parts);
 }
 
 /** The error and its causes, outermost first. */
@@ -278,18 +321,38 @@ function errorMessage(error: unknown): string {
   if (refused) return refused.message;
   const messages = chain.map((item) => (item instanceof Error ? item.message : typeof item === 'string' ? item : '')).filter(Boolean);
   const unique = messages.filter((message, index) => messages.indexOf(message) === index);
-  return (unique.join(': ') || 'unknown error').slice(0, MAX_MESSAGE_LENGTH);
+  return unique.join(': ') || 'unknown error';
+}
+
+/**
+ * The byte forms in which a request header value (the API key, an
+ * Authorization header) can come back from a receiver or a library: as sent
+ * (UTF-8 and ISO-8859-1), escaped in a JSON string, percent-encoded and
+ * form-encoded. Longest first, so a longer form is replaced before a form it
+ * contains. A value shorter than MIN_REDACTED_LENGTH is not a secret worth
+ * mangling ordinary words for.
+ */
+function secretForms(values: readonly string[]): Buffer[] {
+  const forms = new Map<string, Buffer>();
+  const add = (form: Buffer): void => {
+    if (form.length > 0) forms.set(form.toString('hex'), form);
+  };
+  for (const value of values) {
+    if (value.length < MIN_REDACTED_LENGTH) continue;
+    for (const text of [value, JSON.stringify(value).slice(1, -1), encodeURIComponent(value), new URLSearchParams({ v: value }).toString().slice(2)]) {
+      add(Buffer.from(text, 'utf8'));
+    }
+    add(Buffer.from(value, 'latin1'));
+  }
+  return [...forms.values()].sort((a, b) => b.length - a.length);
 }
 
 /**
  * Scrubs request header values from a message. No message built here includes
  * headers, but undici's and Node's messages are not ours to promise about: the
- * API key must never reach an attempt record.
+ * API key must never reach an attempt record. Before the message is cut to
+ * its length, so that a secret is never cut in two and half kept.
  */
-function redact(message: string, values: readonly string[]): string {
-  let result = message;
-  for (const value of values) {
-    if (value.length >= MIN_REDACTED_LENGTH) result = result.split(value).join('[redacted]');
-  }
-  return result;
+function redact(message: string, secrets: readonly Buffer[]): string {
+  return redactExcerpt(Buffer.from(message, 'utf8'), Number.MAX_SAFE_INTEGER, secrets).toString('utf8');
 }

@@ -2,8 +2,12 @@ import type { Classification } from './classify.js';
 
 export type NextState =
   | { readonly kind: 'delivered' }
-  | { readonly kind: 'retry'; readonly at: Date }
+  /** `holdWebhookUntil`: the receiver's Retry-After (capped), before which none of the webhook's payloads is sent. */
+  | { readonly kind: 'retry'; readonly at: Date; readonly holdWebhookUntil?: Date }
   | { readonly kind: 'dead_letter'; readonly reason: 'rejected' | 'retries_exhausted' | 'expired' };
+
+/** The longest a receiver's Retry-After may hold a payload and its webhook back: one hour. */
+export const MAX_RETRY_AFTER_SECONDS = 3600;
 
 export interface NextStateInput {
   /** The attempt's result as {@link classifyResponse} classified it. */
@@ -18,6 +22,8 @@ export interface NextStateInput {
   readonly delaysSeconds: readonly number[];
   /** retry.deadLetterAfterSeconds: the series' delivery window, from createdAt. */
   readonly deadLetterAfterSeconds: number;
+  /** The moment the response's Retry-After asked for (see parseRetryAfter), if any. */
+  readonly retryAfter?: Date | null;
 }
 
 /**
@@ -44,10 +50,16 @@ export interface NextStateInput {
  *    dead letter `retries_exhausted`.
  * 4. `retryable` with `now` at or past createdAt + deadLetterAfterSeconds
  *    (24 h by default) → dead letter `expired`.
- * 5. Otherwise → retry at now + delaysSeconds[attemptsMade - 1], or at the
- *    end of the window if that comes first: the job then finds the payload
- *    expired (isExpired) and dead-letters it exactly when the window ends,
- *    never earlier (CONTRACT section 5: when the seconds *pass*).
+ * 5. `interrupted` (the process died or stopped mid-request, so the
+ *    receiver may never have seen it) → retry at once, within the window,
+ *    whatever delays are left: it was no failure of the receiver's.
+ * 6. Otherwise → retry at now + delaysSeconds[attemptsMade - 1], or at the
+ *    moment the response's Retry-After named if that is later (a Retry-After
+ *    lengthens the delay, never shortens it; it counts for at most
+ *    MAX_RETRY_AFTER_SECONDS), and the webhook is held until that moment
+ *    too. Never after the end of the window: the expiry sweep then finds the
+ *    payload expired (isExpired) and dead-letters it when the window ends,
+ *    never earlier (a payload expires when deadLetterAfterSeconds *pass*).
  *
  * The delay counts from the end of the failed attempt (`now`), not from when
  * it was scheduled, so a slow receiver cannot make retries bunch up.
@@ -61,11 +73,29 @@ export function nextState(input: NextStateInput): NextState {
   }
   if (input.classification === 'delivered') return { kind: 'delivered' };
   if (input.classification === 'rejected') return { kind: 'dead_letter', reason: 'rejected' };
+  const end = deadline(input.createdAt, input.deadLetterAfterSeconds);
+  const now = input.now.getTime();
+  if (input.classification === 'interrupted') {
+    return now >= end ? { kind: 'dead_letter', reason: 'expired' } : { kind: 'retry', at: input.now };
+  }
   const delay = input.delaysSeconds[input.attemptsMade - 1];
   if (delay === undefined) return { kind: 'dead_letter', reason: 'retries_exhausted' };
-  const end = deadline(input.createdAt, input.deadLetterAfterSeconds);
-  if (input.now.getTime() >= end) return { kind: 'dead_letter', reason: 'expired' };
-  return { kind: 'retry', at: new Date(Math.min(input.now.getTime() + delay * 1000, end)) };
+  if (now >= end) return { kind: 'dead_letter', reason: 'expired' };
+  const scheduled = Math.min(now + delay * 1000, end);
+  if (!input.retryAfter) return { kind: 'retry', at: new Date(scheduled) };
+  const hold = Math.min(Math.max(input.retryAfter.getTime(), now), now + MAX_RETRY_AFTER_SECONDS * 1000, end);
+  return { kind: 'retry', at: new Date(Math.max(scheduled, hold)), holdWebhookUntil: new Date(hold) };
+}
+
+/**
+ * What an attempt says of its receiver's health (asset_webhooks.webhooks
+ * failing_since): true when it failed (timeout, connection error, 5xx, a
+ * retried 4xx), false when the receiver answered otherwise, null when the
+ * attempt says nothing of the receiver (interrupted by our own process).
+ */
+export function receiverFailed(classification: Classification): boolean | null {
+  if (classification === 'interrupted') return null;
+  return classification === 'retryable';
 }
 
 /**

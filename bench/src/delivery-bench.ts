@@ -1,0 +1,167 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type pg from 'pg';
+import { pino } from 'pino';
+import { Agent, request } from 'undici';
+import { announcePayloadsReady } from '../../src/db/payloads-ready.js';
+import { serializeBody, serializeEvent } from '../../src/payload/serialize.js';
+import { startService } from '../../src/service/service.js';
+import { busyCpus, measuredSplit, postmasterOf, withCpu, type CpuSplit } from './cpu.js';
+import { startReceiverProcess } from './receiver-process.js';
+import { measured, ratio, type Measured } from './stats.js';
+
+export interface DeliveryBenchResult {
+  readonly payloadsPerSecond: Measured;
+  readonly rawUndiciPayloadsPerSecond: Measured;
+  readonly ratioToRawUndici: Measured;
+  readonly concurrency: number;
+  /**
+   * Where the CPU went, in microseconds per payload (medians of the measured
+   * rounds): this process (the service's Node side, or the raw loop), the
+   * PostgreSQL server, and the receiver. Absent without /proc (or with a
+   * server on another machine).
+   */
+  readonly cpuMicrosPerPayload?: { readonly service: CpuSplit<DeliveryParty>; readonly rawUndici: CpuSplit<DeliveryParty> };
+  /** How many CPUs each side kept busy (Node, the server, the receiver), per round (see busyCpus). */
+  readonly busyCpus?: { readonly service: Measured; readonly rawUndici: Measured };
+}
+
+type DeliveryParty = 'node' | 'postgres' | 'receiver';
+const DELIVERY_PARTIES: readonly DeliveryParty[] = ['node', 'postgres', 'receiver'];
+
+type CpuSamples = Record<string, number[]>;
+
+/** A payload of `count` events as coalescing writes it: its body and its events' ids. */
+export function samplePayload(count: number): { body: string; eventIds: string[] } {
+  const eventIds = Array.from({ length: count }, () => randomUUID());
+  const events = eventIds.map((eventId, i) => serializeEvent({
+    atomId: String(1000 + i), eventId, eventTimestamp: new Date().toISOString(), assetId: String(i + 1), assetUuid: randomUUID(), eventType: 'EDITED',
+  }));
+  return { body: serializeBody(events, new Date().toISOString()), eventIds };
+}
+
+/**
+ * Delivery throughput: `payloads` stored payloads of 100 events delivered by
+ * the service (jobs, attempt records, the pump) to a receiver in another
+ * process that answers 200 at once, against a plain undici loop posting the
+ * same bodies at the same concurrency. Both sides first run one unmeasured
+ * round (code compiled, connections open).
+ */
+export async function measureDelivery(databaseUrl: string, pool: pg.Pool, options: { payloads: number; concurrency: number; repeats: number }): Promise<DeliveryBenchResult> {
+  const receiver = await startReceiverProcess(false);
+  const { body, eventIds } = samplePayload(100);
+  const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-bench-'));
+  const configPath = path.join(directory, 'config.yaml');
+  writeFileSync(configPath, `assetUpdater:
+  intervalSeconds: 3600
+  network: { allowPrivateAddresses: true }
+  webhooks:
+    - { id: bench, url: "${receiver.url}", enabled: true, concurrency: ${options.concurrency} }
+`);
+  const service = await startService({ databaseUrl, configPath, logger: pino({ level: 'silent' }), concurrency: options.concurrency });
+  const serviceRates: number[] = [];
+  const rawRates: number[] = [];
+  const serviceCpu: CpuSamples = {};
+  const rawCpu: CpuSamples = {};
+  const parties = { postmaster: await postmasterOf(pool), others: { receiver: receiver.pid } };
+  const setUp = async (payloads: number): Promise<void> => {
+    await pool.query("delete from asset_webhooks.payloads where webhook_id = 'bench'");
+    // Rows as coalescing writes them, event ids included: they widen every
+    // row version delivery writes, and so what each settle costs the database.
+    await pool.query(
+      `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
+       select 'bench', 'pending', $1, octet_length($1), 100, $3::uuid[] from generate_series(1, $2::int)`,
+      [body, payloads, eventIds]);
+  };
+  const deliver = async (payloads: number): Promise<number> => {
+    const before = await receiverCount(receiver.countUrl);
+    const started = process.hrtime.bigint();
+    await announcePayloadsReady(pool);
+    // Waits on the receiver's count of POSTs, then on the database for the
+    // last results to be recorded. Polling the database all along would charge
+    // the service with the polls: the check is a scan of payloads, whose CPU
+    // would count as the server's.
+    let seen = before;
+    let progressAt = performance.now();
+    while (seen < before + payloads) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      const count = await receiverCount(receiver.countUrl);
+      if (count > seen) progressAt = performance.now();
+      else if (performance.now() - progressAt > 60_000) throw new Error(`delivery bench: the receiver got ${count - before} of ${payloads} payloads and nothing for a minute`);
+      seen = count;
+    }
+    for (;;) {
+      const { rows } = await pool.query<{ waiting: boolean }>(
+        "select exists (select 1 from asset_webhooks.payloads where webhook_id = 'bench' and status in ('open', 'pending')) as waiting");
+      if (rows[0]?.waiting === false) break;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    const rate = payloads / (Number(process.hrtime.bigint() - started) / 1e9);
+    const { rows } = await pool.query<{ n: number }>("select count(*)::int as n from asset_webhooks.payloads where webhook_id = 'bench' and status = 'delivered'");
+    if (rows[0]?.n !== payloads) throw new Error(`delivery bench: ${rows[0]?.n ?? 0} of ${payloads} payloads were delivered; the run is void`);
+    return rate;
+  };
+  // The CPU of the delivery only, not of setting up its payloads.
+  const deliverAll = async (payloads: number, samples?: CpuSamples): Promise<number> => {
+    await setUp(payloads);
+    return withCpu(samples, payloads, parties, () => deliver(payloads));
+  };
+  try {
+    // One unmeasured round each, so neither side is measured while its code
+    // is still being compiled and its connections opened. A full-size round:
+    // a short one leaves the raw loop still warming up in its first measured
+    // round, which would flatter the first pair's ratio.
+    await rawUndici(receiver.url, body, options.payloads, options.concurrency);
+    await deliverAll(options.payloads);
+    for (let repeat = 0; repeat < options.repeats; repeat += 1) {
+      rawRates.push(await withCpu(rawCpu, options.payloads, parties, () => rawUndici(receiver.url, body, options.payloads, options.concurrency)));
+      serviceRates.push(await deliverAll(options.payloads, serviceCpu));
+    }
+  } finally {
+    await service.stop();
+    await receiver.stop();
+    rmSync(directory, { recursive: true, force: true });
+  }
+  return {
+    payloadsPerSecond: measured(serviceRates),
+    rawUndiciPayloadsPerSecond: measured(rawRates),
+    ratioToRawUndici: ratio(serviceRates, rawRates),
+    concurrency: options.concurrency,
+    ...cpuFigures(measuredSplit(serviceCpu, DELIVERY_PARTIES), measuredSplit(rawCpu, DELIVERY_PARTIES), serviceRates, rawRates),
+  };
+}
+
+/** The CPU splits of both sides and the CPUs each kept busy, where /proc could tell. */
+function cpuFigures(
+  service: CpuSplit<DeliveryParty> | undefined, rawUndici: CpuSplit<DeliveryParty> | undefined, serviceRates: readonly number[], rawRates: readonly number[],
+): Pick<DeliveryBenchResult, 'cpuMicrosPerPayload' | 'busyCpus'> {
+  if (!service || !rawUndici) return {};
+  const busy = { service: busyCpus(service, serviceRates), rawUndici: busyCpus(rawUndici, rawRates) };
+  return {
+    cpuMicrosPerPayload: { service, rawUndici },
+    ...(busy.service && busy.rawUndici ? { busyCpus: { service: busy.service, rawUndici: busy.rawUndici } } : {}),
+  };
+}
+
+async function receiverCount(countUrl: string): Promise<number> {
+  const response = await request(countUrl);
+  return Number(await response.body.text());
+}
+
+async function rawUndici(url: string, body: string, payloads: number, concurrency: number): Promise<number> {
+  const agent = new Agent({ keepAliveTimeout: 60_000 });
+  let next = 0;
+  const started = process.hrtime.bigint();
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < payloads) {
+      next += 1;
+      const response = await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json' }, dispatcher: agent });
+      await response.body.dump();
+    }
+  }));
+  const rate = payloads / (Number(process.hrtime.bigint() - started) / 1e9);
+  await agent.close();
+  return rate;
+}

@@ -1,0 +1,887 @@
+-- The schema asset_webhooks: the outbox that capture triggers write, the
+-- events and payloads that coalescing makes of it, the attempts that delivery
+-- records, and the views and functions operators and the service use on them.
+--
+-- Data flows one way through these tables:
+--   outbox --(coalesce: claim, collapse, route, pack)--> events + payloads --(deliver)--> attempts
+--
+-- `asset-webhooks migrate` runs this file in one transaction together with its
+-- row in asset_webhooks.migrations (a table the migrator creates itself), then
+-- installs graphile-worker's schema, then the binding (the view
+-- asset_webhooks.asset_state and the capture triggers). Until the first
+-- release this baseline is changed in place; after it, schema changes are
+-- forward-only numbered files after it (see CHANGELOG.md).
+
+-- The event types a capture may record; what a webhook's `events` filter names.
+-- A domain rather than a CHECK on the outbox column: a table CHECK is read
+-- back from its stored text and planned by every statement that inserts into
+-- the table, that is by every captured statement of the asset database, while
+-- a domain's check is loaded once per connection. A row that breaks it fails
+-- with check_violation (23514), which the binding records as a capture error.
+create domain asset_webhooks.event_type as text
+  constraint event_type_check check (value in ('CREATED', 'EDITED', 'DELETED', 'PURGED', 'REVERSION'));
+
+-- One row per captured change, written by a binding's triggers in the same
+-- transaction as the change, so a change is captured if and only if it commits.
+-- Rows are consumed without row locks (no FOR UPDATE): only the coalescing
+-- run that holds the coalescing advisory lock claims or deletes them
+-- (src/coalesce/run.ts, src/coalesce/claim.ts). It deletes them in the
+-- transaction that records their events, so the table holds only what has
+-- not been coalesced yet. It is
+-- never read by "seq greater than the last seen": sequence values commit out
+-- of order. The table keeps only its primary key: every index here would be
+-- paid for inside the asset database's own writes; a run reads the latest
+-- edit of each asset in one pass over its backlog instead.
+create table asset_webhooks.outbox (
+  seq          bigint generated always as identity primary key,
+  -- Null unless the binding gives its own id; otherwise the eventId is derived
+  -- from seq and occurred_at by asset_webhooks.event_id_of. A stored value
+  -- wins everywhere.
+  event_id     uuid,
+  occurred_at  timestamptz not null default clock_timestamp(),
+  event_type   asset_webhooks.event_type not null,
+  asset_id     bigint not null,
+  -- What the coalescer and operators still need once the asset row is gone (PURGED).
+  asset_uuid   uuid,
+  atom_id      bigint,
+  supertype    text,
+  parent_id    bigint
+);
+
+-- A capture that failed inside a trigger never fails the source write; it is
+-- recorded here instead, so it is never silent (see the binding's functions).
+create table asset_webhooks.capture_errors (
+  capture_error_id bigint generated always as identity primary key,
+  occurred_at      timestamptz not null default clock_timestamp(),
+  table_name       text not null,
+  operation        text not null,
+  sqlstate         text not null,
+  message          text not null
+);
+
+-- Records a failed capture and warns; never raises, so the asset database's
+-- write goes on whatever happens here. Security definer so that the roles of
+-- the application need no privilege on capture_errors.
+create function asset_webhooks.record_capture_error(p_table text, p_operation text, p_sqlstate text, p_message text)
+returns void language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
+begin
+  insert into asset_webhooks.capture_errors (table_name, operation, sqlstate, message)
+  values (p_table, p_operation, p_sqlstate, p_message);
+  raise warning 'asset_webhooks: change on % (%) was not captured: % %', p_table, p_operation, p_sqlstate, p_message;
+exception when others then
+  raise warning 'asset_webhooks: change on % (%) was not captured and the error could not be recorded: % %',
+    p_table, p_operation, p_sqlstate, p_message;
+end $$;
+
+-- eventIds are derived from the outbox row when it is read (coalescing,
+-- investigation), not generated when it is written, so the capture path only
+-- stores the row.
+--
+-- The ids are UUIDv7 (RFC 9562): 48 bits of occurred_at in milliseconds, then
+-- 74 bits taken from seq mixed with a random key of this installation. They
+-- are unique within the installation because seq is (the mix is a bijection),
+-- stay unique if the sequence were ever restarted (the time differs), do not
+-- repeat across installations (the key differs), and sort by time. They are
+-- not secrets and not meant to be unguessable. The key is drawn once, here,
+-- and lives only in the two functions' text: src/coalesce/event-ids.ts reads
+-- it back from event_id_of and derives the same ids in Node.
+do $baseline$
+declare
+  -- 62 bits for the low half (the top two bits carry the UUID variant) and 12
+  -- bits after the version digit, random per installation.
+  v_key bigint := ('x' || substr(md5(gen_random_uuid()::text), 1, 16))::bit(64)::bigint & 4611686018427387903;
+  v_rand_a text := substr(md5(gen_random_uuid()::text), 1, 3);
+begin
+  execute format($f$
+    create function asset_webhooks.event_id_of(p_seq bigint, p_occurred_at timestamptz) returns uuid
+    language sql immutable parallel safe as $body$
+      select (lpad(to_hex(floor(extract(epoch from p_occurred_at) * 1000)::bigint), 12, '0')
+              || '7' || %L
+              || to_hex(((p_seq # %s::bigint) & 4611686018427387903) | (-9223372036854775808)::bigint))::uuid
+    $body$$f$, v_rand_a, v_key);
+  -- The inverse for lookups: the seq an id was derived from (meaningless for
+  -- ids not made by event_id_of; callers compare the id again).
+  execute format($f$
+    create function asset_webhooks.event_seq_of(p_event_id uuid) returns bigint
+    language sql immutable parallel safe as $body$
+      select (('x' || right(replace(p_event_id::text, '-', ''), 16))::bit(64)::bigint & 4611686018427387903) # %s::bigint
+    $body$$f$, v_key);
+end $baseline$;
+
+-- The outbox as operators read it: rows not coalesced yet, with their eventId.
+create view asset_webhooks.waiting_events as
+select o.seq,
+       coalesce(o.event_id, asset_webhooks.event_id_of(o.seq, o.occurred_at)) as event_id,
+       o.occurred_at, o.event_type, o.asset_id, o.asset_uuid, o.atom_id, o.supertype, o.parent_id
+from asset_webhooks.outbox o;
+
+-- One waiting event by its id: by seq when the id was derived, else by the stored id.
+create function asset_webhooks.find_waiting_event(p_event_id uuid) returns setof asset_webhooks.waiting_events
+language sql stable as $$
+  select w.* from asset_webhooks.waiting_events w
+  where w.seq = asset_webhooks.event_seq_of(p_event_id) and w.event_id = p_event_id
+  union
+  select w.* from asset_webhooks.waiting_events w
+  join asset_webhooks.outbox o on o.seq = w.seq
+  where o.event_id = p_event_id
+$$;
+
+-- The webhooks of the configuration as the running service last saw them.
+-- Written by `run` at start and on every reload; the views and the delivery
+-- pump read it. The url is stored without credentials.
+create table asset_webhooks.webhooks (
+  webhook_id   text primary key,
+  url          text not null,
+  enabled      boolean not null,
+  concurrency  integer not null default 1 check (concurrency between 1 and 64),
+  -- When the webhook was paused (`paused: true`); null while it is not. Set
+  -- only for an enabled webhook (`enabled: false` wins over `paused`). While
+  -- set, none of the webhook's payloads is dispatched and none expires: the
+  -- expiry clock stands still. Resuming (src/service/service-state.ts,
+  -- syncWebhooks) clears it and, in the same statement, moves each waiting
+  -- payload's series_started_at forward by the time it spent paused.
+  paused_since timestamptz,
+  updated_at   timestamptz not null default now(),
+  -- A webhook's delivery health, shared by every process. failing_since: the
+  -- first failed attempt (timeout, connection error, 5xx, a retried 4xx) since
+  -- the last answer that was not a failure; while set, the webhook has at most
+  -- one attempt in flight. hold_until: a receiver's Retry-After; no payload of
+  -- the webhook is claimed before it.
+  failing_since timestamptz,
+  hold_until    timestamptz
+);
+
+-- One row per coalescing run. Retention deletes them oldest first, through
+-- the index on started_at, so its cost does not grow with history.
+create table asset_webhooks.coalesce_runs (
+  run_id       bigint generated always as identity primary key,
+  started_at   timestamptz not null default clock_timestamp(),
+  finished_at  timestamptz,
+  events       integer not null default 0,
+  payloads     integer not null default 0
+);
+create index coalesce_runs_started_at on asset_webhooks.coalesce_runs (started_at);
+
+-- Exactly-once ticks for intervals that graphile-worker's cron cannot express:
+-- every `run` process tries to insert the current slot; the one whose insert
+-- returns a row schedules the coalescing job. Retention reads them by created_at.
+create table asset_webhooks.ticks (
+  slot        bigint primary key,
+  created_at  timestamptz not null default now(),
+  -- The outcome of the tick's coalescing run, for readiness: finished_at when
+  -- it succeeded, error (one line) when its last try failed.
+  finished_at timestamptz,
+  error       text
+);
+create index ticks_created_at on asset_webhooks.ticks (created_at);
+
+-- A payload: the exact bytes that every attempt sends. `open` payloads are
+-- still being filled by a running coalescing run and are never dispatched.
+-- Each `run` process's delivery pump (src/delivery/pump.ts) claims due
+-- payloads with claim_payloads and writes every outcome with settle_payloads.
+-- The state of a pending payload in its webhook's queue:
+--   not dispatched                          waiting in the queue (next_attempt_at, when set, is the
+--                                           earliest time it may be sent);
+--   dispatched, next_attempt_at set         holds one of its webhook's `concurrency` slots and waits
+--                                           for its retry at next_attempt_at;
+--   dispatched, next_attempt_at null        in flight: its attempt row (series, attempts) has no
+--                                           outcome yet, and names the process that sent it.
+-- With concurrency 1 the single slot therefore keeps strict order: the next
+-- payload is not claimed before the previous one is delivered or dead-lettered.
+create table asset_webhooks.payloads (
+  payload_id          bigint generated always as identity primary key,
+  webhook_id          text not null,
+  run_id              bigint,
+  created_at          timestamptz not null default clock_timestamp(),
+  status              text not null default 'open'
+                      check (status in ('open', 'pending', 'delivered', 'dead_lettered')),
+  -- true while the payload holds one of its webhook's slots (see above).
+  dispatched          boolean not null default false,
+  body                text not null,
+  byte_size           integer not null,
+  event_count         integer not null,
+  event_ids           uuid[] not null,
+  -- The series counts redeliveries: 1 for the first series of attempts.
+  series              integer not null default 1,
+  -- Start of the current series: creation, or an operator's redelivery,
+  -- moved forward by any time the series then spent with its webhook paused
+  -- (webhooks.paused_since). The payload expires deadLetterAfterSeconds after it.
+  series_started_at   timestamptz not null default clock_timestamp(),
+  attempts            integer not null default 0,
+  next_attempt_at     timestamptz,
+  last_attempt_at     timestamptz,
+  last_status_code    integer,
+  last_error          text,
+  delivered_at        timestamptz,
+  dead_lettered_at    timestamptz,
+  dead_letter_reason  text check (dead_letter_reason in ('rejected', 'retries_exhausted', 'expired', 'too_large', 'webhook_removed'))
+)
+-- Delivery writes two versions of every payload row (an attempt starts, then
+-- settles) and changes neither body nor event_ids. An UPDATE that leaves an
+-- out-of-line value alone keeps pointing at it, so a row that is toasted at
+-- all is toasted down to 1 kB, and event_ids goes out of line without a
+-- compression attempt (random uuids do not compress): the row versions
+-- delivery writes, and their WAL, then hold only the small columns.
+with (toast_tuple_target = 1024);
+alter table asset_webhooks.payloads alter column event_ids set storage external;
+
+-- A coalescing run writes every routed event's JSON once per webhook that
+-- receives it; lz4 compresses it at a fraction of pglz's cost. A server built
+-- without lz4 keeps pglz: smaller on disk, slower to write.
+do $baseline$
+begin
+  alter table asset_webhooks.payloads alter column body set compression lz4;
+exception when feature_not_supported then
+  raise notice 'lz4 is not available on this server: payload bodies stay compressed with pglz';
+end $baseline$;
+
+-- Every index below answers one query by reading only the rows it asks for,
+-- whatever the table's history or statistics, so no path's cost grows with
+-- the number of payloads delivered.
+--
+-- Operators' listings: a webhook's waiting payloads, and its dead letters.
+create index payloads_waiting on asset_webhooks.payloads (webhook_id, payload_id) where status in ('open', 'pending');
+create index payloads_dead on asset_webhooks.payloads (webhook_id, dead_lettered_at) where status = 'dead_lettered';
+-- Retention: a payload ends after it is created, so maintenance asks for
+-- created_at below the cutoff as well as the end time, and reads this index.
+create index payloads_created on asset_webhooks.payloads (created_at);
+-- A webhook's payloads in flight, counted whenever a slot may be taken (at
+-- most its concurrency rows).
+create index payloads_in_flight on asset_webhooks.payloads (webhook_id) where status = 'pending' and dispatched;
+-- The head of a webhook's queue. Ordered by `payload_id + 0`, an expression
+-- only this index provides, and claim_payloads orders by the same
+-- expression: the primary key cannot serve their `order by ...
+-- limit n` without sorting, so the planner never walks it from its start
+-- over every payload already delivered (statistics taken while one webhook's
+-- whole backlog waited would otherwise lead it there).
+create index payloads_queue on asset_webhooks.payloads (webhook_id, (payload_id + 0))
+  where status = 'pending' and not dispatched;
+-- Expiry of waiting payloads (the recovery sweep, src/delivery/recover.ts).
+create index payloads_expiry on asset_webhooks.payloads (series_started_at) where status = 'pending' and not dispatched;
+-- Sealing the payloads a coalescing run left open (at the start of every run).
+create index payloads_open on asset_webhooks.payloads (webhook_id) where status = 'open';
+-- `dead-letters` without --webhook: the newest first.
+create index payloads_dead_newest on asset_webhooks.payloads (dead_lettered_at) where status = 'dead_lettered';
+
+-- A `run` process holds a session advisory lock keyed by its id (its lease)
+-- on a connection of its own for as long as it lives (src/service/process-lease.ts).
+-- When the process dies, PostgreSQL ends its sessions and frees the lock, so
+-- crash recovery can tell a live process's slow attempt from a dead process's
+-- orphan and close the orphan's attempt at once.
+--
+-- The run process of this session, from its application_name, which the
+-- service sets on every connection of its pool to 'asset-webhooks run '
+-- followed by the process id: a UUID in canonical lower-case form (hex digits
+-- in groups of 8, 4, 4, 4 and 12, joined by '-'), and nothing after it. Any
+-- other name gives null. application_name is a standard startup parameter
+-- that connection poolers pass on. Written without a regular expression: it
+-- is evaluated for every attempt started (the default of attempts.process_id).
+-- The LIKE pattern fixes the length, the prefix and where the four dashes are;
+-- what is left once the hex digits are removed must be exactly those four, so
+-- every other character is a lower-case hex digit. A single SELECT without
+-- FROM, so the planner inlines it into the column default.
+create function asset_webhooks.process_of_session() returns text
+language sql stable parallel safe
+as $$
+  select case
+    when current_setting('application_name') like 'asset-webhooks run ________-____-____-____-____________'
+     and translate(substr(current_setting('application_name'), 20), '0123456789abcdef', '') = '----'
+    then substr(current_setting('application_name'), 20)
+  end
+$$;
+
+-- The advisory lock key of a process's lease.
+create function asset_webhooks.process_lease_key(p_process_id text) returns bigint
+language sql immutable parallel safe
+as $$ select hashtextextended('asset_webhooks.process:' || p_process_id, 0) $$;
+
+-- Whether the process is gone: nobody holds its lease. Tried with a
+-- transaction-level lock, so it never waits. When the process is gone the
+-- caller holds that lock until its transaction ends: meanwhile another probe
+-- sees the lease held, and a process taking its lease back waits. Call it
+-- in short transactions (orphaned_attempts, trace, the runbook).
+create function asset_webhooks.process_gone(p_process_id text) returns boolean
+language sql volatile
+as $$ select pg_try_advisory_xact_lock(asset_webhooks.process_lease_key(p_process_id)) $$;
+
+-- Every delivery attempt. The row is written before the request is sent, so a
+-- crash mid-attempt leaves a row without a result (outcome null) rather than
+-- no row.
+create table asset_webhooks.attempts (
+  payload_id        bigint not null references asset_webhooks.payloads (payload_id) on delete cascade,
+  series            integer not null,
+  attempt_no        integer not null,
+  started_at        timestamptz not null,
+  duration_ms       integer,
+  status_code       integer,
+  error_class       text,
+  error_message     text,
+  response_excerpt  text,
+  outcome           text check (outcome in ('delivered', 'retry', 'rejected', 'retries_exhausted', 'expired')),
+  -- Read from the session by default, so every statement that starts an
+  -- attempt records it without restating it. A session with another
+  -- application_name records null; crash recovery then closes such an
+  -- attempt only once it is old (orphaned_attempts, src/delivery/recover.ts).
+  process_id        text default asset_webhooks.process_of_session(),
+  primary key (payload_id, series, attempt_no)
+);
+comment on column asset_webhooks.attempts.process_id is
+  'The run process that started the attempt (its lease: asset_webhooks.process_lease_key); null when the session did not say';
+
+-- Operator redeliveries of dead-lettered payloads, one row per new series.
+create table asset_webhooks.redeliveries (
+  payload_id       bigint not null references asset_webhooks.payloads (payload_id) on delete cascade,
+  series           integer not null,
+  requested_at     timestamptz not null default now(),
+  requested_by     text not null,
+  previous_reason  text,
+  -- A redelivery that moved the payload to another webhook (`--to`) names the
+  -- webhook it belonged to before; null when it stayed with its webhook. The
+  -- payload's webhook_id names where the series is sent.
+  moved_from       text,
+  primary key (payload_id, series)
+);
+
+-- A backfill (`asset-webhooks backfill --webhook ID`, src/backfill/) sends one
+-- EDITED event with a new eventId, to one webhook only, for every asset that
+-- currently passes that webhook's checks, or for each listed asset. It writes
+-- its payloads and their events directly, chunk by chunk; it does not go
+-- through the outbox, so a backfill of a million assets never delays the
+-- captured events of other webhooks behind its own rows.
+
+-- One row per backfill. A chunk's payloads, its events and the advance of
+-- last_asset_id commit in one transaction, so an interrupted backfill resumes
+-- after the last asset whose event (or exclusion) committed, and no asset is
+-- sent twice by one backfill. A backfill that completed is never resumed: a
+-- later request with the same arguments starts a new one and sends again.
+create table asset_webhooks.backfills (
+  backfill_id    bigint generated always as identity primary key,
+  webhook_id     text not null,
+  -- The listed assets, distinct and ascending; null for every asset of the
+  -- binding's asset_state view.
+  asset_ids      bigint[],
+  -- Which assets, as one short value the index below can hold whatever the
+  -- length of the list: 'all', or the md5 of the listed ids joined by commas.
+  assets_key     text not null,
+  status         text not null default 'running' check (status in ('running', 'completed')),
+  -- Keyset position: every asset with an id up to this one is done (sent, or
+  -- excluded by a check, or listed but absent). Null before the first chunk.
+  last_asset_id  bigint,
+  -- Assets read, events sent (one per asset), assets excluded by the
+  -- webhook's checks, payloads written.
+  assets_read    bigint not null default 0,
+  events_sent    bigint not null default 0,
+  excluded       bigint not null default 0,
+  payloads       bigint not null default 0,
+  requested_by   text not null,
+  started_at     timestamptz not null default clock_timestamp(),
+  updated_at     timestamptz not null default clock_timestamp(),
+  finished_at    timestamptz
+);
+-- At most one unfinished backfill per webhook and asset list: a second
+-- request with the same arguments resumes it instead of starting another.
+create unique index backfills_running on asset_webhooks.backfills (webhook_id, assets_key) where status = 'running';
+
+-- One configuration the coalescer routed by: its webhooks, in configuration
+-- order, each with what its checks read. A configuration is stored once
+-- (digest: of the webhooks' ids and definitions); runs with the same
+-- configuration share it.
+create table asset_webhooks.routings (
+  routing_id    bigint generated always as identity primary key,
+  digest        text not null unique,
+  created_at    timestamptz not null default clock_timestamp(),
+  -- Set by every chunk coalesced with it: no event refers to a routing whose
+  -- last use is older than the oldest event kept (see src/maintenance/maintenance.ts).
+  last_used_at  timestamptz not null default clock_timestamp()
+);
+
+-- position counts from 1 in configuration order; definition is
+-- {"enabled", "resourceTypes", "eventTypes", "filters"} as the configuration
+-- document gives them after defaults (src/config/schema.ts).
+create table asset_webhooks.routing_webhooks (
+  routing_id  bigint not null references asset_webhooks.routings (routing_id) on delete cascade,
+  position    integer not null,
+  webhook_id  text not null,
+  definition  jsonb not null,
+  primary key (routing_id, position),
+  unique (routing_id, webhook_id)
+);
+
+-- Consumed events. What an event stores follows the webhooks that receive it,
+-- not the webhooks configured: once, what routing saw (the configuration it
+-- was routed by, routing_id, and the asset values the checks read), and for
+-- the webhooks that receive it the payload that carries it. For every other
+-- webhook of the routing the outcome is `collapsed` or `excluded`, and the
+-- excluding check is derived when asked, by evaluating the stored definition
+-- against the stored values (asset_webhooks.excluding_check). Nothing is
+-- written per excluded webhook.
+-- Events written by a backfill have no outbox row and no coalescing run: seq
+-- and run_id are null and backfill_id names the backfill; their routing holds
+-- the backfill's one webhook, which receives them. Every captured event has
+-- seq and run_id and a null backfill_id.
+create table asset_webhooks.events (
+  event_id        uuid primary key,
+  seq             bigint,
+  occurred_at     timestamptz not null,
+  event_type      text not null,
+  asset_id        bigint not null,
+  asset_uuid      uuid,
+  -- atomId as delivered: for EDITED the asset's latest atom at coalescing time.
+  atom_id         bigint,
+  run_id          bigint,
+  coalesced_at    timestamptz not null,
+  collapsed_into  uuid,
+  -- No foreign key: the coalescer writes it from the routing it recorded at
+  -- the start of its run, and a key would cost an index probe per event.
+  routing_id      bigint,
+  -- The routing positions of the webhooks that receive the event, and in the
+  -- same order the payloads that carry it to them; null when none does.
+  delivered_to    integer[],
+  payload_ids     bigint[],
+  -- What routing saw: the asset was gone by coalescing time, else its values
+  -- as the checks read them (src/filters/compile.ts). Empty lists are stored
+  -- as null. The supertype and parent are always stored; state, schema, type,
+  -- domain, keywords and additional fields only as far as some enabled
+  -- webhook's filters of the routing read them, so a value no check of the
+  -- routing reads may be null. Collapsed and PURGED events store no values:
+  -- no check reads them.
+  asset_gone      boolean not null default false,
+  seen_supertype  text,
+  seen_parent_id  bigint,
+  seen_state      text,
+  seen_schema_id  bigint,
+  seen_type_id    bigint,
+  seen_domain_id  bigint,
+  seen_keywords   text[],
+  seen_field_names  text[],
+  seen_field_values text[],
+  backfill_id     bigint
+);
+-- Investigation by time and by asset; retention by coalesced_at.
+create index events_occurred_at on asset_webhooks.events (occurred_at);
+create index events_asset on asset_webhooks.events (asset_id, occurred_at);
+create index events_coalesced_at on asset_webhooks.events (coalesced_at);
+-- The events of one backfill (sql/runbooks/backfills.sql). Partial: captured
+-- events, nearly all of them, get no entry.
+create index events_backfill on asset_webhooks.events (backfill_id) where backfill_id is not null;
+
+-- The check that excludes the event from a webhook with this definition, in
+-- this order, or null when the webhook receives it: disabled (even
+-- PURGED); a PURGED event passes from here on; asset_gone; resource_type;
+-- event_type; parent (only top-level assets, unless a parentId filter is
+-- configured); then each filter group, `filter:<n>` counting from 1. A value
+-- list is a set: AND needs every listed value present, ANY one, NONE none;
+-- matching is exact. `collapsed` is decided before any of these and is not
+-- named here. It agrees with the coalescer's evaluation
+-- (src/filters/compile.ts); a property test checks that on random cases.
+create function asset_webhooks.excluding_check(p_definition jsonb, p_event asset_webhooks.events) returns text
+language plpgsql stable as $$
+declare
+  v_group jsonb;
+  v_n integer := 0;
+  v_listed text[];
+  v_values text[];
+  v_passes boolean;
+begin
+  if not (p_definition ->> 'enabled')::boolean then
+    return 'disabled';
+  end if;
+  if p_event.event_type = 'PURGED' then
+    return null;
+  end if;
+  if p_event.asset_gone then
+    return 'asset_gone';
+  end if;
+  if p_event.seen_supertype is null or not (p_definition -> 'resourceTypes') ? p_event.seen_supertype then
+    return 'resource_type';
+  end if;
+  if not (p_definition -> 'eventTypes') ? p_event.event_type then
+    return 'event_type';
+  end if;
+  if p_event.seen_parent_id is not null and not p_definition @? '$.filters[*] ? (@.filterKind == "parentId")' then
+    return 'parent';
+  end if;
+  for v_group in select g from jsonb_array_elements(p_definition -> 'filters') as g loop
+    v_n := v_n + 1;
+    v_listed := array(select jsonb_array_elements_text(v_group -> 'value'));
+    v_values := case v_group ->> 'filterKind'
+      when 'keywords' then coalesce(p_event.seen_keywords, '{}')
+      when 'additionalFields' then
+        case when v_group ? 'fieldName' then
+          array(select f.value from unnest(p_event.seen_field_names, p_event.seen_field_values) as f(name, value)
+                where f.name = v_group ->> 'fieldName')
+        else coalesce(p_event.seen_field_values, '{}') end
+      when 'state' then array_remove(array[p_event.seen_state], null)
+      when 'schemaId' then array_remove(array[p_event.seen_schema_id::text], null)
+      when 'typeId' then array_remove(array[p_event.seen_type_id::text], null)
+      when 'domainId' then array_remove(array[p_event.seen_domain_id::text], null)
+      when 'parentId' then array[coalesce(p_event.seen_parent_id::text, 'null')]
+    end;
+    v_passes := case v_group ->> 'condition'
+      when 'AND' then v_listed <@ v_values
+      when 'ANY' then v_listed && v_values
+      else not (v_listed && v_values)
+    end;
+    if not v_passes then
+      return 'filter:' || v_n;
+    end if;
+  end loop;
+  return null;
+end $$;
+
+-- One row per event and webhook of the configuration it was routed by. The
+-- excluding check is derived only for the rows that ask for it: counting
+-- outcomes reads no definition. backfill_id is non-null for an event written
+-- by a backfill.
+create view asset_webhooks.event_outcomes as
+select e.event_id,
+       e.event_type,
+       e.asset_id,
+       e.asset_uuid,
+       e.occurred_at,
+       w.webhook_id,
+       case
+         when e.collapsed_into is not null then 'collapsed'
+         when d.pos is null then 'excluded'
+         else case p.status when 'delivered' then 'delivered' when 'dead_lettered' then 'dead_lettered' else 'pending' end
+       end as outcome,
+       case when e.collapsed_into is null and d.pos is null then asset_webhooks.excluding_check(w.definition, e) end as excluded_by,
+       p.payload_id,
+       e.collapsed_into,
+       e.atom_id,
+       e.coalesced_at,
+       e.backfill_id
+from asset_webhooks.events e
+join asset_webhooks.routing_webhooks w on w.routing_id = e.routing_id
+cross join lateral (select array_position(e.delivered_to, w.position) as pos) d
+left join asset_webhooks.payloads p on p.payload_id = e.payload_ids[d.pos];
+
+-- The payloads that will not be sent again unless an operator redelivers them.
+-- Listing event_ids costs a TOAST fetch per row (they are stored out of line).
+create view asset_webhooks.dead_letters as
+select p.payload_id,
+       p.webhook_id,
+       p.dead_letter_reason as reason,
+       p.attempts,
+       p.last_status_code,
+       p.last_error,
+       p.event_count,
+       p.event_ids,
+       p.created_at,
+       p.last_attempt_at,
+       p.dead_lettered_at,
+       p.series,
+       p.byte_size
+from asset_webhooks.payloads p
+where p.status = 'dead_lettered';
+comment on view asset_webhooks.dead_letters is
+  'One row per dead-lettered payload. reason: rejected, retries_exhausted, expired, too_large or webhook_removed; '
+  'redeliver with: asset-webhooks dead-letters redeliver PAYLOAD_ID [--to WEBHOOK_ID]';
+
+
+
+
+
+
+
+-- Claims up to p_max payloads that may be sent at p_now, starting their
+-- attempts, and returns them (with their bodies) for the caller to send.
+--
+-- Webhooks take turns: they are visited in id order starting after p_after
+-- (the last webhook the caller was given), and each gives at most p_share
+-- payloads per call, so a webhook with a long backlog never keeps one with a
+-- single payload waiting for more than a call. Per webhook, in flight stays
+-- within its concurrency, or within one while failing_since is set; nothing
+-- is claimed while hold_until is ahead. Retries that are due go first (they
+-- hold their slots already), then the head of the queue while slots are free.
+-- A queue payload whose retry time is ahead takes its slot and waits in it.
+-- Expired payloads are not claimed: the caller's expiry sweep settles them.
+--
+-- Safe across processes: a webhook is claimed by one transaction at a time
+-- (a try-lock: a webhook being claimed elsewhere is skipped, not waited for),
+-- and payloads another transaction holds (a coalescing chunk) are skipped;
+-- with concurrency 1 only the head itself may be claimed, so strict order holds.
+create function asset_webhooks.claim_payloads(p_now timestamptz, p_max integer, p_share integer, p_after text,
+                                              p_expire_after_seconds integer)
+returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz, body text)
+language plpgsql
+-- Planned at each call: the payloads table grows and shrinks by orders of magnitude.
+set plan_cache_mode = force_custom_plan
+as $$
+#variable_conflict use_column
+declare
+  w record;
+  v_window interval := make_interval(secs => p_expire_after_seconds);
+  v_claimed integer := 0;
+  v_in_flight integer;
+  v_held integer;
+  v_take integer;
+  v_room integer;
+  v_ids bigint[];
+  v_head bigint;
+  v_n integer;
+begin
+  for w in
+    select k.webhook_id, k.concurrency, k.failing_since is not null as failing
+    from asset_webhooks.webhooks k
+    -- A paused webhook's payloads, retries included, wait for its resume.
+    where k.enabled and k.paused_since is null and (k.hold_until is null or k.hold_until <= p_now)
+    order by k.webhook_id <= coalesce(p_after, ''), k.webhook_id
+  loop
+    exit when v_claimed >= p_max;
+    continue when not pg_try_advisory_xact_lock(hashtextextended('asset_webhooks.claim:' || w.webhook_id, 0));
+    select count(*) filter (where p.next_attempt_at is null), count(*) into v_in_flight, v_held
+    from asset_webhooks.payloads p
+    where p.webhook_id = w.webhook_id and p.status = 'pending' and p.dispatched;
+    v_take := least(case when w.failing then 1 else w.concurrency end - v_in_flight, p_share, p_max - v_claimed);
+    continue when v_take <= 0;
+    v_ids := array(select q.payload_id from asset_webhooks.payloads q
+                   where q.webhook_id = w.webhook_id and q.status = 'pending' and q.dispatched
+                     and q.next_attempt_at <= p_now and p_now < q.series_started_at + v_window
+                   order by q.payload_id limit v_take for update skip locked);
+    v_room := least(v_take - cardinality(v_ids), w.concurrency - v_held);
+    if v_room > 0 and w.concurrency = 1 then
+      select q.payload_id into v_head from asset_webhooks.payloads q
+      where q.webhook_id = w.webhook_id and q.status = 'pending' and not q.dispatched
+      order by q.payload_id + 0 limit 1;
+      v_ids := v_ids || array(select q.payload_id from asset_webhooks.payloads q
+                              where q.payload_id = v_head and q.status = 'pending' and not q.dispatched
+                              for update skip locked);
+    elsif v_room > 0 then
+      v_ids := v_ids || array(select q.payload_id from asset_webhooks.payloads q
+                              where q.webhook_id = w.webhook_id and q.status = 'pending' and not q.dispatched
+                                and p_now < q.series_started_at + v_window
+                              order by q.payload_id + 0 limit v_room for update skip locked);
+    end if;
+    continue when cardinality(v_ids) = 0;
+    return query
+      with due as (
+        select q.payload_id, coalesce(q.next_attempt_at, p_now) <= p_now as due
+        from asset_webhooks.payloads q
+        where q.payload_id = any(v_ids) and q.status = 'pending' and p_now < q.series_started_at + v_window
+      ),
+      claimed as (
+        update asset_webhooks.payloads p
+        set dispatched = true,
+            attempts = case when d.due then p.attempts + 1 else p.attempts end,
+            last_attempt_at = case when d.due then p_now else p.last_attempt_at end,
+            next_attempt_at = case when d.due then null else p.next_attempt_at end
+        from due d
+        where p.payload_id = d.payload_id and p.payload_id = any(v_ids)
+        returning p.payload_id, p.webhook_id, p.series, p.attempts, p.series_started_at, d.due,
+                  case when d.due then p.body end as body
+      ),
+      started as (
+        insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
+        select c.payload_id, c.series, c.attempts, p_now from claimed c where c.due
+      )
+      select c.payload_id, c.webhook_id, c.series, c.attempts, c.series_started_at, c.body
+      from claimed c where c.due order by c.payload_id;
+    get diagnostics v_n = row_count;
+    v_claimed := v_claimed + v_n;
+  end loop;
+end $$;
+
+-- The one statement that changes a pending payload's state after a claim:
+-- every attempt's result, an interrupted attempt closed by crash recovery,
+-- and the expiry of a payload that is not in flight. The caller's policy
+-- (src/delivery/policy/next-state.ts) has decided each outcome:
+--   p_outcomes: delivered | retry (at p_retry_at) | rejected | retries_exhausted | expired
+-- An entry with an attempt number is an attempt's result: it applies only
+-- while that attempt is still the payload's unfinished attempt in flight; an
+-- entry without one (an expiry) only while the payload is not in flight. An
+-- entry that no longer applies (an operator redelivered the payload, another
+-- process closed the attempt first) still records the attempt's result, as a
+-- plain failed try (outcome 'retry'), and answers applied = false.
+--
+-- A retry keeps its slot (dispatched) until its time; a final outcome frees
+-- it. p_receiver_failed (null: not the receiver's verdict) and p_hold_until
+-- update the webhook's health: the latest verdict of the batch wins (by
+-- p_at, then by position), a
+-- failure keeps the first failure's time, and hold_until only moves later.
+create function asset_webhooks.settle_payloads(
+  p_payload_ids bigint[], p_series integer[], p_attempts integer[],
+  p_duration_ms integer[], p_status_codes integer[], p_error_classes text[], p_error_messages text[], p_excerpts text[],
+  p_outcomes text[], p_at timestamptz[], p_retry_at timestamptz[],
+  p_receiver_failed boolean[], p_hold_until timestamptz[]
+) returns table (idx integer, applied boolean)
+language plpgsql
+set plan_cache_mode = force_custom_plan
+as $$
+#variable_conflict use_column
+declare
+  v_applied boolean[];
+begin
+  -- In payload order, so that concurrent batches never wait on each other in a cycle.
+  perform 1 from asset_webhooks.payloads p where p.payload_id = any(p_payload_ids) order by p.payload_id for update;
+
+  -- A payload named twice in one batch is settled by its first entry only.
+  select array_agg(coalesce(
+           o.first and p.status = 'pending' and p.series = o.series
+           and case when o.attempt is null then not (p.dispatched and p.next_attempt_at is null)
+                    else p.attempts = o.attempt and p.dispatched and p.next_attempt_at is null
+                         and exists (select 1 from asset_webhooks.attempts a
+                                     where a.payload_id = o.payload_id and a.series = o.series
+                                       and a.attempt_no = o.attempt and a.outcome is null)
+               end, false) order by o.i)
+  into v_applied
+  from (select u.*, row_number() over (partition by u.payload_id order by u.i) = 1 as first
+        from unnest(p_payload_ids, p_series, p_attempts) with ordinality as u(payload_id, series, attempt, i)) o
+  left join asset_webhooks.payloads p on p.payload_id = o.payload_id;
+
+  update asset_webhooks.attempts a
+  set duration_ms = r.duration_ms, status_code = r.status_code, error_class = r.error_class, error_message = r.error_message,
+      response_excerpt = r.excerpt, outcome = case when v_applied[r.i] then r.outcome else 'retry' end
+  from unnest(p_payload_ids, p_series, p_attempts, p_duration_ms, p_status_codes, p_error_classes, p_error_messages, p_excerpts, p_outcomes)
+       with ordinality as r(payload_id, series, attempt, duration_ms, status_code, error_class, error_message, excerpt, outcome, i)
+  where r.attempt is not null and a.payload_id = r.payload_id and a.series = r.series and a.attempt_no = r.attempt
+    and a.outcome is null;
+
+  update asset_webhooks.payloads p
+  set last_status_code = case when r.attempt is null then p.last_status_code else r.status_code end,
+      last_error = case when r.attempt is null then p.last_error
+                        when r.error_class is null then null
+                        else r.error_class || ': ' || coalesce(r.error_message, '') end,
+      status = case r.outcome when 'delivered' then 'delivered' when 'retry' then 'pending' else 'dead_lettered' end,
+      delivered_at = case when r.outcome = 'delivered' then r.at end,
+      dead_letter_reason = case when r.outcome not in ('delivered', 'retry') then r.outcome end,
+      dead_lettered_at = case when r.outcome not in ('delivered', 'retry') then r.at end,
+      dispatched = (r.outcome = 'retry'),
+      next_attempt_at = case when r.outcome = 'retry' then r.retry_at end
+  from unnest(p_payload_ids, p_attempts, p_status_codes, p_error_classes, p_error_messages, p_outcomes, p_at, p_retry_at)
+       with ordinality as r(payload_id, attempt, status_code, error_class, error_message, outcome, at, retry_at, i)
+  where v_applied[r.i] and p.payload_id = r.payload_id;
+
+  -- Written only when it changes: a healthy webhook's row is not rewritten by every delivery.
+  with verdicts as (
+    select p.webhook_id, r.failed, r.at, r.hold_until, r.i
+    from unnest(p_payload_ids, p_receiver_failed, p_at, p_hold_until) with ordinality as r(payload_id, failed, at, hold_until, i)
+    join asset_webhooks.payloads p on p.payload_id = r.payload_id
+    where v_applied[r.i] and r.failed is not null
+  ),
+  per_webhook as (
+    select v.webhook_id, (array_agg(v.failed order by v.at desc, v.i desc))[1] as failed,
+           min(v.at) filter (where v.failed) as first_failure, max(v.hold_until) as hold_until
+    from verdicts v group by v.webhook_id
+  )
+  update asset_webhooks.webhooks w
+  set failing_since = case when h.failed then coalesce(w.failing_since, h.first_failure) end,
+      hold_until = greatest(w.hold_until, h.hold_until)
+  from per_webhook h
+  where w.webhook_id = h.webhook_id
+    and ((h.failed and w.failing_since is null) or (not h.failed and w.failing_since is not null)
+         or h.hold_until > coalesce(w.hold_until, '-infinity'));
+
+  return query select o.i::integer, v_applied[o.i] from generate_series(1, cardinality(p_payload_ids)) as o(i);
+end $$;
+
+-- Attempts in flight whose process is gone: its lease is free (see
+-- process_gone) and the attempt started more than p_grace_seconds before
+-- p_now; or, for an attempt that names no process (a session named
+-- otherwise), started more than p_nameless_after_seconds before. Crash
+-- recovery closes them through settle_payloads as interrupted. Call it in a
+-- transaction of its own: process_gone holds each lease it finds free until
+-- the transaction ends.
+create function asset_webhooks.orphaned_attempts(p_now timestamptz, p_grace_seconds integer, p_nameless_after_seconds integer)
+returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz)
+language sql volatile as $$
+  select p.payload_id, p.webhook_id, p.series, p.attempts, p.series_started_at
+  from asset_webhooks.payloads p
+  join asset_webhooks.attempts a on a.payload_id = p.payload_id and a.series = p.series and a.attempt_no = p.attempts
+  where p.status = 'pending' and p.dispatched and p.next_attempt_at is null and a.outcome is null
+    and ((a.process_id is not null and p_grace_seconds is not null
+          and a.started_at < p_now - make_interval(secs => p_grace_seconds)
+          and asset_webhooks.process_gone(a.process_id))
+      or (a.process_id is null and a.started_at < p_now - make_interval(secs => p_nameless_after_seconds)))
+$$;
+
+-- Payloads past their delivery window that are not in flight: waiting in the
+-- queue (a disabled webhook, behind a stuck head) or for a retry. The expiry
+-- sweep settles them as expired. Read through payloads_expiry and
+-- payloads_in_flight. A paused webhook's clock stands still: its payloads are
+-- not expired while it is paused (the resume moves series_started_at forward).
+create function asset_webhooks.expired_payloads(p_now timestamptz, p_expire_after_seconds integer, p_limit integer)
+returns table (payload_id bigint, series integer)
+language sql stable as $$
+  (select p.payload_id, p.series from asset_webhooks.payloads p
+   where p.status = 'pending' and not p.dispatched
+     and p.series_started_at <= p_now - make_interval(secs => p_expire_after_seconds)
+     and not exists (select 1 from asset_webhooks.webhooks w where w.webhook_id = p.webhook_id and w.paused_since is not null)
+   order by p.series_started_at limit p_limit)
+  union all
+  (select p.payload_id, p.series from asset_webhooks.payloads p
+   where p.status = 'pending' and p.dispatched and p.next_attempt_at is not null
+     and p.series_started_at <= p_now - make_interval(secs => p_expire_after_seconds)
+     and not exists (select 1 from asset_webhooks.webhooks w where w.webhook_id = p.webhook_id and w.paused_since is not null)
+   limit p_limit)
+$$;
+
+-- Undoes the start of a claimed attempt that will not be made after all (its
+-- webhook was disabled, paused or removed by a reload the database had not seen yet):
+-- the payload goes back to the queue as it was.
+create function asset_webhooks.abandon_attempt(p_payload_id bigint, p_series integer, p_attempt integer) returns void
+language sql as $$
+  delete from asset_webhooks.attempts
+  where payload_id = p_payload_id and series = p_series and attempt_no = p_attempt and outcome is null;
+  update asset_webhooks.payloads set attempts = p_attempt - 1, dispatched = false
+  where payload_id = p_payload_id and series = p_series and attempts = p_attempt and status = 'pending';
+$$;
+
+
+comment on column asset_webhooks.payloads.dead_letter_reason is
+  'rejected (a 4xx), retries_exhausted, expired (deadLetterAfterSeconds after the series started), '
+  'too_large (one event over maxPayloadBytes), webhook_removed (the webhook left the configuration of every running run process)';
+
+-- The webhooks in the configuration of each running `run` process, written
+-- by record_configuration. A row lives as long as its process's lease
+-- (asset_webhooks.process_gone); rows of gone processes are removed by the
+-- next recording.
+create table asset_webhooks.process_configurations (
+  process_id   text primary key,
+  webhook_ids  text[] not null,
+  recorded_at  timestamptz not null default now()
+);
+
+-- Records the webhooks of one `run` process's configuration (at its start, at
+-- every reload and before every coalescing run it makes) and dead-letters,
+-- with reason webhook_removed, the pending payloads of every recorded webhook
+-- that is in no running process's configuration. Returns those webhooks with
+-- the number of payloads dead-lettered now.
+--
+-- The rule is "in no running process's configuration", not "absent from the
+-- configuration being recorded": during a rolling change, processes with the
+-- old and the new document run side by side, and each would otherwise take
+-- the other's webhooks for removed and dead-letter payloads that the other is
+-- sending. A webhook that is configured but disabled is not removed: its
+-- payloads wait, and expire. Payloads still `open` belong to a coalescing run
+-- in progress and are left to it; the next recording catches them once sealed.
+-- A stop with an unchanged document removes nothing: its lease ends, and the
+-- next process to start records the same webhooks.
+--
+-- Recordings are serialised, so one never decides on a snapshot that misses
+-- another's row that is being written.
+create function asset_webhooks.record_configuration(p_process_id text, p_webhook_ids text[])
+returns table (webhook_id text, dead_lettered integer)
+language plpgsql as $$
+begin
+  perform pg_advisory_xact_lock(hashtextextended('asset_webhooks.record_configuration', 0));
+  insert into asset_webhooks.process_configurations as c (process_id, webhook_ids)
+  values (p_process_id, p_webhook_ids)
+  on conflict (process_id) do update set webhook_ids = excluded.webhook_ids, recorded_at = now();
+  delete from asset_webhooks.process_configurations c
+  where c.process_id <> p_process_id and asset_webhooks.process_gone(c.process_id);
+  return query
+  with removed as (
+    select w.webhook_id from asset_webhooks.webhooks w
+    where not exists (select 1 from asset_webhooks.process_configurations c where w.webhook_id = any (c.webhook_ids))
+  ),
+  dead as (
+    update asset_webhooks.payloads p
+    set status = 'dead_lettered', dead_letter_reason = 'webhook_removed', dead_lettered_at = clock_timestamp(),
+        dispatched = false, next_attempt_at = null
+    from removed r
+    where p.webhook_id = r.webhook_id and p.status = 'pending'
+    returning p.webhook_id
+  )
+  select d.webhook_id, count(*)::integer from dead d group by d.webhook_id order by d.webhook_id;
+end $$;

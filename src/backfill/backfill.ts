@@ -1,0 +1,261 @@
+import { randomUUID } from 'node:crypto';
+import os from 'node:os';
+import type pg from 'pg';
+import { Packer } from '../coalesce/pack.js';
+import { assignPayloadIds } from '../coalesce/persist.js';
+import { announcePayloadsReady } from '../db/payloads-ready.js';
+import type { WebhookConfig } from '../config/schema.js';
+import { inTransaction } from '../db/transaction.js';
+import { compileWebhook } from '../filters/compile.js';
+import { assetStateColumns, assetStateFromRow, type AssetStateRow } from '../db/asset-state.js';
+import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
+import { insertBackfillEvents, insertBackfillPayloads, type BackfillEvent } from './persist.js';
+import { completeBackfill, findRunningBackfill, lockBackfill, recordChunk, startOrResumeBackfill, unlockBackfill, type BackfillRow } from './store.js';
+
+/**
+ * A backfill: one EDITED event with a new eventId, to one webhook only, for
+ * every asset of the binding's asset_state view (or each listed asset) that
+ * passes the webhook's checks now, as coalescing would evaluate an EDITED of
+ * it (src/filters/compile.ts). The event carries the asset's latest atom and,
+ * as eventTimestamp, the time its state was read.
+ *
+ * The assets are read in ascending asset_id, a chunk at a time after the last
+ * one done (keyset pagination): memory holds one read chunk and the events of
+ * one write, whatever the number of assets. A write packs its events into
+ * payloads of at most batchSize events and maxPayloadBytes (src/coalesce/pack.ts)
+ * and commits them, their events and the backfill's new position in one
+ * transaction: a backfill interrupted at any point resumes, given the same
+ * arguments, after the last committed asset, and sends no asset twice.
+ *
+ * Its payloads take ids from the payloads' sequence when written, so they
+ * come after every payload already waiting for the webhook and are sent
+ * after them, in order. They are written directly rather than through the
+ * outbox: captured events of every other webhook never wait behind a
+ * backfill, and a backfilled EDITED is never collapsed with a captured one.
+ * Payloads that a coalescing run writes while a backfill goes on interleave
+ * with the backfill's, each in order within itself.
+ */
+export interface BackfillOptions {
+  readonly pool: pg.Pool;
+  readonly webhook: WebhookConfig;
+  readonly maxPayloadBytes: number;
+  /** The listed assets, decimal strings; undefined for every asset. */
+  readonly assetIds?: readonly string[] | undefined;
+  /** Count what would be sent, change nothing. */
+  readonly dryRun?: boolean;
+  readonly requestedBy?: string;
+  /** Called after each committed write (and, in a dry run, each read), for progress lines. */
+  readonly onProgress?: (progress: BackfillProgress) => void;
+  /** Once aborted, the backfill stops after the write in progress commits; run again to resume. */
+  readonly signal?: AbortSignal;
+}
+
+export interface BackfillProgress {
+  readonly backfillId: number | null;
+  /** Totals of the backfill, earlier interrupted runs included. */
+  readonly assetsRead: number;
+  readonly eventsSent: number;
+  readonly excluded: number;
+  readonly payloads: number;
+  /** Every asset up to this id is done. */
+  readonly lastAssetId: string | null;
+}
+
+export interface BackfillResult extends BackfillProgress {
+  readonly webhookId: string;
+  /** running: interrupted, resumable; completed: every asset done. A dry run reports what a run would leave. */
+  readonly status: 'running' | 'completed';
+  /** An earlier, interrupted backfill with these arguments was continued. */
+  readonly resumed: boolean;
+  readonly dryRun: boolean;
+  /** Assets excluded by this run, by the check that excluded them (as event_outcomes names them). */
+  readonly excludedBy: Readonly<Record<string, number>>;
+  /** Listed assets that do not exist (the first 100), and how many. */
+  readonly missing: readonly string[];
+  readonly missingCount: number;
+}
+
+/** Events per write: a whole number of full payloads, about a thousand events. */
+function eventsPerWrite(batchSize: number): number {
+  return batchSize * Math.ceil(1000 / batchSize);
+}
+
+/** Assets read per query: one chunk in memory at a time. */
+const READ_SIZE = 1000;
+
+/** Assets read without enough events to fill a write, after which the position is committed anyway. */
+const ASSETS_PER_WRITE = 20_000;
+
+/** An event gathered for the next write. */
+interface PendingEvent extends Omit<BackfillEvent, 'batch'> {
+  readonly json: string;
+  /** The asset read just before this one (null: none since the backfill began). */
+  readonly previousAssetId: string | null;
+  /** Assets read and excluded since the last write, before this one. */
+  readonly readBefore: number;
+  readonly excludedBefore: number;
+}
+
+interface ReadRow extends AssetStateRow {
+  asset_key: string;
+  read_at: string;
+}
+
+export async function backfill(options: BackfillOptions): Promise<BackfillResult> {
+  const { pool, webhook } = options;
+  const dryRun = options.dryRun === true;
+  const listed = options.assetIds === undefined ? null : [...new Set(options.assetIds.map((id) => BigInt(id)))].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map(String);
+  const compiled = compileWebhook(webhook);
+  const limits = { batchSize: webhook.batchSize, maxPayloadBytes: options.maxPayloadBytes };
+  const perWrite = eventsPerWrite(webhook.batchSize);
+
+  const session = await pool.connect();
+  let locked: number | null = null;
+  try {
+    let row: BackfillRow | null;
+    let resumed: boolean;
+    if (dryRun) {
+      row = await findRunningBackfill(session, webhook.id, listed);
+      resumed = row !== null;
+    } else {
+      const started = await startOrResumeBackfill(session, webhook.id, listed, options.requestedBy ?? `${os.userInfo().username}@${os.hostname()}`);
+      row = await lockBackfill(session, started.backfill);
+      locked = row.backfillId;
+      resumed = started.resumed;
+    }
+    const missing = listed === null ? { ids: [], count: 0 } : await missingAssets(session, listed);
+    const totals = {
+      backfillId: row?.backfillId ?? null, assetsRead: row?.assetsRead ?? 0, eventsSent: row?.eventsSent ?? 0,
+      excluded: row?.excluded ?? 0, payloads: row?.payloads ?? 0, lastAssetId: row?.lastAssetId ?? null,
+    };
+    const excludedBy: Record<string, number> = {};
+    let status: 'running' | 'completed' = row?.status ?? 'running';
+    if (status === 'completed') {
+      return { ...totals, webhookId: webhook.id, status, resumed, dryRun, excludedBy, missing: missing.ids, missingCount: missing.count };
+    }
+
+    // The events gathered for the next write. Each knows the asset read
+    // before its own and the counts up to it, so a write can stop just before
+    // any of them.
+    let pending: PendingEvent[] = [];
+    let pendingRead = 0;
+    let pendingExcluded = 0;
+    let readCursor = totals.lastAssetId;
+
+    /**
+     * Packs the gathered events and commits the payloads that are full (all,
+     * when `completed`), their events and the position up to the last asset
+     * they cover. The events of the payload still open are carried to the
+     * next write, not committed: their assets lie after the committed
+     * position, so a crash reads them again. Every payload but a backfill's
+     * last is therefore full. A dry run does the same, writing nothing.
+     */
+    const write = async (completed: boolean): Promise<void> => {
+      const packer = new Packer(webhook.id, limits);
+      const carriers = pending.map((event) => packer.add(event.eventId, event.json));
+      if (completed) packer.finish();
+      const open = completed ? undefined : packer.drain().find((batch) => !batch.sealed);
+      const cut = open === undefined ? pending.length : carriers.indexOf(open);
+      const writtenBatches = [...new Set(carriers.slice(0, cut))];
+      const events: BackfillEvent[] = pending.slice(0, cut).map((event, index) => ({ ...event, batch: carriers[index]! }));
+      const carried = pending.slice(cut);
+      const position = carried.length === 0
+        ? { lastAssetId: readCursor, read: pendingRead, excluded: pendingExcluded }
+        : { lastAssetId: carried[0]!.previousAssetId, read: carried[0]!.readBefore, excluded: carried[0]!.excludedBefore };
+      const from = totals.lastAssetId;
+      if (!dryRun && (position.lastAssetId !== from || completed)) {
+        const backfillId = totals.backfillId!;
+        await inTransaction(session, async (client) => {
+          await assignPayloadIds(client, writtenBatches);
+          await insertBackfillPayloads(client, writtenBatches, isoTimestamp(new Date()));
+          await insertBackfillEvents(client, backfillId, webhook, events);
+          if (position.lastAssetId === null) await completeBackfill(client, backfillId);
+          else {
+            await recordChunk(client, backfillId, from, {
+              lastAssetId: position.lastAssetId, assetsRead: position.read, eventsSent: events.length, excluded: position.excluded,
+              payloads: writtenBatches.length, completed,
+            });
+          }
+        });
+        // The pumps are woken once committed; if this fails, their next poll finds the payloads.
+        if (writtenBatches.length > 0) await announcePayloadsReady(pool).catch(() => {});
+      }
+      totals.payloads += writtenBatches.length;
+      totals.assetsRead += position.read;
+      totals.eventsSent += events.length;
+      totals.excluded += position.excluded;
+      totals.lastAssetId = position.lastAssetId;
+      pending = carried.map((event) => ({ ...event, readBefore: event.readBefore - position.read, excludedBefore: event.excludedBefore - position.excluded }));
+      pendingRead -= position.read;
+      pendingExcluded -= position.excluded;
+      if (completed) status = 'completed';
+      options.onProgress?.({ ...totals });
+    };
+
+    for (;;) {
+      const rows = await readAssets(session, readCursor, listed, READ_SIZE);
+      for (const state of rows) {
+        const asset = assetStateFromRow(state);
+        const check = compiled.evaluate('EDITED', asset);
+        if (check !== null) {
+          pendingExcluded += 1;
+          excludedBy[check] = (excludedBy[check] ?? 0) + 1;
+        } else {
+          const event = {
+            eventId: randomUUID(), occurredAt: state.read_at, assetId: state.asset_key, assetUuid: asset.assetUuid, atomId: asset.latestAtomId,
+          };
+          const json = serializeEvent({ ...event, eventTimestamp: event.occurredAt, assetId: asset.assetId, eventType: 'EDITED' });
+          pending.push({ ...event, json, previousAssetId: readCursor, readBefore: pendingRead, excludedBefore: pendingExcluded });
+        }
+        pendingRead += 1;
+        readCursor = state.asset_key;
+      }
+      if (rows.length < READ_SIZE) {
+        await write(true);
+        break;
+      }
+      if (pending.length >= perWrite || pendingRead >= ASSETS_PER_WRITE) await write(false);
+      if (options.signal?.aborted) {
+        await write(false);
+        break;
+      }
+    }
+    return { ...totals, webhookId: webhook.id, status, resumed, dryRun, excludedBy, missing: missing.ids, missingCount: missing.count };
+  } finally {
+    if (locked !== null) await unlockBackfill(session, locked).catch(() => {});
+    session.release();
+  }
+}
+
+/**
+ * The next assets after `after` in ascending asset_id, with the time they were
+ * read (formatted as eventTimestamps are). The binding's view is read by its
+ * key, so each read costs the chunk, not the table.
+ */
+async function readAssets(client: pg.PoolClient, after: string | null, listed: readonly string[] | null, limit: number): Promise<ReadRow[]> {
+  const parameters: unknown[] = [limit];
+  const conditions: string[] = [];
+  if (after !== null) conditions.push(`s.asset_id > $${parameters.push(after)}::bigint`);
+  if (listed !== null) conditions.push(`s.asset_id = any($${parameters.push(listed)}::bigint[])`);
+  const { rows } = await client.query<ReadRow>(
+    `select ${assetStateColumns('s')}, s.asset_id::text as asset_key,
+            to_char(statement_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as read_at
+     from asset_webhooks.asset_state s
+     ${conditions.length === 0 ? '' : `where ${conditions.join(' and ')}`}
+     order by s.asset_id
+     limit $1`,
+    parameters,
+  );
+  return rows;
+}
+
+/** The listed assets that do not exist: the first 100 and how many. */
+async function missingAssets(client: pg.PoolClient, listed: readonly string[]): Promise<{ ids: string[]; count: number }> {
+  const { rows } = await client.query<{ id: string; count: number }>(
+    `select m.id::text as id, (count(*) over ())::int as count
+     from unnest($1::bigint[]) as m(id)
+     where not exists (select 1 from asset_webhooks.asset_state s where s.asset_id = m.id)
+     order by m.id limit 100`,
+    [listed]);
+  return { ids: rows.map((row) => row.id), count: rows[0]?.count ?? 0 };
+}

@@ -1,0 +1,65 @@
+import type pg from 'pg';
+import type { AssetState, DecimalId } from '../interfaces.js';
+
+/**
+ * A row of the binding's view asset_webhooks.asset_state, as node-postgres
+ * returns it when selected with ASSET_STATE_COLUMNS: its bigints as text.
+ */
+export interface AssetStateRow {
+  asset_id: DecimalId;
+  asset_uuid: string;
+  supertype: string;
+  parent_id: DecimalId | null;
+  state: string | null;
+  schema_id: DecimalId | null;
+  type_id: DecimalId | null;
+  domain_id: DecimalId | null;
+  latest_atom_id: DecimalId | null;
+  keywords: string[];
+  field_names: string[];
+  field_values: string[];
+}
+
+/**
+ * The select list of asset_state rows for a table alias: the view's bigints
+ * as text, so that ids beyond 2^53 stay exact (see src/db/connect.ts).
+ */
+export function assetStateColumns(alias: string): string {
+  return `${alias}.asset_id::text as asset_id, ${alias}.asset_uuid, ${alias}.supertype, ${alias}.parent_id::text as parent_id, ${alias}.state, ` +
+    `${alias}.schema_id::text as schema_id, ${alias}.type_id::text as type_id, ${alias}.domain_id::text as domain_id, ` +
+    `${alias}.latest_atom_id::text as latest_atom_id, ${alias}.keywords, ${alias}.field_names, ${alias}.field_values`;
+}
+
+/** The filters' view of one asset_state row (also used by the coalescer's claim). */
+export function assetStateFromRow(row: AssetStateRow): AssetState {
+  return {
+    assetId: row.asset_id, assetUuid: row.asset_uuid, supertype: row.supertype, parentId: row.parent_id, state: row.state,
+    schemaId: row.schema_id, typeId: row.type_id, domainId: row.domain_id, latestAtomId: row.latest_atom_id,
+    keywords: row.keywords, fieldNames: row.field_names, fieldValues: row.field_values,
+  };
+}
+
+/**
+ * One asset's current state through the binding's view, or null when it does
+ * not exist. For people reading it, keywords and fields are sorted (by name,
+ * then value): the view gives them in no particular order, which the filters
+ * do not mind.
+ */
+export async function readAssetState(pool: pg.Pool, assetId: DecimalId): Promise<AssetState | null> {
+  const { rows } = await pool.query<AssetStateRow>(`select ${assetStateColumns('s')} from asset_webhooks.asset_state s where s.asset_id = $1::bigint`, [assetId]);
+  const row = rows[0];
+  if (!row) return null;
+  const fields = row.field_names.map((name, i) => [name, row.field_values[i]!] as const)
+    .sort(([a, x], [b, y]) => compare(a, b) || compare(x, y));
+  return assetStateFromRow({
+    ...row,
+    keywords: [...row.keywords].sort(),
+    field_names: fields.map(([name]) => name),
+    field_values: fields.map(([, value]) => value),
+  });
+}
+
+/** JavaScript's default string order (as `sort()` uses): the same on every machine, whatever the database's collation. */
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

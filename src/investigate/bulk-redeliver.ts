@@ -1,0 +1,93 @@
+import os from 'node:os';
+import type pg from 'pg';
+import { announcePayloadsReady } from '../db/payloads-ready.js';
+import { inTransaction } from '../db/transaction.js';
+import type { DeadLetterReason } from '../interfaces.js';
+import type { WebhookState } from './dead-letters.js';
+
+/** Every dead-letter reason, for `--reason`; the check below fails to compile when the type gains one that is missing here. */
+export const DEAD_LETTER_REASONS = ['rejected', 'retries_exhausted', 'expired', 'too_large', 'webhook_removed'] as const satisfies readonly DeadLetterReason[];
+const everyReasonListed: [Exclude<DeadLetterReason, (typeof DEAD_LETTER_REASONS)[number]>] extends [never] ? true : never = true;
+void everyReasonListed;
+
+/**
+ * Which dead letters of one webhook a bulk redelivery takes: those
+ * dead-lettered within [from, to) (either bound may be left open), of one
+ * reason or of any. The window is on the time of dead-lettering, as
+ * `dead-letters` lists them: the dead letters of an outage are those that
+ * ended during it, whenever their events occurred.
+ */
+export interface DeadLetterSelection {
+  readonly webhookId: string;
+  readonly from?: Date | undefined;
+  readonly to?: Date | undefined;
+  readonly reason?: string | undefined;
+}
+
+export interface BulkRedelivery {
+  readonly webhookId: string;
+  /** Payloads started again (with dryRun: that would be). */
+  readonly count: number;
+  readonly firstPayloadId: number | null;
+  readonly lastPayloadId: number | null;
+  readonly dryRun: boolean;
+  readonly webhookState: WebhookState;
+}
+
+const MATCHING = `p.webhook_id = $1 and p.status = 'dead_lettered'
+  and ($2::timestamptz is null or p.dead_lettered_at >= $2) and ($3::timestamptz is null or p.dead_lettered_at < $3)
+  and ($4::text is null or p.dead_letter_reason = $4)`;
+
+/**
+ * Sends every matching dead letter again, each exactly as a single
+ * `dead-letters redeliver PAYLOAD_ID` does (src/investigate/dead-letters.ts):
+ * same body and eventIds, a new series of attempts whose expiry counts from
+ * now, one row in asset_webhooks.redeliveries naming who asked and the reason
+ * it had. All of them in one transaction: either every match is started or
+ * none is. They wait in the webhook's queue, which is sent in payload order,
+ * so with concurrency 1 they go out in payload order (after any payload of a
+ * lower id still waiting). With dryRun nothing is changed and the count is of
+ * what would be started.
+ */
+export async function redeliverDeadLetters(
+  pool: pg.Pool,
+  selection: DeadLetterSelection,
+  { dryRun = false, requestedBy = `${os.userInfo().username}@${os.hostname()}` }: { dryRun?: boolean; requestedBy?: string } = {},
+): Promise<BulkRedelivery> {
+  const parameters = [selection.webhookId, selection.from ?? null, selection.to ?? null, selection.reason ?? null];
+  const counted = await inTransaction(pool, async (client) => {
+    if (dryRun) {
+      const { rows: [row] } = await client.query<{ count: number; first: number | null; last: number | null }>(
+        `select count(*)::int as count, min(p.payload_id) as first, max(p.payload_id) as last from asset_webhooks.payloads p where ${MATCHING}`,
+        parameters);
+      return row!;
+    }
+    // Locked in payload order, as the single redelivery locks its one row, so a
+    // delivery settling one of them meanwhile waits rather than interleaves.
+    await client.query(`select 1 from asset_webhooks.payloads p where ${MATCHING} order by p.payload_id for update`, parameters);
+    const { rows: [row] } = await client.query<{ count: number; first: number | null; last: number | null }>(
+      `with started as (
+         update asset_webhooks.payloads t
+         set status = 'pending', series = t.series + 1, series_started_at = clock_timestamp(), attempts = 0, dispatched = false,
+             next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
+         from (select p.payload_id, p.dead_letter_reason from asset_webhooks.payloads p where ${MATCHING}) dead
+         where t.payload_id = dead.payload_id
+         returning t.payload_id, t.series, dead.dead_letter_reason as previous_reason
+       ),
+       recorded as (
+         insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason)
+         select s.payload_id, s.series, $5, s.previous_reason from started s
+       )
+       select count(*)::int as count, min(payload_id) as first, max(payload_id) as last from started`,
+      [...parameters, requestedBy]);
+    return row!;
+  });
+  const { rows: [webhook] } = await pool.query<{ enabled: boolean; paused: boolean }>(
+    'select enabled, paused_since is not null as paused from asset_webhooks.webhooks where webhook_id = $1', [selection.webhookId]);
+  const webhookState: WebhookState = webhook === undefined ? 'not_configured'
+    : !webhook.enabled ? 'disabled' : webhook.paused ? 'paused' : 'enabled';
+  // The pumps are woken once committed, as after a single redelivery; if this
+  // fails, their next poll finds the payloads.
+  if (!dryRun && counted.count > 0) await announcePayloadsReady(pool).catch(() => {});
+  return { webhookId: selection.webhookId, count: counted.count, firstPayloadId: counted.first, lastPayloadId: counted.last, dryRun, webhookState };
+}

@@ -1,0 +1,97 @@
+import { mkdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { watchConfigFile, type ConfigWatcher } from '../../src/config/watch.js';
+import { eventually } from '../helpers/receiver.js';
+import { useTempDirectories } from '../helpers/temp-directories.js';
+
+const tempDirectory = useTempDirectories();
+const logger = pino({ level: 'silent' });
+const INTERVAL_MS = 20;
+let watcher: ConfigWatcher | undefined;
+
+afterEach(() => watcher?.close());
+
+/** Starts a watcher counting changes (its baseline is read before it returns). */
+async function watch(file: string, onChange: () => unknown = () => undefined): Promise<{ changes: () => number; polls: () => Promise<void> }> {
+  let changes = 0;
+  watcher = watchConfigFile(file, async () => {
+    changes += 1;
+    await onChange();
+  }, logger, INTERVAL_MS);
+  /** Time for a few polls, to show that nothing happens. */
+  const polls = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, INTERVAL_MS * 5));
+  return { changes: () => changes, polls };
+}
+
+async function changesReach(counter: () => number, n: number): Promise<void> {
+  await eventually(async () => (counter() >= n ? true : undefined), 10_000, `${n} changes`);
+}
+
+describe('watchConfigFile', () => {
+  it('sees a write in place and a rename over the file, and nothing while the bytes stay the same', async () => {
+    const directory = tempDirectory('aw-watch-unit-');
+    const file = path.join(directory, 'config.yaml');
+    writeFileSync(file, 'a: 1\n');
+    const { changes, polls } = await watch(file);
+    expect(changes()).toBe(0);
+
+    writeFileSync(file, 'a: 2\n');
+    await changesReach(changes, 1);
+
+    writeFileSync(path.join(directory, 'next.yaml'), 'a: 3\n');
+    renameSync(path.join(directory, 'next.yaml'), file);
+    await changesReach(changes, 2);
+
+    // Rewritten with the same bytes, or gone and back unchanged: no change.
+    writeFileSync(file, 'a: 3\n');
+    unlinkSync(file);
+    await polls();
+    writeFileSync(file, 'a: 3\n');
+    await polls();
+    expect(changes()).toBe(2);
+  });
+
+  it('sees the atomic ..data symlink swap of a ConfigMap volume', async () => {
+    const directory = tempDirectory('aw-watch-unit-');
+    const generation = (name: string, text: string): void => {
+      mkdirSync(path.join(directory, name));
+      writeFileSync(path.join(directory, name, 'config.yaml'), text);
+    };
+    generation('..v1', 'a: 1\n');
+    symlinkSync('..v1', path.join(directory, '..data'));
+    symlinkSync('..data/config.yaml', path.join(directory, 'config.yaml'));
+    const { changes } = await watch(path.join(directory, 'config.yaml'));
+
+    generation('..v2', 'a: 2\n');
+    symlinkSync('..v2', path.join(directory, '..data_tmp'));
+    renameSync(path.join(directory, '..data_tmp'), path.join(directory, '..data'));
+    rmSync(path.join(directory, '..v1'), { recursive: true });
+    await changesReach(changes, 1);
+  });
+
+  it('never overlaps reloads, and reloads again for a change made during one', async () => {
+    const file = path.join(tempDirectory('aw-watch-unit-'), 'config.yaml');
+    writeFileSync(file, 'a: 1\n');
+    let running = 0;
+    let overlapped = false;
+    let release: (() => void) | undefined;
+    const { changes } = await watch(file, async () => {
+      running += 1;
+      overlapped ||= running > 1;
+      await new Promise<void>((resolve) => (release = resolve));
+      running -= 1;
+    });
+    writeFileSync(file, 'a: 2\n');
+    await changesReach(changes, 1);
+    // Changed while the first reload still runs: seen once that one returns.
+    writeFileSync(file, 'a: 3\n');
+    await new Promise((resolve) => setTimeout(resolve, INTERVAL_MS * 5));
+    expect(changes()).toBe(1);
+    release!();
+    await changesReach(changes, 2);
+    release!();
+    expect(overlapped).toBe(false);
+  });
+});

@@ -1,0 +1,253 @@
+import { PassThrough } from 'node:stream';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { claimPayloads, settlePayloads, type ClaimedPayload } from '../../src/delivery/attempt-store.js';
+import { deliverClaimed, settleAttempt } from '../../src/delivery/deliver.js';
+import { DeliveryPump } from '../../src/delivery/pump.js';
+import { expireWaiting, OWN_LEASE_SETTLE_MS, recoverOrphans } from '../../src/delivery/recover.js';
+import { createLogger } from '../../src/logging/logger.js';
+import { receiverConfig, type TestWebhook } from '../helpers/config.js';
+import { insertPayloads, testDelivery, type TestDelivery } from '../helpers/delivery.js';
+import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
+import { resetData } from '../helpers/seed.js';
+import { useTestDatabase } from '../helpers/test-database.js';
+
+// Claiming and settling payloads (asset_webhooks.claim_payloads and
+// settle_payloads, sql/migrations/0017_delivery_isolation.sql), called
+// directly against the real database and a real receiver, and the pump that
+// runs them.
+
+const db = useTestDatabase();
+let receiver: TestReceiver;
+let deliveries: TestDelivery[] = [];
+let pumps: DeliveryPump[] = [];
+
+beforeEach(async () => {
+  await resetData(db.pool);
+  receiver = await startTestReceiver();
+});
+afterEach(async () => {
+  await Promise.all(pumps.map((pump) => pump.stop()));
+  pumps = [];
+  await Promise.all(deliveries.map((delivery) => delivery.close()));
+  deliveries = [];
+  await receiver.close();
+});
+
+async function setUp(
+  webhooks: ReadonlyArray<Partial<TestWebhook> & { id: string }>,
+  options: { deadLetterAfterSeconds?: number; delaysSeconds?: number[]; clock?: () => Date; logger?: ReturnType<typeof createLogger> } = {},
+): Promise<TestDelivery> {
+  const yaml = receiverConfig(webhooks.map((webhook) => ({ url: receiver.url, ...webhook })), {
+    requestTimeoutSeconds: 2,
+    retry: { deadLetterAfterSeconds: options.deadLetterAfterSeconds ?? 86_400, ...(options.delaysSeconds ? { delaysSeconds: options.delaysSeconds } : {}) },
+  });
+  const delivery = await testDelivery(db.pool, yaml, { clock: options.clock, logger: options.logger });
+  deliveries.push(delivery);
+  return delivery;
+}
+
+function claim(now = new Date(), options: { max?: number; share?: number; after?: string | null; expireAfterSeconds?: number } = {}): Promise<ClaimedPayload[]> {
+  return claimPayloads(db.pool, {
+    now, max: options.max ?? 100, share: options.share ?? 100, after: options.after ?? null, expireAfterSeconds: options.expireAfterSeconds ?? 86_400,
+  });
+}
+
+async function states(): Promise<Array<{ payload_id: number; status: string; dispatched: boolean; attempts: number }>> {
+  const { rows } = await db.pool.query('select payload_id, status, dispatched, attempts from asset_webhooks.payloads order by payload_id');
+  return rows;
+}
+
+const ok = { durationMs: 5, statusCode: 200, errorClass: null, errorMessage: null, responseExcerpt: null } as const;
+const unavailable = { ...ok, statusCode: 503 } as const;
+
+describe('claiming payloads', () => {
+  it('with concurrency 1 claims only the head, and the next one once the head is delivered', async () => {
+    const { context } = await setUp([{ id: 'shop' }]);
+    const ids = await insertPayloads(db.pool, 'shop', 3);
+    const first = await claim();
+    expect(first.map((payload) => [payload.payloadId, payload.attemptNo, payload.body])).toEqual([[ids[0], 1, '{"n":1}']]);
+    expect(await claim()).toEqual([]);
+    await settleAttempt(context, first[0]!, ok, 'delivered', new Date());
+    expect((await claim()).map((payload) => payload.payloadId)).toEqual([ids[1]]);
+  });
+
+  it('a failed head keeps its slot until its retry time (concurrency 1), then is claimed again as attempt 2', async () => {
+    const now = new Date();
+    const { context } = await setUp([{ id: 'shop' }], { delaysSeconds: [30] });
+    const ids = await insertPayloads(db.pool, 'shop', 2);
+    const [head] = await claim(now);
+    await settleAttempt(context, head!, unavailable, 'retryable', now);
+    expect((await states()).map((row) => [row.status, row.dispatched, row.attempts])).toEqual([['pending', true, 1], ['pending', false, 0]]);
+    expect(await claim(new Date(now.getTime() + 29_000))).toEqual([]);
+    const again = await claim(new Date(now.getTime() + 31_000));
+    expect(again.map((payload) => [payload.payloadId, payload.attemptNo])).toEqual([[ids[0], 2]]);
+  });
+
+  it('two processes claiming at once never exceed the concurrency and never take a payload twice', async () => {
+    await setUp([{ id: 'shop', concurrency: 5 }]);
+    await insertPayloads(db.pool, 'shop', 20);
+    const rounds = await Promise.all(Array.from({ length: 4 }, () => claim()));
+    const claimed = rounds.flat().map((payload) => payload.payloadId);
+    expect(claimed.length).toBeLessThanOrEqual(5);
+    expect(new Set(claimed).size).toBe(claimed.length);
+    // Whichever call got them, the five slots are used.
+    const again = await claim();
+    expect(claimed.length + again.length).toBe(5);
+  });
+
+  it('webhooks take turns: a long backlog gives way after its share to a webhook with one payload', async () => {
+    await setUp([{ id: 'big', concurrency: 64 }, { id: 'small' }]);
+    await insertPayloads(db.pool, 'big', 1000);
+    const [single] = await insertPayloads(db.pool, 'small', 1);
+    const first = await claim(new Date(), { max: 8, share: 8 });
+    expect(new Set(first.map((payload) => payload.webhookId))).toEqual(new Set(['big']));
+    const second = await claim(new Date(), { max: 8, share: 8, after: first.at(-1)!.webhookId });
+    expect(second[0]).toMatchObject({ webhookId: 'small', payloadId: single });
+  });
+
+  it('a failing webhook has at most one attempt in flight until one succeeds', async () => {
+    const now = new Date();
+    const { context } = await setUp([{ id: 'shop', concurrency: 8 }], { delaysSeconds: [600] });
+    await insertPayloads(db.pool, 'shop', 20);
+    const first = await claim(now);
+    expect(first).toHaveLength(8);
+    await settleAttempt(context, first[0]!, unavailable, 'retryable', now);
+    const { rows: [webhook] } = await db.pool.query("select failing_since is not null as failing from asset_webhooks.webhooks where webhook_id = 'shop'");
+    expect(webhook).toEqual({ failing: true });
+    // Seven still in flight: nothing more while failing.
+    expect(await claim(now)).toEqual([]);
+    for (const payload of first.slice(1)) await settleAttempt(context, payload, { ...ok, statusCode: null, errorClass: 'timeout' }, 'retryable', now);
+    // Their retries come due together: one at a time.
+    const later = new Date(now.getTime() + 601_000);
+    const single = await claim(later);
+    expect(single).toHaveLength(1);
+    expect(await claim(later)).toEqual([]);
+    await settleAttempt(context, single[0]!, ok, 'delivered', later);
+    // Healthy again: the other seven retries and the freed slot are used at once.
+    expect(await claim(later)).toHaveLength(8);
+    const { rows: [healthy] } = await db.pool.query("select failing_since from asset_webhooks.webhooks where webhook_id = 'shop'");
+    expect(healthy).toEqual({ failing_since: null });
+  });
+
+  it('a throttled webhook is not claimed until its Retry-After passes; another webhook is', async () => {
+    const now = new Date();
+    const { context } = await setUp([{ id: 'shop', concurrency: 4 }, { id: 'crm' }], { delaysSeconds: [1] });
+    const shop = await insertPayloads(db.pool, 'shop', 3);
+    const first = await claim(now);
+    const shopClaimed = first.filter((payload) => payload.webhookId === 'shop');
+    expect(shopClaimed).toHaveLength(3);
+    await settleAttempt(context, shopClaimed[0]!, { ...ok, statusCode: 429 }, 'retryable', now, new Date(now.getTime() + 120_000));
+    const [crm] = await insertPayloads(db.pool, 'crm', 1);
+    const { rows: [payload] } = await db.pool.query<{ next_attempt_at: Date }>('select next_attempt_at from asset_webhooks.payloads where payload_id = $1', [shop[0]]);
+    expect(payload!.next_attempt_at.getTime()).toBe(now.getTime() + 120_000);
+    // The other two of shop are settled meanwhile; its queue stays held, crm goes on.
+    for (const other of shopClaimed.slice(1)) await settleAttempt(context, other, ok, 'delivered', now);
+    await insertPayloads(db.pool, 'shop', 1);
+    expect((await claim(new Date(now.getTime() + 60_000))).map((claimed) => claimed.payloadId)).toEqual([crm]);
+    const after = await claim(new Date(now.getTime() + 121_000));
+    expect(after.map((claimed) => claimed.webhookId)).toEqual(['shop', 'shop']);
+  });
+
+  it('does not claim an expired payload; the expiry sweep dead-letters it, and the next one is claimed', async () => {
+    const { context } = await setUp([{ id: 'shop' }], { deadLetterAfterSeconds: 60 });
+    const ids = await insertPayloads(db.pool, 'shop', 2);
+    await db.pool.query("update asset_webhooks.payloads set series_started_at = now() - interval '2 minutes' where payload_id = $1", [ids[0]]);
+    expect(await claim(new Date(), { expireAfterSeconds: 60 })).toEqual([]);
+    expect(await expireWaiting(context)).toBe(1);
+    const { rows } = await db.pool.query('select status, dead_letter_reason from asset_webhooks.payloads where payload_id = $1', [ids[0]]);
+    expect(rows).toEqual([{ status: 'dead_lettered', dead_letter_reason: 'expired' }]);
+    expect((await claim(new Date(), { expireAfterSeconds: 60 })).map((payload) => payload.payloadId)).toEqual([ids[1]]);
+  });
+});
+
+describe('attempts of claimed payloads', () => {
+  it('puts a claimed payload back as it was when a reload disabled the webhook meanwhile', async () => {
+    const { context } = await setUp([{ id: 'shop' }]);
+    const ids = await insertPayloads(db.pool, 'shop', 1);
+    const [claimed] = await claim();
+    const reloaded = { ...context, webhook: (id: string) => ({ ...context.webhook(id)!, enabled: false }) };
+    expect(await deliverClaimed(claimed!, reloaded)).toBeNull();
+    expect(receiver.requests).toHaveLength(0);
+    expect(await states()).toEqual([{ payload_id: ids[0], status: 'pending', dispatched: false, attempts: 0 }]);
+    const { rows } = await db.pool.query('select count(*)::int as n from asset_webhooks.attempts');
+    expect(rows[0]).toEqual({ n: 0 });
+  });
+
+  it('crash recovery closes an attempt that names no process as interrupted, and it is claimed again at once', async () => {
+    const { context } = await setUp([{ id: 'shop' }]);
+    const ids = await insertPayloads(db.pool, 'shop', 2);
+    await claim();
+    await db.pool.query("update asset_webhooks.attempts set started_at = now() - interval '11 minutes'");
+    expect(await recoverOrphans(context, OWN_LEASE_SETTLE_MS)).toBe(1);
+    const { rows } = await db.pool.query('select outcome, error_class from asset_webhooks.attempts where payload_id = $1', [ids[0]]);
+    expect(rows).toEqual([{ outcome: 'retry', error_class: 'interrupted' }]);
+    // Interrupted, not failed: the receiver is not taken for failing, and the payload is due now.
+    const { rows: [webhook] } = await db.pool.query("select failing_since from asset_webhooks.webhooks where webhook_id = 'shop'");
+    expect(webhook).toEqual({ failing_since: null });
+    expect((await claim()).map((payload) => [payload.payloadId, payload.attemptNo])).toEqual([[ids[0], 2]]);
+  });
+
+  it('logs a result that came after the attempt was recovered and taken again as not applied, not as a failure', async () => {
+    const sink = new PassThrough();
+    const { context } = await setUp([{ id: 'shop' }], { logger: createLogger({ destination: sink }) });
+    const ids = await insertPayloads(db.pool, 'shop', 1);
+    let answer: (status: number) => void = () => {};
+    receiver.respond = () => new Promise<number>((resolve) => (answer = resolve));
+    const [claimed] = await claim();
+    const delivering = deliverClaimed(claimed!, context);
+    await receiver.waitFor(1);
+    // Meanwhile another process took this one for gone, closed the attempt and claimed the payload again.
+    await settlePayloads(db.pool, [{
+      payload: { payloadId: ids[0]!, series: 1 }, attemptNo: 1, at: new Date(), retryAt: new Date(), receiverFailed: null, holdWebhookUntil: null,
+      result: { durationMs: null, statusCode: null, errorClass: 'interrupted', errorMessage: null, responseExcerpt: null, outcome: 'retry' },
+    }]);
+    expect(await claim()).toHaveLength(1);
+    answer(200);
+    await delivering;
+    const lines = String(sink.read() ?? '').split('\n').filter(Boolean).map((line) => JSON.parse(line) as { msg: string; statusCode?: number });
+    expect(lines.map((line) => line.msg)).toEqual([
+      'attempt recorded, but the payload had moved on meanwhile (handed back or redelivered): its result does not change the payload',
+    ]);
+    expect(lines[0]!.statusCode).toBe(200);
+    expect(await states()).toEqual([{ payload_id: ids[0], status: 'pending', dispatched: true, attempts: 2 }]);
+  });
+});
+
+describe('the delivery pump', () => {
+  it('delivers a backlog in order with concurrency 1, one attempt each', async () => {
+    const { context } = await setUp([{ id: 'shop' }]);
+    const ids = await insertPayloads(db.pool, 'shop', 50);
+    const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
+    pumps.push(pump);
+    pump.start();
+    await receiver.waitFor(50, 30_000);
+    expect(receiver.requests.map((request) => request.body)).toEqual(ids.map((_, i) => `{"n":${i + 1}}`));
+    await eventually(async () => ((await states()).every((row) => row.status === 'delivered' && row.attempts === 1 && !row.dispatched) ? true : undefined),
+      10_000, 'every payload delivered');
+  });
+
+  it('with concurrency 3 and two pumps on one database, sends each payload once and at most 3 at a time', async () => {
+    const { context } = await setUp([{ id: 'shop', concurrency: 3 }]);
+    const ids = await insertPayloads(db.pool, 'shop', 60);
+    let open = 0;
+    let most = 0;
+    receiver.respond = () => {
+      open += 1;
+      most = Math.max(most, open);
+      return new Promise<number>((resolve) => setTimeout(() => {
+        open -= 1;
+        resolve(200);
+      }, 20));
+    };
+    for (let i = 0; i < 2; i += 1) {
+      const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
+      pumps.push(pump);
+      pump.start();
+    }
+    await receiver.waitFor(60, 30_000);
+    await eventually(async () => ((await states()).every((row) => row.status === 'delivered') ? true : undefined), 10_000, 'every payload delivered');
+    expect(receiver.requests.map((request) => request.body).sort()).toEqual(ids.map((_, i) => `{"n":${i + 1}}`).sort());
+    expect(most).toBeLessThanOrEqual(3);
+    expect(most).toBeGreaterThan(1);
+  });
+});

@@ -1,0 +1,143 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parser } from '@prometheus-io/lezer-promql';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { freePort } from '../../src/embedded/embedded-postgres.js';
+import { startTestService, type TestService } from '../helpers/service.js';
+import { useTestDatabase } from '../helpers/test-database.js';
+
+/**
+ * The shipped Prometheus rules and Grafana dashboard must parse with
+ * Prometheus's own PromQL grammar and name only metrics that `run` serves:
+ * the names come from a real service's GET /metrics, so renaming a metric
+ * without the files breaks this test.
+ */
+
+const db = useTestDatabase();
+const deployFile = (name: string): string => readFileSync(fileURLToPath(new URL(`../../deploy/${name}`, import.meta.url)), 'utf8');
+
+interface Expression {
+  readonly where: string;
+  readonly expr: string;
+}
+
+function alertExpressions(): Expression[] {
+  const document = parse(deployFile('prometheus/alerts.yaml')) as { groups: { name: string; rules: { alert?: string; record?: string; expr: unknown }[] }[] };
+  return document.groups.flatMap((group) => group.rules.map((rule) => {
+    expect(typeof rule.expr, `${group.name}/${rule.alert ?? rule.record}: expr`).toBe('string');
+    return { where: `alerts.yaml ${rule.alert ?? rule.record}`, expr: rule.expr as string };
+  }));
+}
+
+/**
+ * Every `expr` of the dashboard (panel targets), and the metric of each
+ * `label_values(METRIC, LABEL)` variable query. Grafana's interval variables
+ * stand where PromQL wants a duration: they are replaced by one before
+ * parsing. Other variables (`$webhook`) may only appear inside label values.
+ */
+function dashboardExpressions(): Expression[] {
+  const found: Expression[] = [];
+  const walk = (node: unknown, where: string): void => {
+    if (Array.isArray(node)) node.forEach((item, index) => walk(item, `${where}[${index}]`));
+    else if (node !== null && typeof node === 'object') {
+      for (const [key, value] of Object.entries(node)) {
+        if (key === 'expr' && typeof value === 'string') found.push({ where: `asset-webhooks.json ${where}`, expr: value.replace(/\$__(rate_interval|interval|range)\b/g, '5m') });
+        else if ((key === 'query' || key === 'definition') && typeof value === 'string') {
+          const labelValues = /^label_values\((.+),\s*[a-zA-Z_][a-zA-Z0-9_]*\)$/.exec(value);
+          expect(labelValues, `${where}.${key}: expected label_values(METRIC, LABEL), got ${value}`).not.toBeNull();
+          found.push({ where: `asset-webhooks.json ${where}.${key}`, expr: labelValues![1]! });
+        } else walk(value, `${where}.${key}`);
+      }
+    }
+  };
+  walk(JSON.parse(deployFile('grafana/asset-webhooks.json')), '');
+  return found;
+}
+
+/** The metric names a PromQL expression selects; fails on any syntax error. */
+function metricNames({ where, expr }: Expression): string[] {
+  const names: string[] = [];
+  const errors: string[] = [];
+  parser.parse(expr).iterate({
+    enter(node) {
+      if (node.type.isError) errors.push(`at ${node.from}: ${JSON.stringify(expr.slice(Math.max(0, node.from - 20), node.to + 20))}`);
+      if (node.name === 'VectorSelector') {
+        const identifier = node.node.getChild('Identifier');
+        expect(identifier, `${where}: expected a metric name in the selector ${expr.slice(node.from, node.to)}`).not.toBeNull();
+        names.push(expr.slice(identifier!.from, identifier!.to));
+      }
+    },
+  });
+  expect(errors, `${where}: PromQL syntax errors in ${expr}`).toEqual([]);
+  return names;
+}
+
+/** Series names a `# TYPE` line declares, with a histogram's _bucket, _sum and _count (declared even before the first sample). */
+function servedNames(exposition: string): Set<string> {
+  const names = new Set<string>();
+  for (const match of exposition.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
+    const [, name, type] = match as unknown as [string, string, string];
+    names.add(name);
+    if (type === 'histogram' || type === 'summary') for (const suffix of ['_bucket', '_sum', '_count']) names.add(name + suffix);
+  }
+  return names;
+}
+
+describe('deploy/ monitoring files', () => {
+  let running: TestService;
+  let served: Set<string>;
+
+  beforeAll(async () => {
+    const port = await freePort();
+    running = await startTestService(db.url, 'assetUpdater:\n  intervalSeconds: 1\n  webhooks: []\n', pino({ level: 'silent' }), port);
+    const response = await fetch(`http://127.0.0.1:${port}/metrics`);
+    expect(response.status).toBe(200);
+    served = servedNames(await response.text());
+  }, 60_000);
+  afterAll(async () => {
+    await running?.stop();
+  });
+
+  it('serves the metrics this test reads names from', () => {
+    expect(served).toContain('asset_webhooks_delivery_attempts_total');
+    expect(served).toContain('asset_webhooks_delivery_duration_seconds_bucket');
+  });
+
+  it('refuses a syntax error and an unknown metric (the checks can fail)', () => {
+    expect(() => metricNames({ where: 'test', expr: 'sum(rate(asset_webhooks_dead_letters[5m]) bogus' })).toThrow(/PromQL syntax errors/);
+    const names = metricNames({ where: 'test', expr: 'max(asset_webhooks_dead_letter) > 0' });
+    expect(names.filter((name) => !served.has(name))).toEqual(['asset_webhooks_dead_letter']);
+  });
+
+  it.each([
+    ['deploy/prometheus/alerts.yaml', alertExpressions],
+    ['deploy/grafana/asset-webhooks.json', dashboardExpressions],
+  ])('%s: every expression parses and names only metrics run serves', (_file, expressions) => {
+    const all = expressions();
+    expect(all.length).toBeGreaterThan(5);
+    for (const expression of all) {
+      const names = metricNames(expression);
+      expect(names.length, `${expression.where}: selects no metric`).toBeGreaterThan(0);
+      const unknown = names.filter((name) => !served.has(name));
+      expect(unknown, `${expression.where}: metrics run does not serve`).toEqual([]);
+    }
+  });
+
+  it('alerts on what the README says is worth an alert, and on receivers that fail', () => {
+    const used = new Set(alertExpressions().flatMap(metricNames));
+    for (const name of [
+      'asset_webhooks_capture_errors', 'asset_webhooks_capture_gaps', 'asset_webhooks_dead_letters',
+      'asset_webhooks_outbox_oldest_age_seconds', 'asset_webhooks_outbox_backlog_rows',
+      'asset_webhooks_oldest_transaction_age_seconds', 'asset_webhooks_delivery_attempts_total',
+    ]) expect(used, name).toContain(name);
+    const document = parse(deployFile('prometheus/alerts.yaml')) as { groups: { rules: { alert: string; labels: { severity: string }; annotations: { summary: string } }[] }[] };
+    const rules = document.groups.flatMap((group) => group.rules);
+    expect(new Set(rules.map((rule) => rule.alert)).size).toBe(rules.length);
+    for (const rule of rules) {
+      expect(['critical', 'warning', 'info'], rule.alert).toContain(rule.labels.severity);
+      expect(rule.annotations.summary, rule.alert).toBeTruthy();
+    }
+  });
+});
