@@ -57,7 +57,8 @@ export interface AssetState {
 
 /**
  * The checks that can exclude an event from a webhook, in the spec's order
- * (section 4.2), as named in asset_webhooks.event_outcomes.excluded_by.
+ * (resource type, event type, parent, then the filter groups), as named in
+ * asset_webhooks.event_outcomes.excluded_by.
  * `filter:<n>` counts the webhook's filter groups from 1; `asset_gone` is
  * decided by the coalescer before the filters run.
  */

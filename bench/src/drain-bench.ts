@@ -6,7 +6,7 @@ import { fillOutbox, clearResults } from './coalesce-bench.js';
 import { readLedger, type Ledger } from './ledger.js';
 import { startReceiverProcess } from './receiver-process.js';
 import { startRunProcess } from './run-process.js';
-import { percentile } from './stats.js';
+import { latenciesOverInterval, percentile } from './stats.js';
 
 function writeConfig(receiverUrl: string, intervalSeconds: number): { path: string; cleanup: () => void } {
   const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-bench-'));
@@ -109,14 +109,7 @@ export async function measureLatency(databaseUrl: string, pool: pg.Pool, options
   } finally {
     await stop();
   }
-  const latencies: number[] = [];
-  for (const request of receiver.received) {
-    if (!request.path.endsWith('/all')) continue;
-    for (const assetId of request.assetIds) {
-      const committed = committedAt.get(assetId);
-      if (committed !== undefined) latencies.push(request.at - committed - 1000);
-    }
-  }
+  const latencies = latenciesOverInterval(receiver.received, committedAt, (path) => path.endsWith('/all'), 1000);
   return {
     p50OverIntervalMs: percentile(latencies, 50),
     p99OverIntervalMs: percentile(latencies, 99),

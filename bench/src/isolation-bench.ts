@@ -9,7 +9,7 @@ import { clearResults } from './coalesce-bench.js';
 import { samplePayload } from './delivery-bench.js';
 import { startReceiverProcess } from './receiver-process.js';
 import { startRunProcess } from './run-process.js';
-import { percentile } from './stats.js';
+import { latenciesOverInterval, percentile } from './stats.js';
 
 /**
  * A receiver in this process (the service runs in a child process) that
@@ -116,14 +116,7 @@ ${Array.from({ length: 9 }, (_, i) => `    - { id: healthy-${i}, url: "${new URL
     await healthy.stop();
     config.cleanup();
   }
-  const latencies: number[] = [];
-  for (const request of healthy.received) {
-    if (!request.path.startsWith('/h')) continue;
-    for (const assetId of request.assetIds) {
-      const committed = committedAt.get(assetId);
-      if (committed !== undefined) latencies.push(request.at - committed - 1000);
-    }
-  }
+  const latencies = latenciesOverInterval(healthy.received, committedAt, (path) => path.startsWith('/h'), 1000);
   return {
     p50OverIntervalMs: percentile(latencies, 50),
     p99OverIntervalMs: percentile(latencies, 99),

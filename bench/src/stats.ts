@@ -31,3 +31,25 @@ export function percentile(values: readonly number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
 }
+
+/**
+ * Commit-to-receipt latency beyond the coalescing interval, per asset event
+ * received on a path that `wanted` accepts: how long after the run that was
+ * due an event reached its receiver.
+ */
+export function latenciesOverInterval(
+  received: ReadonlyArray<{ at: number; path: string; assetIds: readonly number[] }>,
+  committedAt: ReadonlyMap<number, number>,
+  wanted: (path: string) => boolean,
+  intervalMs: number,
+): number[] {
+  const latencies: number[] = [];
+  for (const request of received) {
+    if (!wanted(request.path)) continue;
+    for (const assetId of request.assetIds) {
+      const committed = committedAt.get(assetId);
+      if (committed !== undefined) latencies.push(request.at - committed - intervalMs);
+    }
+  }
+  return latencies;
+}

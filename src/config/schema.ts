@@ -5,7 +5,7 @@ import { SIGNATURE_HEADERS } from '../delivery/http/signing.js';
 import { isSecretFileName, SECRET_FILE_NAME_EXPECTED } from '../secrets/file-provider.js';
 
 /**
- * The configuration document (CONTRACT section 3): this one zod schema is the
+ * The configuration document (docs/configuration.md): this one zod schema is the
  * single source of truth for its types, defaults and messages. Every object is
  * strict: an unknown key (a typo such as `eventType`) is an error, never
  * silently ignored. Messages say what was expected; the loader adds the path
@@ -164,7 +164,7 @@ export type Condition = (typeof CONDITIONS)[number];
 
 /** The filter kinds whose values are numbers, written as decimal strings. */
 const NUMERIC_KINDS: ReadonlySet<string> = new Set(['schemaId', 'typeId', 'domainId', 'parentId']);
-/** How an asset's number reads as a string (CONTRACT section 3): "007" would never match. */
+/** How an asset's number reads as a string, decimal without leading zeros: "007" would never match. */
 const DECIMAL = /^(0|[1-9][0-9]*)$/;
 
 const filterGroup = z
@@ -263,7 +263,7 @@ const settings = z
   .strictObject({
     /** How often events are coalesced and sent, 1..3600 seconds. Default 60. */
     intervalSeconds: intRange(1, 3600).default(60),
-    /** Body size cap, 1024..16777216 bytes. Default 16 MB. */
+    /** Body size cap, 1024..16777216 bytes. Default 16 MiB, the specification's limit. */
     maxPayloadBytes: intRange(1024, 16_777_216).default(16_777_216),
     /** Per request, 1..300 seconds. Default 30. */
     requestTimeoutSeconds: intRange(1, 300).default(30),
@@ -358,10 +358,10 @@ export const configSchema = z.strictObject({ assetUpdater: settings });
 export type Config = z.output<typeof configSchema>;
 export type WebhookConfig = Config['assetUpdater']['webhooks'][number];
 export type FilterGroup = WebhookConfig['filters'][number];
-/** Where `apikey` names are resolved (CONTRACT section 3). */
+/** Where `apikey` and `signing.secret` names are resolved (docs/configuration.md, secrets providers). */
 export type SecretsConfig = Config['assetUpdater']['secrets'];
 
-/** `webhook-` + the first 12 hex digits of the SHA-256 of the url (CONTRACT section 3). */
+/** `webhook-` + the first 12 hex digits of the SHA-256 of the url: the id of a webhook that sets none. */
 export function defaultWebhookId(url: string): string {
   return `webhook-${createHash('sha256').update(url).digest('hex').slice(0, 12)}`;
 }

@@ -1,6 +1,6 @@
 import type { DecimalId, EventType } from '../interfaces.js';
 
-/** One event object of a payload, exactly the six fields of CONTRACT section 5. */
+/** One event object of a payload: exactly these six fields, the receivers' contract. */
 export interface PayloadEvent {
   readonly atomId: DecimalId | null;
   readonly eventId: string;

@@ -3,12 +3,10 @@ import v8 from 'node:v8';
 /**
  * How far V8 may let the old generation grow past what survived the last full
  * collection before collecting again, in percent, in a `run` process. V8's own
- * heuristic lets it grow up to fourfold: draining a backlog, `run` keeps about
- * 30 MB alive and makes garbage fast, so its heap reached 110-125 MB between
- * full collections and its peak RSS 233-248 MB, for 16.3-17.0 s of CPU. At
- * 150 (2.5-fold) the same drain peaked at 188-195 MB for 16.3-18.0 s; at 100,
- * 175-178 MB for 17.7-18.6 s (PostgreSQL 15, one million events, three
- * alternating runs of each).
+ * heuristic lets it grow up to fourfold: draining a backlog, `run` keeps little
+ * alive and makes garbage fast, so most of its peak RSS would be garbage not
+ * collected yet. 2.5-fold keeps the peak well below that at about the same
+ * CPU; lower costs CPU for little memory (bench/README.md has the figures).
  */
 export const RUN_HEAP_GROWING_PERCENT = 150;
 

@@ -119,7 +119,8 @@ describe('paused: true', () => {
     const waiting = await payloads();
     expect(waiting.map((p) => p.status)).toEqual(made.map(() => 'pending'));
     expect(receiver.requests).toHaveLength(sentBeforePause);
-    expect(await db.pool.query('select 1 from asset_webhooks.payloads where dispatched').then((r) => r.rowCount)).toBe(0);
+    // Nothing in flight: the retry that fell due during the pause keeps its slot and waits.
+    expect(await db.pool.query('select 1 from asset_webhooks.payloads where dispatched and next_attempt_at is null').then((r) => r.rowCount)).toBe(0);
 
     // trace says why a payload waits.
     const rendered = renderTrace(await traceEvent(db.pool, made.at(-1)!.event_ids[0]!));

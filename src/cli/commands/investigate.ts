@@ -18,7 +18,7 @@ function print(value: unknown, json: boolean | undefined, render: () => string):
   process.stdout.write(`${json ? stringifyWithExactIds(value) : render()}\n`);
 }
 
-/** trace, events and dead-letters: the operator's questions (CONTRACT section 2). */
+/** trace, events and dead-letters: the operator's questions about missed events (docs/configuration.md, command line). */
 export function registerInvestigation(program: Command): void {
   program
     .command('trace')
