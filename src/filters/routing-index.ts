@@ -13,13 +13,13 @@ import { compileWebhook, type CompiledWebhook, type WebhookChecks } from './comp
  * (the one with the fewest keys); a webhook without one is filed by the checks
  * before the filters (event type, resource type, top-level). An event looks up
  * the asset's own values, and the webhooks found are then evaluated in full by
- * their compiled checks (compile.ts), in the spec's order: the index only
+ * their compiled checks (compile.ts), in their order: the index only
  * leaves out webhooks whose verdict could not be `deliver`, it decides no
  * verdict itself. Which check excluded an event from a webhook left out is
  * derived when someone asks, from what routing saw (see src/coalesce/seen.ts).
  *
- * The values are compared as the compiled checks compare them (CONTRACT's
- * filter semantics): exact strings; numbers as their decimal string, so a
+ * The values are compared as the compiled checks compare them
+ * (src/filters/compile.ts): exact strings; numbers as their decimal string, so a
  * listed value such as `007` is filed under a key no asset has.
  */
 export class RoutingIndex {
