@@ -51,8 +51,7 @@ export async function insertBackfillPayloads(client: pg.PoolClient, batches: rea
  * Records a chunk's events in asset_webhooks.events, marked with their
  * backfill, so trace and event_outcomes show them as backfilled. Their routing
  * is one holding only the backfill's webhook (recorded once, reused as
- * coalescing reuses its configuration's; its last use set by every chunk, so
- * retention keeps it as long as these events): event_outcomes then shows each
+ * coalescing reuses its configuration's): event_outcomes then shows each
  * event for that webhook alone, delivered to it in its payload.
  */
 export async function insertBackfillEvents(client: pg.PoolClient, backfillId: number, webhook: RoutedWebhook, events: readonly BackfillEvent[]): Promise<void> {
@@ -67,4 +66,6 @@ export async function insertBackfillEvents(client: pg.PoolClient, backfillId: nu
     [backfillId, routingId, events.map((e) => e.eventId), events.map((e) => e.occurredAt), events.map((e) => e.assetId),
       events.map((e) => e.assetUuid), events.map((e) => e.atomId), events.map((e) => e.batch.payloadId)],
   );
+  // Its last use after the events' coalesced_at, as a coalescing chunk sets it: retention keeps it while they stay.
+  await client.query('update asset_webhooks.routings set last_used_at = clock_timestamp() where routing_id = $1', [routingId]);
 }
