@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect, sql, type AliasedRawBuilder, type ColumnType } from 'kysely';
+import { Kysely, PostgresDialect, sql, type AliasedRawBuilder } from 'kysely';
 import type pg from 'pg';
 import type { DecimalId } from '../interfaces.js';
 
