@@ -382,13 +382,43 @@ create table asset_webhooks.backfills (
 -- request with the same arguments resumes it instead of starting another.
 create unique index backfills_running on asset_webhooks.backfills (webhook_id, assets_key) where status = 'running';
 
--- Consumed events with their outcome per webhook. `routes` maps every webhook
--- configured at coalescing time to either the payload id (a number) that
--- carries the event, or a string: the check that excluded it, or 'collapsed'.
--- One jsonb per event keeps many events times many webhooks compact.
+-- One configuration the coalescer routed by: its webhooks, in configuration
+-- order, each with what its checks read. A configuration is stored once
+-- (digest: of the webhooks' ids and definitions); runs with the same
+-- configuration share it.
+create table asset_webhooks.routings (
+  routing_id    bigint generated always as identity primary key,
+  digest        text not null unique,
+  created_at    timestamptz not null default clock_timestamp(),
+  -- Set by every chunk coalesced with it: no event refers to a routing whose
+  -- last use is older than the oldest event kept (see src/maintenance/maintenance.ts).
+  last_used_at  timestamptz not null default clock_timestamp()
+);
+
+-- position counts from 1 in configuration order; definition is
+-- {"enabled", "resourceTypes", "eventTypes", "filters"} as the configuration
+-- document gives them after defaults (src/config/schema.ts).
+create table asset_webhooks.routing_webhooks (
+  routing_id  bigint not null references asset_webhooks.routings (routing_id) on delete cascade,
+  position    integer not null,
+  webhook_id  text not null,
+  definition  jsonb not null,
+  primary key (routing_id, position),
+  unique (routing_id, webhook_id)
+);
+
+-- Consumed events. What an event stores follows the webhooks that receive it,
+-- not the webhooks configured: once, what routing saw (the configuration it
+-- was routed by, routing_id, and the asset values the checks read), and for
+-- the webhooks that receive it the payload that carries it. For every other
+-- webhook of the routing the outcome is `collapsed` or `excluded`, and the
+-- excluding check is derived when asked, by evaluating the stored definition
+-- against the stored values (asset_webhooks.excluding_check). Nothing is
+-- written per excluded webhook.
 -- Events written by a backfill have no outbox row and no coalescing run: seq
--- and run_id are null and backfill_id names the backfill. Every captured event
--- has seq and run_id and a null backfill_id.
+-- and run_id are null and backfill_id names the backfill; their routing holds
+-- the backfill's one webhook, which receives them. Every captured event has
+-- seq and run_id and a null backfill_id.
 create table asset_webhooks.events (
   event_id        uuid primary key,
   seq             bigint,
@@ -401,7 +431,30 @@ create table asset_webhooks.events (
   run_id          bigint,
   coalesced_at    timestamptz not null,
   collapsed_into  uuid,
-  routes          jsonb not null,
+  -- No foreign key: the coalescer writes it from the routing it recorded at
+  -- the start of its run, and a key would cost an index probe per event.
+  routing_id      bigint,
+  -- The routing positions of the webhooks that receive the event, and in the
+  -- same order the payloads that carry it to them; null when none does.
+  delivered_to    integer[],
+  payload_ids     bigint[],
+  -- What routing saw: the asset was gone by coalescing time, else its values
+  -- as the checks read them (src/filters/compile.ts). Empty lists are stored
+  -- as null. The supertype and parent are always stored; state, schema, type,
+  -- domain, keywords and additional fields only as far as some enabled
+  -- webhook's filters of the routing read them, so a value no check of the
+  -- routing reads may be null. Collapsed and PURGED events store no values:
+  -- no check reads them.
+  asset_gone      boolean not null default false,
+  seen_supertype  text,
+  seen_parent_id  bigint,
+  seen_state      text,
+  seen_schema_id  bigint,
+  seen_type_id    bigint,
+  seen_domain_id  bigint,
+  seen_keywords   text[],
+  seen_field_names  text[],
+  seen_field_values text[],
   backfill_id     bigint
 );
 -- Investigation by time and by asset; retention by coalesced_at.
@@ -412,32 +465,96 @@ create index events_coalesced_at on asset_webhooks.events (coalesced_at);
 -- events, nearly all of them, get no entry.
 create index events_backfill on asset_webhooks.events (backfill_id) where backfill_id is not null;
 
--- One row per event and webhook it was routed to, with what became of it.
--- backfill_id is non-null for an event written by a backfill, which has a
--- route to its one webhook only.
+-- The check that excludes the event from a webhook with this definition, in
+-- this order, or null when the webhook receives it: disabled (even
+-- PURGED); a PURGED event passes from here on; asset_gone; resource_type;
+-- event_type; parent (only top-level assets, unless a parentId filter is
+-- configured); then each filter group, `filter:<n>` counting from 1. A value
+-- list is a set: AND needs every listed value present, ANY one, NONE none;
+-- matching is exact. `collapsed` is decided before any of these and is not
+-- named here. It agrees with the coalescer's evaluation
+-- (src/filters/compile.ts); a property test checks that on random cases.
+create function asset_webhooks.excluding_check(p_definition jsonb, p_event asset_webhooks.events) returns text
+language plpgsql stable as $$
+declare
+  v_group jsonb;
+  v_n integer := 0;
+  v_listed text[];
+  v_values text[];
+  v_passes boolean;
+begin
+  if not (p_definition ->> 'enabled')::boolean then
+    return 'disabled';
+  end if;
+  if p_event.event_type = 'PURGED' then
+    return null;
+  end if;
+  if p_event.asset_gone then
+    return 'asset_gone';
+  end if;
+  if p_event.seen_supertype is null or not (p_definition -> 'resourceTypes') ? p_event.seen_supertype then
+    return 'resource_type';
+  end if;
+  if not (p_definition -> 'eventTypes') ? p_event.event_type then
+    return 'event_type';
+  end if;
+  if p_event.seen_parent_id is not null and not p_definition @? '$.filters[*] ? (@.filterKind == "parentId")' then
+    return 'parent';
+  end if;
+  for v_group in select g from jsonb_array_elements(p_definition -> 'filters') as g loop
+    v_n := v_n + 1;
+    v_listed := array(select jsonb_array_elements_text(v_group -> 'value'));
+    v_values := case v_group ->> 'filterKind'
+      when 'keywords' then coalesce(p_event.seen_keywords, '{}')
+      when 'additionalFields' then
+        case when v_group ? 'fieldName' then
+          array(select f.value from unnest(p_event.seen_field_names, p_event.seen_field_values) as f(name, value)
+                where f.name = v_group ->> 'fieldName')
+        else coalesce(p_event.seen_field_values, '{}') end
+      when 'state' then array_remove(array[p_event.seen_state], null)
+      when 'schemaId' then array_remove(array[p_event.seen_schema_id::text], null)
+      when 'typeId' then array_remove(array[p_event.seen_type_id::text], null)
+      when 'domainId' then array_remove(array[p_event.seen_domain_id::text], null)
+      when 'parentId' then array[coalesce(p_event.seen_parent_id::text, 'null')]
+    end;
+    v_passes := case v_group ->> 'condition'
+      when 'AND' then v_listed <@ v_values
+      when 'ANY' then v_listed && v_values
+      else not (v_listed && v_values)
+    end;
+    if not v_passes then
+      return 'filter:' || v_n;
+    end if;
+  end loop;
+  return null;
+end $$;
+
+-- One row per event and webhook of the configuration it was routed by. The
+-- excluding check is derived only for the rows that ask for it: counting
+-- outcomes reads no definition. backfill_id is non-null for an event written
+-- by a backfill.
 create view asset_webhooks.event_outcomes as
 select e.event_id,
        e.event_type,
        e.asset_id,
        e.asset_uuid,
        e.occurred_at,
-       r.key as webhook_id,
+       w.webhook_id,
        case
-         when jsonb_typeof(r.value) = 'number' then
-           case p.status when 'delivered' then 'delivered' when 'dead_lettered' then 'dead_lettered' else 'pending' end
-         when r.value = '"collapsed"'::jsonb then 'collapsed'
-         else 'excluded'
+         when e.collapsed_into is not null then 'collapsed'
+         when d.pos is null then 'excluded'
+         else case p.status when 'delivered' then 'delivered' when 'dead_lettered' then 'dead_lettered' else 'pending' end
        end as outcome,
-       case when jsonb_typeof(r.value) = 'string' and r.value <> '"collapsed"'::jsonb then r.value #>> '{}' end as excluded_by,
+       case when e.collapsed_into is null and d.pos is null then asset_webhooks.excluding_check(w.definition, e) end as excluded_by,
        p.payload_id,
        e.collapsed_into,
        e.atom_id,
        e.coalesced_at,
        e.backfill_id
 from asset_webhooks.events e
-cross join lateral jsonb_each(e.routes) r
-left join asset_webhooks.payloads p
-  on p.payload_id = case when jsonb_typeof(r.value) = 'number' then (r.value)::bigint end;
+join asset_webhooks.routing_webhooks w on w.routing_id = e.routing_id
+cross join lateral (select array_position(e.delivered_to, w.position) as pos) d
+left join asset_webhooks.payloads p on p.payload_id = e.payload_ids[d.pos];
 
 -- The payloads that will not be sent again unless an operator redelivers them.
 -- Listing event_ids costs a TOAST fetch per row (they are stored out of line).

@@ -168,7 +168,7 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
         await inTransaction(session, async (client) => {
           await assignPayloadIds(client, writtenBatches);
           await insertBackfillPayloads(client, writtenBatches, isoTimestamp(new Date()));
-          await insertBackfillEvents(client, backfillId, webhook.id, events);
+          await insertBackfillEvents(client, backfillId, webhook, events);
           if (position.lastAssetId === null) await completeBackfill(client, backfillId);
           else {
             await recordChunk(client, backfillId, from, {

@@ -1,5 +1,7 @@
 import type pg from 'pg';
 import { batchBody, type Batch } from '../coalesce/pack.js';
+import type { RoutedWebhook } from '../coalesce/route.js';
+import { recordRouting } from '../coalesce/routing.js';
 
 /** One backfilled event, as written to asset_webhooks.events. */
 export interface BackfillEvent {
@@ -46,18 +48,24 @@ export async function insertBackfillPayloads(client: pg.PoolClient, batches: rea
 }
 
 /**
- * Records a chunk's events in asset_webhooks.events, each routed to its
- * payload of the one webhook and marked with its backfill, so trace and
- * event_outcomes show them as backfilled.
+ * Records a chunk's events in asset_webhooks.events, marked with their
+ * backfill, so trace and event_outcomes show them as backfilled. Their routing
+ * is one holding only the backfill's webhook (recorded once, reused as
+ * coalescing reuses its configuration's): event_outcomes then shows each
+ * event for that webhook alone, delivered to it in its payload.
  */
-export async function insertBackfillEvents(client: pg.PoolClient, backfillId: number, webhookId: string, events: readonly BackfillEvent[]): Promise<void> {
+export async function insertBackfillEvents(client: pg.PoolClient, backfillId: number, webhook: RoutedWebhook, events: readonly BackfillEvent[]): Promise<void> {
   if (events.length === 0) return;
+  const routingId = await recordRouting(client, [webhook]);
   await client.query(
-    `insert into asset_webhooks.events (event_id, occurred_at, event_type, asset_id, asset_uuid, atom_id, coalesced_at, routes, backfill_id)
-     select e.event_id, e.occurred_at, 'EDITED', e.asset_id, e.asset_uuid, e.atom_id, clock_timestamp(), jsonb_build_object($2::text, e.payload_id), $1
+    `insert into asset_webhooks.events
+       (event_id, occurred_at, event_type, asset_id, asset_uuid, atom_id, coalesced_at, routing_id, delivered_to, payload_ids, backfill_id)
+     select e.event_id, e.occurred_at, 'EDITED', e.asset_id, e.asset_uuid, e.atom_id, clock_timestamp(), $2, '{1}', array[e.payload_id], $1
      from unnest($3::uuid[], $4::timestamptz[], $5::bigint[], $6::uuid[], $7::bigint[], $8::bigint[])
           as e(event_id, occurred_at, asset_id, asset_uuid, atom_id, payload_id)`,
-    [backfillId, webhookId, events.map((e) => e.eventId), events.map((e) => e.occurredAt), events.map((e) => e.assetId),
+    [backfillId, routingId, events.map((e) => e.eventId), events.map((e) => e.occurredAt), events.map((e) => e.assetId),
       events.map((e) => e.assetUuid), events.map((e) => e.atomId), events.map((e) => e.batch.payloadId)],
   );
+  // Its last use after the events' coalesced_at, as a coalescing chunk sets it: retention keeps it while they stay.
+  await client.query('update asset_webhooks.routings set last_used_at = clock_timestamp() where routing_id = $1', [routingId]);
 }

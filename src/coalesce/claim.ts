@@ -12,6 +12,8 @@ export interface ClaimedEvent {
   readonly eventType: EventType;
   readonly assetId: DecimalId;
   readonly assetUuid: string | null;
+  /** The outbox row carried the asset's uuid (else assetUuid is the asset's own, or null). */
+  readonly assetUuidCaptured: boolean;
   readonly atomId: DecimalId | null;
   /** For EDITED: the latest EDITED event of the same asset in this run. */
   readonly latestEditId: string | null;
@@ -187,6 +189,7 @@ function toClaimedEvent(row: ClaimRow, ids: EventIds): ClaimedEvent {
     eventType: row.event_type,
     assetId: row.event_asset_id,
     assetUuid: row.event_asset_uuid ?? asset?.assetUuid ?? null,
+    assetUuidCaptured: row.event_asset_uuid !== null,
     atomId: row.atom_id,
     latestEditId,
     asset,

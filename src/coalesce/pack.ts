@@ -8,6 +8,8 @@ import { bodyBytes, serializeBody } from '../payload/serialize.js';
 export interface Batch {
   /** Assigned when the batch is first persisted; null before. */
   payloadId: number | null;
+  /** Its payload row exists (see upsertPayloads). */
+  persisted: boolean;
   readonly webhookId: string;
   readonly events: string[];
   readonly eventIds: string[];
@@ -79,7 +81,9 @@ export class Packer {
   }
 
   private newBatch(): Batch {
-    const batch: Batch = { payloadId: null, webhookId: this.webhookId, events: [], eventIds: [], eventBytes: 0, sealed: false, tooLarge: false };
+    const batch: Batch = {
+      payloadId: null, persisted: false, webhookId: this.webhookId, events: [], eventIds: [], eventBytes: 0, sealed: false, tooLarge: false,
+    };
     this.touched.add(batch);
     return batch;
   }

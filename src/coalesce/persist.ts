@@ -1,5 +1,6 @@
 import type pg from 'pg';
-import type { DecimalId } from '../interfaces.js';
+import type { DecimalId, EventType } from '../interfaces.js';
+import { serializeBody, serializeEvent } from '../payload/serialize.js';
 import { batchBody, type Batch } from './pack.js';
 
 /**
@@ -20,21 +21,28 @@ export async function assignPayloadIds(client: pg.PoolClient, batches: readonly 
 }
 
 /**
- * Writes the batches of one chunk: new ones inserted, batches continued from an
- * earlier chunk of the run updated. A sealed batch becomes `pending` (or, for
- * a single event over the size cap, dead-lettered as too_large); an unsealed
- * one stays `open` and is never dispatched.
+ * Writes the batches of one chunk. A sealed batch is written whole (body,
+ * count, eventIds) and becomes `pending` (or, for a single event over the size
+ * cap, dead-lettered as too_large). A batch still open is written once, as an
+ * `open` row without its events, which is never dispatched: its events name
+ * it (events.payload_ids), and it gets its body when it is sealed, by a later
+ * chunk, the end of the run, or after a crash by sealOpenPayloads. So a
+ * payload row is written at most twice, however many chunks fill it: writing
+ * an open payload's growing body at every chunk cost, with many webhooks each
+ * receiving a few events per chunk, a rewrite of every body per chunk.
  */
 export async function upsertPayloads(client: pg.PoolClient, runId: number, batches: readonly Batch[], webhookTimestamp: string): Promise<void> {
+  const written = batches.filter((batch) => batch.sealed || !batch.persisted);
   // Each body travels as a bind parameter of its own: packed into one text[]
   // array literal, every quote of the JSON would be escaped by the driver and
   // parsed again by PostgreSQL, which cost more than everything else here.
-  for (let start = 0; start < batches.length; start += PAYLOADS_PER_STATEMENT) {
-    const group = batches.slice(start, start + PAYLOADS_PER_STATEMENT);
+  for (let start = 0; start < written.length; start += PAYLOADS_PER_STATEMENT) {
+    const group = written.slice(start, start + PAYLOADS_PER_STATEMENT);
     const values: unknown[] = [runId];
     const rows = group.map((batch) => {
+      const body = batch.sealed ? batchBody(batch, webhookTimestamp) : '';
       values.push(batch.payloadId, batch.webhookId, batch.tooLarge ? 'dead_lettered' : batch.sealed ? 'pending' : 'open',
-        batchBody(batch, webhookTimestamp), batch.events.length, `{${batch.eventIds.join(',')}}`, batch.tooLarge);
+        body, batch.sealed ? batch.events.length : 0, batch.sealed ? `{${batch.eventIds.join(',')}}` : '{}', batch.tooLarge);
       const n = values.length;
       return `($${n - 6}::bigint, $${n - 5}::text, $${n - 4}::text, $${n - 3}::text, $${n - 2}::int, $${n - 1}::uuid[], $${n}::boolean)`;
     });
@@ -51,6 +59,58 @@ export async function upsertPayloads(client: pg.PoolClient, runId: number, batch
       values,
     );
   }
+  for (const batch of written) batch.persisted = true;
+}
+
+/**
+ * Seals the payloads a crashed run left `open`: each gets the body of the
+ * events that name it (written in the same transactions as the payload row),
+ * in order of capture, serialized as the run would have, with the time of
+ * sealing as its webhookTimestamp. Returns the webhooks of the sealed payloads.
+ */
+export async function sealOpenPayloads(client: pg.Pool | pg.PoolClient, webhookTimestamp: () => string): Promise<string[]> {
+  const { rows: open } = await client.query<{ payload_id: number; webhook_id: string; since: Date | null }>(
+    `select p.payload_id, p.webhook_id, r.started_at as since
+     from asset_webhooks.payloads p left join asset_webhooks.coalesce_runs r on r.run_id = p.run_id
+     where p.status = 'open'`);
+  if (open.length === 0) return [];
+  const ids = open.map((row) => row.payload_id);
+  const since = open.some((row) => row.since === null) ? null : new Date(Math.min(...open.map((row) => row.since!.getTime())));
+  // A run's events were coalesced after it started: the index on coalesced_at bounds the search.
+  const { rows: events } = await client.query<{
+    payload_ids: Array<number | string>; event_id: string; event_timestamp: string; atom_id: DecimalId | null; asset_id: DecimalId; asset_uuid: string | null; event_type: EventType;
+  }>(
+    `select e.payload_ids, e.event_id,
+            to_char(e.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp,
+            e.atom_id::text as atom_id, e.asset_id::text as asset_id, e.asset_uuid, e.event_type
+     from asset_webhooks.events e
+     where e.coalesced_at >= coalesce($2::timestamptz, '-infinity') and e.payload_ids && $1::bigint[]
+     order by e.seq`,
+    [ids, since]);
+  const sealedAt = webhookTimestamp();
+  // Keyed by the id's decimal string: bigint[] elements come back as strings.
+  const members = new Map<string, { json: string[]; ids: string[] }>(ids.map((id) => [String(id), { json: [], ids: [] }]));
+  for (const event of events) {
+    const json = serializeEvent({
+      atomId: event.atom_id, eventId: event.event_id, eventTimestamp: event.event_timestamp, assetId: event.asset_id,
+      assetUuid: event.asset_uuid ?? '', eventType: event.event_type,
+    });
+    for (const id of event.payload_ids) {
+      const member = members.get(String(id));
+      if (member) {
+        member.json.push(json);
+        member.ids.push(event.event_id);
+      }
+    }
+  }
+  for (const [id, member] of members) {
+    await client.query(
+      `update asset_webhooks.payloads
+       set status = 'pending', body = $2, byte_size = octet_length($2), event_count = $3, event_ids = $4::uuid[]
+       where payload_id = $1 and status = 'open'`,
+      [id, serializeBody(member.json, sealedAt), member.ids.length, member.ids]);
+  }
+  return open.map((row) => row.webhook_id);
 }
 
 /** Payload rows per INSERT: 7 parameters each, well under PostgreSQL's 65,535. */
@@ -63,23 +123,35 @@ export interface ConsumedEvents {
   readonly eventIds: readonly string[];
   /** Decimal text, written into the JSON document as numbers: jsonb keeps their digits, and the bigint column gets them exactly. */
   readonly atomIds: ReadonlyArray<DecimalId | null>;
+  /**
+   * The asset's uuid where the outbox row has none (a binding may capture
+   * none), else null: events.asset_uuid is the one the payloads carry.
+   */
+  readonly assetUuids: ReadonlyArray<string | null>;
   readonly collapsedInto: ReadonlyArray<string | null>;
-  /** JSON objects: webhook id to payload id (number) or reason (string). */
+  /**
+   * Members of each event's JSON object, each followed by a comma: what
+   * routing saw (the seen_ columns, asset_gone) and the webhooks that receive
+   * it (delivered_to: routing positions; payload_ids in the same order).
+   */
   readonly routes: readonly string[];
 }
 
 /**
  * Moves the claimed rows from the outbox to asset_webhooks.events with their
  * routes, in one statement. Runs in the chunk's transaction, after the claim.
+ * `routingId` is the configuration the run routes by (see recordRouting).
  */
-export async function consumeEvents(client: pg.PoolClient, runId: number, events: ConsumedEvents): Promise<void> {
+export async function consumeEvents(client: pg.PoolClient, runId: number, routingId: number, events: ConsumedEvents): Promise<void> {
   if (events.seqs.length === 0) return;
   // One JSON document rather than a text[] of JSON strings (see upsertPayloads).
   let document = '[';
   for (let i = 0; i < events.seqs.length; i += 1) {
     const collapsed = events.collapsedInto[i];
+    const uuid = events.assetUuids[i];
     document += `${i === 0 ? '' : ','}{"seq":${events.seqs[i]},"event_id":"${events.eventIds[i]}","atom_id":${events.atomIds[i] ?? 'null'},` +
-      `"collapsed_into":${collapsed ? `"${collapsed}"` : 'null'},"routes":${events.routes[i]}}`;
+      (uuid ? `"asset_uuid":"${uuid}",` : '') +
+      `${events.routes[i]}"collapsed_into":${collapsed ? `"${collapsed}"` : 'null'}}`;
   }
   document += ']';
   await client.query(
@@ -90,11 +162,17 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, events
        returning o.*
      )
      insert into asset_webhooks.events
-       (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, collapsed_into, routes)
-     select r.event_id, c.seq, c.occurred_at, c.event_type, c.asset_id, c.asset_uuid, r.atom_id, $1,
-            clock_timestamp(), r.collapsed_into, r.routes
+       (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, collapsed_into,
+        routing_id, delivered_to, payload_ids, asset_gone, seen_supertype, seen_parent_id, seen_state, seen_schema_id, seen_type_id,
+        seen_domain_id, seen_keywords, seen_field_names, seen_field_values)
+     select r.event_id, c.seq, c.occurred_at, c.event_type, c.asset_id, coalesce(c.asset_uuid, r.asset_uuid), r.atom_id, $1,
+            clock_timestamp(), r.collapsed_into,
+            $6, r.delivered_to, r.payload_ids, coalesce(r.asset_gone, false), r.seen_supertype, r.seen_parent_id, r.seen_state, r.seen_schema_id,
+            r.seen_type_id, r.seen_domain_id, r.seen_keywords, r.seen_field_names, r.seen_field_values
      from consumed c
-     join jsonb_to_recordset($3::jsonb) as r(seq bigint, event_id uuid, atom_id bigint, collapsed_into uuid, routes jsonb)
+     join jsonb_to_recordset($3::jsonb) as r(seq bigint, event_id uuid, atom_id bigint, asset_uuid uuid, collapsed_into uuid,
+       delivered_to integer[], payload_ids bigint[], asset_gone boolean, seen_supertype text, seen_parent_id bigint, seen_state text,
+       seen_schema_id bigint, seen_type_id bigint, seen_domain_id bigint, seen_keywords text[], seen_field_names text[], seen_field_values text[])
        on r.seq = c.seq`,
     // The range lets the planner walk the index: with `= any` alone it scanned
     // the whole outbox. The list is only a filter (`+ 0`), hashed once: as an
@@ -103,6 +181,6 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, events
     // against 36 and 0.5 ms), and with statistics taken while the outbox was
     // smaller the planner chose to scan the whole outbox for every chunk (45
     // scans reading 2.7 million rows to coalesce 100,000 events).
-    [runId, events.seqs, document, events.seqs[0], events.seqs[events.seqs.length - 1]],
+    [runId, events.seqs, document, events.seqs[0], events.seqs[events.seqs.length - 1], routingId],
   );
 }

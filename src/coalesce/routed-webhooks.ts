@@ -1,16 +1,14 @@
 import type { WebhookConfig } from '../config/schema.js';
-import { compileWebhook } from '../filters/compile.js';
 import type { RoutedWebhook } from './route.js';
 
-/** The configured webhooks as the coalescer sees them: compiled once, evaluated per event. */
+/** The configured webhooks as the coalescer sees them. */
 export function routedWebhooks(webhooks: readonly WebhookConfig[]): RoutedWebhook[] {
-  return webhooks.map((webhook) => {
-    const compiled = compileWebhook(webhook);
-    return {
-      id: webhook.id,
-      enabled: webhook.enabled,
-      batchSize: webhook.batchSize,
-      evaluate: (eventType, asset) => compiled.evaluate(eventType, asset),
-    };
-  });
+  return webhooks.map((webhook) => ({
+    id: webhook.id,
+    enabled: webhook.enabled,
+    batchSize: webhook.batchSize,
+    resourceTypes: webhook.resourceTypes,
+    eventTypes: webhook.eventTypes,
+    filters: webhook.filters,
+  }));
 }

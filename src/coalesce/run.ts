@@ -7,8 +7,11 @@ import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
 import { claimChunk, outboxHighWater, recordRunStart, type Chunk, type ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
 import { Packer, type Batch } from './pack.js';
-import { assignPayloadIds, consumeEvents, upsertPayloads } from './persist.js';
-import { routeEvent, type RoutedWebhook } from './route.js';
+import { assignPayloadIds, consumeEvents, sealOpenPayloads, upsertPayloads } from './persist.js';
+import { RoutingIndex } from '../filters/routing-index.js';
+import type { Route, RoutedWebhook } from './route.js';
+import { recordRouting } from './routing.js';
+import { SeenValues } from './seen.js';
 
 /**
  * Only one coalescing run at a time per database, whatever schedules it: runs
@@ -47,8 +50,8 @@ export interface CoalesceResult {
   readonly chunks: number;
   /** Outbox rows read but left for the next run (see claimChunk). */
   readonly deferred: number;
-  /** Outcome counts across all webhooks, by route (`delivered` = carried in a payload). */
-  readonly routes: Record<string, number>;
+  /** Outcome counts across all webhooks, by route (`deliver` = carried in a payload). */
+  readonly routes: Partial<Record<Route, number>>;
 }
 
 /**
@@ -83,10 +86,9 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
 /** `session` holds the run's advisory lock; every chunk is read on it (see recordRunStart). */
 async function runLocked(options: CoalesceOptions, chunkSize: number, now: () => Date, session: pg.PoolClient): Promise<CoalesceResult> {
   const { pool, webhooks } = options;
-  // A previous run that crashed may have left open payloads: they are complete
-  // as far as their events go (written in the same transaction), so seal them.
-  const { rows: sealed } = await pool.query<{ webhook_id: string }>(
-    `update asset_webhooks.payloads set status = 'pending' where status = 'open' returning webhook_id`);
+  // A previous run that crashed may have left open payloads: their events are
+  // those that name them (written in the same transactions), so seal them.
+  const sealed = await sealOpenPayloads(pool, () => isoTimestamp(now()));
   if (sealed.length > 0) await announcePayloadsReady(pool);
 
   // The high-water mark, every asset's latest edit up to it and the seqs not
@@ -103,9 +105,8 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
   const runId = run!.run_id;
   const logger = options.logger.child({ runId });
   const packers = webhooks.map((webhook) => new Packer(webhook.id, { batchSize: webhook.batchSize, maxPayloadBytes: options.maxPayloadBytes }));
-  // `"<webhook id>":`, escaped once per run.
-  const routeKeys = webhooks.map((webhook) => `${JSON.stringify(webhook.id)}:`);
-  const routes: Record<string, number> = {};
+  const routing: Routing = { routingId: await recordRouting(pool, webhooks), index: new RoutingIndex(webhooks), seen: new SeenValues(webhooks), packers };
+  const routes: Partial<Record<Route, number>> = {};
   const payloadIds = new Set<number>();
   let events = 0;
   let chunks = 0;
@@ -135,20 +136,26 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
           // deletions included, and coalesced again by the next run with the
           // same eventIds: waiting for the WAL flush buys nothing here.
           await client.query('set local synchronous_commit = off');
-          const routed = routeChunk(rows, webhooks, packers, routes);
+          const routed = routeChunk(rows, routing, routes);
           const batches = packers.flatMap((packer) => packer.drain());
           await assignPayloadIds(client, batches);
           await upsertPayloads(client, runId, batches, isoTimestamp(now()));
-          await consumeEvents(client, runId, {
+          await consumeEvents(client, runId, routing.routingId, {
             seqs: rows.map((row) => row.seq),
             eventIds: rows.map((row) => row.eventId),
             atomIds: routed.atomIds,
+            // Only where the outbox has none: the events row takes the outbox's otherwise.
+            assetUuids: rows.map((row) => (row.assetUuidCaptured ? null : row.assetUuid)),
             collapsedInto: routed.collapsed,
-            routes: routesJson(routeKeys, routed.targets, rows.length),
+            routes: routed.routes.map(routeJson),
           });
           for (const batch of batches) payloadIds.add(batch.payloadId!);
           // Counted with the chunk, so a run that dies later still shows what it committed.
-          await client.query('update asset_webhooks.coalesce_runs set events = events + $2 where run_id = $1', [runId, rows.length]);
+          // The routing's last use covers every event written with it (retention purges by it).
+          await client.query(
+            `with used as (update asset_webhooks.routings set last_used_at = clock_timestamp() where routing_id = $3)
+             update asset_webhooks.coalesce_runs set events = events + $2 where run_id = $1`,
+            [runId, rows.length, routing.routingId]);
           return batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId);
         });
         await announceSealed(writer, sealed);
@@ -192,21 +199,43 @@ async function announceSealed(client: pg.PoolClient, webhookIds: readonly string
   await announcePayloadsReady(client);
 }
 
+/** What a run routes by: the recorded configuration, its index, and a packer per webhook (same positions). */
+interface Routing {
+  readonly routingId: number;
+  readonly index: RoutingIndex;
+  readonly seen: SeenValues;
+  readonly packers: readonly Packer[];
+}
+
+/** One event's routes as stored: what routing saw, and the webhooks (positions) and batches that carry it. */
+interface RoutedEvent {
+  /** The seen_ members (SeenValues.json), empty when no check reads them. */
+  readonly seen: string;
+  readonly positions: number[];
+  readonly batches: Batch[];
+}
+
 /**
- * Routes and packs one chunk. Returns, per event, its target for each webhook
- * (a batch, or the reason as a string), flattened event-major, so the routes
- * can be written once payload ids are known. No allocation per event and
- * webhook beyond the flat array: this loop runs events times webhooks.
+ * Routes and packs one chunk: each event is evaluated only against the
+ * webhooks the index finds for it (see RoutingIndex), and what is stored per
+ * event follows the webhooks that receive it; the others' outcomes are
+ * derived from what routing saw (see SeenValues). Counts every event's route
+ * to every configured webhook in `counts`.
  */
 function routeChunk(
   rows: readonly ClaimedEvent[],
-  webhooks: readonly RoutedWebhook[],
-  packers: readonly Packer[],
-  counts: Record<string, number>,
-): { targets: Array<Batch | string>; atomIds: Array<DecimalId | null>; collapsed: Array<string | null> } {
-  const targets: Array<Batch | string> = new Array<Batch | string>(rows.length * webhooks.length);
+  routing: Routing,
+  counts: Partial<Record<Route, number>>,
+): { routes: RoutedEvent[]; atomIds: Array<DecimalId | null>; collapsed: Array<string | null> } {
+  const { index, packers, seen } = routing;
+  const disabled = index.size - index.enabledCount;
+  const routes = new Array<RoutedEvent>(rows.length);
   const atomIds: Array<DecimalId | null> = new Array<DecimalId | null>(rows.length);
   const collapsed: Array<string | null> = new Array<string | null>(rows.length);
+  let delivered = 0;
+  let excluded = 0;
+  let gone = 0;
+  let merged = 0;
   for (let i = 0; i < rows.length; i += 1) {
     const row = rows[i]!;
     const into = collapsedInto(row);
@@ -214,33 +243,44 @@ function routeChunk(
     const atomId = row.eventType === 'PURGED' ? null : row.eventType === 'EDITED' ? (row.asset?.latestAtomId ?? row.atomId) : row.atomId;
     atomIds[i] = atomId;
     collapsed[i] = into;
-    let json: string | null = null;
-    for (let j = 0; j < webhooks.length; j += 1) {
-      const route = routeEvent(webhooks[j]!, { eventType: row.eventType, asset: row.asset, collapsedInto: into });
-      counts[route] = (counts[route] ?? 0) + 1;
-      if (route === 'deliver') {
-        json ??= serializeEvent({
-          atomId, eventId: row.eventId, eventTimestamp: row.eventTimestamp, assetId: row.assetId, assetUuid: row.assetUuid ?? '', eventType: row.eventType,
-        });
-        targets[i * webhooks.length + j] = packers[j]!.add(row.eventId, json);
-      } else {
-        targets[i * webhooks.length + j] = route;
+    if (into !== null) {
+      // Collapsed for every webhook, before any check: nothing to evaluate or keep.
+      merged += 1;
+      routes[i] = { seen: '', positions: [], batches: [] };
+      continue;
+    }
+    const receivers = index.deliveringTo(row.eventType, row.asset);
+    const positions = new Array<number>(receivers.length);
+    const batches = new Array<Batch>(receivers.length);
+    if (receivers.length > 0) {
+      const json = serializeEvent({
+        atomId, eventId: row.eventId, eventTimestamp: row.eventTimestamp, assetId: row.assetId, assetUuid: row.assetUuid ?? '', eventType: row.eventType,
+      });
+      for (let k = 0; k < receivers.length; k += 1) {
+        positions[k] = receivers[k]! + 1;
+        batches[k] = packers[receivers[k]!]!.add(row.eventId, json);
       }
     }
+    delivered += receivers.length;
+    if (row.eventType !== 'PURGED' && row.asset === null) gone += index.enabledCount;
+    else excluded += index.enabledCount - receivers.length;
+    routes[i] = { seen: row.eventType === 'PURGED' ? '' : seen.json(row.asset), positions, batches };
   }
-  return { targets, atomIds, collapsed };
+  const add = (route: Route, n: number): void => {
+    if (n > 0) counts[route] = (counts[route] ?? 0) + n;
+  };
+  add('deliver', delivered);
+  add('excluded', excluded);
+  add('asset_gone', gone);
+  add('collapsed', merged * index.size);
+  add('disabled', (rows.length - merged) * disabled);
+  return { routes, atomIds, collapsed };
 }
 
-/** The routes JSON of each event: webhook id to payload id (number) or reason (string). */
-function routesJson(keys: readonly string[], targets: ReadonlyArray<Batch | string>, events: number): string[] {
-  const out = new Array<string>(events);
-  for (let i = 0; i < events; i += 1) {
-    let json = '{';
-    for (let j = 0; j < keys.length; j += 1) {
-      const target = targets[i * keys.length + j]!;
-      json += (j === 0 ? '' : ',') + keys[j] + (typeof target === 'string' ? `"${target}"` : String(target.payloadId));
-    }
-    out[i] = `${json}}`;
-  }
-  return out;
+/** The routes members of one event's JSON document (see consumeEvents), once its batches have payload ids. */
+function routeJson(route: RoutedEvent): string {
+  if (route.positions.length === 0) return route.seen;
+  let payloadIds = '';
+  for (let k = 0; k < route.batches.length; k += 1) payloadIds += (k === 0 ? '' : ',') + String(route.batches[k]!.payloadId);
+  return `${route.seen}"delivered_to":[${route.positions.join(',')}],"payload_ids":[${payloadIds}],`;
 }

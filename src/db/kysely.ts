@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect, sql, type AliasedRawBuilder, type ColumnType } from 'kysely';
+import { Kysely, PostgresDialect, sql, type AliasedRawBuilder } from 'kysely';
 import type pg from 'pg';
 import type { DecimalId } from '../interfaces.js';
 
@@ -19,7 +19,8 @@ export interface OperatorDatabase {
   };
   'asset_webhooks.events': {
     event_id: string; seq: number | null; occurred_at: Date; event_type: string; asset_id: DecimalId; asset_uuid: string | null;
-    atom_id: DecimalId | null; run_id: number | null; coalesced_at: Date; collapsed_into: string | null; routes: ColumnType<Record<string, number | string>, string, string>;
+    atom_id: DecimalId | null; run_id: number | null; coalesced_at: Date; collapsed_into: string | null;
+    routing_id: number | null; delivered_to: number[] | null; payload_ids: number[] | null; asset_gone: boolean;
     /** The backfill that wrote the event; null (with seq and run_id set) for a captured event. */
     backfill_id: number | null;
   };

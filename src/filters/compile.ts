@@ -1,6 +1,9 @@
 import type { FilterGroup, WebhookConfig } from '../config/schema.js';
 import type { AssetState, DecimalId, EventType, ExclusionCheck } from '../interfaces.js';
 
+/** What the checks read of a webhook's configuration. */
+export type WebhookChecks = Pick<WebhookConfig, 'enabled' | 'resourceTypes' | 'eventTypes' | 'filters'>;
+
 /** A webhook's checks compiled once, evaluated for every event. */
 export interface CompiledWebhook {
   /**
@@ -26,7 +29,7 @@ type AssetTest = (asset: AssetState) => boolean;
  * It must agree with referenceEvaluate (reference.ts) on every input; a
  * property test checks that.
  */
-export function compileWebhook(webhook: WebhookConfig): CompiledWebhook {
+export function compileWebhook(webhook: WebhookChecks): CompiledWebhook {
   const enabled = webhook.enabled;
   const resourceTypes = new Set(webhook.resourceTypes);
   const eventTypes = new Set<EventType>(webhook.eventTypes);

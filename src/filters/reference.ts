@@ -1,6 +1,7 @@
-import type { FilterGroup, WebhookConfig } from '../config/schema.js';
+import type { FilterGroup } from '../config/schema.js';
 import type { AssetState, EventType, ExclusionCheck } from '../interfaces.js';
 import { assetValues } from './asset-values.js';
+import type { WebhookChecks } from './compile.js';
 
 /**
  * The spec's checks (section 4.2) written as plainly as they read, with the
@@ -9,7 +10,7 @@ import { assetValues } from './asset-values.js';
  * compiled predicate (compile.ts) and the explanation (explain.ts) are tested
  * against.
  */
-export function referenceEvaluate(webhook: WebhookConfig, eventType: EventType, asset: AssetState): ExclusionCheck | null {
+export function referenceEvaluate(webhook: WebhookChecks, eventType: EventType, asset: AssetState): ExclusionCheck | null {
   if (!webhook.enabled) return 'disabled';
   if (eventType === 'PURGED') return null;
   if (!webhook.resourceTypes.includes(asset.supertype)) return 'resource_type';
@@ -22,7 +23,7 @@ export function referenceEvaluate(webhook: WebhookConfig, eventType: EventType, 
 }
 
 /** A configured parentId filter (any condition) replaces the top-level-only check. */
-export function hasParentIdFilter(webhook: WebhookConfig): boolean {
+export function hasParentIdFilter(webhook: WebhookChecks): boolean {
   return webhook.filters.some((group) => group.filterKind === 'parentId');
 }
 

@@ -71,6 +71,9 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
     limit $2)`);
   await purge('coalesce_runs', `delete from asset_webhooks.coalesce_runs where run_id in (
     select run_id from asset_webhooks.coalesce_runs where started_at < ${cutoff} order by started_at limit $2)`);
+  // Every event routed by a configuration was coalesced before its last use.
+  await purge('routings', `delete from asset_webhooks.routings where routing_id in (
+    select routing_id from asset_webhooks.routings where last_used_at < ${cutoff} order by last_used_at limit $2)`);
   await purge('ticks', `delete from asset_webhooks.ticks where slot in (
     select slot from asset_webhooks.ticks where created_at < ${cutoff} order by created_at limit $2)`);
   if (Object.keys(deleted).length > 0) logger.info({ deleted }, 'retention cleanup');

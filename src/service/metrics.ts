@@ -16,7 +16,7 @@ export class ServiceMetrics {
   readonly eventsCoalesced = new Counter({ name: 'asset_webhooks_events_coalesced_total', help: 'Outbox events consumed by coalescing runs.', registers: [this.registry] });
   readonly eventsRouted = new Counter({
     name: 'asset_webhooks_event_routes_total',
-    help: 'Event-to-webhook decisions by route: deliver, collapsed, or the check that excluded the event.',
+    help: 'Event-to-webhook decisions by route: deliver, collapsed, disabled, asset_gone, or excluded by a filter check (event_outcomes names it).',
     labelNames: ['route'], registers: [this.registry],
   });
   readonly payloadsCreated = new Counter({ name: 'asset_webhooks_payloads_created_total', help: 'Payloads created by coalescing runs.', registers: [this.registry] });

@@ -6,7 +6,8 @@ import { claimChunk, outboxHighWater, recordRunStart } from '../../src/coalesce/
 import { PAYLOADS_PER_STATEMENT } from '../../src/coalesce/persist.js';
 import { PAYLOADS_READY_CHANNEL } from '../../src/db/payloads-ready.js';
 import { useTestDatabase } from '../helpers/test-database.js';
-import { bodyEvents, openWebhook, outcomes, payloads, registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
+import { coalesce } from '../../src/coalesce/run.js';
+import { bodyEvents, openWebhook, outcomes, payloads, registerWebhooks, resetData, runCoalesce, silentLogger } from '../helpers/seed.js';
 import { eventually } from '../helpers/receiver.js';
 
 const db = useTestDatabase();
@@ -164,7 +165,9 @@ describe('coalescing', () => {
   });
 
   it("records the webhook's own check by name and routes PURGED past it", async () => {
-    const picky = openWebhook('picky', { evaluate: () => 'filter:2' });
+    const picky = openWebhook('picky', {
+      filters: [{ filterKind: 'keywords', condition: 'NONE', value: ['archive'] }, { filterKind: 'keywords', condition: 'ANY', value: ['summer'] }],
+    });
     await registerWebhooks(db.pool, [picky]);
     await db.pool.query("insert into assets (asset_id) values (1), (2); delete from assets where asset_id = 2");
     await runCoalesce(db.pool, [picky]);
@@ -206,20 +209,21 @@ describe('coalescing', () => {
   it('leaves a row that commits during a run below the chunks already read to the next run, once', async () => {
     const late = await db.pool.connect();
     let committed: Promise<unknown> | undefined;
-    // The first chunk's routing commits the open transaction: its row (the
-    // lowest seq) becomes visible while the run reads the chunks after it.
-    const crm = openWebhook('crm', {
-      evaluate: () => {
-        committed ??= late.query('commit');
-        return null;
-      },
-    });
+    // The first chunk's write (which reads the clock for its payloads)
+    // commits the open transaction: its row (the lowest seq) becomes visible
+    // while the run reads the chunks after it.
+    const crm = openWebhook('crm');
+    const now = (): Date => {
+      committed ??= late.query('commit');
+      return new Date();
+    };
     await registerWebhooks(db.pool, [crm]);
     try {
       await late.query('begin');
       await late.query("insert into assets (asset_id) values (1)");
       await db.pool.query("insert into assets (asset_id) select g from generate_series(2, 4) g");
-      expect((await runCoalesce(db.pool, [crm], { chunkSize: 1 })).events).toBe(3);
+      const run = await coalesce({ pool: db.pool, webhooks: [crm], maxPayloadBytes: 1 << 24, chunkSize: 1, logger: silentLogger, now });
+      expect(run.events).toBe(3);
       await committed;
     } finally {
       late.release();
@@ -231,16 +235,43 @@ describe('coalescing', () => {
     expect(carried).toEqual([2, 3, 4, 1]);
   });
 
+  it('seals a payload a failed run left open with the events that name it, in order, once', async () => {
+    const crm = openWebhook('crm', { batchSize: 10 });
+    // The clock is read once per chunk written and once to seal the run's last payloads: that fails.
+    let reads = 0;
+    const now = (): Date => {
+      reads += 1;
+      if (reads === 4) throw new Error('sealing failed');
+      return new Date();
+    };
+    await registerWebhooks(db.pool, [crm]);
+    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 3) g");
+    await expect(coalesce({ pool: db.pool, webhooks: [crm], maxPayloadBytes: 1 << 24, chunkSize: 1, logger: silentLogger, now }))
+      .rejects.toThrow('sealing failed');
+    expect((await payloads(db.pool)).map((p) => [p.status, p.event_count])).toEqual([['open', 0]]);
+    const run = await runCoalesce(db.pool, [crm]);
+    expect(run.events).toBe(0);
+    const [sealed] = await payloads(db.pool);
+    expect([sealed!.status, sealed!.event_count, sealed!.byte_size]).toEqual(['pending', 3, Buffer.byteLength(sealed!.body)]);
+    expect(bodyEvents(sealed!).map((e) => [e.eventType, e.assetId])).toEqual([['CREATED', 1], ['CREATED', 2], ['CREATED', 3]]);
+    const { rows } = await db.pool.query<{ event_ids: string[] }>('select event_ids from asset_webhooks.payloads');
+    expect(rows[0]!.event_ids).toEqual(bodyEvents(sealed!).map((e) => e.eventId));
+    expect((await outcomes(db.pool)).map((o) => [o.asset_id, o.outcome, o.payload_id])).toEqual([1, 2, 3].map((id) => [id, 'pending', sealed!.payload_id]));
+  });
+
   it('keeps the chunks written before a chunk that fails, leaves the rest in the outbox and frees the run', async () => {
-    const failing = openWebhook('crm', {
-      evaluate: (_type, asset) => {
-        if (asset.assetId === '2') throw new Error('routing failed');
-        return null;
-      },
-    });
+    const failing = openWebhook('crm');
+    // The clock is read once per chunk written: the second chunk (asset 2) fails.
+    let chunks = 0;
+    const now = (): Date => {
+      chunks += 1;
+      if (chunks === 2) throw new Error('chunk failed');
+      return new Date();
+    };
     await registerWebhooks(db.pool, [failing]);
     await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 3) g");
-    await expect(runCoalesce(db.pool, [failing], { chunkSize: 1 })).rejects.toThrow('routing failed');
+    await expect(coalesce({ pool: db.pool, webhooks: [failing], maxPayloadBytes: 1 << 24, chunkSize: 1, logger: silentLogger, now }))
+      .rejects.toThrow('chunk failed');
     const { rows } = await db.pool.query('select asset_id from asset_webhooks.outbox order by seq');
     expect(rows).toEqual([{ asset_id: 2 }, { asset_id: 3 }]);
     expect((await runCoalesce(db.pool, [openWebhook('crm')], { chunkSize: 1 })).events).toBe(2);

@@ -4,52 +4,9 @@ import { configSchema, type FilterGroup, type WebhookConfig } from '../../src/co
 import { compileWebhook } from '../../src/filters/compile.js';
 import { explainWebhook } from '../../src/filters/explain.js';
 import { referenceEvaluate } from '../../src/filters/reference.js';
+import { RoutingIndex } from '../../src/filters/routing-index.js';
 import { EVENT_TYPES, type AssetState } from '../../src/interfaces.js';
-
-// Small alphabets so that random assets and random filters often meet.
-const word = fc.constantFrom('a', 'b', 'c', 'A', '1', '12', 'null', '');
-const listedNumber = fc.constantFrom('0', '1', '2', '12', '120');
-const assetNumber = fc.option(fc.constantFrom('0', '1', '2', '12'), { nil: null });
-const conditionArb = fc.constantFrom('AND' as const, 'ANY' as const, 'NONE' as const);
-
-const assetArb: fc.Arbitrary<AssetState> = fc.record({
-  supertype: fc.constantFrom('Resource', 'Project', 'Template', 'resource'),
-  parentId: fc.option(fc.constantFrom('1', '2', '12'), { nil: null }),
-  state: fc.option(word, { nil: null }),
-  schemaId: assetNumber,
-  typeId: assetNumber,
-  domainId: assetNumber,
-  keywords: fc.uniqueArray(word, { maxLength: 4 }),
-  fields: fc.array(fc.tuple(fc.constantFrom('campaign', 'region'), word), { maxLength: 4 }),
-}).map(({ fields, ...rest }) => ({
-  ...rest,
-  assetId: '1',
-  assetUuid: '00000000-0000-4000-8000-000000000001',
-  latestAtomId: null,
-  fieldNames: fields.map(([name]) => name),
-  fieldValues: fields.map(([, value]) => value),
-}));
-
-/** Filter groups as a configuration document writes them (before the schema). */
-const groupArb = fc.oneof(
-  fc.record({ filterKind: fc.constantFrom('keywords', 'state', 'additionalFields'), condition: conditionArb, value: fc.array(word, { minLength: 1, maxLength: 3 }) }),
-  fc.record({ filterKind: fc.constant('additionalFields'), fieldName: fc.constantFrom('campaign', 'region'), condition: conditionArb, value: fc.array(word, { minLength: 1, maxLength: 3 }) }),
-  fc.record({ filterKind: fc.constantFrom('schemaId', 'typeId', 'domainId'), condition: conditionArb, value: fc.array(listedNumber, { minLength: 1, maxLength: 3 }) }),
-  fc.record({ filterKind: fc.constant('parentId'), condition: conditionArb, value: fc.array(fc.constantFrom('null', '1', '12', '120'), { minLength: 1, maxLength: 2 }) }),
-);
-
-/** Event type names in any case, as a configuration may write them. */
-const eventTypeName = fc.constantFrom(...EVENT_TYPES).chain((type) =>
-  fc.constantFrom(type, type.toLowerCase(), type[0] + type.slice(1).toLowerCase()));
-
-/** A webhook document with options present or omitted, parsed through the real schema (defaults as in production). */
-const webhookArb: fc.Arbitrary<WebhookConfig> = fc.record({
-  url: fc.constant('https://receiver.example/hook'),
-  enabled: fc.boolean(),
-  resourceTypes: fc.uniqueArray(fc.constantFrom('Resource', 'Project', 'Template'), { minLength: 1 }),
-  eventTypes: fc.array(eventTypeName, { minLength: 1, maxLength: 5 }),
-  filters: fc.array(groupArb, { maxLength: 3 }),
-}, { requiredKeys: ['url', 'enabled'] }).map((document) => configSchema.parse({ assetUpdater: { webhooks: [document] } }).assetUpdater.webhooks[0]!);
+import { assetArb, groupArb, webhookArb } from '../helpers/filter-arbitraries.js';
 
 /** One group on a webhook that lets every asset reach the filters. */
 function withOneGroup(group: unknown): WebhookConfig {
@@ -113,5 +70,39 @@ describe('filter properties', () => {
     fc.assert(fc.property(webhookArb, assetArb, (webhook, asset) => {
       expect(compileWebhook(webhook).evaluate('PURGED', asset)).toBe(webhook.enabled ? null : 'disabled');
     }));
+  });
+
+  it('the routing index delivers to exactly the webhooks whose checks all pass, and evaluates no other', () => {
+    // Many webhooks sharing few values, so that keys collide, repeat and miss.
+    fc.assert(fc.property(fc.array(webhookArb, { maxLength: 12 }), fc.option(assetArb, { nil: null }), fc.constantFrom(...EVENT_TYPES),
+      (webhooks, asset, eventType) => {
+        const index = new RoutingIndex(webhooks);
+        const delivering = [...index.deliveringTo(eventType, asset)].sort((a, b) => a - b);
+        const expected = webhooks.flatMap((webhook, position) => {
+          if (!webhook.enabled) return [];
+          if (eventType === 'PURGED') return [position];
+          return asset !== null && referenceEvaluate(webhook, eventType, asset) === null ? [position] : [];
+        });
+        expect(delivering).toEqual(expected);
+        expect(index.evaluations).toBeLessThanOrEqual(webhooks.length);
+        // Every webhook the index left out is excluded, by the check the reference names.
+        if (asset !== null && eventType !== 'PURGED') {
+          webhooks.forEach((webhook, position) => {
+            const verdict = compileWebhook(webhook).evaluate(eventType, asset);
+            expect(verdict).toBe(referenceEvaluate(webhook, eventType, asset));
+            expect(verdict === null).toBe(delivering.includes(position));
+          });
+        }
+      }), { numRuns: 5000 });
+  });
+
+  it('the routing index gives the same answer when asked again for other events in between', () => {
+    fc.assert(fc.property(fc.array(webhookArb, { minLength: 1, maxLength: 8 }), fc.array(fc.tuple(assetArb, fc.constantFrom(...EVENT_TYPES)), { minLength: 1, maxLength: 6 }),
+      (webhooks, events) => {
+        const index = new RoutingIndex(webhooks);
+        const first = events.map(([asset, eventType]) => [...index.deliveringTo(eventType, asset)].sort((a, b) => a - b));
+        const again = events.map(([asset, eventType]) => [...index.deliveringTo(eventType, asset)].sort((a, b) => a - b));
+        expect(again).toEqual(first);
+      }), { numRuns: 500 });
   });
 });

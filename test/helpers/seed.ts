@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { pino } from 'pino';
 import { coalesce, type CoalesceResult } from '../../src/coalesce/run.js';
 import type { RoutedWebhook } from '../../src/coalesce/route.js';
+import { EVENT_TYPES } from '../../src/interfaces.js';
 
 export const silentLogger = pino({ level: 'silent' });
 
@@ -12,9 +13,12 @@ export const silentLogger = pino({ level: 'silent' });
  */
 export const TEST_PROCESS_ID = randomUUID();
 
-/** A webhook that delivers every event its checks let through (here: all). */
+/** A webhook of every supertype and event type, without filters: it receives every event of a top-level asset. */
 export function openWebhook(id: string, overrides: Partial<RoutedWebhook> = {}): RoutedWebhook {
-  return { id, enabled: true, batchSize: 100, evaluate: () => null, ...overrides };
+  return {
+    id, enabled: true, batchSize: 100, resourceTypes: ['Resource', 'Project', 'Adaptation', 'Template'], eventTypes: [...EVENT_TYPES], filters: [],
+    ...overrides,
+  };
 }
 
 /** Registers webhooks as the service does at start (the pump reads this table). */

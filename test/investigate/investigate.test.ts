@@ -19,9 +19,9 @@ async function eventOf(assetId: number, type: string, table = 'asset_webhooks.ev
 beforeAll(async () => {
   await resetData(db.pool);
   const crm = openWebhook('crm', { batchSize: 1 });
-  const shop = openWebhook('shop', { evaluate: (_type, asset) => (asset.assetId === '2' ? 'filter:1' : null) });
+  const shop = openWebhook('shop', { filters: [{ filterKind: 'state', condition: 'NONE', value: ['draft'] }] });
   await registerWebhooks(db.pool, [crm, shop]);
-  await db.pool.query("insert into assets (asset_id) values (1), (2)");
+  await db.pool.query("insert into assets (asset_id, state) values (1, null), (2, 'draft')");
   await db.pool.query("update assets set title = 'a' where asset_id = 1");
   await db.pool.query("update assets set title = 'b' where asset_id = 1");
   await runCoalesce(db.pool, [crm, shop]);

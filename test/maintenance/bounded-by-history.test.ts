@@ -35,8 +35,8 @@ it('purges expired history without reading the history it keeps, with statistics
             now() - make_interval(days => case when n <= 5 then 40 else 1 end)
      from generate_series(1, 3005) n`);
   await db.pool.query(
-    `insert into asset_webhooks.events (event_id, seq, occurred_at, event_type, asset_id, run_id, coalesced_at, routes)
-     select gen_random_uuid(), n, now(), 'EDITED', n, 1, now() - make_interval(days => case when n <= 5 then 40 else 1 end), '{}'
+    `insert into asset_webhooks.events (event_id, seq, occurred_at, event_type, asset_id, run_id, coalesced_at)
+     select gen_random_uuid(), n, now(), 'EDITED', n, 1, now() - make_interval(days => case when n <= 5 then 40 else 1 end)
      from generate_series(1, 3005) n`);
   const before = { payloads: await rowsRead('asset_webhooks.payloads'), events: await rowsRead('asset_webhooks.events') };
   // One connection, so that its counts can be flushed before they are read.
@@ -129,12 +129,13 @@ it('consumes a chunk of a large outbox backlog reading only that chunk, when its
   try {
     await session.query('select pg_stat_force_next_flush()');
     await session.query('begin');
-    await consumeEvents(session as unknown as pg.PoolClient, 1, {
+    await consumeEvents(session as unknown as pg.PoolClient, 1, 1, {
       seqs,
       eventIds: seqs.map((seq) => `00000000-0000-7000-8000-${seq.toString(16).padStart(12, '0')}`),
       atomIds: seqs.map(() => null),
+      assetUuids: seqs.map(() => null),
       collapsedInto: seqs.map(() => null),
-      routes: seqs.map(() => '{}'),
+      routes: seqs.map(() => ''),
     });
     const { rows } = await session.query<{ n: string; deleted: string }>(
       `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n, n_tup_del as deleted from pg_stat_xact_user_tables
