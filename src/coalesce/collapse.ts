@@ -1,5 +1,5 @@
 /**
- * Collapsing (CONTRACT section 5): within one coalescing run all EDITED events
+ * Collapsing: within one coalescing run all EDITED events
  * of one asset become one, carrying the eventId and eventTimestamp of the latest
  * edit. Other event types are never merged.
  *

@@ -7,9 +7,9 @@ import type pg from 'pg';
  * bits over the row's seq mixed (xor) with a 62-bit key of the installation.
  *
  * The coalescer derives every id of a run, up to a million a drain. In SQL
- * the derivation (text formatting, numeric epoch arithmetic) cost about
- * 2.6 µs a row of the database's CPU, which the run's reads wait on; here it
- * costs a fraction of that, in the process that needs the ids anyway.
+ * the derivation (text formatting, numeric epoch arithmetic) costs database
+ * CPU that the run's reads wait on; here it costs a fraction of that, in the
+ * process that needs the ids anyway.
  *
  * SQL stays the reference: `load` reads the installation's key and random
  * bits back from the function itself and checks one derivation against it,

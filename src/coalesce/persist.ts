@@ -176,11 +176,9 @@ export async function consumeEvents(client: pg.PoolClient, runId: number, routin
        on r.seq = c.seq`,
     // The range lets the planner walk the index: with `= any` alone it scanned
     // the whole outbox. The list is only a filter (`+ 0`), hashed once: as an
-    // index condition as well, it cost a descent of the primary key per row
-    // (PG15, a chunk of 2,000 in a backlog of 300,000: 6,028 buffers and 2.3 ms
-    // against 36 and 0.5 ms), and with statistics taken while the outbox was
-    // smaller the planner chose to scan the whole outbox for every chunk (45
-    // scans reading 2.7 million rows to coalesce 100,000 events).
+    // index condition as well, it costs a descent of the primary key per row,
+    // and with statistics taken while the outbox was smaller the planner
+    // would scan the whole outbox for every chunk.
     [runId, events.seqs, document, events.seqs[0], events.seqs[events.seqs.length - 1], routingId],
   );
 }

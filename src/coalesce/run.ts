@@ -26,9 +26,9 @@ export interface CoalesceOptions {
   readonly maxPayloadBytes: number;
   /**
    * Outbox rows per chunk transaction; memory is bounded by it (two chunks are
-   * in memory at once: one written, the next read). Default 2,000: draining a
-   * million events on PG15 with the next chunk read ahead, 3,000 peaked at
-   * 247 MB RSS, 2,000 at 231 MB and 1,500 at 222 MB, in 36, 36 and 40 s.
+   * in memory at once: one written, the next read). Default 2,000: larger
+   * chunks raise the peak memory of a drain for no gain in time, smaller ones
+   * cost time (bench/README.md).
    */
   readonly chunkSize?: number;
   readonly logger: Logger;

@@ -7,7 +7,7 @@ export type WebhookChecks = Pick<WebhookConfig, 'enabled' | 'resourceTypes' | 'e
 /** A webhook's checks compiled once, evaluated for every event. */
 export interface CompiledWebhook {
   /**
-   * The spec's checks in order (section 4.2), for an event of an existing
+   * The spec's checks in its order, for an event of an existing
    * asset: null when the event is delivered, else the check that excluded it.
    */
   evaluate(eventType: EventType, asset: AssetState): ExclusionCheck | null;

@@ -25,7 +25,7 @@ export interface Explanation {
 }
 
 /**
- * Every check of the spec's order (section 4.2) with its verdict and the values
+ * Every check, in the spec's order, with its verdict and the values
  * it compared, for `explain`. Its conclusion (excludedBy) equals
  * referenceEvaluate's; a property test checks that.
  */

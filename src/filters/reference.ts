@@ -4,8 +4,9 @@ import { assetValues } from './asset-values.js';
 import type { WebhookChecks } from './compile.js';
 
 /**
- * The spec's checks (section 4.2) written as plainly as they read, with the
- * semantics CONTRACT section 3 fixes where the spec is silent. It allocates
+ * The spec's checks, in its order, written as plainly as they read, with the
+ * semantics docs/configuration.md (filter groups) states where the spec is
+ * silent. It allocates
  * freely and is not used on the delivery path: it is the yardstick the
  * compiled predicate (compile.ts) and the explanation (explain.ts) are tested
  * against.

@@ -79,7 +79,7 @@ const MAX_MESSAGE_LENGTH = 500;
  * POSTs payloads to receivers through one shared undici Agent: a keep-alive
  * pool per origin, connections checked by the address guard.
  *
- * Rules (spec 4.1, CONTRACT section 5):
+ * Rules (the receivers' contract, docs/spec-decisions.md):
  * - Content-Type is application/json, whatever the caller's headers say; the
  *   caller's headers (configured headers, X-API-Key) are sent as given.
  * - Redirects are not followed: a 3xx is just a status.
@@ -186,9 +186,8 @@ type ResponseBody = Dispatcher.ResponseData['body'];
  * AbortSignal.timeout() would, but its timer is cleared as soon as the request
  * is done. AbortSignal.timeout()'s timer lives until it fires or its signal is
  * garbage-collected: at a few thousand requests a second with a 30-second
- * timeout that is some 100,000 timers and signals held at once. Node 20, 200,000
- * in a loop: 11.0-11.7 us of CPU each and 59 MB of heap still held afterwards,
- * against 5.5-5.7 us and nothing held for this.
+ * timeout that is some 100,000 timers and signals held at once, each costing
+ * CPU to create and heap until collected; this one costs neither once cleared.
  */
 class Deadline {
   private readonly controller = new AbortController();
