@@ -22,7 +22,11 @@ export class UserError extends Error {
 
 /** The database schema is older or newer than this code. */
 export class SchemaVersionError extends UserError {
-  constructor(message: string, readonly databaseVersion: number, readonly codeVersion: number) {
+  constructor(
+    message: string,
+    readonly databaseVersion: number,
+    readonly codeVersion: number,
+  ) {
     super('schema_version', message);
     this.name = 'SchemaVersionError';
   }

@@ -19,7 +19,10 @@ const KINDS = [
 export function benchWebhooks(count: number): RoutedWebhook[] {
   const lines = Array.from({ length: count }, (_, i) => {
     const kind = KINDS[i % KINDS.length]!;
-    return `    - { id: bench-${i}, url: "https://receiver.example/${i}", enabled: true, ${kind.slice(1, -1).trim()} }`.replace(', }', ' }');
+    return `    - { id: bench-${i}, url: "https://receiver.example/${i}", enabled: true, ${kind.slice(1, -1).trim()} }`.replace(
+      ', }',
+      ' }',
+    );
   });
   const config = parseConfigText(`assetUpdater:\n  webhooks:\n${lines.join('\n')}\n`, 'benchmark webhooks');
   return routedWebhooks(config.assetUpdater.webhooks);

@@ -14,7 +14,10 @@ export interface CoalesceBenchResult {
    * process (the coalescer's Node side; next to nothing for the raw statement)
    * and the PostgreSQL server. Absent without /proc (or with a server on another machine).
    */
-  readonly cpuMicrosPerEvent?: { readonly coalesce: CpuSplit<'node' | 'postgres'>; readonly rawSql: CpuSplit<'node' | 'postgres'> };
+  readonly cpuMicrosPerEvent?: {
+    readonly coalesce: CpuSplit<'node' | 'postgres'>;
+    readonly rawSql: CpuSplit<'node' | 'postgres'>;
+  };
   /** How many CPUs coalescing kept busy (this process and the server), per run (see busyCpus). */
   readonly busyCpus?: Measured;
 }
@@ -25,7 +28,11 @@ export interface CoalesceBenchResult {
  * moving the same rows from the outbox into asset_webhooks.events with one
  * INSERT ... SELECT. Both start from the same freshly generated rows.
  */
-export async function measureCoalesce(pool: pg.Pool, webhooks: readonly RoutedWebhook[], options: { events: number; assets: number; repeats: number }): Promise<CoalesceBenchResult> {
+export async function measureCoalesce(
+  pool: pg.Pool,
+  webhooks: readonly RoutedWebhook[],
+  options: { events: number; assets: number; repeats: number },
+): Promise<CoalesceBenchResult> {
   await registerBenchWebhooks(pool, webhooks);
   const measuredRates: number[] = [];
   const rawRates: number[] = [];
@@ -35,18 +42,22 @@ export async function measureCoalesce(pool: pg.Pool, webhooks: readonly RoutedWe
   for (let repeat = 0; repeat < options.repeats; repeat += 1) {
     await fillOutbox(pool, options.events, options.assets);
     let started = process.hrtime.bigint();
-    await withCpu(rawCpu, options.events, parties, () => pool.query(
-      `with consumed as (delete from asset_webhooks.outbox returning *)
+    await withCpu(rawCpu, options.events, parties, () =>
+      pool.query(
+        `with consumed as (delete from asset_webhooks.outbox returning *)
        insert into asset_webhooks.events (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at)
        select coalesce(event_id, asset_webhooks.event_id_of(seq, occurred_at)), seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, 0, now()
-       from consumed`));
+       from consumed`,
+      ),
+    );
     rawRates.push(options.events / seconds(started));
     await clearResults(pool);
 
     await fillOutbox(pool, options.events, options.assets);
     started = process.hrtime.bigint();
-    const result = await withCpu(coalesceCpu, options.events, parties,
-      () => coalesce({ pool, webhooks, maxPayloadBytes: 16 * 1024 * 1024, logger: pino({ level: 'silent' }) }));
+    const result = await withCpu(coalesceCpu, options.events, parties, () =>
+      coalesce({ pool, webhooks, maxPayloadBytes: 16 * 1024 * 1024, logger: pino({ level: 'silent' }) }),
+    );
     measuredRates.push(result.events / seconds(started));
     await clearResults(pool);
   }
@@ -54,7 +65,9 @@ export async function measureCoalesce(pool: pg.Pool, webhooks: readonly RoutedWe
   const rawSplit = measuredSplit(rawCpu, ['node', 'postgres']);
   const busy = coalesceSplit && busyCpus(coalesceSplit, measuredRates);
   return {
-    eventsPerSecond: measured(measuredRates), rawSqlEventsPerSecond: measured(rawRates), ratioToRawSql: ratio(measuredRates, rawRates),
+    eventsPerSecond: measured(measuredRates),
+    rawSqlEventsPerSecond: measured(rawRates),
+    ratioToRawSql: ratio(measuredRates, rawRates),
     ...(coalesceSplit && rawSplit ? { cpuMicrosPerEvent: { coalesce: coalesceSplit, rawSql: rawSplit } } : {}),
     ...(busy ? { busyCpus: busy } : {}),
   };
@@ -69,7 +82,8 @@ async function registerBenchWebhooks(pool: pg.Pool, webhooks: readonly RoutedWeb
   await pool.query('delete from asset_webhooks.webhooks');
   await pool.query(
     `insert into asset_webhooks.webhooks (webhook_id, url, enabled) select id, 'http://127.0.0.1/bench', true from unnest($1::text[]) id`,
-    [webhooks.map((w) => w.id)]);
+    [webhooks.map((w) => w.id)],
+  );
 }
 
 /** Generates outbox rows the way the triggers would: 60% EDITED, 15% CREATED, 10% REVERSION, 10% DELETED, 5% PURGED. */
@@ -81,12 +95,13 @@ export async function fillOutbox(pool: pg.Pool, events: number, assets: number):
      from (select g, (g * 37) % 100 as r, 1 + (g * 7919) % $2::bigint as id from generate_series(1, $1::bigint) g) s
      join assets a on a.asset_id = s.id
      order by s.g`,
-    [events, assets]);
+    [events, assets],
+  );
 }
 
 export async function clearResults(pool: pg.Pool): Promise<void> {
   await pool.query('truncate asset_webhooks.events, asset_webhooks.payloads cascade');
-  await pool.query("delete from graphile_worker._private_jobs");
+  await pool.query('delete from graphile_worker._private_jobs');
   await pool.query('vacuum analyze asset_webhooks.outbox, asset_webhooks.events, asset_webhooks.payloads');
 }
 
@@ -131,14 +146,23 @@ export async function measureTenants(
         `insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
          select 'CREATED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
          from assets a where a.asset_id >= $1 order by a.asset_id`,
-        [firstId]);
+        [firstId],
+      );
       await pool.query('vacuum analyze asset_webhooks.outbox');
       const started = process.hrtime.bigint();
-      const result = await coalesce({ pool, webhooks, maxPayloadBytes: 16 * 1024 * 1024, logger: pino({ level: 'silent' }) });
+      const result = await coalesce({
+        pool,
+        webhooks,
+        maxPayloadBytes: 16 * 1024 * 1024,
+        logger: pino({ level: 'silent' }),
+      });
       rates[n]!.push(result.events / seconds(started));
-      const { rows: [size] } = await pool.query<{ bytes: string }>(
+      const {
+        rows: [size],
+      } = await pool.query<{ bytes: string }>(
         `select sum(pg_total_relation_size(c.oid))::bigint as bytes from pg_class c
-         where c.relnamespace = 'asset_webhooks'::regnamespace and c.relkind = 'r' and c.relname <> 'outbox'`);
+         where c.relnamespace = 'asset_webhooks'::regnamespace and c.relkind = 'r' and c.relname <> 'outbox'`,
+      );
       bytes[n]!.push(Number(size!.bytes) / result.events);
     }
   }
@@ -153,7 +177,8 @@ export async function measureTenants(
     bytesPerEvent[n] = measured(bytes[n]!);
   }
   return {
-    eventsPerSecond, bytesPerEvent,
+    eventsPerSecond,
+    bytesPerEvent,
     scalingRatio: pairedRatio(rates[many]!, rates[few]!),
     storageRatio: pairedRatio(bytes[many]!, bytes[few]!),
   };
@@ -166,16 +191,23 @@ export async function measureTenants(
  * them), spread over the domains. Returns the first one's id.
  */
 async function ensureTenantAssets(pool: pg.Pool, count: number, domains: number): Promise<number> {
-  const { rows: [tenants] } = await pool.query<{ first: number | null }>("select min(asset_id)::int as first from assets where title like 'tenant asset %'");
+  const {
+    rows: [tenants],
+  } = await pool.query<{ first: number | null }>(
+    "select min(asset_id)::int as first from assets where title like 'tenant asset %'",
+  );
   if (tenants!.first !== null) return tenants!.first;
-  const { rows: [created] } = await pool.query<{ first: number }>(
+  const {
+    rows: [created],
+  } = await pool.query<{ first: number }>(
     `with created as (
        insert into assets (supertype, domain_id, title)
        select 'Resource', g % $2::int, 'tenant asset ' || g from generate_series(1, $1::int) g
        returning asset_id
      )
      select min(asset_id)::int as first from created`,
-    [count, domains]);
+    [count, domains],
+  );
   await pool.query('delete from asset_webhooks.outbox');
   return created!.first;
 }
@@ -183,7 +215,17 @@ async function ensureTenantAssets(pool: pg.Pool, count: number, domains: number)
 /** `n` webhooks, tenant i `domainId ANY` the domains d < `domains` with d % n = i. */
 export function tenantWebhooks(n: number, domains: number): RoutedWebhook[] {
   return Array.from({ length: n }, (_, i): RoutedWebhook => ({
-    id: `tenant-${i}`, enabled: true, batchSize: 100, resourceTypes: ['Resource'], eventTypes: ['CREATED', 'EDITED', 'DELETED', 'PURGED', 'REVERSION'],
-    filters: [{ filterKind: 'domainId', condition: 'ANY', value: Array.from({ length: Math.ceil((domains - i) / n) }, (_, k) => String(i + k * n)) }],
+    id: `tenant-${i}`,
+    enabled: true,
+    batchSize: 100,
+    resourceTypes: ['Resource'],
+    eventTypes: ['CREATED', 'EDITED', 'DELETED', 'PURGED', 'REVERSION'],
+    filters: [
+      {
+        filterKind: 'domainId',
+        condition: 'ANY',
+        value: Array.from({ length: Math.ceil((domains - i) / n) }, (_, k) => String(i + k * n)),
+      },
+    ],
   }));
 }

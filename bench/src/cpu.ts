@@ -26,7 +26,10 @@ function processStat(pid: number, withReapedChildren = false): { parent: number;
   }
   // The command name (field 2) is in parentheses and may hold spaces: count the fields after it.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = (withReapedChildren ? fields.slice(11, 15) : fields.slice(11, 13)).reduce((sum, field) => sum + Number(field), 0);
+  const ticks = (withReapedChildren ? fields.slice(11, 15) : fields.slice(11, 13)).reduce(
+    (sum, field) => sum + Number(field),
+    0,
+  );
   return Number.isFinite(ticks) ? { parent: Number(fields[1]), ticks } : undefined;
 }
 
@@ -91,7 +94,10 @@ const CLOCK_TICKS_PER_SECOND = 100;
  * `postmaster` (`postgres`) and each of `others` (a name for a process id);
  * undefined where /proc cannot tell.
  */
-function cpuNow(postmaster: number | undefined, others: Readonly<Record<string, number>>): Record<string, number> | undefined {
+function cpuNow(
+  postmaster: number | undefined,
+  others: Readonly<Record<string, number>>,
+): Record<string, number> | undefined {
   const reading: Record<string, number> = {};
   const postgres = postmaster === undefined ? undefined : postgresCpuSeconds(postmaster);
   if (postgres === undefined) return undefined;
@@ -119,7 +125,10 @@ export type CpuSplit<Party extends string> = { readonly [P in Party]: Measured }
  * The samples `withCpu` gathered for `parties`, as medians with their spread;
  * undefined when a party was never read (no /proc, a server elsewhere).
  */
-export function measuredSplit<Party extends string>(samples: Readonly<Record<string, number[]>>, parties: readonly Party[]): CpuSplit<Party> | undefined {
+export function measuredSplit<Party extends string>(
+  samples: Readonly<Record<string, number[]>>,
+  parties: readonly Party[],
+): CpuSplit<Party> | undefined {
   if (parties.some((party) => !samples[party]?.length)) return undefined;
   return Object.fromEntries(parties.map((party) => [party, measured(samples[party]!)])) as CpuSplit<Party>;
 }
@@ -135,7 +144,7 @@ export function measuredSplit<Party extends string>(samples: Readonly<Record<str
 export function busyCpus(split: CpuSplit<string>, rates: readonly number[]): Measured | undefined {
   const perParty = Object.values(split).map((party) => party.runs);
   if (perParty.length === 0 || perParty.some((runs) => runs.length !== rates.length)) return undefined;
-  return measured(rates.map((rate, round) => perParty.reduce((sum, runs) => sum + runs[round]!, 0) * rate / 1e6));
+  return measured(rates.map((rate, round) => (perParty.reduce((sum, runs) => sum + runs[round]!, 0) * rate) / 1e6));
 }
 
 /**
@@ -144,12 +153,18 @@ export function busyCpus(split: CpuSplit<string>, rates: readonly number[]): Mea
  * each of `others`. Adds nothing where /proc cannot tell (a server on another
  * machine), or when `samples` is undefined (an unmeasured warm-up round).
  */
-export async function withCpu<T>(samples: Record<string, number[]> | undefined, units: number, parties: CpuParties, span: () => Promise<T>): Promise<T> {
+export async function withCpu<T>(
+  samples: Record<string, number[]> | undefined,
+  units: number,
+  parties: CpuParties,
+  span: () => Promise<T>,
+): Promise<T> {
   const before = cpuNow(parties.postmaster, parties.others ?? {});
   const result = await span();
   const after = cpuNow(parties.postmaster, parties.others ?? {});
   if (samples && before && after) {
-    for (const [party, seconds] of Object.entries(after)) (samples[party] ??= []).push(((seconds - before[party]!) * 1e6) / units);
+    for (const [party, seconds] of Object.entries(after))
+      (samples[party] ??= []).push(((seconds - before[party]!) * 1e6) / units);
   }
   return result;
 }

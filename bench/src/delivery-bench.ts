@@ -23,7 +23,10 @@ export interface DeliveryBenchResult {
    * PostgreSQL server, and the receiver. Absent without /proc (or with a
    * server on another machine).
    */
-  readonly cpuMicrosPerPayload?: { readonly service: CpuSplit<DeliveryParty>; readonly rawUndici: CpuSplit<DeliveryParty> };
+  readonly cpuMicrosPerPayload?: {
+    readonly service: CpuSplit<DeliveryParty>;
+    readonly rawUndici: CpuSplit<DeliveryParty>;
+  };
   /** How many CPUs each side kept busy (Node, the server, the receiver), per round (see busyCpus). */
   readonly busyCpus?: { readonly service: Measured; readonly rawUndici: Measured };
 }
@@ -36,9 +39,16 @@ type CpuSamples = Record<string, number[]>;
 /** A payload of `count` events as coalescing writes it: its body and its events' ids. */
 export function samplePayload(count: number): { body: string; eventIds: string[] } {
   const eventIds = Array.from({ length: count }, () => randomUUID());
-  const events = eventIds.map((eventId, i) => serializeEvent({
-    atomId: String(1000 + i), eventId, eventTimestamp: new Date().toISOString(), assetId: String(i + 1), assetUuid: randomUUID(), eventType: 'EDITED',
-  }));
+  const events = eventIds.map((eventId, i) =>
+    serializeEvent({
+      atomId: String(1000 + i),
+      eventId,
+      eventTimestamp: new Date().toISOString(),
+      assetId: String(i + 1),
+      assetUuid: randomUUID(),
+      eventType: 'EDITED',
+    }),
+  );
   return { body: serializeBody(events, new Date().toISOString()), eventIds };
 }
 
@@ -49,18 +59,30 @@ export function samplePayload(count: number): { body: string; eventIds: string[]
  * same bodies at the same concurrency. Both sides first run one unmeasured
  * round (code compiled, connections open).
  */
-export async function measureDelivery(databaseUrl: string, pool: pg.Pool, options: { payloads: number; concurrency: number; repeats: number }): Promise<DeliveryBenchResult> {
+export async function measureDelivery(
+  databaseUrl: string,
+  pool: pg.Pool,
+  options: { payloads: number; concurrency: number; repeats: number },
+): Promise<DeliveryBenchResult> {
   const receiver = await startReceiverProcess(false);
   const { body, eventIds } = samplePayload(100);
   const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-bench-'));
   const configPath = path.join(directory, 'config.yaml');
-  writeFileSync(configPath, `assetUpdater:
+  writeFileSync(
+    configPath,
+    `assetUpdater:
   intervalSeconds: 3600
   network: { allowPrivateAddresses: true }
   webhooks:
     - { id: bench, url: "${receiver.url}", enabled: true, concurrency: ${options.concurrency} }
-`);
-  const service = await startService({ databaseUrl, configPath, logger: pino({ level: 'silent' }), concurrency: options.concurrency });
+`,
+  );
+  const service = await startService({
+    databaseUrl,
+    configPath,
+    logger: pino({ level: 'silent' }),
+    concurrency: options.concurrency,
+  });
   const serviceRates: number[] = [];
   const rawRates: number[] = [];
   const serviceCpu: CpuSamples = {};
@@ -73,7 +95,8 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
     await pool.query(
       `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
        select 'bench', 'pending', $1, octet_length($1), 100, $3::uuid[] from generate_series(1, $2::int)`,
-      [body, payloads, eventIds]);
+      [body, payloads, eventIds],
+    );
   };
   const deliver = async (payloads: number): Promise<number> => {
     const before = await receiverCount(receiver.countUrl);
@@ -89,18 +112,25 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
       await new Promise((resolve) => setTimeout(resolve, 20));
       const count = await receiverCount(receiver.countUrl);
       if (count > seen) progressAt = performance.now();
-      else if (performance.now() - progressAt > 60_000) throw new Error(`delivery bench: the receiver got ${count - before} of ${payloads} payloads and nothing for a minute`);
+      else if (performance.now() - progressAt > 60_000)
+        throw new Error(
+          `delivery bench: the receiver got ${count - before} of ${payloads} payloads and nothing for a minute`,
+        );
       seen = count;
     }
     for (;;) {
       const { rows } = await pool.query<{ waiting: boolean }>(
-        "select exists (select 1 from asset_webhooks.payloads where webhook_id = 'bench' and status in ('open', 'pending')) as waiting");
+        "select exists (select 1 from asset_webhooks.payloads where webhook_id = 'bench' and status in ('open', 'pending')) as waiting",
+      );
       if (rows[0]?.waiting === false) break;
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
     const rate = payloads / (Number(process.hrtime.bigint() - started) / 1e9);
-    const { rows } = await pool.query<{ n: number }>("select count(*)::int as n from asset_webhooks.payloads where webhook_id = 'bench' and status = 'delivered'");
-    if (rows[0]?.n !== payloads) throw new Error(`delivery bench: ${rows[0]?.n ?? 0} of ${payloads} payloads were delivered; the run is void`);
+    const { rows } = await pool.query<{ n: number }>(
+      "select count(*)::int as n from asset_webhooks.payloads where webhook_id = 'bench' and status = 'delivered'",
+    );
+    if (rows[0]?.n !== payloads)
+      throw new Error(`delivery bench: ${rows[0]?.n ?? 0} of ${payloads} payloads were delivered; the run is void`);
     return rate;
   };
   // The CPU of the delivery only, not of setting up its payloads.
@@ -116,7 +146,11 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
     await rawUndici(receiver.url, body, options.payloads, options.concurrency);
     await deliverAll(options.payloads);
     for (let repeat = 0; repeat < options.repeats; repeat += 1) {
-      rawRates.push(await withCpu(rawCpu, options.payloads, parties, () => rawUndici(receiver.url, body, options.payloads, options.concurrency)));
+      rawRates.push(
+        await withCpu(rawCpu, options.payloads, parties, () =>
+          rawUndici(receiver.url, body, options.payloads, options.concurrency),
+        ),
+      );
       serviceRates.push(await deliverAll(options.payloads, serviceCpu));
     }
   } finally {
@@ -129,13 +163,21 @@ export async function measureDelivery(databaseUrl: string, pool: pg.Pool, option
     rawUndiciPayloadsPerSecond: measured(rawRates),
     ratioToRawUndici: ratio(serviceRates, rawRates),
     concurrency: options.concurrency,
-    ...cpuFigures(measuredSplit(serviceCpu, DELIVERY_PARTIES), measuredSplit(rawCpu, DELIVERY_PARTIES), serviceRates, rawRates),
+    ...cpuFigures(
+      measuredSplit(serviceCpu, DELIVERY_PARTIES),
+      measuredSplit(rawCpu, DELIVERY_PARTIES),
+      serviceRates,
+      rawRates,
+    ),
   };
 }
 
 /** The CPU splits of both sides and the CPUs each kept busy, where /proc could tell. */
 function cpuFigures(
-  service: CpuSplit<DeliveryParty> | undefined, rawUndici: CpuSplit<DeliveryParty> | undefined, serviceRates: readonly number[], rawRates: readonly number[],
+  service: CpuSplit<DeliveryParty> | undefined,
+  rawUndici: CpuSplit<DeliveryParty> | undefined,
+  serviceRates: readonly number[],
+  rawRates: readonly number[],
 ): Pick<DeliveryBenchResult, 'cpuMicrosPerPayload' | 'busyCpus'> {
   if (!service || !rawUndici) return {};
   const busy = { service: busyCpus(service, serviceRates), rawUndici: busyCpus(rawUndici, rawRates) };
@@ -154,13 +196,20 @@ async function rawUndici(url: string, body: string, payloads: number, concurrenc
   const agent = new Agent({ keepAliveTimeout: 60_000 });
   let next = 0;
   const started = process.hrtime.bigint();
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < payloads) {
-      next += 1;
-      const response = await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json' }, dispatcher: agent });
-      await response.body.dump();
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < payloads) {
+        next += 1;
+        const response = await request(url, {
+          method: 'POST',
+          body,
+          headers: { 'content-type': 'application/json' },
+          dispatcher: agent,
+        });
+        await response.body.dump();
+      }
+    }),
+  );
   const rate = payloads / (Number(process.hrtime.bigint() - started) / 1e9);
   await agent.close();
   return rate;

@@ -11,14 +11,17 @@ import { latenciesOverInterval, percentile } from './stats.js';
 function writeConfig(receiverUrl: string, intervalSeconds: number): { path: string; cleanup: () => void } {
   const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-bench-'));
   const file = path.join(directory, 'config.yaml');
-  writeFileSync(file, `assetUpdater:
+  writeFileSync(
+    file,
+    `assetUpdater:
   intervalSeconds: ${intervalSeconds}
   network: { allowPrivateAddresses: true }
   webhooks:
     - { id: all, url: "${receiverUrl}/all", enabled: true, resourceTypes: [Resource, Project], concurrency: 8 }
     - { id: summer, url: "${receiverUrl}/summer", enabled: true, concurrency: 8, filters: [ { filterKind: keywords, condition: ANY, value: [summer] } ] }
     - { id: created, url: "${receiverUrl}/created", enabled: true, eventTypes: [Created, Purged], concurrency: 8 }
-`);
+`,
+  );
   return { path: file, cleanup: () => rmSync(directory, { recursive: true, force: true }) };
 }
 
@@ -28,7 +31,8 @@ async function waitUntilDrained(pool: pg.Pool, timeoutMs: number, sample?: () =>
     sample?.();
     const { rows } = await pool.query<{ waiting: number }>(
       `select (select count(*) from asset_webhooks.outbox)::int
-            + (select count(*) from asset_webhooks.payloads where status in ('open', 'pending'))::int as waiting`);
+            + (select count(*) from asset_webhooks.payloads where status in ('open', 'pending'))::int as waiting`,
+    );
     if ((rows[0]?.waiting ?? 1) === 0) return;
     if (Date.now() > deadline) throw new Error(`not drained within ${timeoutMs / 1000}s`);
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -36,7 +40,11 @@ async function waitUntilDrained(pool: pg.Pool, timeoutMs: number, sample?: () =>
 }
 
 /** A clean database, a receiver process and a `run` process on it, with one stop for all three. */
-async function startRig(databaseUrl: string, pool: pg.Pool, options: { report: boolean; backlog?: { events: number; assets: number } }) {
+async function startRig(
+  databaseUrl: string,
+  pool: pg.Pool,
+  options: { report: boolean; backlog?: { events: number; assets: number } },
+) {
   await clearResults(pool);
   await pool.query('truncate asset_webhooks.outbox');
   if (options.backlog) await fillOutbox(pool, options.backlog.events, options.backlog.assets);
@@ -62,7 +70,11 @@ export interface MemoryBenchResult {
 }
 
 /** Peak RSS of the `run` process while it drains a backlog of `events` outbox rows (coalescing and delivery). */
-export async function measureMemory(databaseUrl: string, pool: pg.Pool, options: { events: number; assets: number }): Promise<MemoryBenchResult> {
+export async function measureMemory(
+  databaseUrl: string,
+  pool: pg.Pool,
+  options: { events: number; assets: number },
+): Promise<MemoryBenchResult> {
   const { run, stop } = await startRig(databaseUrl, pool, { report: false, backlog: options });
   const started = Date.now();
   let peak = 0;
@@ -74,7 +86,12 @@ export async function measureMemory(databaseUrl: string, pool: pg.Pool, options:
     peak = Math.max(peak, run.peakRssMb());
     await stop();
   }
-  return { peakRssMb: peak, events: options.events, drainSeconds: (Date.now() - started) / 1000, ledger: await readLedger(pool) };
+  return {
+    peakRssMb: peak,
+    events: options.events,
+    drainSeconds: (Date.now() - started) / 1000,
+    ledger: await readLedger(pool),
+  };
 }
 
 export interface LatencyBenchResult {
@@ -90,7 +107,11 @@ export interface LatencyBenchResult {
  * (one INSERT of rate/10 assets every 100 ms) with a one-second interval,
  * measured on the webhook that receives every event (`all`).
  */
-export async function measureLatency(databaseUrl: string, pool: pg.Pool, options: { eventsPerSecond: number; seconds: number }): Promise<LatencyBenchResult> {
+export async function measureLatency(
+  databaseUrl: string,
+  pool: pg.Pool,
+  options: { eventsPerSecond: number; seconds: number },
+): Promise<LatencyBenchResult> {
   const { receiver, stop } = await startRig(databaseUrl, pool, { report: true });
   const committedAt = new Map<number, number>();
   try {
@@ -101,7 +122,9 @@ export async function measureLatency(databaseUrl: string, pool: pg.Pool, options
       const due = started + tick * 100;
       if (due > Date.now()) await new Promise((resolve) => setTimeout(resolve, due - Date.now()));
       const { rows } = await pool.query<{ asset_id: number }>(
-        `insert into assets (supertype, title) select 'Resource', 'latency' from generate_series(1, $1::int) returning asset_id`, [perTick]);
+        `insert into assets (supertype, title) select 'Resource', 'latency' from generate_series(1, $1::int) returning asset_id`,
+        [perTick],
+      );
       const now = Date.now();
       for (const row of rows) committedAt.set(row.asset_id, now);
     }

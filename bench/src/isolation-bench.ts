@@ -16,7 +16,9 @@ import { latenciesOverInterval, percentile } from './stats.js';
  * answers each POST after `delayMs`, or never when `delayMs` is null, and
  * counts them. Its sockets are destroyed on close, so a request it holds ends.
  */
-async function startLocalReceiver(delayMs: number | null): Promise<{ url: string; count(): number; close(): Promise<void> }> {
+async function startLocalReceiver(
+  delayMs: number | null,
+): Promise<{ url: string; count(): number; close(): Promise<void> }> {
   let posts = 0;
   const sockets = new Set<Socket>();
   const held: ServerResponse[] = [];
@@ -39,10 +41,11 @@ async function startLocalReceiver(delayMs: number | null): Promise<{ url: string
   return {
     url: `http://127.0.0.1:${port}`,
     count: () => posts,
-    close: () => new Promise<void>((resolve) => {
-      for (const socket of sockets) socket.destroy();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
   };
 }
 
@@ -76,7 +79,11 @@ export interface IsolationBenchResult {
  * a one-second interval and CREATED events at `eventsPerSecond`; the
  * commit-to-receipt time of the healthy webhooks' events minus the interval.
  */
-export async function measureIsolation(databaseUrl: string, pool: pg.Pool, options: { eventsPerSecond: number; seconds: number }): Promise<IsolationBenchResult> {
+export async function measureIsolation(
+  databaseUrl: string,
+  pool: pg.Pool,
+  options: { eventsPerSecond: number; seconds: number },
+): Promise<IsolationBenchResult> {
   await clearResults(pool);
   await pool.query('truncate asset_webhooks.outbox');
   const healthy = await startReceiverProcess(true);
@@ -92,7 +99,9 @@ ${Array.from({ length: 9 }, (_, i) => `    - { id: healthy-${i}, url: "${new URL
   const { body, eventIds } = samplePayload(100);
   await pool.query(
     `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
-     select 'stuck', 'pending', $1, octet_length($1), 100, $2::uuid[] from generate_series(1, 200)`, [body, eventIds]);
+     select 'stuck', 'pending', $1, octet_length($1), 100, $2::uuid[] from generate_series(1, 200)`,
+    [body, eventIds],
+  );
   const run = startRunProcess(databaseUrl, config.path);
   const committedAt = new Map<number, number>();
   try {
@@ -103,12 +112,15 @@ ${Array.from({ length: 9 }, (_, i) => `    - { id: healthy-${i}, url: "${new URL
       const due = started + tick * 100;
       if (due > Date.now()) await new Promise((resolve) => setTimeout(resolve, due - Date.now()));
       const { rows } = await pool.query<{ asset_id: number }>(
-        `insert into assets (supertype, title) select 'Resource', 'isolation' from generate_series(1, $1::int) returning asset_id`, [perTick]);
+        `insert into assets (supertype, title) select 'Resource', 'isolation' from generate_series(1, $1::int) returning asset_id`,
+        [perTick],
+      );
       const now = Date.now();
       for (const row of rows) committedAt.set(row.asset_id, now);
     }
     const expected = committedAt.size * 9;
-    const received = (): number => healthy.received.filter((r) => r.path.startsWith('/h')).reduce((n, r) => n + r.assetIds.length, 0);
+    const received = (): number =>
+      healthy.received.filter((r) => r.path.startsWith('/h')).reduce((n, r) => n + r.assetIds.length, 0);
     await waitFor(() => received() >= expected, 120_000, 'every event at the healthy receivers');
   } finally {
     await stuck.close();
@@ -137,7 +149,11 @@ export interface SlowReceiversBenchResult {
  * 4 each, a backlog of stored payloads of 100 events; delivered payloads per
  * second against the 800 per second the receivers allow.
  */
-export async function measureSlowReceivers(databaseUrl: string, pool: pg.Pool, options: { payloadsPerWebhook: number }): Promise<SlowReceiversBenchResult> {
+export async function measureSlowReceivers(
+  databaseUrl: string,
+  pool: pg.Pool,
+  options: { payloadsPerWebhook: number },
+): Promise<SlowReceiversBenchResult> {
   const webhooks = 20;
   const concurrency = 4;
   const answerMs = 100;
@@ -155,16 +171,23 @@ ${Array.from({ length: webhooks }, (_, i) => `    - { id: slow-${i}, url: "${rec
   const total = webhooks * options.payloadsPerWebhook;
   let seconds: number;
   try {
-    await waitFor(async () => {
-      const { rows } = await pool.query<{ n: number }>("select count(*)::int as n from asset_webhooks.webhooks where webhook_id like 'slow-%' and enabled");
-      return rows[0]!.n === webhooks;
-    }, 60_000, 'the service to record its webhooks');
+    await waitFor(
+      async () => {
+        const { rows } = await pool.query<{ n: number }>(
+          "select count(*)::int as n from asset_webhooks.webhooks where webhook_id like 'slow-%' and enabled",
+        );
+        return rows[0]!.n === webhooks;
+      },
+      60_000,
+      'the service to record its webhooks',
+    );
     const { body, eventIds } = samplePayload(100);
     await pool.query(
       `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
        select 'slow-' || w, 'pending', $1, octet_length($1), 100, $2::uuid[]
        from generate_series(1, $3::int) n, generate_series(0, $4::int - 1) w order by n, w`,
-      [body, eventIds, options.payloadsPerWebhook, webhooks]);
+      [body, eventIds, options.payloadsPerWebhook, webhooks],
+    );
     const started = performance.now();
     await announcePayloadsReady(pool);
     await waitFor(() => receiver.count() >= total, 600_000, 'every payload at the slow receivers');

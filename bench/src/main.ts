@@ -34,8 +34,26 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
   const quick = options.quick === true;
   const log = (line: string): void => void process.stderr.write(`${line}\n`);
   const sizes = quick
-    ? { assets: 100_000, coalesceEvents: 100_000, memoryEvents: 100_000, repeats: 3, tpsSlices: { pairs: 12, seconds: 2 }, bulkPairs: 6, deliveryPayloads: 3000, latencySeconds: 15 }
-    : { assets: 100_000, coalesceEvents: 1_000_000, memoryEvents: 1_000_000, repeats: 3, tpsSlices: { pairs: 12, seconds: 4 }, bulkPairs: 7, deliveryPayloads: 5000, latencySeconds: 60 };
+    ? {
+        assets: 100_000,
+        coalesceEvents: 100_000,
+        memoryEvents: 100_000,
+        repeats: 3,
+        tpsSlices: { pairs: 12, seconds: 2 },
+        bulkPairs: 6,
+        deliveryPayloads: 3000,
+        latencySeconds: 15,
+      }
+    : {
+        assets: 100_000,
+        coalesceEvents: 1_000_000,
+        memoryEvents: 1_000_000,
+        repeats: 3,
+        tpsSlices: { pairs: 12, seconds: 4 },
+        bulkPairs: 7,
+        deliveryPayloads: 5000,
+        latencySeconds: 60,
+      };
 
   let embedded: EmbeddedServer | undefined;
   // Durable settings, as in production: the cost of capture is relative to the cost of a write.
@@ -49,28 +67,55 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
   const pool = createPool(databaseUrl, { max: 12, applicationName: 'asset-webhooks bench' });
   try {
     await migrate(pool, databaseUrl, { binding: 'reference' });
-    log(`benchmark database ${database} on ${embedded ? 'embedded PostgreSQL' : 'the given server'}; ${quick ? 'quick' : 'full'} sizes`);
+    log(
+      `benchmark database ${database} on ${embedded ? 'embedded PostgreSQL' : 'the given server'}; ${quick ? 'quick' : 'full'} sizes`,
+    );
     await ensureAssets(pool, sizes.assets);
 
     log('write cost: single-row UPDATEs and one bulk UPDATE, with and without triggers...');
     const writeCost = await measureWriteCost(pool, {
-      assets: sizes.assets, bulkRows: 100_000, connections: 4, sliceSeconds: sizes.tpsSlices.seconds, singleRowPairs: sizes.tpsSlices.pairs, bulkPairs: sizes.bulkPairs,
+      assets: sizes.assets,
+      bulkRows: 100_000,
+      connections: 4,
+      sliceSeconds: sizes.tpsSlices.seconds,
+      singleRowPairs: sizes.tpsSlices.pairs,
+      bulkPairs: sizes.bulkPairs,
     });
     log(`coalescing ${sizes.coalesceEvents} events across 10 webhooks...`);
-    const coalesce10 = await measureCoalesce(pool, benchWebhooks(10), { events: sizes.coalesceEvents, assets: sizes.assets, repeats: sizes.repeats });
+    const coalesce10 = await measureCoalesce(pool, benchWebhooks(10), {
+      events: sizes.coalesceEvents,
+      assets: sizes.assets,
+      repeats: sizes.repeats,
+    });
     log(`coalescing ${sizes.coalesceEvents} events across 100 webhooks...`);
-    const coalesce100 = await measureCoalesce(pool, benchWebhooks(100), { events: sizes.coalesceEvents, assets: sizes.assets, repeats: 1 });
+    const coalesce100 = await measureCoalesce(pool, benchWebhooks(100), {
+      events: sizes.coalesceEvents,
+      assets: sizes.assets,
+      repeats: 1,
+    });
     log('coalescing 50,000 created assets across 1,000 domains with 10 and 1,000 tenant webhooks...');
-    const tenants = await measureTenants(pool, { tenants: [10, 1000], assets: 50_000, domains: 1000, repeats: sizes.repeats });
+    const tenants = await measureTenants(pool, {
+      tenants: [10, 1000],
+      assets: 50_000,
+      domains: 1000,
+      repeats: sizes.repeats,
+    });
     await pool.query('delete from asset_webhooks.webhooks');
     log(`delivering ${sizes.deliveryPayloads} payloads of 100 events...`);
-    const delivery = await measureDelivery(databaseUrl, pool, { payloads: sizes.deliveryPayloads, concurrency: 32, repeats: sizes.repeats });
+    const delivery = await measureDelivery(databaseUrl, pool, {
+      payloads: sizes.deliveryPayloads,
+      concurrency: 32,
+      repeats: sizes.repeats,
+    });
     await pool.query('delete from asset_webhooks.webhooks');
     log(`latency at 1,000 events per second for ${sizes.latencySeconds}s...`);
     const latency = await measureLatency(databaseUrl, pool, { eventsPerSecond: 1000, seconds: sizes.latencySeconds });
     await pool.query('delete from asset_webhooks.webhooks');
     log('isolation: nine healthy webhooks beside one whose receiver never answers...');
-    const isolation = await measureIsolation(databaseUrl, pool, { eventsPerSecond: 100, seconds: sizes.latencySeconds });
+    const isolation = await measureIsolation(databaseUrl, pool, {
+      eventsPerSecond: 100,
+      seconds: sizes.latencySeconds,
+    });
     await pool.query('delete from asset_webhooks.webhooks');
     log('slow receivers: 20 webhooks answering after 100 ms, concurrency 4 each...');
     const slowReceivers = await measureSlowReceivers(databaseUrl, pool, { payloadsPerWebhook: quick ? 200 : 400 });
@@ -110,11 +155,32 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
     };
     const machine = `${os.hostname()}-${os.cpus().length}cpu`;
     const details = {
-      date: new Date().toISOString(), machine: { hostname: os.hostname(), cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, memoryGb: Math.round(os.totalmem() / 2 ** 30), node: process.version },
-      quick, sizes, summary, writeCost, coalesce10, coalesce100, tenants, delivery, latency, isolation, slowReceivers, memory,
+      date: new Date().toISOString(),
+      machine: {
+        hostname: os.hostname(),
+        cpus: os.cpus().length,
+        cpuModel: os.cpus()[0]?.model,
+        memoryGb: Math.round(os.totalmem() / 2 ** 30),
+        node: process.version,
+      },
+      quick,
+      sizes,
+      summary,
+      writeCost,
+      coalesce10,
+      coalesce100,
+      tenants,
+      delivery,
+      latency,
+      isolation,
+      slowReceivers,
+      memory,
     };
     mkdirSync(resultsDirectory, { recursive: true });
-    const file = path.join(resultsDirectory, `${new Date().toISOString().slice(0, 10)}-${machine}${quick ? '-quick' : ''}.json`);
+    const file = path.join(
+      resultsDirectory,
+      `${new Date().toISOString().slice(0, 10)}-${machine}${quick ? '-quick' : ''}.json`,
+    );
     writeFileSync(file, `${JSON.stringify(details, null, 2)}\n`);
 
     const rows: Array<[string, string, string]> = [
@@ -146,13 +212,19 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
     // next to their baselines' (medians, µs).
     const coalesceCpu = coalesce10.cpuMicrosPerEvent;
     if (coalesceCpu) {
-      out.write(`\ncoalescing CPU per event, µs: coalescer ${cpuLine(coalesceCpu.coalesce, 1)}${busyLine(coalesce10.busyCpus)}\n`);
+      out.write(
+        `\ncoalescing CPU per event, µs: coalescer ${cpuLine(coalesceCpu.coalesce, 1)}${busyLine(coalesce10.busyCpus)}\n`,
+      );
       out.write(`${''.padEnd(29)}raw INSERT ... SELECT ${cpuLine(coalesceCpu.rawSql, 1)}\n`);
     }
     const deliveryCpu = delivery.cpuMicrosPerPayload;
     if (deliveryCpu) {
-      out.write(`\ndelivery CPU per payload, µs: service ${cpuLine(deliveryCpu.service, 0)}${busyLine(delivery.busyCpus?.service)}\n`);
-      out.write(`${''.padEnd(35)}raw undici ${cpuLine(deliveryCpu.rawUndici, 0)}${busyLine(delivery.busyCpus?.rawUndici)}\n`);
+      out.write(
+        `\ndelivery CPU per payload, µs: service ${cpuLine(deliveryCpu.service, 0)}${busyLine(delivery.busyCpus?.service)}\n`,
+      );
+      out.write(
+        `${''.padEnd(35)}raw undici ${cpuLine(deliveryCpu.rawUndici, 0)}${busyLine(delivery.busyCpus?.rawUndici)}\n`,
+      );
     }
     out.write(`\nresults written to ${path.relative(process.cwd(), file)}\n`);
     if (options.json) out.write(`${JSON.stringify(summary)}\n`);
@@ -167,7 +239,9 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
 const PARTY_NAMES: Readonly<Record<string, string>> = { node: 'Node', postgres: 'PostgreSQL', receiver: 'receiver' };
 
 function cpuLine(split: CpuSplit<string>, digits: number): string {
-  return Object.entries(split).map(([party, value]) => `${PARTY_NAMES[party] ?? party} ${fmt(value, digits)}`).join(', ');
+  return Object.entries(split)
+    .map(([party, value]) => `${PARTY_NAMES[party] ?? party} ${fmt(value, digits)}`)
+    .join(', ');
 }
 
 /** `; CPUs busy 1.6 [1.5, 1.7] of 2`: whether the rate beside it is bound by the machine's CPUs or by waiting. */
@@ -180,6 +254,7 @@ function round(value: number, digits: number): number {
 }
 
 function fmt(m: { median: number; min: number; max: number }, digits = 3): string {
-  const f = (v: number): string => v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: 0 });
+  const f = (v: number): string =>
+    v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: 0 });
   return `${f(m.median)} [${f(m.min)}, ${f(m.max)}]`;
 }

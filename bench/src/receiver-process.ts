@@ -42,7 +42,9 @@ server.listen(0, '127.0.0.1', () => process.stdout.write('PORT ' + server.addres
 `;
 
 export async function startReceiverProcess(report: boolean): Promise<ReceiverProcess> {
-  const child: ChildProcess = spawn(process.execPath, ['-e', SCRIPT, report ? 'report' : 'quiet'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child: ChildProcess = spawn(process.execPath, ['-e', SCRIPT, report ? 'report' : 'quiet'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const received: ReceiverProcess['received'] = [];
   const lines = createInterface({ input: child.stdout! });
   const port = await new Promise<number>((resolve, reject) => {
@@ -57,10 +59,11 @@ export async function startReceiverProcess(report: boolean): Promise<ReceiverPro
     countUrl: `http://127.0.0.1:${port}/count`,
     pid: child.pid!,
     received,
-    stop: () => new Promise<void>((resolve) => {
-      if (child.exitCode !== null) return resolve();
-      child.once('exit', () => resolve());
-      child.kill('SIGTERM');
-    }),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
   };
 }

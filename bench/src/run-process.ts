@@ -14,10 +14,14 @@ export interface RunProcess {
 }
 
 export function startRunProcess(databaseUrl: string, configPath: string, concurrency = 16): RunProcess {
-  const child: ChildProcess = spawn(process.execPath, [cli, 'run', '--database-url', databaseUrl, '--config', configPath, '--concurrency', String(concurrency)], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, LOG_LEVEL: 'warn' },
-  });
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [cli, 'run', '--database-url', databaseUrl, '--config', configPath, '--concurrency', String(concurrency)],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, LOG_LEVEL: 'warn' },
+    },
+  );
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-4000);
@@ -32,16 +36,17 @@ export function startRunProcess(databaseUrl: string, configPath: string, concurr
         return Number.NaN;
       }
     },
-    stop: () => new Promise((resolve) => {
-      if (child.exitCode !== null) {
-        if (child.exitCode !== 0) process.stderr.write(stderr);
-        return resolve(child.exitCode);
-      }
-      child.once('exit', (code) => {
-        if (code !== 0) process.stderr.write(stderr);
-        resolve(code);
-      });
-      child.kill('SIGTERM');
-    }),
+    stop: () =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) {
+          if (child.exitCode !== 0) process.stderr.write(stderr);
+          return resolve(child.exitCode);
+        }
+        child.once('exit', (code) => {
+          if (code !== 0) process.stderr.write(stderr);
+          resolve(code);
+        });
+        child.kill('SIGTERM');
+      }),
   };
 }

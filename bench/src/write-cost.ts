@@ -2,8 +2,16 @@ import type pg from 'pg';
 import { measured, pairedRatio, type Measured } from './stats.js';
 
 export interface WriteCostResult {
-  readonly singleRowTps: { readonly withTriggers: Measured; readonly withoutTriggers: Measured; readonly ratio: Measured };
-  readonly bulkUpdateSeconds: { readonly withTriggers: Measured; readonly withoutTriggers: Measured; readonly ratio: Measured };
+  readonly singleRowTps: {
+    readonly withTriggers: Measured;
+    readonly withoutTriggers: Measured;
+    readonly ratio: Measured;
+  };
+  readonly bulkUpdateSeconds: {
+    readonly withTriggers: Measured;
+    readonly withoutTriggers: Measured;
+    readonly ratio: Measured;
+  };
 }
 
 export interface WriteCostOptions {
@@ -58,8 +66,16 @@ export async function measureWriteCost(pool: pg.Pool, options: WriteCostOptions)
   await startEven(pool);
   await setTriggers(pool, true);
   return {
-    singleRowTps: { withTriggers: measured(tps.with), withoutTriggers: measured(tps.without), ratio: pairedRatio(tps.with, tps.without) },
-    bulkUpdateSeconds: { withTriggers: measured(bulk.with), withoutTriggers: measured(bulk.without), ratio: pairedRatio(bulk.with, bulk.without) },
+    singleRowTps: {
+      withTriggers: measured(tps.with),
+      withoutTriggers: measured(tps.without),
+      ratio: pairedRatio(tps.with, tps.without),
+    },
+    bulkUpdateSeconds: {
+      withTriggers: measured(bulk.with),
+      withoutTriggers: measured(bulk.without),
+      ratio: pairedRatio(bulk.with, bulk.without),
+    },
   };
 }
 
@@ -132,29 +148,40 @@ async function setTriggers(pool: pg.Pool, enabled: boolean): Promise<void> {
  * sequence of assets from the previous slice, so slices do not update the same
  * assets in the same order.
  */
-async function singleRowTps(pool: pg.Pool, assets: number, connections: number, seconds: number, updates: { next: number }): Promise<number> {
+async function singleRowTps(
+  pool: pg.Pool,
+  assets: number,
+  connections: number,
+  seconds: number,
+  updates: { next: number },
+): Promise<number> {
   const deadline = Date.now() + seconds * 1000;
-  const counts = await Promise.all(Array.from({ length: connections }, async () => {
-    const client = await pool.connect();
-    let done = 0;
-    try {
-      while (Date.now() < deadline) {
-        const n = updates.next;
-        updates.next += 1;
-        const id = 1 + (n * 7919) % assets;
-        await client.query('update assets set title = $2 where asset_id = $1', [id, `t${n}`]);
-        done += 1;
+  const counts = await Promise.all(
+    Array.from({ length: connections }, async () => {
+      const client = await pool.connect();
+      let done = 0;
+      try {
+        while (Date.now() < deadline) {
+          const n = updates.next;
+          updates.next += 1;
+          const id = 1 + ((n * 7919) % assets);
+          await client.query('update assets set title = $2 where asset_id = $1', [id, `t${n}`]);
+          done += 1;
+        }
+      } finally {
+        client.release();
       }
-    } finally {
-      client.release();
-    }
-    return done;
-  }));
+      return done;
+    }),
+  );
   return counts.reduce((a, b) => a + b, 0) / seconds;
 }
 
 async function bulkUpdateSeconds(pool: pg.Pool, rows: number): Promise<number> {
   const started = process.hrtime.bigint();
-  await pool.query("update assets set state = case when state = 'draft' then 'review' else 'draft' end where asset_id <= $1", [rows]);
+  await pool.query(
+    "update assets set state = case when state = 'draft' then 'review' else 'draft' end where asset_id <= $1",
+    [rows],
+  );
   return Number(process.hrtime.bigint() - started) / 1e9;
 }

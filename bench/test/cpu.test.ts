@@ -79,63 +79,80 @@ it.runIf(linux)('keeps the CPU of a backend that exits within the span in the Po
   expect(postgresCpuSeconds(postmaster)! - totalBefore).toBeGreaterThanOrEqual(backendUsed - 0.02);
 });
 
-it.runIf(linux)('splits a span\'s CPU per unit of work between Node, PostgreSQL and other processes by name', async (context) => {
-  const client = await db.pool.connect();
-  try {
-    const { rows } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
-    if (processCpuSeconds(rows[0]!.pid) === undefined) context.skip();
-    const samples: Record<string, number[]> = {};
-    // Four units of work: the backend counts the query's CPU, this process its spin, the other process (the backend again, by name) too.
-    await withCpu(samples, 4, { postmaster: await postmasterOf(client), others: { backend: rows[0]!.pid } }, async () => {
+it.runIf(linux)(
+  "splits a span's CPU per unit of work between Node, PostgreSQL and other processes by name",
+  async (context) => {
+    const client = await db.pool.connect();
+    try {
+      const { rows } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
+      if (processCpuSeconds(rows[0]!.pid) === undefined) context.skip();
+      const samples: Record<string, number[]> = {};
+      // Four units of work: the backend counts the query's CPU, this process its spin, the other process (the backend again, by name) too.
+      await withCpu(
+        samples,
+        4,
+        { postmaster: await postmasterOf(client), others: { backend: rows[0]!.pid } },
+        async () => {
+          await client.query('select count(*) from generate_series(1, 3000000)');
+          spin(0.2);
+        },
+      );
+      expect(Object.keys(samples).sort()).toEqual(['backend', 'node', 'postgres']);
+      expect(samples.node![0]!).toBeGreaterThanOrEqual((0.18 * 1e6) / 4);
+      expect(samples.backend![0]!).toBeGreaterThan((0.05 * 1e6) / 4);
+      expect(samples.postgres![0]!).toBeGreaterThanOrEqual(samples.backend![0]! - 1e-3);
+      // As the bench reports them: medians by party, none when a party was never read.
+      expect(measuredSplit(samples, ['node', 'backend'])).toEqual({
+        node: measured(samples.node!),
+        backend: measured(samples.backend!),
+      });
+      expect(measuredSplit(samples, ['node', 'receiver'])).toBeUndefined();
+      // A warm-up round records nothing.
+      await withCpu(undefined, 4, { postmaster: await postmasterOf(client) }, async () => undefined);
+      expect(samples.node).toHaveLength(1);
+    } finally {
+      client.release();
+    }
+  },
+);
+
+it.runIf(linux)(
+  'counts only the server under test: another server that works and stops within the span takes nothing away',
+  async (context) => {
+    const postmaster = await postmasterOf(db.pool);
+    if (postmaster === undefined || processCpuSeconds(postmaster) === undefined) context.skip();
+    const other = await startEmbeddedPostgres();
+    try {
+      const client = new pg.Client({ connectionString: other.url });
+      await client.connect();
+      const { rows } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
+      const otherBackend = rows[0]!.pid;
+      const otherBefore = processCpuSeconds(otherBackend)!;
       await client.query('select count(*) from generate_series(1, 3000000)');
-      spin(0.2);
-    });
-    expect(Object.keys(samples).sort()).toEqual(['backend', 'node', 'postgres']);
-    expect(samples.node![0]!).toBeGreaterThanOrEqual((0.18 * 1e6) / 4);
-    expect(samples.backend![0]!).toBeGreaterThan((0.05 * 1e6) / 4);
-    expect(samples.postgres![0]!).toBeGreaterThanOrEqual(samples.backend![0]! - 1e-3);
-    // As the bench reports them: medians by party, none when a party was never read.
-    expect(measuredSplit(samples, ['node', 'backend'])).toEqual({ node: measured(samples.node!), backend: measured(samples.backend!) });
-    expect(measuredSplit(samples, ['node', 'receiver'])).toBeUndefined();
-    // A warm-up round records nothing.
-    await withCpu(undefined, 4, { postmaster: await postmasterOf(client) }, async () => undefined);
-    expect(samples.node).toHaveLength(1);
-  } finally {
-    client.release();
-  }
-});
+      const otherUsed = processCpuSeconds(otherBackend)! - otherBefore;
+      await client.end();
+      // The other server stops within the span, after its work: a machine-wide sum lost all of it and went negative.
+      const before = postgresCpuSeconds(postmaster!)!;
+      await other.stop();
+      const used = postgresCpuSeconds(postmaster!)! - before;
+      expect(otherUsed).toBeGreaterThan(0.05);
+      // Other test files work on the server under test meanwhile, so only the sign can be asserted.
+      expect(used).toBeGreaterThanOrEqual(-1e-9);
+    } finally {
+      await other.stop().catch(() => {});
+    }
+  },
+);
 
-it.runIf(linux)('counts only the server under test: another server that works and stops within the span takes nothing away', async (context) => {
-  const postmaster = await postmasterOf(db.pool);
-  if (postmaster === undefined || processCpuSeconds(postmaster) === undefined) context.skip();
-  const other = await startEmbeddedPostgres();
-  try {
-    const client = new pg.Client({ connectionString: other.url });
-    await client.connect();
-    const { rows } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
-    const otherBackend = rows[0]!.pid;
-    const otherBefore = processCpuSeconds(otherBackend)!;
-    await client.query('select count(*) from generate_series(1, 3000000)');
-    const otherUsed = processCpuSeconds(otherBackend)! - otherBefore;
-    await client.end();
-    // The other server stops within the span, after its work: a machine-wide sum lost all of it and went negative.
-    const before = postgresCpuSeconds(postmaster!)!;
-    await other.stop();
-    const used = postgresCpuSeconds(postmaster!)! - before;
-    expect(otherUsed).toBeGreaterThan(0.05);
-    // Other test files work on the server under test meanwhile, so only the sign can be asserted.
-    expect(used).toBeGreaterThanOrEqual(-1e-9);
-  } finally {
-    await other.stop().catch(() => {});
-  }
-});
-
-it.runIf(linux)('finds no local server for a backend pid that is another program here (a server elsewhere)', async () => {
-  // What a server on another machine answers can be any pid; here it is this Node process's own.
-  const elsewhere = { query: async () => ({ rows: [{ pid: process.pid }] }) } as unknown as pg.Pool;
-  await expect(postmasterOf(elsewhere)).resolves.toBeUndefined();
-  await expect(postmasterOf(db.pool)).resolves.toBeGreaterThan(1);
-});
+it.runIf(linux)(
+  'finds no local server for a backend pid that is another program here (a server elsewhere)',
+  async () => {
+    // What a server on another machine answers can be any pid; here it is this Node process's own.
+    const elsewhere = { query: async () => ({ rows: [{ pid: process.pid }] }) } as unknown as pg.Pool;
+    await expect(postmasterOf(elsewhere)).resolves.toBeUndefined();
+    await expect(postmasterOf(db.pool)).resolves.toBeGreaterThan(1);
+  },
+);
 
 it('counts the CPUs a side kept busy round by round: its CPU per unit times its rate', () => {
   // Two rounds: 10 + 30 µs an event at 25,000 events/s, then 20 + 40 µs at 20,000.

@@ -10,7 +10,15 @@ import { compileWebhook } from '../filters/compile.js';
 import { assetStateColumns, assetStateFromRow, type AssetStateRow } from '../db/asset-state.js';
 import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
 import { insertBackfillEvents, insertBackfillPayloads, type BackfillEvent } from './persist.js';
-import { completeBackfill, findRunningBackfill, lockBackfill, recordChunk, startOrResumeBackfill, unlockBackfill, type BackfillRow } from './store.js';
+import {
+  completeBackfill,
+  findRunningBackfill,
+  lockBackfill,
+  recordChunk,
+  startOrResumeBackfill,
+  unlockBackfill,
+  type BackfillRow,
+} from './store.js';
 
 /**
  * A backfill: one EDITED event with a new eventId, to one webhook only, for
@@ -104,7 +112,10 @@ interface ReadRow extends AssetStateRow {
 export async function backfill(options: BackfillOptions): Promise<BackfillResult> {
   const { pool, webhook } = options;
   const dryRun = options.dryRun === true;
-  const listed = options.assetIds === undefined ? null : [...new Set(options.assetIds.map((id) => BigInt(id)))].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map(String);
+  const listed =
+    options.assetIds === undefined
+      ? null
+      : [...new Set(options.assetIds.map((id) => BigInt(id)))].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map(String);
   const compiled = compileWebhook(webhook);
   const limits = { batchSize: webhook.batchSize, maxPayloadBytes: options.maxPayloadBytes };
   const perWrite = eventsPerWrite(webhook.batchSize);
@@ -118,20 +129,38 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
       row = await findRunningBackfill(session, webhook.id, listed);
       resumed = row !== null;
     } else {
-      const started = await startOrResumeBackfill(session, webhook.id, listed, options.requestedBy ?? `${os.userInfo().username}@${os.hostname()}`);
+      const started = await startOrResumeBackfill(
+        session,
+        webhook.id,
+        listed,
+        options.requestedBy ?? `${os.userInfo().username}@${os.hostname()}`,
+      );
       row = await lockBackfill(session, started.backfill);
       locked = row.backfillId;
       resumed = started.resumed;
     }
     const missing = listed === null ? { ids: [], count: 0 } : await missingAssets(session, listed);
     const totals = {
-      backfillId: row?.backfillId ?? null, assetsRead: row?.assetsRead ?? 0, eventsSent: row?.eventsSent ?? 0,
-      excluded: row?.excluded ?? 0, payloads: row?.payloads ?? 0, lastAssetId: row?.lastAssetId ?? null,
+      backfillId: row?.backfillId ?? null,
+      assetsRead: row?.assetsRead ?? 0,
+      eventsSent: row?.eventsSent ?? 0,
+      excluded: row?.excluded ?? 0,
+      payloads: row?.payloads ?? 0,
+      lastAssetId: row?.lastAssetId ?? null,
     };
     const excludedBy: Record<string, number> = {};
     let status: 'running' | 'completed' = row?.status ?? 'running';
     if (status === 'completed') {
-      return { ...totals, webhookId: webhook.id, status, resumed, dryRun, excludedBy, missing: missing.ids, missingCount: missing.count };
+      return {
+        ...totals,
+        webhookId: webhook.id,
+        status,
+        resumed,
+        dryRun,
+        excludedBy,
+        missing: missing.ids,
+        missingCount: missing.count,
+      };
     }
 
     // The events gathered for the next write. Each knows the asset read
@@ -157,11 +186,18 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
       const open = completed ? undefined : packer.drain().find((batch) => !batch.sealed);
       const cut = open === undefined ? pending.length : carriers.indexOf(open);
       const writtenBatches = [...new Set(carriers.slice(0, cut))];
-      const events: BackfillEvent[] = pending.slice(0, cut).map((event, index) => ({ ...event, batch: carriers[index]! }));
+      const events: BackfillEvent[] = pending
+        .slice(0, cut)
+        .map((event, index) => ({ ...event, batch: carriers[index]! }));
       const carried = pending.slice(cut);
-      const position = carried.length === 0
-        ? { lastAssetId: readCursor, read: pendingRead, excluded: pendingExcluded }
-        : { lastAssetId: carried[0]!.previousAssetId, read: carried[0]!.readBefore, excluded: carried[0]!.excludedBefore };
+      const position =
+        carried.length === 0
+          ? { lastAssetId: readCursor, read: pendingRead, excluded: pendingExcluded }
+          : {
+              lastAssetId: carried[0]!.previousAssetId,
+              read: carried[0]!.readBefore,
+              excluded: carried[0]!.excludedBefore,
+            };
       const from = totals.lastAssetId;
       if (!dryRun && (position.lastAssetId !== from || completed)) {
         const backfillId = totals.backfillId!;
@@ -172,8 +208,12 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
           if (position.lastAssetId === null) await completeBackfill(client, backfillId);
           else {
             await recordChunk(client, backfillId, from, {
-              lastAssetId: position.lastAssetId, assetsRead: position.read, eventsSent: events.length, excluded: position.excluded,
-              payloads: writtenBatches.length, completed,
+              lastAssetId: position.lastAssetId,
+              assetsRead: position.read,
+              eventsSent: events.length,
+              excluded: position.excluded,
+              payloads: writtenBatches.length,
+              completed,
             });
           }
         });
@@ -185,7 +225,11 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
       totals.eventsSent += events.length;
       totals.excluded += position.excluded;
       totals.lastAssetId = position.lastAssetId;
-      pending = carried.map((event) => ({ ...event, readBefore: event.readBefore - position.read, excludedBefore: event.excludedBefore - position.excluded }));
+      pending = carried.map((event) => ({
+        ...event,
+        readBefore: event.readBefore - position.read,
+        excludedBefore: event.excludedBefore - position.excluded,
+      }));
       pendingRead -= position.read;
       pendingExcluded -= position.excluded;
       if (completed) status = 'completed';
@@ -202,10 +246,25 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
           excludedBy[check] = (excludedBy[check] ?? 0) + 1;
         } else {
           const event = {
-            eventId: randomUUID(), occurredAt: state.read_at, assetId: state.asset_key, assetUuid: asset.assetUuid, atomId: asset.latestAtomId,
+            eventId: randomUUID(),
+            occurredAt: state.read_at,
+            assetId: state.asset_key,
+            assetUuid: asset.assetUuid,
+            atomId: asset.latestAtomId,
           };
-          const json = serializeEvent({ ...event, eventTimestamp: event.occurredAt, assetId: asset.assetId, eventType: 'EDITED' });
-          pending.push({ ...event, json, previousAssetId: readCursor, readBefore: pendingRead, excludedBefore: pendingExcluded });
+          const json = serializeEvent({
+            ...event,
+            eventTimestamp: event.occurredAt,
+            assetId: asset.assetId,
+            eventType: 'EDITED',
+          });
+          pending.push({
+            ...event,
+            json,
+            previousAssetId: readCursor,
+            readBefore: pendingRead,
+            excludedBefore: pendingExcluded,
+          });
         }
         pendingRead += 1;
         readCursor = state.asset_key;
@@ -220,7 +279,16 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
         break;
       }
     }
-    return { ...totals, webhookId: webhook.id, status, resumed, dryRun, excludedBy, missing: missing.ids, missingCount: missing.count };
+    return {
+      ...totals,
+      webhookId: webhook.id,
+      status,
+      resumed,
+      dryRun,
+      excludedBy,
+      missing: missing.ids,
+      missingCount: missing.count,
+    };
   } finally {
     if (locked !== null) await unlockBackfill(session, locked).catch(() => {});
     session.release();
@@ -232,7 +300,12 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
  * read (formatted as eventTimestamps are). The binding's view is read by its
  * key, so each read costs the chunk, not the table.
  */
-async function readAssets(client: pg.PoolClient, after: string | null, listed: readonly string[] | null, limit: number): Promise<ReadRow[]> {
+async function readAssets(
+  client: pg.PoolClient,
+  after: string | null,
+  listed: readonly string[] | null,
+  limit: number,
+): Promise<ReadRow[]> {
   const parameters: unknown[] = [limit];
   const conditions: string[] = [];
   if (after !== null) conditions.push(`s.asset_id > $${parameters.push(after)}::bigint`);
@@ -250,12 +323,16 @@ async function readAssets(client: pg.PoolClient, after: string | null, listed: r
 }
 
 /** The listed assets that do not exist: the first 100 and how many. */
-async function missingAssets(client: pg.PoolClient, listed: readonly string[]): Promise<{ ids: string[]; count: number }> {
+async function missingAssets(
+  client: pg.PoolClient,
+  listed: readonly string[],
+): Promise<{ ids: string[]; count: number }> {
   const { rows } = await client.query<{ id: string; count: number }>(
     `select m.id::text as id, (count(*) over ())::int as count
      from unnest($1::bigint[]) as m(id)
      where not exists (select 1 from asset_webhooks.asset_state s where s.asset_id = m.id)
      order by m.id limit 100`,
-    [listed]);
+    [listed],
+  );
   return { ids: rows.map((row) => row.id), count: rows[0]?.count ?? 0 };
 }

@@ -25,13 +25,24 @@ const PAYLOADS_PER_STATEMENT = 500;
  * too_large when its single event exceeds maxPayloadBytes (as coalescing does).
  * They carry no coalescing run.
  */
-export async function insertBackfillPayloads(client: pg.PoolClient, batches: readonly Batch[], webhookTimestamp: string): Promise<void> {
+export async function insertBackfillPayloads(
+  client: pg.PoolClient,
+  batches: readonly Batch[],
+  webhookTimestamp: string,
+): Promise<void> {
   for (let start = 0; start < batches.length; start += PAYLOADS_PER_STATEMENT) {
     const group = batches.slice(start, start + PAYLOADS_PER_STATEMENT);
     const values: unknown[] = [];
     const rows = group.map((batch) => {
       // Each body is a parameter of its own, not an element of a text[]: see upsertPayloads (src/coalesce/persist.ts).
-      values.push(batch.payloadId, batch.webhookId, batchBody(batch, webhookTimestamp), batch.events.length, `{${batch.eventIds.join(',')}}`, batch.tooLarge);
+      values.push(
+        batch.payloadId,
+        batch.webhookId,
+        batchBody(batch, webhookTimestamp),
+        batch.events.length,
+        `{${batch.eventIds.join(',')}}`,
+        batch.tooLarge,
+      );
       const n = values.length;
       return `($${n - 5}::bigint, $${n - 4}::text, $${n - 3}::text, $${n - 2}::int, $${n - 1}::uuid[], $${n}::boolean)`;
     });
@@ -54,7 +65,12 @@ export async function insertBackfillPayloads(client: pg.PoolClient, batches: rea
  * coalescing reuses its configuration's): event_outcomes then shows each
  * event for that webhook alone, delivered to it in its payload.
  */
-export async function insertBackfillEvents(client: pg.PoolClient, backfillId: number, webhook: RoutedWebhook, events: readonly BackfillEvent[]): Promise<void> {
+export async function insertBackfillEvents(
+  client: pg.PoolClient,
+  backfillId: number,
+  webhook: RoutedWebhook,
+  events: readonly BackfillEvent[],
+): Promise<void> {
   if (events.length === 0) return;
   const routingId = await recordRouting(client, [webhook]);
   await client.query(
@@ -63,9 +79,19 @@ export async function insertBackfillEvents(client: pg.PoolClient, backfillId: nu
      select e.event_id, e.occurred_at, 'EDITED', e.asset_id, e.asset_uuid, e.atom_id, clock_timestamp(), $2, '{1}', array[e.payload_id], $1
      from unnest($3::uuid[], $4::timestamptz[], $5::bigint[], $6::uuid[], $7::bigint[], $8::bigint[])
           as e(event_id, occurred_at, asset_id, asset_uuid, atom_id, payload_id)`,
-    [backfillId, routingId, events.map((e) => e.eventId), events.map((e) => e.occurredAt), events.map((e) => e.assetId),
-      events.map((e) => e.assetUuid), events.map((e) => e.atomId), events.map((e) => e.batch.payloadId)],
+    [
+      backfillId,
+      routingId,
+      events.map((e) => e.eventId),
+      events.map((e) => e.occurredAt),
+      events.map((e) => e.assetId),
+      events.map((e) => e.assetUuid),
+      events.map((e) => e.atomId),
+      events.map((e) => e.batch.payloadId),
+    ],
   );
   // Its last use after the events' coalesced_at, as a coalescing chunk sets it: retention keeps it while they stay.
-  await client.query('update asset_webhooks.routings set last_used_at = clock_timestamp() where routing_id = $1', [routingId]);
+  await client.query('update asset_webhooks.routings set last_used_at = clock_timestamp() where routing_id = $1', [
+    routingId,
+  ]);
 }

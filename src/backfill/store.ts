@@ -21,11 +21,16 @@ const COLUMNS = `backfill_id as "backfillId", webhook_id as "webhookId", status,
   assets_read::float8 as "assetsRead", events_sent::float8 as "eventsSent", excluded::float8 as "excluded", payloads::float8 as "payloads"`;
 
 /** The unfinished backfill of these arguments (the webhook, and the listed assets or all), or null. */
-export async function findRunningBackfill(client: pg.Pool | pg.PoolClient, webhookId: string, assetIds: readonly string[] | null): Promise<BackfillRow | null> {
+export async function findRunningBackfill(
+  client: pg.Pool | pg.PoolClient,
+  webhookId: string,
+  assetIds: readonly string[] | null,
+): Promise<BackfillRow | null> {
   const { rows } = await client.query<BackfillRow>(
     `select ${COLUMNS} from asset_webhooks.backfills
      where status = 'running' and webhook_id = $1 and assets_key = ${ASSETS_KEY}`,
-    [webhookId, assetIds]);
+    [webhookId, assetIds],
+  );
   return rows[0] ?? null;
 }
 
@@ -35,13 +40,19 @@ export async function findRunningBackfill(client: pg.Pool | pg.PoolClient, webho
  * backfill is never resumed.
  */
 export async function startOrResumeBackfill(
-  client: pg.PoolClient, webhookId: string, assetIds: readonly string[] | null, requestedBy: string,
+  client: pg.PoolClient,
+  webhookId: string,
+  assetIds: readonly string[] | null,
+  requestedBy: string,
 ): Promise<{ backfill: BackfillRow; resumed: boolean }> {
-  const { rows: [created] } = await client.query<BackfillRow>(
+  const {
+    rows: [created],
+  } = await client.query<BackfillRow>(
     `insert into asset_webhooks.backfills (webhook_id, asset_ids, assets_key, requested_by) values ($1, $2::bigint[], ${ASSETS_KEY}, $3)
      on conflict (webhook_id, assets_key) where status = 'running' do nothing
      returning ${COLUMNS}`,
-    [webhookId, assetIds, requestedBy]);
+    [webhookId, assetIds, requestedBy],
+  );
   if (created) return { backfill: created, resumed: false };
   const running = await findRunningBackfill(client, webhookId, assetIds);
   // Completed between the insert and the read by another process: start afresh.
@@ -56,18 +67,31 @@ export async function startOrResumeBackfill(
  * connection.
  */
 export async function lockBackfill(session: pg.PoolClient, backfill: BackfillRow): Promise<BackfillRow> {
-  const { rows: [lock] } = await session.query<{ locked: boolean }>(
-    "select pg_try_advisory_lock(hashtextextended('asset_webhooks.backfill:' || $1::text, 0)) as locked", [backfill.backfillId]);
+  const {
+    rows: [lock],
+  } = await session.query<{ locked: boolean }>(
+    "select pg_try_advisory_lock(hashtextextended('asset_webhooks.backfill:' || $1::text, 0)) as locked",
+    [backfill.backfillId],
+  );
   if (!lock?.locked) {
-    throw new UserError('backfill_busy', `backfill ${backfill.backfillId} of webhook ${backfill.webhookId}: expected no other process to be running it, but one is (wait for it, or stop it and run this again to resume)`);
+    throw new UserError(
+      'backfill_busy',
+      `backfill ${backfill.backfillId} of webhook ${backfill.webhookId}: expected no other process to be running it, but one is (wait for it, or stop it and run this again to resume)`,
+    );
   }
   // Read again under the lock: a process that held it before may have gone on.
-  const { rows: [row] } = await session.query<BackfillRow>(`select ${COLUMNS} from asset_webhooks.backfills where backfill_id = $1`, [backfill.backfillId]);
+  const {
+    rows: [row],
+  } = await session.query<BackfillRow>(`select ${COLUMNS} from asset_webhooks.backfills where backfill_id = $1`, [
+    backfill.backfillId,
+  ]);
   return row!;
 }
 
 export async function unlockBackfill(session: pg.PoolClient, backfillId: number): Promise<void> {
-  await session.query("select pg_advisory_unlock(hashtextextended('asset_webhooks.backfill:' || $1::text, 0))", [backfillId]);
+  await session.query("select pg_advisory_unlock(hashtextextended('asset_webhooks.backfill:' || $1::text, 0))", [
+    backfillId,
+  ]);
 }
 
 /** What one committed chunk adds to its backfill. */
@@ -87,16 +111,33 @@ export interface ChunkProgress {
  * writes its payloads and events). Refuses when the position is not the one
  * the chunk was read from: the chunk's assets would be sent twice.
  */
-export async function recordChunk(client: pg.PoolClient, backfillId: number, readFrom: string | null, progress: ChunkProgress): Promise<void> {
+export async function recordChunk(
+  client: pg.PoolClient,
+  backfillId: number,
+  readFrom: string | null,
+  progress: ChunkProgress,
+): Promise<void> {
   const { rowCount } = await client.query(
     `update asset_webhooks.backfills
      set last_asset_id = $3::bigint, assets_read = assets_read + $4, events_sent = events_sent + $5, excluded = excluded + $6,
          payloads = payloads + $7, updated_at = clock_timestamp(),
          status = case when $8 then 'completed' else status end, finished_at = case when $8 then clock_timestamp() end
      where backfill_id = $1 and status = 'running' and last_asset_id is not distinct from $2::bigint`,
-    [backfillId, readFrom, progress.lastAssetId, progress.assetsRead, progress.eventsSent, progress.excluded, progress.payloads, progress.completed]);
+    [
+      backfillId,
+      readFrom,
+      progress.lastAssetId,
+      progress.assetsRead,
+      progress.eventsSent,
+      progress.excluded,
+      progress.payloads,
+      progress.completed,
+    ],
+  );
   if (rowCount !== 1) {
-    throw new Error(`backfill ${backfillId}: expected it running at asset ${readFrom ?? '(start)'}, but another process moved it; this chunk is rolled back`);
+    throw new Error(
+      `backfill ${backfillId}: expected it running at asset ${readFrom ?? '(start)'}, but another process moved it; this chunk is rolled back`,
+    );
   }
 }
 
@@ -104,5 +145,6 @@ export async function recordChunk(client: pg.PoolClient, backfillId: number, rea
 export async function completeBackfill(client: pg.Pool | pg.PoolClient, backfillId: number): Promise<void> {
   await client.query(
     "update asset_webhooks.backfills set status = 'completed', finished_at = clock_timestamp(), updated_at = clock_timestamp() where backfill_id = $1 and status = 'running'",
-    [backfillId]);
+    [backfillId],
+  );
 }

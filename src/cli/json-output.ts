@@ -1,7 +1,15 @@
 import { randomUUID } from 'node:crypto';
 
 /** The properties of command output that hold ids of the asset schema (DecimalId). */
-const ID_KEYS: ReadonlySet<string> = new Set(['assetId', 'atomId', 'parentId', 'schemaId', 'typeId', 'domainId', 'latestAtomId']);
+const ID_KEYS: ReadonlySet<string> = new Set([
+  'assetId',
+  'atomId',
+  'parentId',
+  'schemaId',
+  'typeId',
+  'domainId',
+  'latestAtomId',
+]);
 const DECIMAL = /^-?[0-9]+$/;
 
 /**
@@ -16,7 +24,11 @@ const DECIMAL = /^-?[0-9]+$/;
 export function stringifyWithExactIds(value: unknown): string {
   const marker = `\u0000${randomUUID()}:`;
   const json = JSON.stringify(value, (key, item: unknown) =>
-    ID_KEYS.has(key) && typeof item === 'string' && DECIMAL.test(item) ? `${marker}${item}` : item);
+    ID_KEYS.has(key) && typeof item === 'string' && DECIMAL.test(item) ? `${marker}${item}` : item,
+  );
   const quotedMarker = JSON.stringify(marker).slice(1, -1);
-  return json.split(`"${quotedMarker}`).map((part, index) => (index === 0 ? part : part.replace(/^(-?[0-9]+)"/, '$1'))).join('');
+  return json
+    .split(`"${quotedMarker}`)
+    .map((part, index) => (index === 0 ? part : part.replace(/^(-?[0-9]+)"/, '$1')))
+    .join('');
 }

@@ -5,7 +5,9 @@ export function parseIntegerOption(name: string, min: number, max: number): (val
   return (value: string) => {
     const parsed = Number(value);
     if (!/^\d+$/.test(value) || parsed < min || parsed > max) {
-      throw new InvalidArgumentError(`${name}: expected an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
+      throw new InvalidArgumentError(
+        `${name}: expected an integer from ${min} to ${max}, got ${JSON.stringify(value)}`,
+      );
     }
     return parsed;
   };
@@ -22,7 +24,9 @@ const INT8_MAX = 2n ** 63n - 1n;
 export function parseDecimalIdOption(name: string): (value: string) => string {
   return (value: string) => {
     if (!/^(0|-?[1-9][0-9]{0,18})$/.test(value) || BigInt(value) < INT8_MIN || BigInt(value) > INT8_MAX) {
-      throw new InvalidArgumentError(`${name}: expected an integer from ${INT8_MIN} to ${INT8_MAX} in decimal digits, got ${JSON.stringify(value)}`);
+      throw new InvalidArgumentError(
+        `${name}: expected an integer from ${INT8_MIN} to ${INT8_MAX} in decimal digits, got ${JSON.stringify(value)}`,
+      );
     }
     return value;
   };

@@ -7,15 +7,26 @@ const ISO_TIME = /^(\d{4})-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d)(?::(\d\d)(?:\.(\d{1
 export function parseTime(name: string): (value: string) => Date {
   return (value) => {
     const refuse = (): never => {
-      throw new InvalidArgumentError(`${name}: expected an ISO-8601 time such as 2026-11-22T09:00:00Z (UTC when no offset is given), got ${JSON.stringify(value)}`);
+      throw new InvalidArgumentError(
+        `${name}: expected an ISO-8601 time such as 2026-11-22T09:00:00Z (UTC when no offset is given), got ${JSON.stringify(value)}`,
+      );
     };
     const match = ISO_TIME.exec(value.trim()) ?? refuse();
-    const [year, month, day, hour = 0, minute = 0, second = 0] = match.slice(1, 7).map((part) => (part === undefined ? undefined : Number(part)));
+    const [year, month, day, hour = 0, minute = 0, second = 0] = match
+      .slice(1, 7)
+      .map((part) => (part === undefined ? undefined : Number(part)));
     const fields = [year!, month! - 1, day!, hour, minute, second] as const;
     const milliseconds = Number((match[7] ?? '0').padEnd(3, '0').slice(0, 3));
     const utc = new Date(Date.UTC(...fields, milliseconds));
     // Date.UTC rolls 2026-02-30 over into March: a field that changed was out of range.
-    const back = [utc.getUTCFullYear(), utc.getUTCMonth(), utc.getUTCDate(), utc.getUTCHours(), utc.getUTCMinutes(), utc.getUTCSeconds()];
+    const back = [
+      utc.getUTCFullYear(),
+      utc.getUTCMonth(),
+      utc.getUTCDate(),
+      utc.getUTCHours(),
+      utc.getUTCMinutes(),
+      utc.getUTCSeconds(),
+    ];
     if (back.some((field, index) => field !== fields[index])) refuse();
     const offset = match[8] ?? 'Z';
     if (offset.toUpperCase() === 'Z') return utc;

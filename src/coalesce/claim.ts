@@ -59,7 +59,8 @@ export async function recordRunStart(session: pg.PoolClient, maxSeq: number): Pr
     `create temporary table if not exists aw_last_edit (asset_id bigint primary key, seq bigint not null, occurred_ms bigint not null, event_id uuid);
      create temporary table if not exists aw_unseen (lo bigint primary key, hi bigint not null);
      create temporary table if not exists aw_deferred (asset_id bigint primary key);
-     truncate aw_last_edit, aw_unseen, aw_deferred`);
+     truncate aw_last_edit, aw_unseen, aw_deferred`,
+  );
   await session.query(
     `insert into aw_last_edit (asset_id, seq, occurred_ms, event_id)
      select l.asset_id, l.seq, floor(extract(epoch from o.occurred_at) * 1000)::bigint, o.event_id
@@ -118,7 +119,13 @@ export interface Chunk {
  * This must run on the session that ran recordRunStart for this run, with the
  * EventIds it returned.
  */
-export async function claimChunk(session: pg.PoolClient, ids: EventIds, maxSeq: number, afterSeq: number, limit: number): Promise<Chunk> {
+export async function claimChunk(
+  session: pg.PoolClient,
+  ids: EventIds,
+  maxSeq: number,
+  afterSeq: number,
+  limit: number,
+): Promise<Chunk> {
   const { rows } = await session.query<ClaimRow & { deferred: boolean }>(
     `with claimed as materialized (
        -- The upper bound is applied after the limit: with both bounds inside,
@@ -171,7 +178,12 @@ export async function claimChunk(session: pg.PoolClient, ids: EventIds, maxSeq: 
   );
   const events: ClaimedEvent[] = [];
   for (const row of rows) if (!row.deferred) events.push(toClaimedEvent(row, ids));
-  return { events, read: rows.length, lastSeq: rows.length === 0 ? afterSeq : rows[rows.length - 1]!.seq, deferred: rows.length - events.length };
+  return {
+    events,
+    read: rows.length,
+    lastSeq: rows.length === 0 ? afterSeq : rows[rows.length - 1]!.seq,
+    deferred: rows.length - events.length,
+  };
 }
 
 function toClaimedEvent(row: ClaimRow, ids: EventIds): ClaimedEvent {
@@ -179,9 +191,12 @@ function toClaimedEvent(row: ClaimRow, ids: EventIds): ClaimedEvent {
   const asset = row.asset_id === null ? null : assetStateFromRow(row as AssetStateRow);
   // The row's own capture time, to the millisecond, is in its formatted timestamp.
   const eventId = row.event_id ?? ids.of(row.seq, millisOf(row.event_timestamp));
-  const latestEditId = row.latest_edit_seq === null ? null
-    : row.latest_edit_seq === row.seq ? eventId
-    : (row.latest_edit_event_id ?? ids.of(row.latest_edit_seq, row.latest_edit_ms!));
+  const latestEditId =
+    row.latest_edit_seq === null
+      ? null
+      : row.latest_edit_seq === row.seq
+        ? eventId
+        : (row.latest_edit_event_id ?? ids.of(row.latest_edit_seq, row.latest_edit_ms!));
   return {
     seq: row.seq,
     eventId,

@@ -7,7 +7,11 @@
  * row of the same asset in the run (which may lie in a later chunk). A row is
  * collapsed into that event unless it is that event.
  */
-export function collapsedInto(row: { readonly eventType: string; readonly eventId: string; readonly latestEditId: string | null }): string | null {
+export function collapsedInto(row: {
+  readonly eventType: string;
+  readonly eventId: string;
+  readonly latestEditId: string | null;
+}): string | null {
   if (row.eventType !== 'EDITED' || row.latestEditId === null) return null;
   return row.latestEditId === row.eventId ? null : row.latestEditId;
 }

@@ -31,7 +31,10 @@ export class EventIds {
     const high = ((((seq / 0x1_0000_0000) | 0) ^ this.keyHigh) & 0x3fff_ffff) | 0x8000_0000;
     const low = ((seq >>> 0) ^ this.keyLow) >>> 0;
     // As lpad(to_hex(ms), 12, '0') does, before 1970 too: the first 12 digits of the two's complement.
-    const time = occurredMs >= 0 ? occurredMs.toString(16).padStart(12, '0') : BigInt.asUintN(64, BigInt(occurredMs)).toString(16).slice(0, 12);
+    const time =
+      occurredMs >= 0
+        ? occurredMs.toString(16).padStart(12, '0')
+        : BigInt.asUintN(64, BigInt(occurredMs)).toString(16).slice(0, 12);
     const mixed = (high >>> 0).toString(16) + low.toString(16).padStart(8, '0');
     return `${time.slice(0, 8)}-${time.slice(8)}-7${this.randA}-${mixed.slice(0, 4)}-${mixed.slice(4)}`;
   }
@@ -40,17 +43,26 @@ export class EventIds {
   static async load(client: pg.PoolClient | pg.Pool): Promise<EventIds> {
     const checkSeq = 0x12_3456_789a;
     const checkAt = '2025-11-24T16:00:00.123456Z';
-    const { rows: [row] } = await client.query<{ probe: string; check: string }>(
+    const {
+      rows: [row],
+    } = await client.query<{ probe: string; check: string }>(
       `select asset_webhooks.event_id_of(0, to_timestamp(0))::text as probe,
               asset_webhooks.event_id_of($1, $2::timestamptz)::text as check`,
-      [checkSeq, checkAt]);
+      [checkSeq, checkAt],
+    );
     // With seq 0 and time 0 the id is the key itself: 000000000000 7rrr kkkk-kkkkkkkkkkkk (variant bits set).
     const hex = row!.probe.replaceAll('-', '');
-    const ids = new EventIds(Number.parseInt(hex.slice(16, 24), 16) & 0x3fff_ffff, Number.parseInt(hex.slice(24, 32), 16) >>> 0, hex.slice(13, 16));
+    const ids = new EventIds(
+      Number.parseInt(hex.slice(16, 24), 16) & 0x3fff_ffff,
+      Number.parseInt(hex.slice(24, 32), 16) >>> 0,
+      hex.slice(13, 16),
+    );
     const derived = ids.of(checkSeq, Date.parse(checkAt)); // Date.parse drops the microseconds, as event_id_of floors them
     if (derived !== row!.check) {
-      throw new Error(`eventIds derived in Node (${derived}) differ from asset_webhooks.event_id_of (${row!.check}): `
-        + 'the function was changed outside the migrations; coalescing stops rather than deliver ids that investigations cannot find');
+      throw new Error(
+        `eventIds derived in Node (${derived}) differ from asset_webhooks.event_id_of (${row!.check}): ` +
+          'the function was changed outside the migrations; coalescing stops rather than deliver ids that investigations cannot find',
+      );
     }
     return ids;
   }
@@ -62,6 +74,12 @@ export class EventIds {
  */
 export function millisOf(timestamp: string): number {
   return Date.UTC(
-    Number(timestamp.slice(0, 4)), Number(timestamp.slice(5, 7)) - 1, Number(timestamp.slice(8, 10)),
-    Number(timestamp.slice(11, 13)), Number(timestamp.slice(14, 16)), Number(timestamp.slice(17, 19)), Number(timestamp.slice(20, 23)));
+    Number(timestamp.slice(0, 4)),
+    Number(timestamp.slice(5, 7)) - 1,
+    Number(timestamp.slice(8, 10)),
+    Number(timestamp.slice(11, 13)),
+    Number(timestamp.slice(14, 16)),
+    Number(timestamp.slice(17, 19)),
+    Number(timestamp.slice(20, 23)),
+  );
 }

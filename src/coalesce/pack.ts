@@ -34,7 +34,10 @@ export class Packer {
   /** Batches changed since the last drain, to be persisted by the caller. */
   private readonly touched = new Set<Batch>();
 
-  constructor(readonly webhookId: string, private readonly limits: PackLimits) {}
+  constructor(
+    readonly webhookId: string,
+    private readonly limits: PackLimits,
+  ) {}
 
   /** Adds one serialized event; returns the batch that carries it. */
   add(eventId: string, serializedEvent: string): Batch {
@@ -50,7 +53,11 @@ export class Packer {
       return alone;
     }
     let batch = this.current;
-    if (batch && (batch.events.length >= this.limits.batchSize || bodyBytes(batch.events.length + 1, batch.eventBytes + size) > this.limits.maxPayloadBytes)) {
+    if (
+      batch &&
+      (batch.events.length >= this.limits.batchSize ||
+        bodyBytes(batch.events.length + 1, batch.eventBytes + size) > this.limits.maxPayloadBytes)
+    ) {
       this.seal(batch);
       batch = null;
     }
@@ -82,7 +89,14 @@ export class Packer {
 
   private newBatch(): Batch {
     const batch: Batch = {
-      payloadId: null, persisted: false, webhookId: this.webhookId, events: [], eventIds: [], eventBytes: 0, sealed: false, tooLarge: false,
+      payloadId: null,
+      persisted: false,
+      webhookId: this.webhookId,
+      events: [],
+      eventIds: [],
+      eventBytes: 0,
+      sealed: false,
+      tooLarge: false,
     };
     this.touched.add(batch);
     return batch;

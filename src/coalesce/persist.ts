@@ -31,7 +31,12 @@ export async function assignPayloadIds(client: pg.PoolClient, batches: readonly 
  * an open payload's growing body at every chunk cost, with many webhooks each
  * receiving a few events per chunk, a rewrite of every body per chunk.
  */
-export async function upsertPayloads(client: pg.PoolClient, runId: number, batches: readonly Batch[], webhookTimestamp: string): Promise<void> {
+export async function upsertPayloads(
+  client: pg.PoolClient,
+  runId: number,
+  batches: readonly Batch[],
+  webhookTimestamp: string,
+): Promise<void> {
   const written = batches.filter((batch) => batch.sealed || !batch.persisted);
   // Each body travels as a bind parameter of its own: packed into one text[]
   // array literal, every quote of the JSON would be escaped by the driver and
@@ -41,8 +46,15 @@ export async function upsertPayloads(client: pg.PoolClient, runId: number, batch
     const values: unknown[] = [runId];
     const rows = group.map((batch) => {
       const body = batch.sealed ? batchBody(batch, webhookTimestamp) : '';
-      values.push(batch.payloadId, batch.webhookId, batch.tooLarge ? 'dead_lettered' : batch.sealed ? 'pending' : 'open',
-        body, batch.sealed ? batch.events.length : 0, batch.sealed ? `{${batch.eventIds.join(',')}}` : '{}', batch.tooLarge);
+      values.push(
+        batch.payloadId,
+        batch.webhookId,
+        batch.tooLarge ? 'dead_lettered' : batch.sealed ? 'pending' : 'open',
+        body,
+        batch.sealed ? batch.events.length : 0,
+        batch.sealed ? `{${batch.eventIds.join(',')}}` : '{}',
+        batch.tooLarge,
+      );
       const n = values.length;
       return `($${n - 6}::bigint, $${n - 5}::text, $${n - 4}::text, $${n - 3}::text, $${n - 2}::int, $${n - 1}::uuid[], $${n}::boolean)`;
     });
@@ -68,17 +80,29 @@ export async function upsertPayloads(client: pg.PoolClient, runId: number, batch
  * in order of capture, serialized as the run would have, with the time of
  * sealing as its webhookTimestamp. Returns the webhooks of the sealed payloads.
  */
-export async function sealOpenPayloads(client: pg.Pool | pg.PoolClient, webhookTimestamp: () => string): Promise<string[]> {
+export async function sealOpenPayloads(
+  client: pg.Pool | pg.PoolClient,
+  webhookTimestamp: () => string,
+): Promise<string[]> {
   const { rows: open } = await client.query<{ payload_id: number; webhook_id: string; since: Date | null }>(
     `select p.payload_id, p.webhook_id, r.started_at as since
      from asset_webhooks.payloads p left join asset_webhooks.coalesce_runs r on r.run_id = p.run_id
-     where p.status = 'open'`);
+     where p.status = 'open'`,
+  );
   if (open.length === 0) return [];
   const ids = open.map((row) => row.payload_id);
-  const since = open.some((row) => row.since === null) ? null : new Date(Math.min(...open.map((row) => row.since!.getTime())));
+  const since = open.some((row) => row.since === null)
+    ? null
+    : new Date(Math.min(...open.map((row) => row.since!.getTime())));
   // A run's events were coalesced after it started: the index on coalesced_at bounds the search.
   const { rows: events } = await client.query<{
-    payload_ids: Array<number | string>; event_id: string; event_timestamp: string; atom_id: DecimalId | null; asset_id: DecimalId; asset_uuid: string | null; event_type: EventType;
+    payload_ids: Array<number | string>;
+    event_id: string;
+    event_timestamp: string;
+    atom_id: DecimalId | null;
+    asset_id: DecimalId;
+    asset_uuid: string | null;
+    event_type: EventType;
   }>(
     `select e.payload_ids, e.event_id,
             to_char(e.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp,
@@ -86,14 +110,21 @@ export async function sealOpenPayloads(client: pg.Pool | pg.PoolClient, webhookT
      from asset_webhooks.events e
      where e.coalesced_at >= coalesce($2::timestamptz, '-infinity') and e.payload_ids && $1::bigint[]
      order by e.seq`,
-    [ids, since]);
+    [ids, since],
+  );
   const sealedAt = webhookTimestamp();
   // Keyed by the id's decimal string: bigint[] elements come back as strings.
-  const members = new Map<string, { json: string[]; ids: string[] }>(ids.map((id) => [String(id), { json: [], ids: [] }]));
+  const members = new Map<string, { json: string[]; ids: string[] }>(
+    ids.map((id) => [String(id), { json: [], ids: [] }]),
+  );
   for (const event of events) {
     const json = serializeEvent({
-      atomId: event.atom_id, eventId: event.event_id, eventTimestamp: event.event_timestamp, assetId: event.asset_id,
-      assetUuid: event.asset_uuid ?? '', eventType: event.event_type,
+      atomId: event.atom_id,
+      eventId: event.event_id,
+      eventTimestamp: event.event_timestamp,
+      assetId: event.asset_id,
+      assetUuid: event.asset_uuid ?? '',
+      eventType: event.event_type,
     });
     for (const id of event.payload_ids) {
       const member = members.get(String(id));
@@ -108,7 +139,8 @@ export async function sealOpenPayloads(client: pg.Pool | pg.PoolClient, webhookT
       `update asset_webhooks.payloads
        set status = 'pending', body = $2, byte_size = octet_length($2), event_count = $3, event_ids = $4::uuid[]
        where payload_id = $1 and status = 'open'`,
-      [id, serializeBody(member.json, sealedAt), member.ids.length, member.ids]);
+      [id, serializeBody(member.json, sealedAt), member.ids.length, member.ids],
+    );
   }
   return open.map((row) => row.webhook_id);
 }
@@ -142,14 +174,20 @@ export interface ConsumedEvents {
  * routes, in one statement. Runs in the chunk's transaction, after the claim.
  * `routingId` is the configuration the run routes by (see recordRouting).
  */
-export async function consumeEvents(client: pg.PoolClient, runId: number, routingId: number, events: ConsumedEvents): Promise<void> {
+export async function consumeEvents(
+  client: pg.PoolClient,
+  runId: number,
+  routingId: number,
+  events: ConsumedEvents,
+): Promise<void> {
   if (events.seqs.length === 0) return;
   // One JSON document rather than a text[] of JSON strings (see upsertPayloads).
   let document = '[';
   for (let i = 0; i < events.seqs.length; i += 1) {
     const collapsed = events.collapsedInto[i];
     const uuid = events.assetUuids[i];
-    document += `${i === 0 ? '' : ','}{"seq":${events.seqs[i]},"event_id":"${events.eventIds[i]}","atom_id":${events.atomIds[i] ?? 'null'},` +
+    document +=
+      `${i === 0 ? '' : ','}{"seq":${events.seqs[i]},"event_id":"${events.eventIds[i]}","atom_id":${events.atomIds[i] ?? 'null'},` +
       (uuid ? `"asset_uuid":"${uuid}",` : '') +
       `${events.routes[i]}"collapsed_into":${collapsed ? `"${collapsed}"` : 'null'}}`;
   }

@@ -8,24 +8,36 @@ import type { RoutedWebhook } from './route.js';
  * same ids and definitions in the same order, is reused. Positions count from
  * 1 in the order of `webhooks`, which is the order routing uses.
  */
-export async function recordRouting(client: pg.PoolClient | pg.Pool, webhooks: readonly RoutedWebhook[]): Promise<number> {
-  const definitions = webhooks.map((webhook) => JSON.stringify({
-    enabled: webhook.enabled, resourceTypes: webhook.resourceTypes, eventTypes: webhook.eventTypes, filters: webhook.filters,
-  }));
+export async function recordRouting(
+  client: pg.PoolClient | pg.Pool,
+  webhooks: readonly RoutedWebhook[],
+): Promise<number> {
+  const definitions = webhooks.map((webhook) =>
+    JSON.stringify({
+      enabled: webhook.enabled,
+      resourceTypes: webhook.resourceTypes,
+      eventTypes: webhook.eventTypes,
+      filters: webhook.filters,
+    }),
+  );
   const digest = createHash('sha256')
     .update(JSON.stringify(webhooks.map((webhook, index) => [webhook.id, definitions[index]])))
     .digest('hex');
-  const { rows: [routing] } = await client.query<{ routing_id: number }>(
+  const {
+    rows: [routing],
+  } = await client.query<{ routing_id: number }>(
     `insert into asset_webhooks.routings (digest) values ($1)
      on conflict (digest) do update set last_used_at = clock_timestamp()
      returning routing_id`,
-    [digest]);
+    [digest],
+  );
   const routingId = routing!.routing_id;
   await client.query(
     `insert into asset_webhooks.routing_webhooks (routing_id, position, webhook_id, definition)
      select $1, w.position, w.webhook_id, w.definition
      from unnest($2::text[], $3::jsonb[]) with ordinality as w(webhook_id, definition, position)
      on conflict do nothing`,
-    [routingId, webhooks.map((webhook) => webhook.id), definitions]);
+    [routingId, webhooks.map((webhook) => webhook.id), definitions],
+  );
   return routingId;
 }

@@ -67,7 +67,9 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
   const now = options.now ?? (() => new Date());
   const lockClient = await pool.connect();
   try {
-    const { rows: [lock] } = await lockClient.query<{ locked: boolean }>('select pg_try_advisory_lock($1) as locked', [COALESCE_LOCK_KEY]);
+    const {
+      rows: [lock],
+    } = await lockClient.query<{ locked: boolean }>('select pg_try_advisory_lock($1) as locked', [COALESCE_LOCK_KEY]);
     if (!lock?.locked) {
       logger.info('another coalescing run is in progress; this one does nothing');
       return { runId: null, events: 0, payloads: 0, chunks: 0, deferred: 0, routes: {} };
@@ -84,7 +86,12 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
 }
 
 /** `session` holds the run's advisory lock; every chunk is read on it (see recordRunStart). */
-async function runLocked(options: CoalesceOptions, chunkSize: number, now: () => Date, session: pg.PoolClient): Promise<CoalesceResult> {
+async function runLocked(
+  options: CoalesceOptions,
+  chunkSize: number,
+  now: () => Date,
+  session: pg.PoolClient,
+): Promise<CoalesceResult> {
   const { pool, webhooks } = options;
   // A previous run that crashed may have left open payloads: their events are
   // those that name them (written in the same transactions), so seal them.
@@ -97,15 +104,28 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
   // run what this one's start did not see), so a run holds no snapshot for
   // long: one held for the whole run kept every dead row of the database from
   // being pruned meanwhile, the asset tables' and delivery's.
-  const start = await inTransaction(session, async (client) => {
-    const high = await outboxHighWater(client);
-    return high === null ? null : { maxSeq: high, ids: await recordRunStart(client, high) };
-  }, 'repeatable read');
-  const { rows: [run] } = await pool.query<{ run_id: number }>('insert into asset_webhooks.coalesce_runs default values returning run_id');
+  const start = await inTransaction(
+    session,
+    async (client) => {
+      const high = await outboxHighWater(client);
+      return high === null ? null : { maxSeq: high, ids: await recordRunStart(client, high) };
+    },
+    'repeatable read',
+  );
+  const {
+    rows: [run],
+  } = await pool.query<{ run_id: number }>('insert into asset_webhooks.coalesce_runs default values returning run_id');
   const runId = run!.run_id;
   const logger = options.logger.child({ runId });
-  const packers = webhooks.map((webhook) => new Packer(webhook.id, { batchSize: webhook.batchSize, maxPayloadBytes: options.maxPayloadBytes }));
-  const routing: Routing = { routingId: await recordRouting(pool, webhooks), index: new RoutingIndex(webhooks), seen: new SeenValues(webhooks), packers };
+  const packers = webhooks.map(
+    (webhook) => new Packer(webhook.id, { batchSize: webhook.batchSize, maxPayloadBytes: options.maxPayloadBytes }),
+  );
+  const routing: Routing = {
+    routingId: await recordRouting(pool, webhooks),
+    index: new RoutingIndex(webhooks),
+    seen: new SeenValues(webhooks),
+    packers,
+  };
   const routes: Partial<Record<Route, number>> = {};
   const payloadIds = new Set<number>();
   let events = 0;
@@ -155,7 +175,8 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
           await client.query(
             `with used as (update asset_webhooks.routings set last_used_at = clock_timestamp() where routing_id = $3)
              update asset_webhooks.coalesce_runs set events = events + $2 where run_id = $1`,
-            [runId, rows.length, routing.routingId]);
+            [runId, rows.length, routing.routingId],
+          );
           return batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId);
         });
         await announceSealed(writer, sealed);
@@ -179,12 +200,18 @@ async function runLocked(options: CoalesceOptions, chunkSize: number, now: () =>
     const batches = packers.flatMap((packer) => packer.drain());
     await upsertPayloads(client, runId, batches, isoTimestamp(now()));
     // `events` was counted chunk by chunk, each in its own transaction.
-    await client.query('update asset_webhooks.coalesce_runs set finished_at = clock_timestamp(), payloads = $2 where run_id = $1',
-      [runId, payloadIds.size]);
+    await client.query(
+      'update asset_webhooks.coalesce_runs set finished_at = clock_timestamp(), payloads = $2 where run_id = $1',
+      [runId, payloadIds.size],
+    );
     return batches.map((batch) => batch.webhookId);
   });
   await announceSealed(session, lastSealed);
-  if (deferred > 0) logger.info({ deferred }, 'events that committed while the run went on, and later events of their assets, wait for the next run');
+  if (deferred > 0)
+    logger.info(
+      { deferred },
+      'events that committed while the run went on, and later events of their assets, wait for the next run',
+    );
   if (events > 0) logger.info({ events, payloads: payloadIds.size, chunks }, 'coalescing run done');
   return { runId, events, payloads: payloadIds.size, chunks, deferred, routes };
 }
@@ -240,7 +267,12 @@ function routeChunk(
     const row = rows[i]!;
     const into = collapsedInto(row);
     // EDITED reflects the asset at delivery time: its latest atom now.
-    const atomId = row.eventType === 'PURGED' ? null : row.eventType === 'EDITED' ? (row.asset?.latestAtomId ?? row.atomId) : row.atomId;
+    const atomId =
+      row.eventType === 'PURGED'
+        ? null
+        : row.eventType === 'EDITED'
+          ? (row.asset?.latestAtomId ?? row.atomId)
+          : row.atomId;
     atomIds[i] = atomId;
     collapsed[i] = into;
     if (into !== null) {
@@ -254,7 +286,12 @@ function routeChunk(
     const batches = new Array<Batch>(receivers.length);
     if (receivers.length > 0) {
       const json = serializeEvent({
-        atomId, eventId: row.eventId, eventTimestamp: row.eventTimestamp, assetId: row.assetId, assetUuid: row.assetUuid ?? '', eventType: row.eventType,
+        atomId,
+        eventId: row.eventId,
+        eventTimestamp: row.eventTimestamp,
+        assetId: row.assetId,
+        assetUuid: row.assetUuid ?? '',
+        eventType: row.eventType,
       });
       for (let k = 0; k < receivers.length; k += 1) {
         positions[k] = receivers[k]! + 1;
@@ -281,6 +318,7 @@ function routeChunk(
 function routeJson(route: RoutedEvent): string {
   if (route.positions.length === 0) return route.seen;
   let payloadIds = '';
-  for (let k = 0; k < route.batches.length; k += 1) payloadIds += (k === 0 ? '' : ',') + String(route.batches[k]!.payloadId);
+  for (let k = 0; k < route.batches.length; k += 1)
+    payloadIds += (k === 0 ? '' : ',') + String(route.batches[k]!.payloadId);
   return `${route.seen}"delivered_to":[${route.positions.join(',')}],"payload_ids":[${payloadIds}],`;
 }

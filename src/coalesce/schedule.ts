@@ -45,7 +45,9 @@ export async function tick(pool: pg.Pool, intervalSeconds: number, notBefore = 0
  * whose own clock runs ahead would otherwise skip intervals after it starts.
  */
 export async function databaseNowMs(pool: pg.Pool): Promise<number> {
-  const { rows } = await pool.query<{ now: number }>('select extract(epoch from clock_timestamp())::float8 * 1000 as now');
+  const { rows } = await pool.query<{ now: number }>(
+    'select extract(epoch from clock_timestamp())::float8 * 1000 as now',
+  );
   return rows[0]!.now;
 }
 

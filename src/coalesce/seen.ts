@@ -58,7 +58,8 @@ export class SeenValues {
           values.push(asset.fieldValues[i]!);
         }
       }
-      if (names.length > 0) json += `"seen_field_names":${JSON.stringify(names)},"seen_field_values":${JSON.stringify(values)},`;
+      if (names.length > 0)
+        json += `"seen_field_names":${JSON.stringify(names)},"seen_field_values":${JSON.stringify(values)},`;
     }
     return json;
   }

@@ -18,12 +18,16 @@ export function parseConfigText(text: string, sourceName: string): Config {
   // go to the process's stderr; such a key is refused by the schema instead.
   const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true, logLevel: 'error' });
   if (document.errors.length > 0) {
-    throw new UserError('config_invalid', document.errors.map((error) => {
-      const position = error.linePos?.[0];
-      const where = position ? `${sourceName}:${position.line}:${position.col}` : sourceName;
-      if (error.code === 'MULTIPLE_DOCS') return `${where}: expected a single YAML or JSON document, got a second one`;
-      return `${where}: expected valid YAML or JSON, got ${error.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`;
-    }));
+    throw new UserError(
+      'config_invalid',
+      document.errors.map((error) => {
+        const position = error.linePos?.[0];
+        const where = position ? `${sourceName}:${position.line}:${position.col}` : sourceName;
+        if (error.code === 'MULTIPLE_DOCS')
+          return `${where}: expected a single YAML or JSON document, got a second one`;
+        return `${where}: expected valid YAML or JSON, got ${error.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`;
+      }),
+    );
   }
   const nullKeys = nullKeyProblems(document, sourceName);
   let data: unknown;
@@ -32,13 +36,22 @@ export function parseConfigText(text: string, sourceName: string): Config {
   } catch (error) {
     const message = describeError(error);
     if (message.startsWith('Unresolved alias')) {
-      throw new UserError('config_invalid', `${sourceName}: expected every alias to name an anchor set before it, got ${message}`, { cause: error });
+      throw new UserError(
+        'config_invalid',
+        `${sourceName}: expected every alias to name an anchor set before it, got ${message}`,
+        { cause: error },
+      );
     }
     // An alias expanding beyond the library's limit (a "billion laughs" document).
-    throw new UserError('config_invalid', `${sourceName}: expected a YAML document of ordinary size, got ${message}`, { cause: error });
+    throw new UserError('config_invalid', `${sourceName}: expected a YAML document of ordinary size, got ${message}`, {
+      cause: error,
+    });
   }
   if (data === null || data === undefined) {
-    throw new UserError('config_invalid', `${sourceName}: expected a document with the root key "assetUpdater", got an empty document`);
+    throw new UserError(
+      'config_invalid',
+      `${sourceName}: expected a document with the root key "assetUpdater", got an empty document`,
+    );
   }
   const result = configSchema.safeParse(data, { reportInput: true });
   if (result.success && nullKeys.length === 0) return result.data;
@@ -56,7 +69,11 @@ export function parseConfigText(text: string, sourceName: string): Config {
   // Every line in document order: the null keys where they are written, the schema's issues where their paths point.
   const lines = [
     ...nullKeys.map((problem, index) => ({ at: problem.at, index, lines: [problem.line] })),
-    ...issues.map((issue, index) => ({ at: issueOffset(issue, document), index: nullKeys.length + index, lines: formatIssues([issue], sourceName) })),
+    ...issues.map((issue, index) => ({
+      at: issueOffset(issue, document),
+      index: nullKeys.length + index,
+      lines: formatIssues([issue], sourceName),
+    })),
   ].sort((a, b) => a.at - b.at || a.index - b.index);
   throw new UserError('config_invalid', [...new Set(lines.flatMap((entry) => entry.lines))]);
 }
@@ -81,7 +98,10 @@ function issueOffset(issue: z.core.$ZodIssue, document: Document.Parsed): number
  * Converted to plain data they would become the key "", and the schema would
  * name them as an unknown key "" that appears nowhere in the document.
  */
-function nullKeyProblems(document: Document.Parsed, sourceName: string): Array<{ path: PropertyKey[]; at: number; line: string }> {
+function nullKeyProblems(
+  document: Document.Parsed,
+  sourceName: string,
+): Array<{ path: PropertyKey[]; at: number; line: string }> {
   const problems: Array<{ path: PropertyKey[]; at: number; line: string }> = [];
   visit(document, {
     Pair(_, pair, ancestors) {
@@ -116,13 +136,20 @@ export async function loadConfigFile(file: string): Promise<Config> {
     text = await readFile(file, 'utf8');
   } catch (error) {
     if (error instanceof UserError) throw error;
-    throw new UserError('config_unreadable', `${file}: expected a readable configuration file, got ${describeError(error)}`, { cause: error });
+    throw new UserError(
+      'config_unreadable',
+      `${file}: expected a readable configuration file, got ${describeError(error)}`,
+      { cause: error },
+    );
   }
   return parseConfigText(text, file);
 }
 
 function documentTooLarge(sourceName: string, size: number): UserError {
-  return new UserError('config_invalid', `${sourceName}: expected a configuration document of at most ${MAX_DOCUMENT_BYTES} bytes (4 MiB), got ${size} bytes`);
+  return new UserError(
+    'config_invalid',
+    `${sourceName}: expected a configuration document of at most ${MAX_DOCUMENT_BYTES} bytes (4 MiB), got ${size} bytes`,
+  );
 }
 
 /**
@@ -133,7 +160,10 @@ function documentTooLarge(sourceName: string, size: number): UserError {
 export function configFromEnvOrOption(option?: string): string {
   const file = option ?? process.env.ASSET_WEBHOOKS_CONFIG;
   if (!file) {
-    throw new UserError('config_missing', '--config: expected a configuration file (or the environment variable ASSET_WEBHOOKS_CONFIG), got nothing');
+    throw new UserError(
+      'config_missing',
+      '--config: expected a configuration file (or the environment variable ASSET_WEBHOOKS_CONFIG), got nothing',
+    );
   }
   return file;
 }
@@ -146,25 +176,36 @@ export function configFromEnvOrOption(option?: string): string {
 export function formatIssues(issues: readonly z.core.$ZodIssue[], sourceName = '(document)'): string[] {
   // A value can fail two checks with the same message (a huge number is neither
   // an integer nor in range): one line is enough.
-  return [...new Set(issues.flatMap((issue) => {
-    const path = formatPath(issue.path);
-    if (issue.code === 'unrecognized_keys') {
-      return issue.keys.map((key) => {
-        const keyPath = formatPath([...issue.path, key]);
-        const expected = issue.path.length === 0 ? 'expected the root key "assetUpdater"' : 'expected no such key (check the spelling)';
-        return `${keyPath}: ${expected}, got unknown key ${JSON.stringify(key)}`;
-      });
-    }
-    const expected = issue.code === 'invalid_value'
-      ? `expected one of ${issue.values.map(String).join(', ')}`
-      : issue.message.startsWith('expected') ? issue.message : genericExpectation(issue);
-    return [`${path || sourceName}: ${expected}, got ${describeInput(issue.input)}`];
-  }))];
+  return [
+    ...new Set(
+      issues.flatMap((issue) => {
+        const path = formatPath(issue.path);
+        if (issue.code === 'unrecognized_keys') {
+          return issue.keys.map((key) => {
+            const keyPath = formatPath([...issue.path, key]);
+            const expected =
+              issue.path.length === 0
+                ? 'expected the root key "assetUpdater"'
+                : 'expected no such key (check the spelling)';
+            return `${keyPath}: ${expected}, got unknown key ${JSON.stringify(key)}`;
+          });
+        }
+        const expected =
+          issue.code === 'invalid_value'
+            ? `expected one of ${issue.values.map(String).join(', ')}`
+            : issue.message.startsWith('expected')
+              ? issue.message
+              : genericExpectation(issue);
+        return [`${path || sourceName}: ${expected}, got ${describeInput(issue.input)}`];
+      }),
+    ),
+  ];
 }
 
 function genericExpectation(issue: z.core.$ZodIssue): string {
   if (issue.code === 'invalid_type') {
-    if (issue.expected === 'object') return issue.path.length === 0 ? 'expected a mapping with the root key "assetUpdater"' : 'expected a mapping';
+    if (issue.expected === 'object')
+      return issue.path.length === 0 ? 'expected a mapping with the root key "assetUpdater"' : 'expected a mapping';
     return `expected ${issue.expected}`;
   }
   return `expected ${issue.message}`;
@@ -174,7 +215,8 @@ function formatPath(path: readonly PropertyKey[]): string {
   let out = '';
   for (const segment of path) {
     if (typeof segment === 'number') out += `[${segment}]`;
-    else if (typeof segment === 'string' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(segment)) out += out ? `.${segment}` : segment;
+    else if (typeof segment === 'string' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(segment))
+      out += out ? `.${segment}` : segment;
     else out += `[${JSON.stringify(String(segment))}]`;
   }
   return out;

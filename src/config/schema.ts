@@ -13,7 +13,8 @@ import { isSecretFileName, SECRET_FILE_NAME_EXPECTED } from '../secrets/file-pro
  */
 
 const intRange = (min: number, max: number) =>
-  z.number({ error: `expected an integer from ${min} to ${max}` })
+  z
+    .number({ error: `expected an integer from ${min} to ${max}` })
     .int({ error: `expected an integer from ${min} to ${max}` })
     .min(min, { error: `expected an integer from ${min} to ${max}` })
     .max(max, { error: `expected an integer from ${min} to ${max}` });
@@ -21,7 +22,9 @@ const intRange = (min: number, max: number) =>
 /** The spec's retry schedule: five retries, 1 to 8 minutes apart. */
 export const DEFAULT_RETRY_DELAYS_SECONDS: readonly number[] = [60, 120, 240, 480, 480];
 
-const nonEmptyString = z.string({ error: 'expected a non-empty string' }).min(1, { error: 'expected a non-empty string' });
+const nonEmptyString = z
+  .string({ error: 'expected a non-empty string' })
+  .min(1, { error: 'expected a non-empty string' });
 
 /** Payload names of the event types by their lower-case configuration names (Created → CREATED). */
 const EVENT_TYPE_BY_NAME = new Map<string, EventType>(EVENT_TYPES.map((type) => [type.toLowerCase(), type]));
@@ -29,7 +32,9 @@ const EVENT_TYPE_NAMES = 'Created, Edited, Deleted, Purged, Reversion';
 
 const eventTypeName = z
   .string({ error: `expected one of ${EVENT_TYPE_NAMES}` })
-  .refine((value) => EVENT_TYPE_BY_NAME.has(value.toLowerCase()), { error: `expected one of ${EVENT_TYPE_NAMES} (any case)` })
+  .refine((value) => EVENT_TYPE_BY_NAME.has(value.toLowerCase()), {
+    error: `expected one of ${EVENT_TYPE_NAMES} (any case)`,
+  })
   .transform((value) => EVENT_TYPE_BY_NAME.get(value.toLowerCase())!);
 
 /**
@@ -65,7 +70,8 @@ const URL_REWRITTEN_CHARACTER = /[\x00-\x20\x7f\\]/;
 const httpUrl = z.string({ error: 'expected an http or https URL' }).superRefine((value, context) => {
   if (value.length > MAX_URL_LENGTH) {
     context.addIssue({
-      code: 'custom', input: new Found(`a url of ${value.length} characters`),
+      code: 'custom',
+      input: new Found(`a url of ${value.length} characters`),
       message: `expected a url of at most ${MAX_URL_LENGTH} characters`,
     });
     return;
@@ -73,8 +79,12 @@ const httpUrl = z.string({ error: 'expected an http or https URL' }).superRefine
   const rewritten = URL_REWRITTEN_CHARACTER.exec(value);
   if (rewritten) {
     context.addIssue({
-      code: 'custom', input: new Found(`${JSON.stringify(rewritten[0])} at position ${rewritten.index + 1} of ${JSON.stringify(maskedUrl(value).slice(0, 80))}`),
-      message: 'expected a url without spaces, control characters (CR, LF, tab) or backslashes, which URL parsing would drop or rewrite (percent-encode them: %20, %0D, %0A, %09, %5C)',
+      code: 'custom',
+      input: new Found(
+        `${JSON.stringify(rewritten[0])} at position ${rewritten.index + 1} of ${JSON.stringify(maskedUrl(value).slice(0, 80))}`,
+      ),
+      message:
+        'expected a url without spaces, control characters (CR, LF, tab) or backslashes, which URL parsing would drop or rewrite (percent-encode them: %20, %0D, %0A, %09, %5C)',
     });
     return;
   }
@@ -89,8 +99,10 @@ const httpUrl = z.string({ error: 'expected an http or https URL' }).superRefine
     context.addIssue({ code: 'custom', input: value, message: 'expected an http or https URL' });
   } else if (url.username !== '' || url.password !== '') {
     context.addIssue({
-      code: 'custom', input: maskedUrl(value),
-      message: 'expected a url without user or password, which are never sent (set an Authorization header in the webhook\'s headers instead)',
+      code: 'custom',
+      input: maskedUrl(value),
+      message:
+        "expected a url without user or password, which are never sent (set an Authorization header in the webhook's headers instead)",
     });
   }
 });
@@ -114,50 +126,102 @@ const CONNECTION_HEADERS = ['connection', 'keep-alive', 'transfer-encoding', 'up
  * Values are checked here rather than by the record's value type, so that
  * every problem of the mapping is reported at once, not only the wrong types.
  */
-const headers = z.record(z.string(), z.unknown(), {
-  error: 'expected a mapping of header names to string values',
-}).superRefine((value, context) => {
-  const seen = new Map<string, string>();
-  let total = 0;
-  for (const [name, headerValue] of Object.entries(value)) {
-    const lower = name.toLowerCase();
-    if (!HEADER_NAME.test(name)) {
-      context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header name made of HTTP token characters' });
-    } else if (SERVICE_HEADERS.includes(lower)) {
-      context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header other than Content-Type, X-API-Key, Host or Content-Length (the service sets those)' });
-    } else if (SIGNATURE_HEADER_NAMES.includes(lower)) {
-      context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header other than webhook-id, webhook-timestamp or webhook-signature (signing sets those: see signing.secret)' });
-    } else if (CONNECTION_HEADERS.includes(lower)) {
-      context.addIssue({ code: 'custom', path: [name], input: name, message: 'expected a header other than Connection, Keep-Alive, Transfer-Encoding, Upgrade or Expect (the HTTP client manages those)' });
-    } else if (seen.has(lower)) {
-      context.addIssue({ code: 'custom', path: [name], input: name, message: `expected each header once (header names ignore case: ${JSON.stringify(seen.get(lower))} is the same header)` });
+const headers = z
+  .record(z.string(), z.unknown(), {
+    error: 'expected a mapping of header names to string values',
+  })
+  .superRefine((value, context) => {
+    const seen = new Map<string, string>();
+    let total = 0;
+    for (const [name, headerValue] of Object.entries(value)) {
+      const lower = name.toLowerCase();
+      if (!HEADER_NAME.test(name)) {
+        context.addIssue({
+          code: 'custom',
+          path: [name],
+          input: name,
+          message: 'expected a header name made of HTTP token characters',
+        });
+      } else if (SERVICE_HEADERS.includes(lower)) {
+        context.addIssue({
+          code: 'custom',
+          path: [name],
+          input: name,
+          message:
+            'expected a header other than Content-Type, X-API-Key, Host or Content-Length (the service sets those)',
+        });
+      } else if (SIGNATURE_HEADER_NAMES.includes(lower)) {
+        context.addIssue({
+          code: 'custom',
+          path: [name],
+          input: name,
+          message:
+            'expected a header other than webhook-id, webhook-timestamp or webhook-signature (signing sets those: see signing.secret)',
+        });
+      } else if (CONNECTION_HEADERS.includes(lower)) {
+        context.addIssue({
+          code: 'custom',
+          path: [name],
+          input: name,
+          message:
+            'expected a header other than Connection, Keep-Alive, Transfer-Encoding, Upgrade or Expect (the HTTP client manages those)',
+        });
+      } else if (seen.has(lower)) {
+        context.addIssue({
+          code: 'custom',
+          path: [name],
+          input: name,
+          message: `expected each header once (header names ignore case: ${JSON.stringify(seen.get(lower))} is the same header)`,
+        });
+      }
+      if (!seen.has(lower)) seen.set(lower, name);
+      total += name.length + (typeof headerValue === 'string' ? headerValue.length : 0);
+      if (typeof headerValue !== 'string') {
+        context.addIssue({
+          code: 'custom',
+          path: [name],
+          input: headerValue,
+          message: 'expected a string header value',
+        });
+      } else if (name.length + headerValue.length > MAX_HEADER_BYTES) {
+        context.addIssue({
+          code: 'custom',
+          path: [name],
+          input: new Found(`${name.length + headerValue.length} bytes (the value is not shown: it may be secret)`),
+          message: `expected a header of at most ${MAX_HEADER_BYTES} bytes, name and value`,
+        });
+      } else if (!HEADER_VALUE.test(headerValue)) {
+        const index = [...headerValue].findIndex((character) => !HEADER_VALUE.test(character));
+        context.addIssue({
+          code: 'custom',
+          path: [name],
+          input: new Found(
+            `a value with ${JSON.stringify([...headerValue][index])} at position ${index + 1} (the value is not shown: it may be secret)`,
+          ),
+          message:
+            'expected a header value without CR, LF, NUL or other control characters, nor characters beyond U+00FF',
+        });
+      }
     }
-    if (!seen.has(lower)) seen.set(lower, name);
-    total += name.length + (typeof headerValue === 'string' ? headerValue.length : 0);
-    if (typeof headerValue !== 'string') {
-      context.addIssue({ code: 'custom', path: [name], input: headerValue, message: 'expected a string header value' });
-    } else if (name.length + headerValue.length > MAX_HEADER_BYTES) {
+    if (total > MAX_HEADERS_BYTES) {
       context.addIssue({
-        code: 'custom', path: [name], input: new Found(`${name.length + headerValue.length} bytes (the value is not shown: it may be secret)`),
-        message: `expected a header of at most ${MAX_HEADER_BYTES} bytes, name and value`,
-      });
-    } else if (!HEADER_VALUE.test(headerValue)) {
-      const index = [...headerValue].findIndex((character) => !HEADER_VALUE.test(character));
-      context.addIssue({
-        code: 'custom', path: [name], input: new Found(`a value with ${JSON.stringify([...headerValue][index])} at position ${index + 1} (the value is not shown: it may be secret)`),
-        message: 'expected a header value without CR, LF, NUL or other control characters, nor characters beyond U+00FF',
+        code: 'custom',
+        input: new Found(`${total} bytes in ${seen.size} headers`),
+        message: `expected at most ${MAX_HEADERS_BYTES} bytes of headers in all, names and values`,
       });
     }
-  }
-  if (total > MAX_HEADERS_BYTES) {
-    context.addIssue({
-      code: 'custom', input: new Found(`${total} bytes in ${seen.size} headers`),
-      message: `expected at most ${MAX_HEADERS_BYTES} bytes of headers in all, names and values`,
-    });
-  }
-}).transform((value) => value as Record<string, string>);
+  })
+  .transform((value) => value as Record<string, string>);
 
-export const FILTER_KINDS = ['keywords', 'additionalFields', 'state', 'schemaId', 'typeId', 'domainId', 'parentId'] as const;
+export const FILTER_KINDS = [
+  'keywords',
+  'additionalFields',
+  'state',
+  'schemaId',
+  'typeId',
+  'domainId',
+  'parentId',
+] as const;
 export type FilterKind = (typeof FILTER_KINDS)[number];
 export const CONDITIONS = ['AND', 'ANY', 'NONE'] as const;
 export type Condition = (typeof CONDITIONS)[number];
@@ -171,30 +235,46 @@ const filterGroup = z
   .strictObject({
     filterKind: z.enum(FILTER_KINDS, { error: `expected one of ${FILTER_KINDS.join(', ')}` }),
     condition: z.enum(CONDITIONS, { error: `expected one of ${CONDITIONS.join(', ')}` }),
-    value: z.array(z.string({ error: 'expected a string (quote numbers: "2026")' }), { error: 'expected a list of strings' })
+    value: z
+      .array(z.string({ error: 'expected a string (quote numbers: "2026")' }), { error: 'expected a list of strings' })
       .min(1, { error: 'expected at least one value' }),
     /** Only for additionalFields: match only fields of this name. */
     fieldName: nonEmptyString.optional(),
   })
   // Runs even when other parts of the group are invalid (a number among the
   // values, say), so that every problem of the group is reported at once.
-  .superRefine((group, context) => {
-    const kind: unknown = group.filterKind;
-    if (group.fieldName !== undefined && typeof kind === 'string' && kind !== 'additionalFields' && FILTER_KINDS.includes(kind as FilterKind)) {
-      context.addIssue({ code: 'custom', path: ['fieldName'], input: group.fieldName, message: `expected no fieldName on a ${kind} filter (only additionalFields takes one)` });
-    }
-    if (typeof kind === 'string' && NUMERIC_KINDS.has(kind) && Array.isArray(group.value)) {
-      (group.value as unknown[]).forEach((value, index) => {
-        if (typeof value !== 'string') return;
-        if (!DECIMAL.test(value) && !(kind === 'parentId' && value === 'null')) {
-          context.addIssue({
-            code: 'custom', path: ['value', index], input: value,
-            message: `expected a string of digits without leading zeros${kind === 'parentId' ? ' or "null"' : ''}`,
-          });
-        }
-      });
-    }
-  }, { when: (payload) => payload.value !== null && typeof payload.value === 'object' });
+  .superRefine(
+    (group, context) => {
+      const kind: unknown = group.filterKind;
+      if (
+        group.fieldName !== undefined &&
+        typeof kind === 'string' &&
+        kind !== 'additionalFields' &&
+        FILTER_KINDS.includes(kind as FilterKind)
+      ) {
+        context.addIssue({
+          code: 'custom',
+          path: ['fieldName'],
+          input: group.fieldName,
+          message: `expected no fieldName on a ${kind} filter (only additionalFields takes one)`,
+        });
+      }
+      if (typeof kind === 'string' && NUMERIC_KINDS.has(kind) && Array.isArray(group.value)) {
+        (group.value as unknown[]).forEach((value, index) => {
+          if (typeof value !== 'string') return;
+          if (!DECIMAL.test(value) && !(kind === 'parentId' && value === 'null')) {
+            context.addIssue({
+              code: 'custom',
+              path: ['value', index],
+              input: value,
+              message: `expected a string of digits without leading zeros${kind === 'parentId' ? ' or "null"' : ''}`,
+            });
+          }
+        });
+      }
+    },
+    { when: (payload) => payload.value !== null && typeof payload.value === 'object' },
+  );
 
 export const SECRET_PROVIDERS = ['env', 'file', 'gcp', 'aws'] as const;
 
@@ -213,20 +293,37 @@ const secrets = z
   })
   .superRefine((value, context) => {
     if (value.provider === 'file' && value.directory === undefined) {
-      context.addIssue({ code: 'custom', path: ['directory'], input: undefined, message: 'expected a directory for secrets provider file' });
+      context.addIssue({
+        code: 'custom',
+        path: ['directory'],
+        input: undefined,
+        message: 'expected a directory for secrets provider file',
+      });
     }
     if (value.provider === 'gcp' && value.gcp === undefined) {
-      context.addIssue({ code: 'custom', path: ['gcp', 'projectId'], input: undefined, message: 'expected a projectId for secrets provider gcp' });
+      context.addIssue({
+        code: 'custom',
+        path: ['gcp', 'projectId'],
+        input: undefined,
+        message: 'expected a projectId for secrets provider gcp',
+      });
     }
     if (value.provider === 'aws' && value.aws === undefined) {
-      context.addIssue({ code: 'custom', path: ['aws', 'region'], input: undefined, message: 'expected a region for secrets provider aws' });
+      context.addIssue({
+        code: 'custom',
+        path: ['aws', 'region'],
+        input: undefined,
+        message: 'expected a region for secrets provider aws',
+      });
     }
   });
 
 const webhook = z.strictObject({
   /** Unique, [A-Za-z0-9_.-]{1,64}. Default: `webhook-` + the first 12 hex digits of sha256(url). */
-  id: z.string({ error: 'expected an id of 1 to 64 characters A-Z a-z 0-9 _ . -' })
-    .regex(/^[A-Za-z0-9_.-]{1,64}$/, { error: 'expected an id of 1 to 64 characters A-Z a-z 0-9 _ . -' }).optional(),
+  id: z
+    .string({ error: 'expected an id of 1 to 64 characters A-Z a-z 0-9 _ . -' })
+    .regex(/^[A-Za-z0-9_.-]{1,64}$/, { error: 'expected an id of 1 to 64 characters A-Z a-z 0-9 _ . -' })
+    .optional(),
   url: httpUrl,
   enabled: z.boolean({ error: 'expected true or false' }),
   /**
@@ -247,10 +344,15 @@ const webhook = z.strictObject({
    */
   signing: z.strictObject({ secret: nonEmptyString }, { error: 'expected a mapping with the key secret' }).optional(),
   /** Supertypes to deliver. Default: only Resource. */
-  resourceTypes: z.array(nonEmptyString, { error: 'expected a list of supertypes' }).min(1, { error: 'expected at least one resource type' }).default(() => ['Resource']),
+  resourceTypes: z
+    .array(nonEmptyString, { error: 'expected a list of supertypes' })
+    .min(1, { error: 'expected at least one resource type' })
+    .default(() => ['Resource']),
   /** Event types to deliver, any case, normalized to the payload form (Created → CREATED). Default: all. */
-  eventTypes: z.array(eventTypeName, { error: `expected a list of ${EVENT_TYPE_NAMES}` })
-    .min(1, { error: 'expected at least one event type' }).default(() => [...EVENT_TYPES]),
+  eventTypes: z
+    .array(eventTypeName, { error: `expected a list of ${EVENT_TYPE_NAMES}` })
+    .min(1, { error: 'expected at least one event type' })
+    .default(() => [...EVENT_TYPES]),
   /** Events per payload, 1..100. Default 100. */
   batchSize: intRange(1, 100).default(100),
   /** Payloads in flight, 1..64; 1 means strictly in order. Default 1. */
@@ -275,29 +377,41 @@ const settings = z
     maxRequestsInFlight: intRange(1, 10_000).default(256),
     /** How long events, outcomes and payloads are kept, 1..365 days. Default 14. */
     retentionDays: intRange(1, 365).default(14),
-    retry: z.strictObject({
-      /**
-       * One entry per retry, 0 to 10 entries of 1..86400 seconds; an empty list
-       * means no retry. Default 60, 120, 240, 480, 480 (five retries).
-       */
-      delaysSeconds: z.array(intRange(1, 86_400), { error: 'expected a list of delays in seconds' })
-        .max(10, { error: 'expected at most 10 retries' }).default(() => [...DEFAULT_RETRY_DELAYS_SECONDS]),
-      /** From payload creation. Default 86400 (24 hours). */
-      deadLetterAfterSeconds: intRange(1, 30 * 86_400).default(86_400),
-      /**
-       * 4xx status codes retried like a 5xx instead of dead-lettered as
-       * rejected (receivers that throttle: 408, 429), each 400..499. Default
-       * none: every 4xx is rejected.
-       */
-      retryStatusCodes: z.array(intRange(400, 499), { error: 'expected a list of status codes 400..499' })
-        .default(() => []),
-    }).default(() => ({ delaysSeconds: [...DEFAULT_RETRY_DELAYS_SECONDS], deadLetterAfterSeconds: 86_400, retryStatusCodes: [] })),
-    network: z.strictObject({
-      /** Loopback and private ranges are refused unless true. Default false. */
-      allowPrivateAddresses: z.boolean({ error: 'expected true or false' }).default(false),
-    }).default(() => ({ allowPrivateAddresses: false })),
+    retry: z
+      .strictObject({
+        /**
+         * One entry per retry, 0 to 10 entries of 1..86400 seconds; an empty list
+         * means no retry. Default 60, 120, 240, 480, 480 (five retries).
+         */
+        delaysSeconds: z
+          .array(intRange(1, 86_400), { error: 'expected a list of delays in seconds' })
+          .max(10, { error: 'expected at most 10 retries' })
+          .default(() => [...DEFAULT_RETRY_DELAYS_SECONDS]),
+        /** From payload creation. Default 86400 (24 hours). */
+        deadLetterAfterSeconds: intRange(1, 30 * 86_400).default(86_400),
+        /**
+         * 4xx status codes retried like a 5xx instead of dead-lettered as
+         * rejected (receivers that throttle: 408, 429), each 400..499. Default
+         * none: every 4xx is rejected.
+         */
+        retryStatusCodes: z
+          .array(intRange(400, 499), { error: 'expected a list of status codes 400..499' })
+          .default(() => []),
+      })
+      .default(() => ({
+        delaysSeconds: [...DEFAULT_RETRY_DELAYS_SECONDS],
+        deadLetterAfterSeconds: 86_400,
+        retryStatusCodes: [],
+      })),
+    network: z
+      .strictObject({
+        /** Loopback and private ranges are refused unless true. Default false. */
+        allowPrivateAddresses: z.boolean({ error: 'expected true or false' }).default(false),
+      })
+      .default(() => ({ allowPrivateAddresses: false })),
     secrets: secrets.default(() => ({ provider: 'env' as const, cacheSeconds: 300 })),
-    webhooks: z.array(webhook, { error: 'expected a list of webhooks' })
+    webhooks: z
+      .array(webhook, { error: 'expected a list of webhooks' })
       // Runs even when other entries (or other keys) are invalid, so that a
       // duplicate id is reported together with every other problem.
       .superRefine(uniqueIds, { when: (payload) => Array.isArray(payload.value) }),
@@ -306,26 +420,42 @@ const settings = z
   // directory: one that could never be read is refused now rather than at
   // every delivery.
   // Runs even when other keys are invalid (see uniqueIds), so the entries are read as unknown.
-  .superRefine((value, context) => {
-    const { secrets: given, webhooks: entries } = value as { secrets?: { provider?: unknown }; webhooks?: unknown };
-    if (given?.provider !== 'file' || !Array.isArray(entries)) return;
-    entries.forEach((entry: unknown, index) => {
-      if (entry === null || typeof entry !== 'object') return;
-      const { apikey, signing } = entry as { apikey?: unknown; signing?: unknown };
-      const signingSecret = signing !== null && typeof signing === 'object' ? (signing as { secret?: unknown }).secret : undefined;
-      const names: Array<[unknown, (string | number)[]]> = [[apikey, ['apikey']], [signingSecret, ['signing', 'secret']]];
-      for (const [name, path] of names) {
-        if (typeof name === 'string' && name !== '' && !isSecretFileName(name)) {
-          context.addIssue({ code: 'custom', path: ['webhooks', index, ...path], input: name, message: `${SECRET_FILE_NAME_EXPECTED} (secrets provider file)` });
+  .superRefine(
+    (value, context) => {
+      const { secrets: given, webhooks: entries } = value as { secrets?: { provider?: unknown }; webhooks?: unknown };
+      if (given?.provider !== 'file' || !Array.isArray(entries)) return;
+      entries.forEach((entry: unknown, index) => {
+        if (entry === null || typeof entry !== 'object') return;
+        const { apikey, signing } = entry as { apikey?: unknown; signing?: unknown };
+        const signingSecret =
+          signing !== null && typeof signing === 'object' ? (signing as { secret?: unknown }).secret : undefined;
+        const names: Array<[unknown, (string | number)[]]> = [
+          [apikey, ['apikey']],
+          [signingSecret, ['signing', 'secret']],
+        ];
+        for (const [name, path] of names) {
+          if (typeof name === 'string' && name !== '' && !isSecretFileName(name)) {
+            context.addIssue({
+              code: 'custom',
+              path: ['webhooks', index, ...path],
+              input: name,
+              message: `${SECRET_FILE_NAME_EXPECTED} (secrets provider file)`,
+            });
+          }
         }
-      }
-    });
-  }, { when: (payload) => payload.value !== null && typeof payload.value === 'object' })
+      });
+    },
+    { when: (payload) => payload.value !== null && typeof payload.value === 'object' },
+  )
   // After the duplicate check, which must still see whether an id was given.
   .transform((value) => ({
     ...value,
     // idFromUrl: the id changes with the url (see configWarnings).
-    webhooks: value.webhooks.map((entry) => ({ ...entry, id: entry.id ?? defaultWebhookId(entry.url), idFromUrl: entry.id === undefined })),
+    webhooks: value.webhooks.map((entry) => ({
+      ...entry,
+      id: entry.id ?? defaultWebhookId(entry.url),
+      idFromUrl: entry.id === undefined,
+    })),
   }));
 
 /**
@@ -338,7 +468,8 @@ function uniqueIds(entries: readonly unknown[], context: z.core.$RefinementCtx<u
   entries.forEach((entry, index) => {
     if (entry === null || typeof entry !== 'object') return;
     const { id, url } = entry as { id?: unknown; url?: unknown };
-    const effective = typeof id === 'string' ? id : id === undefined && typeof url === 'string' ? defaultWebhookId(url) : undefined;
+    const effective =
+      typeof id === 'string' ? id : id === undefined && typeof url === 'string' ? defaultWebhookId(url) : undefined;
     if (effective === undefined) return;
     const first = seen.get(effective);
     if (first === undefined) {
@@ -347,7 +478,9 @@ function uniqueIds(entries: readonly unknown[], context: z.core.$RefinementCtx<u
     }
     const derived = typeof id === 'string' ? '' : '; this one is derived from the url, set an id';
     context.addIssue({
-      code: 'custom', path: [index, 'id'], input: effective,
+      code: 'custom',
+      path: [index, 'id'],
+      input: effective,
       message: `expected a unique webhook id (webhooks[${first}] has the same${derived})`,
     });
   });

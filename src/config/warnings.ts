@@ -19,25 +19,39 @@ export function configWarnings(config: Config): string[] {
   const warnings: string[] = [];
   config.assetUpdater.webhooks.forEach((webhook, index) => {
     if (webhook.idFromUrl) {
-      warnings.push(`assetUpdater.webhooks[${index}].id: warning: not set, so the id ${webhook.id} is derived from the url; ` +
-        'if the url changes, the webhook gets another id and the payloads still waiting for this one are dead-lettered as webhook_removed ' +
-        `(send them on with \`asset-webhooks dead-letters redeliver PAYLOAD_ID --to NEW_ID\`); set id: ${webhook.id} to keep the id through a url change`);
+      warnings.push(
+        `assetUpdater.webhooks[${index}].id: warning: not set, so the id ${webhook.id} is derived from the url; ` +
+          'if the url changes, the webhook gets another id and the payloads still waiting for this one are dead-lettered as webhook_removed ' +
+          `(send them on with \`asset-webhooks dead-letters redeliver PAYLOAD_ID --to NEW_ID\`); set id: ${webhook.id} to keep the id through a url change`,
+      );
     }
     if (!webhook.enabled && webhook.paused) {
-      warnings.push(`assetUpdater.webhooks[${index}].paused: warning: enabled is false, which wins: events of this time are not ` +
-        'delivered later and waiting payloads expire; for a pause that keeps them, set enabled: true');
+      warnings.push(
+        `assetUpdater.webhooks[${index}].paused: warning: enabled is false, which wins: events of this time are not ` +
+          'delivered later and waiting payloads expire; for a pause that keeps them, set enabled: true',
+      );
     }
     const host = new URL(webhook.url).hostname.replace(/^\[(.*)\]$/, '$1');
     const address = /^localhost\.?$/i.test(host) ? '127.0.0.1' : host;
     const reason = refusal(address, allowPrivate);
     if (reason === null || reason === 'not an IP address') return;
-    const unless = reason === METADATA_REFUSAL ? 'whatever network.allowPrivateAddresses says' : 'unless network.allowPrivateAddresses is true';
+    const unless =
+      reason === METADATA_REFUSAL
+        ? 'whatever network.allowPrivateAddresses says'
+        : 'unless network.allowPrivateAddresses is true';
     // ipaddr.js range names, in words.
-    const words: Record<string, string> = { linkLocal: 'link-local', carrierGradeNat: 'carrier-grade NAT', uniqueLocal: 'unique-local', rfc6052: 'local-use NAT64' };
+    const words: Record<string, string> = {
+      linkLocal: 'link-local',
+      carrierGradeNat: 'carrier-grade NAT',
+      uniqueLocal: 'unique-local',
+      rfc6052: 'local-use NAT64',
+    };
     const range = words[reason] ?? reason;
     const noun = range.endsWith(' address') ? range : `${range} address`;
     const article = /^[aeiou]/.test(noun) ? 'an' : 'a';
-    warnings.push(`assetUpdater.webhooks[${index}].url: warning: ${host} is ${article} ${noun}; every delivery to it is refused ${unless}`);
+    warnings.push(
+      `assetUpdater.webhooks[${index}].url: warning: ${host} is ${article} ${noun}; every delivery to it is refused ${unless}`,
+    );
   });
   return warnings;
 }

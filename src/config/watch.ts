@@ -50,13 +50,18 @@ export function watchConfigFile(
 
   const digest = async (): Promise<string | undefined> => {
     try {
-      const hash = createHash('sha256').update(await readFile(path)).digest('hex');
+      const hash = createHash('sha256')
+        .update(await readFile(path))
+        .digest('hex');
       if (unreadable) logger.info({ path }, 'configuration file readable again');
       unreadable = false;
       return hash;
     } catch (error) {
       if (!unreadable) {
-        logger.warn({ path, code: (error as NodeJS.ErrnoException).code }, 'configuration file unreadable; keeping the configuration in use');
+        logger.warn(
+          { path, code: (error as NodeJS.ErrnoException).code },
+          'configuration file unreadable; keeping the configuration in use',
+        );
       }
       unreadable = true;
       return undefined;

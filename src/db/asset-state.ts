@@ -25,17 +25,28 @@ export interface AssetStateRow {
  * as text, so that ids beyond 2^53 stay exact (see src/db/connect.ts).
  */
 export function assetStateColumns(alias: string): string {
-  return `${alias}.asset_id::text as asset_id, ${alias}.asset_uuid, ${alias}.supertype, ${alias}.parent_id::text as parent_id, ${alias}.state, ` +
+  return (
+    `${alias}.asset_id::text as asset_id, ${alias}.asset_uuid, ${alias}.supertype, ${alias}.parent_id::text as parent_id, ${alias}.state, ` +
     `${alias}.schema_id::text as schema_id, ${alias}.type_id::text as type_id, ${alias}.domain_id::text as domain_id, ` +
-    `${alias}.latest_atom_id::text as latest_atom_id, ${alias}.keywords, ${alias}.field_names, ${alias}.field_values`;
+    `${alias}.latest_atom_id::text as latest_atom_id, ${alias}.keywords, ${alias}.field_names, ${alias}.field_values`
+  );
 }
 
 /** The filters' view of one asset_state row (also used by the coalescer's claim). */
 export function assetStateFromRow(row: AssetStateRow): AssetState {
   return {
-    assetId: row.asset_id, assetUuid: row.asset_uuid, supertype: row.supertype, parentId: row.parent_id, state: row.state,
-    schemaId: row.schema_id, typeId: row.type_id, domainId: row.domain_id, latestAtomId: row.latest_atom_id,
-    keywords: row.keywords, fieldNames: row.field_names, fieldValues: row.field_values,
+    assetId: row.asset_id,
+    assetUuid: row.asset_uuid,
+    supertype: row.supertype,
+    parentId: row.parent_id,
+    state: row.state,
+    schemaId: row.schema_id,
+    typeId: row.type_id,
+    domainId: row.domain_id,
+    latestAtomId: row.latest_atom_id,
+    keywords: row.keywords,
+    fieldNames: row.field_names,
+    fieldValues: row.field_values,
   };
 }
 
@@ -46,10 +57,14 @@ export function assetStateFromRow(row: AssetStateRow): AssetState {
  * do not mind.
  */
 export async function readAssetState(pool: pg.Pool, assetId: DecimalId): Promise<AssetState | null> {
-  const { rows } = await pool.query<AssetStateRow>(`select ${assetStateColumns('s')} from asset_webhooks.asset_state s where s.asset_id = $1::bigint`, [assetId]);
+  const { rows } = await pool.query<AssetStateRow>(
+    `select ${assetStateColumns('s')} from asset_webhooks.asset_state s where s.asset_id = $1::bigint`,
+    [assetId],
+  );
   const row = rows[0];
   if (!row) return null;
-  const fields = row.field_names.map((name, i) => [name, row.field_values[i]!] as const)
+  const fields = row.field_names
+    .map((name, i) => [name, row.field_values[i]!] as const)
     .sort(([a, x], [b, y]) => compare(a, b) || compare(x, y));
   return assetStateFromRow({
     ...row,

@@ -19,7 +19,9 @@ pg.types.setTypeParser(pg.types.builtins.INT8, parseInt8);
 export function parseInt8(value: string): number {
   const number = Number(value);
   if (!Number.isSafeInteger(number)) {
-    throw new RangeError(`bigint ${value}: expected a value within +-(2^53 - 1) to read as a number; a column that can hold larger values must be selected as text`);
+    throw new RangeError(
+      `bigint ${value}: expected a value within +-(2^53 - 1) to read as a number; a column that can hold larger values must be selected as text`,
+    );
   }
   return number;
 }
@@ -69,9 +71,24 @@ export function createPool(databaseUrl: string, options: { max?: number; applica
  * connections. SQLSTATE class 08 (connection exception) is matched by prefix.
  */
 const CONNECTION_ERROR_CODES = new Set([
-  'ENOENT', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'EPIPE', 'ETIMEDOUT',
-  'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN', 'ENETRESET',
-  '57P01', '57P02', '57P03', '57P05', '53300',
+  'ENOENT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'EHOSTDOWN',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'ENETRESET',
+  '57P01',
+  '57P02',
+  '57P03',
+  '57P05',
+  '53300',
 ]);
 
 /** What pg says, without a code, when a connection ends or cannot be used. */
@@ -88,8 +105,12 @@ export function isConnectionError(error: unknown): boolean {
   if (error instanceof AggregateError) return error.errors.some(isConnectionError);
   if (!(error instanceof Error)) return false;
   const code = String((error as { code?: unknown }).code ?? '');
-  return CONNECTION_ERROR_CODES.has(code) || code.startsWith('08') || CONNECTION_LOST_MESSAGE.test(error.message)
-    || (error.cause !== undefined && error.cause !== error && isConnectionError(error.cause));
+  return (
+    CONNECTION_ERROR_CODES.has(code) ||
+    code.startsWith('08') ||
+    CONNECTION_LOST_MESSAGE.test(error.message) ||
+    (error.cause !== undefined && error.cause !== error && isConnectionError(error.cause))
+  );
 }
 
 /** The schemes node-postgres reads a connection string with (any case, as URL parsing lowers it). */
@@ -107,22 +128,35 @@ const KEYWORD_VALUE = /^\s*[A-Za-z_]+\s*=/;
 export function requireDatabaseUrl(option: string | undefined): string {
   const url = option ?? process.env.DATABASE_URL;
   if (!url) {
-    throw new UserError('database_url_missing', '--database-url: expected a PostgreSQL URL (or the environment variable DATABASE_URL), got nothing');
+    throw new UserError(
+      'database_url_missing',
+      '--database-url: expected a PostgreSQL URL (or the environment variable DATABASE_URL), got nothing',
+    );
   }
   const expected = `--database-url: expected a URL such as postgres://user@host:5432/database or postgres://user@/database?host=/var/run/postgresql (from ${option ? 'the option' : 'DATABASE_URL'})`;
   if (KEYWORD_VALUE.test(url)) {
-    throw new UserError('database_url_invalid', `${expected}, got a keyword/value connection string, which node-postgres does not read: write it as a URL`);
+    throw new UserError(
+      'database_url_invalid',
+      `${expected}, got a keyword/value connection string, which node-postgres does not read: write it as a URL`,
+    );
   }
   if (url.startsWith('/')) return url;
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):/.exec(url)?.[1];
   if (!DATABASE_URL_SCHEME.test(url)) {
-    throw new UserError('database_url_invalid', `${expected}, got ${scheme ? `one with scheme ${scheme}:` : 'a value that is not a URL'}`);
+    throw new UserError(
+      'database_url_invalid',
+      `${expected}, got ${scheme ? `one with scheme ${scheme}:` : 'a value that is not a URL'}`,
+    );
   }
   try {
     // What pg does with it on connecting; its errors do not repeat the input.
     parseConnectionString(url);
   } catch (error) {
-    throw new UserError('database_url_invalid', `${expected}, got one that node-postgres cannot read (${redactUrl(describeError(error))})`, { cause: error });
+    throw new UserError(
+      'database_url_invalid',
+      `${expected}, got one that node-postgres cannot read (${redactUrl(describeError(error))})`,
+      { cause: error },
+    );
   }
   return url;
 }
@@ -137,7 +171,8 @@ export function requireDatabaseUrl(option: string | undefined): string {
 export function redactUrl(url: string): string {
   const userinfo = url.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#@:]*:)[^/?#]*@/, '$1***@');
   const query = userinfo.replace(/([?&])([^&#=]*)=([^&#]*)/g, (whole, separator: string, name: string) =>
-    /password/i.test(decodeName(name)) ? `${separator}${name}=***` : whole);
+    /password/i.test(decodeName(name)) ? `${separator}${name}=***` : whole,
+  );
   return query.replace(/(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&#]*)/gi, '$1***');
 }
 
@@ -167,7 +202,9 @@ export function describeError(error: unknown): string {
   if (error instanceof AggregateError && error.errors.length > 0) return describeError(error.errors[0]);
   if (error instanceof Error) {
     const code = (error as { code?: unknown }).code;
-    return code && !error.message.includes(String(code)) ? `${error.message} (${String(code)})` : error.message || error.name;
+    return code && !error.message.includes(String(code))
+      ? `${error.message} (${String(code)})`
+      : error.message || error.name;
   }
   return String(error);
 }

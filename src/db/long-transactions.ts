@@ -14,7 +14,12 @@ export interface OldTransaction {
  * Without pg_read_all_stats a role sees only its own sessions' transactions.
  */
 export async function oldestTransactionAge(pool: pg.Pool): Promise<OldTransaction | null> {
-  const { rows } = await pool.query<{ seconds: number; pid: number | null; application_name: string | null; state: string | null }>(
+  const { rows } = await pool.query<{
+    seconds: number;
+    pid: number | null;
+    application_name: string | null;
+    state: string | null;
+  }>(
     `select extract(epoch from now() - started)::float8 as seconds, pid, application_name, state
      from (
        select xact_start as started, pid, application_name, state from pg_stat_activity
@@ -25,5 +30,7 @@ export async function oldestTransactionAge(pool: pg.Pool): Promise<OldTransactio
      order by started limit 1`,
   );
   const row = rows[0];
-  return row ? { seconds: Math.max(0, row.seconds), pid: row.pid, applicationName: row.application_name, state: row.state } : null;
+  return row
+    ? { seconds: Math.max(0, row.seconds), pid: row.pid, applicationName: row.application_name, state: row.state }
+    : null;
 }

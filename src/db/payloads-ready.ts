@@ -10,5 +10,5 @@ export const PAYLOADS_READY_CHANNEL = 'asset_webhooks_payloads_ready';
 
 /** Wakes every delivery pump once the caller's transaction commits (at once outside one). */
 export async function announcePayloadsReady(client: pg.ClientBase | pg.Pool): Promise<void> {
-  await client.query('select pg_notify($1, \'\')', [PAYLOADS_READY_CHANNEL]);
+  await client.query("select pg_notify($1, '')", [PAYLOADS_READY_CHANNEL]);
 }

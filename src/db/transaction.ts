@@ -5,7 +5,9 @@ import type pg from 'pg';
  * client): commit when it resolves, rollback when it throws.
  */
 export async function inTransaction<T>(
-  source: pg.Pool | pg.PoolClient, work: (client: pg.PoolClient) => Promise<T>, isolation?: 'repeatable read',
+  source: pg.Pool | pg.PoolClient,
+  work: (client: pg.PoolClient) => Promise<T>,
+  isolation?: 'repeatable read',
 ): Promise<T> {
   const client = 'release' in source ? source : await source.connect();
   try {

@@ -15,13 +15,18 @@ export class DemoActivity {
   /** Statements that failed (shown on the dashboard; the demo goes on). */
   errors = 0;
 
-  constructor(private readonly pool: pg.Pool, private readonly random: () => number = Math.random) {}
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly random: () => number = Math.random,
+  ) {}
 
   start(everyMs: number): void {
     this.timer = setInterval(() => {
-      this.running = this.running.then(() => this.once()).catch(() => {
-        this.errors += 1;
-      });
+      this.running = this.running
+        .then(() => this.once())
+        .catch(() => {
+          this.errors += 1;
+        });
     }, everyMs);
   }
 
@@ -36,7 +41,8 @@ export class DemoActivity {
 
   private async anyAsset(where = 'true'): Promise<number | null> {
     const { rows } = await this.pool.query<{ asset_id: number }>(
-      `select asset_id from assets where ${where} order by random() limit 1`);
+      `select asset_id from assets where ${where} order by random() limit 1`,
+    );
     return rows[0]?.asset_id ?? null;
   }
 
@@ -50,12 +56,19 @@ export class DemoActivity {
       if (id === null) return;
       // A burst of edits: they collapse into one EDITED.
       for (let i = 0; i < 3; i += 1) {
-        await this.pool.query('update assets set title = $2, state = $3 where asset_id = $1', [id, `edit ${this.step}.${i}`, this.pick(STATES)]);
+        await this.pool.query('update assets set title = $2, state = $3 where asset_id = $1', [
+          id,
+          `edit ${this.step}.${i}`,
+          this.pick(STATES),
+        ]);
       }
     } else if (roll < 0.7) {
       const id = await this.anyAsset('trashed_at is null');
       if (id === null) return;
-      const { rows } = await this.pool.query<{ atom_id: number }>('insert into asset_atoms (asset_id) values ($1) returning atom_id', [id]);
+      const { rows } = await this.pool.query<{ atom_id: number }>(
+        'insert into asset_atoms (asset_id) values ($1) returning atom_id',
+        [id],
+      );
       await this.pool.query('update assets set latest_atom_id = $2 where asset_id = $1', [id, rows[0]!.atom_id]);
     } else if (roll < 0.8) {
       const id = await this.anyAsset('trashed_at is null');
@@ -68,7 +81,11 @@ export class DemoActivity {
       if (id !== null) await this.pool.query('delete from assets where asset_id = $1', [id]);
     } else {
       const id = await this.anyAsset();
-      if (id !== null) await this.pool.query('insert into asset_keywords values ($1, $2) on conflict do nothing', [id, this.pick(KEYWORDS)]);
+      if (id !== null)
+        await this.pool.query('insert into asset_keywords values ($1, $2) on conflict do nothing', [
+          id,
+          this.pick(KEYWORDS),
+        ]);
     }
   }
 
@@ -80,9 +97,13 @@ export class DemoActivity {
       const parent = this.random() < 0.2 ? await this.anyAsset("supertype = 'Resource'") : null;
       const { rows } = await client.query<{ asset_id: number }>(
         'insert into assets (supertype, parent_id, state, schema_id, type_id, domain_id, title) values ($1, $2, $3, 1, 2, 3, $4) returning asset_id',
-        [supertype, parent, this.pick(STATES), `asset ${this.step}`]);
+        [supertype, parent, this.pick(STATES), `asset ${this.step}`],
+      );
       const id = rows[0]!.asset_id;
-      const { rows: atoms } = await client.query<{ atom_id: number }>('insert into asset_atoms (asset_id) values ($1) returning atom_id', [id]);
+      const { rows: atoms } = await client.query<{ atom_id: number }>(
+        'insert into asset_atoms (asset_id) values ($1) returning atom_id',
+        [id],
+      );
       await client.query('update assets set latest_atom_id = $2 where asset_id = $1', [id, atoms[0]!.atom_id]);
       await client.query('insert into asset_keywords values ($1, $2)', [id, this.pick(KEYWORDS)]);
       await client.query('commit');

@@ -65,7 +65,10 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     const crm = await startReceiver('crm', () => 200);
     // Every 7th request fails with 503 (retried); the 8th is refused with 400 (a dead letter).
     const shop = await startReceiver('shop', (n) => (n === 8 ? 400 : n % 7 === 0 ? 503 : 200));
-    cleanups.push(() => crm.close(), () => shop.close());
+    cleanups.push(
+      () => crm.close(),
+      () => shop.close(),
+    );
 
     const configPath = path.join(directory, 'demo-config.yaml');
     writeFileSync(configPath, demoConfig(crm.url, shop.url));
@@ -107,7 +110,9 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     // Figures read at the end; a database already going away (the demo was
     // stopped with the server) does not hide what the receivers got.
     const final = await readDashboard(pool).catch(() => null);
-    out.write(`\nstopping. receivers got: crm ${crm.stats.events} events in ${crm.stats.accepted} payloads, shop ${shop.stats.events} events in ${shop.stats.accepted} payloads (${shop.stats.requests - shop.stats.accepted} refused)\n`);
+    out.write(
+      `\nstopping. receivers got: crm ${crm.stats.events} events in ${crm.stats.accepted} payloads, shop ${shop.stats.events} events in ${shop.stats.accepted} payloads (${shop.stats.requests - shop.stats.accepted} refused)\n`,
+    );
     if (final) out.write(`dead letters: ${final.rows.reduce((n, row) => n + row.deadLetters, 0)}\n`);
     if (external) out.write(`the demo's tables stay in ${shownUrl} for trace, events and dead-letters.\n`);
   } finally {
@@ -128,8 +133,10 @@ async function assertEmptyForDemo(pool: pg.Pool, shownUrl: string): Promise<void
      where c.relnamespace = 'public'::regnamespace and c.relname in ('assets', 'asset_atoms', 'asset_keywords', 'asset_additional_fields')`,
   );
   if (rows.length > 0) {
-    throw new UserError('demo_database_not_empty',
-      `--database-url: expected an empty database for the demo (it installs the reference asset schema and writes simulated assets), got ${shownUrl} with ${rows.map((row) => row.name).join(', ')}`);
+    throw new UserError(
+      'demo_database_not_empty',
+      `--database-url: expected an empty database for the demo (it installs the reference asset schema and writes simulated assets), got ${shownUrl} with ${rows.map((row) => row.name).join(', ')}`,
+    );
   }
 }
 

@@ -29,7 +29,10 @@ export async function startReceiver(name: string, answer: (request: number) => n
       stats.requests += 1;
       const status = answer(stats.requests);
       if (status >= 200 && status < 300) {
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { count: number; events: Array<{ eventId: string }> };
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+          count: number;
+          events: Array<{ eventId: string }>;
+        };
         stats.accepted += 1;
         stats.events += body.count;
         stats.lastEventId = body.events.at(-1)?.eventId ?? stats.lastEventId;
@@ -44,9 +47,10 @@ export async function startReceiver(name: string, answer: (request: number) => n
     name,
     url: `http://127.0.0.1:${port}/${name}/assets`,
     stats,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

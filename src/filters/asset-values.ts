@@ -12,7 +12,9 @@ export function assetValues(asset: AssetState, kind: FilterKind, fieldName?: str
     case 'keywords':
       return asset.keywords;
     case 'additionalFields':
-      return fieldName === undefined ? asset.fieldValues : asset.fieldValues.filter((_, index) => asset.fieldNames[index] === fieldName);
+      return fieldName === undefined
+        ? asset.fieldValues
+        : asset.fieldValues.filter((_, index) => asset.fieldNames[index] === fieldName);
     case 'state':
       return asset.state === null ? [] : [asset.state];
     case 'schemaId':

@@ -147,7 +147,10 @@ function namedFieldPresence(listed: readonly string[], fieldName: string): Prese
  * A single-valued field has at most one value, so AND can only pass when the
  * list names exactly one distinct value, and then AND is ANY.
  */
-function singlePresence(listed: readonly string[], present: (asset: AssetState, wanted: ReadonlySet<string>) => boolean): Presence {
+function singlePresence(
+  listed: readonly string[],
+  present: (asset: AssetState, wanted: ReadonlySet<string>) => boolean,
+): Presence {
   const wanted = new Set(listed);
   const any: AssetTest = (asset) => present(asset, wanted);
   return { any, all: wanted.size === 1 ? any : () => false };
@@ -160,7 +163,11 @@ function singlePresence(listed: readonly string[], present: (asset: AssetState, 
  * parentId the listed `null` matches a top-level asset; an absent
  * schemaId/typeId/domainId has no value.
  */
-function numberPresence(listed: readonly string[], read: (asset: AssetState) => DecimalId | null, nullMatchesListedNull: boolean): Presence {
+function numberPresence(
+  listed: readonly string[],
+  read: (asset: AssetState) => DecimalId | null,
+  nullMatchesListedNull: boolean,
+): Presence {
   const wantsNull = nullMatchesListedNull && listed.includes('null');
   return singlePresence(listed, (asset, wanted) => {
     const value = read(asset);

@@ -44,30 +44,57 @@ export function explainWebhook(webhook: WebhookConfig, eventType: EventType, ass
     }
   };
 
-  record('disabled', webhook.enabled, webhook.enabled ? 'the webhook is enabled' : 'the webhook is disabled: it receives nothing, PURGED included');
+  record(
+    'disabled',
+    webhook.enabled,
+    webhook.enabled ? 'the webhook is enabled' : 'the webhook is disabled: it receives nothing, PURGED included',
+  );
   if (eventType === 'PURGED' && excludedBy === null) {
-    checks.push({ check: 'purged_bypass', verdict: 'pass', detail: 'PURGED passes every check and is always delivered' });
+    checks.push({
+      check: 'purged_bypass',
+      verdict: 'pass',
+      detail: 'PURGED passes every check and is always delivered',
+    });
     purgedBypass = true;
   }
 
   const typeOk = webhook.resourceTypes.includes(asset.supertype);
-  record('resource_type', typeOk, `supertype ${JSON.stringify(asset.supertype)} ${typeOk ? 'is' : 'is not'} in resourceTypes [${webhook.resourceTypes.join(', ')}]`);
+  record(
+    'resource_type',
+    typeOk,
+    `supertype ${JSON.stringify(asset.supertype)} ${typeOk ? 'is' : 'is not'} in resourceTypes [${webhook.resourceTypes.join(', ')}]`,
+  );
 
   const eventOk = webhook.eventTypes.includes(eventType);
-  record('event_type', eventOk, `${eventType} ${eventOk ? 'is' : 'is not'} in eventTypes [${webhook.eventTypes.join(', ')}]`);
+  record(
+    'event_type',
+    eventOk,
+    `${eventType} ${eventOk ? 'is' : 'is not'} in eventTypes [${webhook.eventTypes.join(', ')}]`,
+  );
 
   const parentFilter = hasParentIdFilter(webhook);
-  record('parent', parentFilter || asset.parentId === null, parentFilter
-    ? 'a parentId filter is configured: it replaces the top-level-only default'
-    : asset.parentId === null
-      ? 'the asset is top-level (parentId null)'
-      : `the asset is a child (parentId ${asset.parentId}); only top-level assets pass without a parentId filter`);
+  record(
+    'parent',
+    parentFilter || asset.parentId === null,
+    parentFilter
+      ? 'a parentId filter is configured: it replaces the top-level-only default'
+      : asset.parentId === null
+        ? 'the asset is top-level (parentId null)'
+        : `the asset is a child (parentId ${asset.parentId}); only top-level assets pass without a parentId filter`,
+  );
 
   webhook.filters.forEach((group, index) => {
     record(`filter:${index + 1}`, groupPasses(group, asset), describeGroup(group, asset));
   });
 
-  return { webhookId: webhook.id, eventType, assetId: asset.assetId, delivered: excludedBy === null, excludedBy, checks };
+  return {
+    webhookId: webhook.id,
+    eventType,
+    assetId: asset.assetId,
+    delivered: excludedBy === null,
+    excludedBy,
+    checks,
+  };
 }
 
 /** `keywords ANY [summer, winter]: the asset has [summer], matching [summer]: at least one is present`. */
@@ -76,12 +103,21 @@ function describeGroup(group: FilterGroup, asset: AssetState): string {
   const distinct = [...new Set(group.value)];
   const present = distinct.filter((value) => values.includes(value));
   const missing = distinct.filter((value) => !values.includes(value));
-  const field = group.filterKind === 'additionalFields' && group.fieldName !== undefined ? `additionalFields[${group.fieldName}]` : group.filterKind;
+  const field =
+    group.filterKind === 'additionalFields' && group.fieldName !== undefined
+      ? `additionalFields[${group.fieldName}]`
+      : group.filterKind;
   const has = values.length === 0 ? 'the asset has no value' : `the asset has [${values.join(', ')}]`;
   const matching = present.length > 0 ? `matching [${present.join(', ')}]` : 'matching none';
   const rule = {
-    AND: missing.length === 0 ? 'every listed value is present' : `AND needs every listed value, missing [${missing.join(', ')}]`,
-    ANY: present.length > 0 ? 'at least one listed value is present' : 'ANY needs at least one listed value, none is present',
+    AND:
+      missing.length === 0
+        ? 'every listed value is present'
+        : `AND needs every listed value, missing [${missing.join(', ')}]`,
+    ANY:
+      present.length > 0
+        ? 'at least one listed value is present'
+        : 'ANY needs at least one listed value, none is present',
     NONE: present.length === 0 ? 'no listed value is present' : 'NONE allows no listed value, but some are present',
   }[group.condition];
   return `${field} ${group.condition} [${group.value.join(', ')}]: ${has}, ${matching}: ${rule}`;

@@ -11,7 +11,11 @@ import type { WebhookChecks } from './compile.js';
  * compiled predicate (compile.ts) and the explanation (explain.ts) are tested
  * against.
  */
-export function referenceEvaluate(webhook: WebhookChecks, eventType: EventType, asset: AssetState): ExclusionCheck | null {
+export function referenceEvaluate(
+  webhook: WebhookChecks,
+  eventType: EventType,
+  asset: AssetState,
+): ExclusionCheck | null {
   if (!webhook.enabled) return 'disabled';
   if (eventType === 'PURGED') return null;
   if (!webhook.resourceTypes.includes(asset.supertype)) return 'resource_type';

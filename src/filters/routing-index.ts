@@ -43,7 +43,10 @@ export class RoutingIndex {
   private readonly byParentId = new Map<string, number[]>();
   private readonly unkeyed: readonly number[];
   /** The unkeyed webhooks that pass the checks before the filters: by top-level and event type, then supertype. */
-  private readonly unkeyedBy: ReadonlyArray<Map<string, number[]>> = Array.from({ length: EVENT_TYPES.length * 2 }, () => new Map());
+  private readonly unkeyedBy: ReadonlyArray<Map<string, number[]>> = Array.from(
+    { length: EVENT_TYPES.length * 2 },
+    () => new Map(),
+  );
   /** Per webhook, the stamp of the last event that found it (each is evaluated once per event). */
   private readonly seen: Uint32Array;
   private stamp = 0;
@@ -99,18 +102,24 @@ export class RoutingIndex {
     }
     const topLevel = asset.parentId === null;
     this.consider(this.unkeyedFor(eventType, asset.supertype, topLevel), eventType, asset);
-    if (this.byKeyword.size > 0) for (const keyword of asset.keywords) this.consider(this.byKeyword.get(keyword), eventType, asset);
-    if (this.byFieldValue.size > 0) for (const value of asset.fieldValues) this.consider(this.byFieldValue.get(value), eventType, asset);
+    if (this.byKeyword.size > 0)
+      for (const keyword of asset.keywords) this.consider(this.byKeyword.get(keyword), eventType, asset);
+    if (this.byFieldValue.size > 0)
+      for (const value of asset.fieldValues) this.consider(this.byFieldValue.get(value), eventType, asset);
     if (this.byNamedField.size > 0) {
       for (let i = 0; i < asset.fieldNames.length; i += 1) {
         this.consider(this.byNamedField.get(asset.fieldNames[i]!)?.get(asset.fieldValues[i]!), eventType, asset);
       }
     }
     if (asset.state !== null && this.byState.size > 0) this.consider(this.byState.get(asset.state), eventType, asset);
-    if (asset.schemaId !== null && this.bySchemaId.size > 0) this.consider(this.bySchemaId.get(String(asset.schemaId)), eventType, asset);
-    if (asset.typeId !== null && this.byTypeId.size > 0) this.consider(this.byTypeId.get(String(asset.typeId)), eventType, asset);
-    if (asset.domainId !== null && this.byDomainId.size > 0) this.consider(this.byDomainId.get(String(asset.domainId)), eventType, asset);
-    if (this.byParentId.size > 0) this.consider(this.byParentId.get(topLevel ? 'null' : String(asset.parentId)), eventType, asset);
+    if (asset.schemaId !== null && this.bySchemaId.size > 0)
+      this.consider(this.bySchemaId.get(String(asset.schemaId)), eventType, asset);
+    if (asset.typeId !== null && this.byTypeId.size > 0)
+      this.consider(this.byTypeId.get(String(asset.typeId)), eventType, asset);
+    if (asset.domainId !== null && this.byDomainId.size > 0)
+      this.consider(this.byDomainId.get(String(asset.domainId)), eventType, asset);
+    if (this.byParentId.size > 0)
+      this.consider(this.byParentId.get(topLevel ? 'null' : String(asset.parentId)), eventType, asset);
     return found;
   }
 
@@ -135,8 +144,12 @@ export class RoutingIndex {
     const bySupertype = this.unkeyedBy[EVENT_TYPES.indexOf(eventType) * 2 + (topLevel ? 1 : 0)]!;
     let list = bySupertype.get(supertype);
     if (list === undefined) {
-      list = this.unkeyed.filter((index) => this.eventTypes[index]!.has(eventType) && this.resourceTypes[index]!.has(supertype)
-        && (topLevel || !this.topLevelOnly[index]));
+      list = this.unkeyed.filter(
+        (index) =>
+          this.eventTypes[index]!.has(eventType) &&
+          this.resourceTypes[index]!.has(supertype) &&
+          (topLevel || !this.topLevelOnly[index]),
+      );
       bySupertype.set(supertype, list);
     }
     return list;

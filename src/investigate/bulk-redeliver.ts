@@ -6,8 +6,16 @@ import type { DeadLetterReason } from '../interfaces.js';
 import type { WebhookState } from './dead-letters.js';
 
 /** Every dead-letter reason, for `--reason`; the check below fails to compile when the type gains one that is missing here. */
-export const DEAD_LETTER_REASONS = ['rejected', 'retries_exhausted', 'expired', 'too_large', 'webhook_removed'] as const satisfies readonly DeadLetterReason[];
-const everyReasonListed: [Exclude<DeadLetterReason, (typeof DEAD_LETTER_REASONS)[number]>] extends [never] ? true : never = true;
+export const DEAD_LETTER_REASONS = [
+  'rejected',
+  'retries_exhausted',
+  'expired',
+  'too_large',
+  'webhook_removed',
+] as const satisfies readonly DeadLetterReason[];
+const everyReasonListed: [Exclude<DeadLetterReason, (typeof DEAD_LETTER_REASONS)[number]>] extends [never]
+  ? true
+  : never = true;
 void everyReasonListed;
 
 /**
@@ -52,20 +60,31 @@ const MATCHING = `p.webhook_id = $1 and p.status = 'dead_lettered'
 export async function redeliverDeadLetters(
   pool: pg.Pool,
   selection: DeadLetterSelection,
-  { dryRun = false, requestedBy = `${os.userInfo().username}@${os.hostname()}` }: { dryRun?: boolean; requestedBy?: string } = {},
+  {
+    dryRun = false,
+    requestedBy = `${os.userInfo().username}@${os.hostname()}`,
+  }: { dryRun?: boolean; requestedBy?: string } = {},
 ): Promise<BulkRedelivery> {
   const parameters = [selection.webhookId, selection.from ?? null, selection.to ?? null, selection.reason ?? null];
   const counted = await inTransaction(pool, async (client) => {
     if (dryRun) {
-      const { rows: [row] } = await client.query<{ count: number; first: number | null; last: number | null }>(
+      const {
+        rows: [row],
+      } = await client.query<{ count: number; first: number | null; last: number | null }>(
         `select count(*)::int as count, min(p.payload_id) as first, max(p.payload_id) as last from asset_webhooks.payloads p where ${MATCHING}`,
-        parameters);
+        parameters,
+      );
       return row!;
     }
     // Locked in payload order, as the single redelivery locks its one row, so a
     // delivery settling one of them meanwhile waits rather than interleaves.
-    await client.query(`select 1 from asset_webhooks.payloads p where ${MATCHING} order by p.payload_id for update`, parameters);
-    const { rows: [row] } = await client.query<{ count: number; first: number | null; last: number | null }>(
+    await client.query(
+      `select 1 from asset_webhooks.payloads p where ${MATCHING} order by p.payload_id for update`,
+      parameters,
+    );
+    const {
+      rows: [row],
+    } = await client.query<{ count: number; first: number | null; last: number | null }>(
       `with started as (
          update asset_webhooks.payloads t
          set status = 'pending', series = t.series + 1, series_started_at = clock_timestamp(), attempts = 0, dispatched = false,
@@ -79,15 +98,27 @@ export async function redeliverDeadLetters(
          select s.payload_id, s.series, $5, s.previous_reason from started s
        )
        select count(*)::int as count, min(payload_id) as first, max(payload_id) as last from started`,
-      [...parameters, requestedBy]);
+      [...parameters, requestedBy],
+    );
     return row!;
   });
-  const { rows: [webhook] } = await pool.query<{ enabled: boolean; paused: boolean }>(
-    'select enabled, paused_since is not null as paused from asset_webhooks.webhooks where webhook_id = $1', [selection.webhookId]);
-  const webhookState: WebhookState = webhook === undefined ? 'not_configured'
-    : !webhook.enabled ? 'disabled' : webhook.paused ? 'paused' : 'enabled';
+  const {
+    rows: [webhook],
+  } = await pool.query<{ enabled: boolean; paused: boolean }>(
+    'select enabled, paused_since is not null as paused from asset_webhooks.webhooks where webhook_id = $1',
+    [selection.webhookId],
+  );
+  const webhookState: WebhookState =
+    webhook === undefined ? 'not_configured' : !webhook.enabled ? 'disabled' : webhook.paused ? 'paused' : 'enabled';
   // The pumps are woken once committed, as after a single redelivery; if this
   // fails, their next poll finds the payloads.
   if (!dryRun && counted.count > 0) await announcePayloadsReady(pool).catch(() => {});
-  return { webhookId: selection.webhookId, count: counted.count, firstPayloadId: counted.first, lastPayloadId: counted.last, dryRun, webhookState };
+  return {
+    webhookId: selection.webhookId,
+    count: counted.count,
+    firstPayloadId: counted.first,
+    lastPayloadId: counted.last,
+    dryRun,
+    webhookState,
+  };
 }

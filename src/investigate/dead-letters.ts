@@ -29,21 +29,34 @@ export async function listDeadLetters(pool: pg.Pool, webhookId?: string): Promis
   if (webhookId !== undefined) query = query.where('webhook_id', '=', webhookId);
   const rows = await query.orderBy('dead_lettered_at', 'desc').limit(10_000).execute();
   return rows.map((row) => ({
-    payloadId: row.payload_id, webhookId: row.webhook_id, reason: row.reason, attempts: row.attempts, series: row.series, lastStatusCode: row.last_status_code,
-    lastError: row.last_error, eventCount: row.event_count, eventIds: row.event_ids, createdAt: row.created_at,
-    lastAttemptAt: row.last_attempt_at, deadLetteredAt: row.dead_lettered_at,
+    payloadId: row.payload_id,
+    webhookId: row.webhook_id,
+    reason: row.reason,
+    attempts: row.attempts,
+    series: row.series,
+    lastStatusCode: row.last_status_code,
+    lastError: row.last_error,
+    eventCount: row.event_count,
+    eventIds: row.event_ids,
+    createdAt: row.created_at,
+    lastAttemptAt: row.last_attempt_at,
+    deadLetteredAt: row.dead_lettered_at,
   }));
 }
 
 export function renderDeadLetters(letters: readonly DeadLetter[]): string {
   if (letters.length === 0) return 'the dead-letter store is empty';
-  return letters.map((l) => [
-    `payload ${l.payloadId}  webhook ${l.webhookId}  ${l.reason}  dead-lettered ${l.deadLetteredAt.toISOString()}`,
-    `    ${l.eventCount} events, ${l.attempts} attempt(s)${l.series > 1 ? ` since redelivery ${l.series - 1}` : ''}, ` +
-      `last result: ${l.lastStatusCode !== null ? `HTTP ${l.lastStatusCode}` : l.lastError ?? 'none'}`,
-    `    first events: ${l.eventIds.slice(0, 3).join(', ')}${l.eventIds.length > 3 ? ', ...' : ''}`,
-    `    redeliver: asset-webhooks dead-letters redeliver ${l.payloadId}${l.reason === 'webhook_removed' ? ' --to WEBHOOK_ID' : ''}`,
-  ].join('\n')).join('\n');
+  return letters
+    .map((l) =>
+      [
+        `payload ${l.payloadId}  webhook ${l.webhookId}  ${l.reason}  dead-lettered ${l.deadLetteredAt.toISOString()}`,
+        `    ${l.eventCount} events, ${l.attempts} attempt(s)${l.series > 1 ? ` since redelivery ${l.series - 1}` : ''}, ` +
+          `last result: ${l.lastStatusCode !== null ? `HTTP ${l.lastStatusCode}` : (l.lastError ?? 'none')}`,
+        `    first events: ${l.eventIds.slice(0, 3).join(', ')}${l.eventIds.length > 3 ? ', ...' : ''}`,
+        `    redeliver: asset-webhooks dead-letters redeliver ${l.payloadId}${l.reason === 'webhook_removed' ? ' --to WEBHOOK_ID' : ''}`,
+      ].join('\n'),
+    )
+    .join('\n');
 }
 
 /**
@@ -76,28 +89,60 @@ export interface Redelivery {
  * moved payload does not wait. In the new webhook's queue it takes its place
  * by payload id: before the payloads created after it.
  */
-export async function redeliver(pool: pg.Pool, payloadId: number, requestedBy = `${os.userInfo().username}@${os.hostname()}`, to?: string): Promise<Redelivery> {
+export async function redeliver(
+  pool: pg.Pool,
+  payloadId: number,
+  requestedBy = `${os.userInfo().username}@${os.hostname()}`,
+  to?: string,
+): Promise<Redelivery> {
   const redelivered = await inTransaction(pool, async (client) => {
-    const { rows } = await client.query<{ status: string; webhook_id: string; series: number; dead_letter_reason: string | null }>(
-      'select status, webhook_id, series, dead_letter_reason from asset_webhooks.payloads where payload_id = $1 for update', [payloadId]);
+    const { rows } = await client.query<{
+      status: string;
+      webhook_id: string;
+      series: number;
+      dead_letter_reason: string | null;
+    }>(
+      'select status, webhook_id, series, dead_letter_reason from asset_webhooks.payloads where payload_id = $1 for update',
+      [payloadId],
+    );
     const payload = rows[0];
-    if (!payload) throw new UserError('unknown_payload', `PAYLOAD_ID: expected the id of a dead-lettered payload, got ${payloadId} (no such payload)`);
+    if (!payload)
+      throw new UserError(
+        'unknown_payload',
+        `PAYLOAD_ID: expected the id of a dead-lettered payload, got ${payloadId} (no such payload)`,
+      );
     if (payload.status !== 'dead_lettered') {
-      throw new UserError('not_dead_lettered', `payload ${payloadId}: expected a dead-lettered payload, got one that is ${payload.status}`);
+      throw new UserError(
+        'not_dead_lettered',
+        `payload ${payloadId}: expected a dead-lettered payload, got one that is ${payload.status}`,
+      );
     }
     const webhookId = to ?? payload.webhook_id;
     // Locked against a concurrent recording of the configuration that would disable it.
-    const { rows: [webhook] } = await client.query<{ enabled: boolean; paused: boolean }>(
-      'select enabled, paused_since is not null as paused from asset_webhooks.webhooks where webhook_id = $1 for share', [webhookId]);
-    const webhookState: WebhookState = webhook === undefined ? 'not_configured'
-      : !webhook.enabled ? 'disabled' : webhook.paused ? 'paused' : 'enabled';
+    const {
+      rows: [webhook],
+    } = await client.query<{ enabled: boolean; paused: boolean }>(
+      'select enabled, paused_since is not null as paused from asset_webhooks.webhooks where webhook_id = $1 for share',
+      [webhookId],
+    );
+    const webhookState: WebhookState =
+      webhook === undefined ? 'not_configured' : !webhook.enabled ? 'disabled' : webhook.paused ? 'paused' : 'enabled';
     // A paused webhook is enabled: the moved payload waits for its resume without expiring.
     if (to !== undefined && (webhookState === 'disabled' || webhookState === 'not_configured')) {
       const { rows: enabled } = await client.query<{ webhook_id: string }>(
-        'select webhook_id from asset_webhooks.webhooks where enabled order by webhook_id limit 21');
-      const shown = enabled.length === 0 ? 'none' : enabled.slice(0, 20).map((row) => row.webhook_id).join(', ') + (enabled.length > 20 ? ', ...' : '');
-      throw new UserError('webhook_not_enabled',
-        `--to: expected an enabled webhook of the running service (${shown}), got ${JSON.stringify(to)} (${webhookState === 'disabled' ? 'disabled or no longer configured' : 'never run with'})`);
+        'select webhook_id from asset_webhooks.webhooks where enabled order by webhook_id limit 21',
+      );
+      const shown =
+        enabled.length === 0
+          ? 'none'
+          : enabled
+              .slice(0, 20)
+              .map((row) => row.webhook_id)
+              .join(', ') + (enabled.length > 20 ? ', ...' : '');
+      throw new UserError(
+        'webhook_not_enabled',
+        `--to: expected an enabled webhook of the running service (${shown}), got ${JSON.stringify(to)} (${webhookState === 'disabled' ? 'disabled or no longer configured' : 'never run with'})`,
+      );
     }
     const movedFrom = webhookId === payload.webhook_id ? null : payload.webhook_id;
     const series = payload.series + 1;
@@ -105,10 +150,13 @@ export async function redeliver(pool: pg.Pool, payloadId: number, requestedBy = 
       `update asset_webhooks.payloads
        set webhook_id = $3, status = 'pending', series = $2, series_started_at = clock_timestamp(), attempts = 0, dispatched = false,
            next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
-       where payload_id = $1`, [payloadId, series, webhookId]);
+       where payload_id = $1`,
+      [payloadId, series, webhookId],
+    );
     await client.query(
       'insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason, moved_from) values ($1, $2, $3, $4, $5)',
-      [payloadId, series, requestedBy, payload.dead_letter_reason, movedFrom]);
+      [payloadId, series, requestedBy, payload.dead_letter_reason, movedFrom],
+    );
     return { series, webhookId, webhookState, movedFrom };
   });
   // Every delivery pump is woken to send it; if this fails, their next poll finds it.

@@ -8,22 +8,45 @@ export interface WindowEvent {
   readonly assetId: DecimalId;
   readonly occurredAt: Date;
   /** Per webhook: outcome (with check or payload); empty while still waiting in the outbox. */
-  readonly outcomes: ReadonlyArray<{ webhookId: string; outcome: string; excludedBy: string | null; payloadId: number | null }>;
+  readonly outcomes: ReadonlyArray<{
+    webhookId: string;
+    outcome: string;
+    excludedBy: string | null;
+    payloadId: number | null;
+  }>;
   readonly waiting: boolean;
   /** The backfill that wrote the event; null for a captured one. */
   readonly backfillId: number | null;
 }
 
 /** The events that occurred in [from, to), with their outcome per webhook, in order of occurrence. */
-export async function eventsInWindow(pool: pg.Pool, filter: { from: Date; to: Date; webhookId?: string | undefined; assetId?: DecimalId | undefined }): Promise<WindowEvent[]> {
+export async function eventsInWindow(
+  pool: pg.Pool,
+  filter: { from: Date; to: Date; webhookId?: string | undefined; assetId?: DecimalId | undefined },
+): Promise<WindowEvent[]> {
   const db = operatorDb(pool);
-  let outcomes = db.selectFrom('asset_webhooks.event_outcomes')
-    .select(['event_id', 'event_type', 'occurred_at', 'webhook_id', 'outcome', 'excluded_by', 'payload_id', 'backfill_id', asIdText('asset_id')])
-    .where('occurred_at', '>=', filter.from).where('occurred_at', '<', filter.to);
+  let outcomes = db
+    .selectFrom('asset_webhooks.event_outcomes')
+    .select([
+      'event_id',
+      'event_type',
+      'occurred_at',
+      'webhook_id',
+      'outcome',
+      'excluded_by',
+      'payload_id',
+      'backfill_id',
+      asIdText('asset_id'),
+    ])
+    .where('occurred_at', '>=', filter.from)
+    .where('occurred_at', '<', filter.to);
   if (filter.webhookId !== undefined) outcomes = outcomes.where('webhook_id', '=', filter.webhookId);
   if (filter.assetId !== undefined) outcomes = outcomes.where('asset_id', '=', filter.assetId);
-  let waiting = db.selectFrom('asset_webhooks.waiting_events').select(['event_id', 'event_type', 'occurred_at', 'seq', asIdText('asset_id')])
-    .where('occurred_at', '>=', filter.from).where('occurred_at', '<', filter.to);
+  let waiting = db
+    .selectFrom('asset_webhooks.waiting_events')
+    .select(['event_id', 'event_type', 'occurred_at', 'seq', asIdText('asset_id')])
+    .where('occurred_at', '>=', filter.from)
+    .where('occurred_at', '<', filter.to);
   if (filter.assetId !== undefined) waiting = waiting.where('asset_id', '=', filter.assetId);
   const [rows, pending] = await Promise.all([
     outcomes.orderBy('occurred_at').orderBy('event_id').orderBy('webhook_id').limit(100_000).execute(),
@@ -33,25 +56,52 @@ export async function eventsInWindow(pool: pg.Pool, filter: { from: Date; to: Da
   for (const row of rows) {
     let entry = byEvent.get(row.event_id);
     if (!entry) {
-      entry = { eventId: row.event_id, eventType: row.event_type, assetId: row.asset_id, occurredAt: row.occurred_at, outcomes: [], waiting: false, backfillId: row.backfill_id };
+      entry = {
+        eventId: row.event_id,
+        eventType: row.event_type,
+        assetId: row.asset_id,
+        occurredAt: row.occurred_at,
+        outcomes: [],
+        waiting: false,
+        backfillId: row.backfill_id,
+      };
       byEvent.set(row.event_id, entry);
     }
-    entry.outcomes.push({ webhookId: row.webhook_id, outcome: row.outcome, excludedBy: row.excluded_by, payloadId: row.payload_id });
+    entry.outcomes.push({
+      webhookId: row.webhook_id,
+      outcome: row.outcome,
+      excludedBy: row.excluded_by,
+      payloadId: row.payload_id,
+    });
   }
   const events: WindowEvent[] = [...byEvent.values()];
   for (const row of pending) {
-    events.push({ eventId: row.event_id, eventType: row.event_type, assetId: row.asset_id, occurredAt: row.occurred_at, outcomes: [], waiting: true, backfillId: null });
+    events.push({
+      eventId: row.event_id,
+      eventType: row.event_type,
+      assetId: row.asset_id,
+      occurredAt: row.occurred_at,
+      outcomes: [],
+      waiting: true,
+      backfillId: null,
+    });
   }
   return events.sort((a, b) => a.occurredAt.getTime() - b.occurredAt.getTime());
 }
 
 export function renderEvents(events: readonly WindowEvent[]): string {
   if (events.length === 0) return 'no events in this window';
-  return events.map((event) => {
-    const head = `${event.occurredAt.toISOString()}  ${event.eventId}  ${event.eventType.padEnd(9)} asset ${event.assetId}` +
-      (event.backfillId !== null ? `  (backfill ${event.backfillId})` : '');
-    if (event.waiting) return `${head}\n    captured, waiting for the next coalescing run`;
-    const outcomes = event.outcomes.map((o) => `    ${o.webhookId}: ${o.outcome}${o.excludedBy ? ` (${o.excludedBy})` : ''}${o.payloadId !== null ? ` payload ${o.payloadId}` : ''}`);
-    return [head, ...outcomes].join('\n');
-  }).join('\n');
+  return events
+    .map((event) => {
+      const head =
+        `${event.occurredAt.toISOString()}  ${event.eventId}  ${event.eventType.padEnd(9)} asset ${event.assetId}` +
+        (event.backfillId !== null ? `  (backfill ${event.backfillId})` : '');
+      if (event.waiting) return `${head}\n    captured, waiting for the next coalescing run`;
+      const outcomes = event.outcomes.map(
+        (o) =>
+          `    ${o.webhookId}: ${o.outcome}${o.excludedBy ? ` (${o.excludedBy})` : ''}${o.payloadId !== null ? ` payload ${o.payloadId}` : ''}`,
+      );
+      return [head, ...outcomes].join('\n');
+    })
+    .join('\n');
 }

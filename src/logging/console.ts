@@ -13,7 +13,9 @@ const levels = { debug: 'debug', trace: 'debug', log: 'info', info: 'info', warn
  */
 export function routeConsoleTo(logger: Logger): () => void {
   const original = new Map<keyof typeof levels, Console[keyof typeof levels]>();
-  for (const [method, level] of Object.entries(levels) as Array<[keyof typeof levels, (typeof levels)[keyof typeof levels]]>) {
+  for (const [method, level] of Object.entries(levels) as Array<
+    [keyof typeof levels, (typeof levels)[keyof typeof levels]]
+  >) {
     original.set(method, console[method]);
     console[method] = (...args: unknown[]): void => logger[level]({ source: 'console' }, format(...args));
   }

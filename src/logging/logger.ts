@@ -5,7 +5,9 @@ import { pino, type Logger } from 'pino';
  * Header values are redacted by path as a second line of defence; secrets are
  * never passed to the logger in the first place.
  */
-export function createLogger(options: { level?: string | undefined; destination?: NodeJS.WritableStream } = {}): Logger {
+export function createLogger(
+  options: { level?: string | undefined; destination?: NodeJS.WritableStream } = {},
+): Logger {
   return pino(
     {
       level: options.level ?? process.env.LOG_LEVEL ?? 'info',

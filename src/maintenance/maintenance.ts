@@ -52,8 +52,11 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
     }
     if (total > 0) deleted[name] = total;
   };
-  await purge('events', `delete from asset_webhooks.events where event_id in (
-    select event_id from asset_webhooks.events where coalesced_at < ${cutoff} order by coalesced_at limit $2)`);
+  await purge(
+    'events',
+    `delete from asset_webhooks.events where event_id in (
+    select event_id from asset_webhooks.events where coalesced_at < ${cutoff} order by coalesced_at limit $2)`,
+  );
   // A payload ends after it is created, so asking for created_at below the
   // cutoff as well removes nothing that is due and lets payloads_created lead
   // the way. Where an end time comes before the creation (a too_large payload,
@@ -62,20 +65,32 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
   // payload is purged that much later. Rows created before the cutoff that
   // are not due (an old payload redelivered recently) are read again by each
   // batch: few, and never more than the whole table the purge read before.
-  await purge('payloads', `delete from asset_webhooks.payloads where payload_id in (
+  await purge(
+    'payloads',
+    `delete from asset_webhooks.payloads where payload_id in (
     select payload_id from asset_webhooks.payloads
     where created_at < ${cutoff}
       and ((status = 'delivered' and delivered_at < ${cutoff})
         or (status = 'dead_lettered' and dead_lettered_at < ${cutoff}))
     order by created_at
-    limit $2)`);
-  await purge('coalesce_runs', `delete from asset_webhooks.coalesce_runs where run_id in (
-    select run_id from asset_webhooks.coalesce_runs where started_at < ${cutoff} order by started_at limit $2)`);
+    limit $2)`,
+  );
+  await purge(
+    'coalesce_runs',
+    `delete from asset_webhooks.coalesce_runs where run_id in (
+    select run_id from asset_webhooks.coalesce_runs where started_at < ${cutoff} order by started_at limit $2)`,
+  );
   // Every event routed by a configuration was coalesced before its last use.
-  await purge('routings', `delete from asset_webhooks.routings where routing_id in (
-    select routing_id from asset_webhooks.routings where last_used_at < ${cutoff} order by last_used_at limit $2)`);
-  await purge('ticks', `delete from asset_webhooks.ticks where slot in (
-    select slot from asset_webhooks.ticks where created_at < ${cutoff} order by created_at limit $2)`);
+  await purge(
+    'routings',
+    `delete from asset_webhooks.routings where routing_id in (
+    select routing_id from asset_webhooks.routings where last_used_at < ${cutoff} order by last_used_at limit $2)`,
+  );
+  await purge(
+    'ticks',
+    `delete from asset_webhooks.ticks where slot in (
+    select slot from asset_webhooks.ticks where created_at < ${cutoff} order by created_at limit $2)`,
+  );
   if (Object.keys(deleted).length > 0) logger.info({ deleted }, 'retention cleanup');
   return { deleted };
 }
@@ -84,9 +99,16 @@ async function warnOfLongTransaction(options: MaintenanceOptions): Promise<void>
   const oldest = await oldestTransactionAge(options.pool);
   if (!oldest || oldest.seconds < (options.longTransactionSeconds ?? 600)) return;
   const { rows } = await options.pool.query<{ waiting: boolean }>(
-    "select exists (select 1 from asset_webhooks.payloads where status = 'pending') as waiting");
+    "select exists (select 1 from asset_webhooks.payloads where status = 'pending') as waiting",
+  );
   if (!rows[0]?.waiting) return;
   options.logger.warn(
-    { ageSeconds: Math.round(oldest.seconds), pid: oldest.pid, applicationName: oldest.applicationName, state: oldest.state },
-    'a long open transaction holds back the cleanup of delivered payloads: delivery slows until it ends (sql/runbooks/backlog-and-lag.sql)');
+    {
+      ageSeconds: Math.round(oldest.seconds),
+      pid: oldest.pid,
+      applicationName: oldest.applicationName,
+      state: oldest.state,
+    },
+    'a long open transaction holds back the cleanup of delivered payloads: delivery slows until it ends (sql/runbooks/backlog-and-lag.sql)',
+  );
 }

@@ -7,9 +7,18 @@ import { UserError } from '../errors.js';
  * name; other columns are allowed and ignored.
  */
 export const ASSET_STATE_COLUMNS: ReadonlyArray<readonly [name: string, type: string]> = [
-  ['asset_id', 'bigint'], ['asset_uuid', 'uuid'], ['supertype', 'text'], ['parent_id', 'bigint'], ['state', 'text'],
-  ['schema_id', 'bigint'], ['type_id', 'bigint'], ['domain_id', 'bigint'], ['latest_atom_id', 'bigint'],
-  ['keywords', 'text[]'], ['field_names', 'text[]'], ['field_values', 'text[]'],
+  ['asset_id', 'bigint'],
+  ['asset_uuid', 'uuid'],
+  ['supertype', 'text'],
+  ['parent_id', 'bigint'],
+  ['state', 'text'],
+  ['schema_id', 'bigint'],
+  ['type_id', 'bigint'],
+  ['domain_id', 'bigint'],
+  ['latest_atom_id', 'bigint'],
+  ['keywords', 'text[]'],
+  ['field_names', 'text[]'],
+  ['field_values', 'text[]'],
 ];
 
 /** What is wrong with the installed binding's view, one line per problem; empty when nothing is. */
@@ -17,15 +26,21 @@ export async function bindingProblems(client: pg.Pool | pg.PoolClient): Promise<
   const { rows } = await client.query<{ name: string | null; type: string | null; exists: boolean }>(
     `select a.attname as name, format_type(a.atttypid, a.atttypmod) as type, v.oid is not null as exists
      from (select to_regclass('asset_webhooks.asset_state') as oid) v
-     left join pg_attribute a on a.attrelid = v.oid and a.attnum > 0 and not a.attisdropped`);
+     left join pg_attribute a on a.attrelid = v.oid and a.attnum > 0 and not a.attisdropped`,
+  );
   if (!rows[0]?.exists) {
-    return ['view asset_webhooks.asset_state: expected a binding to be installed, got none (run `asset-webhooks migrate --binding reference|FILE`)'];
+    return [
+      'view asset_webhooks.asset_state: expected a binding to be installed, got none (run `asset-webhooks migrate --binding reference|FILE`)',
+    ];
   }
   const actual = new Map(rows.map((row) => [row.name, row.type]));
   const problems: string[] = [];
   for (const [name, type] of ASSET_STATE_COLUMNS) {
     const got = actual.get(name);
-    if (got !== type) problems.push(`view asset_webhooks.asset_state, column ${name}: expected ${type}, got ${got ?? 'no such column'}`);
+    if (got !== type)
+      problems.push(
+        `view asset_webhooks.asset_state, column ${name}: expected ${type}, got ${got ?? 'no such column'}`,
+      );
   }
   return problems;
 }
@@ -33,7 +48,11 @@ export async function bindingProblems(client: pg.Pool | pg.PoolClient): Promise<
 /** Refuses a database whose binding view is missing or does not have the columns the service reads. */
 export async function assertBinding(client: pg.Pool | pg.PoolClient): Promise<void> {
   const problems = await bindingProblems(client);
-  if (problems.length > 0) throw new UserError(problems.length === 1 && problems[0]!.includes('got none') ? 'binding_missing' : 'binding_invalid', problems);
+  if (problems.length > 0)
+    throw new UserError(
+      problems.length === 1 && problems[0]!.includes('got none') ? 'binding_missing' : 'binding_invalid',
+      problems,
+    );
 }
 
 /**
@@ -50,23 +69,38 @@ export async function captureGaps(client: pg.Pool | pg.PoolClient): Promise<stri
      from pg_catalog.pg_trigger t
      join pg_catalog.pg_proc p on p.oid = t.tgfoid
      where not t.tgisinternal and p.prosrc like '%asset\\_webhooks.outbox%'
-     order by 1, 2`);
+     order by 1, 2`,
+  );
   if (rows.length === 0) {
-    return ['capture triggers: expected triggers whose functions write to asset_webhooks.outbox, got none: no change of the assets is captured'];
+    return [
+      'capture triggers: expected triggers whose functions write to asset_webhooks.outbox, got none: no change of the assets is captured',
+    ];
   }
   const gaps: string[] = [];
   for (const rel of [...new Set(rows.map((row) => row.rel))]) {
     const triggers = rows.filter((row) => row.rel === rel);
     // pg_trigger.tgenabled: O fires on origin (the default), A always, R in replica sessions only, D never.
-    const names = (state: string): string => triggers.filter((row) => row.tgenabled === state).map((row) => row.tgname).join(', ');
+    const names = (state: string): string =>
+      triggers
+        .filter((row) => row.tgenabled === state)
+        .map((row) => row.tgname)
+        .join(', ');
     const disabled = names('D');
-    if (disabled) gaps.push(`table ${rel}, capture triggers ${disabled}: expected enabled, got disabled: the changes they would capture are lost (ALTER TABLE ... ENABLE ALWAYS TRIGGER)`);
+    if (disabled)
+      gaps.push(
+        `table ${rel}, capture triggers ${disabled}: expected enabled, got disabled: the changes they would capture are lost (ALTER TABLE ... ENABLE ALWAYS TRIGGER)`,
+      );
     const replicaOnly = names('R');
-    if (replicaOnly) gaps.push(`table ${rel}, capture triggers ${replicaOnly}: expected to fire always, got in replica sessions only: ordinary changes are not captured (ALTER TABLE ... ENABLE ALWAYS TRIGGER)`);
+    if (replicaOnly)
+      gaps.push(
+        `table ${rel}, capture triggers ${replicaOnly}: expected to fire always, got in replica sessions only: ordinary changes are not captured (ALTER TABLE ... ENABLE ALWAYS TRIGGER)`,
+      );
     const originOnly = names('O');
     if (originOnly) {
-      gaps.push(`table ${rel}, capture triggers ${originOnly}: expected to fire always, got on origin only: ` +
-        'changes made with session_replication_role = replica (bulk loads) are not captured (ALTER TABLE ... ENABLE ALWAYS TRIGGER)');
+      gaps.push(
+        `table ${rel}, capture triggers ${originOnly}: expected to fire always, got on origin only: ` +
+          'changes made with session_replication_role = replica (bulk loads) are not captured (ALTER TABLE ... ENABLE ALWAYS TRIGGER)',
+      );
     }
     if (!triggers.some((row) => row.on_truncate)) {
       gaps.push(`table ${rel}: expected a BEFORE TRUNCATE capture trigger, got none: a TRUNCATE of it is not captured`);

@@ -35,7 +35,11 @@ export interface MigrateResult {
  * by a pre-release migration, which the baseline does not upgrade, is refused
  * before anything changes (assertNotPreRelease).
  */
-export async function migrate(pool: pg.Pool, connectionString: string, options: MigrateOptions = {}): Promise<MigrateResult> {
+export async function migrate(
+  pool: pg.Pool,
+  connectionString: string,
+  options: MigrateOptions = {},
+): Promise<MigrateResult> {
   // Read the binding first: an unreadable file must fail before anything changes.
   const bindingSql = options.binding === undefined ? undefined : await readBinding(options.binding);
   const migrations = loadMigrations();
@@ -63,7 +67,10 @@ export async function migrate(pool: pg.Pool, connectionString: string, options: 
         if (migration.id <= databaseVersion) continue;
         await inShortLockTries(client, async () => {
           await client.query(migration.sql);
-          await client.query('insert into asset_webhooks.migrations (id, name) values ($1, $2)', [migration.id, migration.name]);
+          await client.query('insert into asset_webhooks.migrations (id, name) values ($1, $2)', [
+            migration.id,
+            migration.name,
+          ]);
         });
         applied.push(migration.name);
       }
@@ -83,7 +90,11 @@ export async function migrate(pool: pg.Pool, connectionString: string, options: 
   } finally {
     client.release();
   }
-  return { applied, schemaVersion: codeVersion, ...(bindingSql ? { binding: bindingSql.name, captureGaps: gaps } : {}) };
+  return {
+    applied,
+    schemaVersion: codeVersion,
+    ...(bindingSql ? { binding: bindingSql.name, captureGaps: gaps } : {}),
+  };
 }
 
 /** How long one try of a migration waits for a lock, and how long all tries may take. */
@@ -110,7 +121,10 @@ async function inShortLockTries(client: pg.PoolClient, work: () => Promise<void>
     } catch (error) {
       const cause = (error as { cause?: unknown }).cause ?? error;
       if ((cause as { code?: string }).code !== '55P03' || Date.now() > deadline) throw error;
-      if (attempt === 1) process.stderr.write('migrate: waiting for locks held by a coalescing run or another session; trying again every few seconds\n');
+      if (attempt === 1)
+        process.stderr.write(
+          'migrate: waiting for locks held by a coalescing run or another session; trying again every few seconds\n',
+        );
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
   }
@@ -126,7 +140,9 @@ async function inShortLockTries(client: pg.PoolClient, work: () => Promise<void>
  * the statements still run one after the other, each planned when it runs.
  */
 async function runBindingSql(client: pg.PoolClient, binding: { name: string; sql: string }): Promise<void> {
-  await client.query('create or replace function pg_temp.asset_webhooks_run_binding(sql text) returns void language plpgsql as $f$ begin execute sql; end $f$');
+  await client.query(
+    'create or replace function pg_temp.asset_webhooks_run_binding(sql text) returns void language plpgsql as $f$ begin execute sql; end $f$',
+  );
   try {
     await client.query('select pg_temp.asset_webhooks_run_binding($1)', [binding.sql]);
     await client.query('drop function pg_temp.asset_webhooks_run_binding(text)');
@@ -134,10 +150,13 @@ async function runBindingSql(client: pg.PoolClient, binding: { name: string; sql
     // The position of a statement run by EXECUTE is reported as the internal one.
     const { position, internalPosition } = error as { position?: unknown; internalPosition?: unknown };
     const offset = Number(position ?? internalPosition);
-    const line = Number.isInteger(offset) && offset > 0 ? `, line ${binding.sql.slice(0, offset - 1).split('\n').length}` : '';
-    throw new UserError('binding_failed',
+    const line =
+      Number.isInteger(offset) && offset > 0 ? `, line ${binding.sql.slice(0, offset - 1).split('\n').length}` : '';
+    throw new UserError(
+      'binding_failed',
       `--binding ${binding.name}: expected SQL that runs on this database, got an error${line}: ${describeError(error)} (nothing of the binding was installed)`,
-      { cause: error });
+      { cause: error },
+    );
   }
 }
 
@@ -146,15 +165,25 @@ async function readBinding(binding: string): Promise<{ name: string; sql: string
   try {
     return { name: binding, sql: await readFile(file, 'utf8') };
   } catch (error) {
-    throw new UserError('binding_unreadable', `--binding: expected "reference" or a readable SQL file, got ${JSON.stringify(binding)} (${describeError(error)})`, { cause: error });
+    throw new UserError(
+      'binding_unreadable',
+      `--binding: expected "reference" or a readable SQL file, got ${JSON.stringify(binding)} (${describeError(error)})`,
+      { cause: error },
+    );
   }
 }
 
 /** The migrations recorded in schema asset_webhooks, in id order; none when it has no bookkeeping table. */
 async function readApplied(client: pg.Pool | pg.PoolClient): Promise<Array<{ id: number; name: string }>> {
-  const { rows: [table] } = await client.query<{ present: boolean }>("select to_regclass('asset_webhooks.migrations') is not null as present");
+  const {
+    rows: [table],
+  } = await client.query<{ present: boolean }>(
+    "select to_regclass('asset_webhooks.migrations') is not null as present",
+  );
   if (!table?.present) return [];
-  const { rows } = await client.query<{ id: number; name: string }>('select id, name from asset_webhooks.migrations order by id');
+  const { rows } = await client.query<{ id: number; name: string }>(
+    'select id, name from asset_webhooks.migrations order by id',
+  );
   return rows;
 }
 
@@ -166,7 +195,10 @@ async function readApplied(client: pg.Pool | pg.PoolClient): Promise<Array<{ id:
  * numbered after this code's last one is not refused here: it is a newer
  * release's, refused as such by the version checks.
  */
-function assertNotPreRelease(applied: ReadonlyArray<{ id: number; name: string }>, migrations: readonly Migration[]): void {
+function assertNotPreRelease(
+  applied: ReadonlyArray<{ id: number; name: string }>,
+  migrations: readonly Migration[],
+): void {
   const codeNames = new Map(migrations.map((m) => [m.id, m.name]));
   const codeVersion = Math.max(...migrations.map((m) => m.id));
   const foreign = applied.some((row) => row.id <= codeVersion && codeNames.get(row.id) !== row.name);
@@ -187,9 +219,15 @@ function assertNotPreRelease(applied: ReadonlyArray<{ id: number; name: string }
 export async function readSchemaVersion(client: pg.Pool | pg.PoolClient): Promise<number> {
   // Two statements: one that names the table fails to parse when the table
   // does not exist, even in a branch that would not run.
-  const { rows: [table] } = await client.query<{ present: boolean }>("select to_regclass('asset_webhooks.migrations') is not null as present");
+  const {
+    rows: [table],
+  } = await client.query<{ present: boolean }>(
+    "select to_regclass('asset_webhooks.migrations') is not null as present",
+  );
   if (!table?.present) return 0;
-  const { rows } = await client.query<{ version: number }>('select coalesce(max(id), 0)::int as version from asset_webhooks.migrations');
+  const { rows } = await client.query<{ version: number }>(
+    'select coalesce(max(id), 0)::int as version from asset_webhooks.migrations',
+  );
   return rows[0]?.version ?? 0;
 }
 

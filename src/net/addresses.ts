@@ -113,7 +113,8 @@ function carried(address: ipaddr.IPv6): Array<ipaddr.IPv4 | ipaddr.IPv6> {
   const bytes = address.toByteArray();
   const range = address.range();
   if (range === 'unspecified' || range === 'loopback') return [address];
-  const ipv4 = (at: readonly number[], flip = 0): ipaddr.IPv4 => new ipaddr.IPv4(at.map((index) => bytes[index]! ^ flip));
+  const ipv4 = (at: readonly number[], flip = 0): ipaddr.IPv4 =>
+    new ipaddr.IPv4(at.map((index) => bytes[index]! ^ flip));
   if (address.match(LOCAL_NAT64)) {
     // Refused as a range of its own unless private addresses are allowed; metadata in any position.
     return [address, ...LOCAL_NAT64_POSITIONS.map((at) => ipv4(at))];

@@ -22,9 +22,11 @@ export function isoTimestamp(date: Date): string {
  * stored; the strings are escaped by JSON.stringify.
  */
 export function serializeEvent(event: PayloadEvent): string {
-  return `{"atomId":${event.atomId ?? 'null'},"eventId":${JSON.stringify(event.eventId)},` +
+  return (
+    `{"atomId":${event.atomId ?? 'null'},"eventId":${JSON.stringify(event.eventId)},` +
     `"eventTimestamp":${JSON.stringify(event.eventTimestamp)},"assetId":${event.assetId},` +
-    `"assetUuid":${JSON.stringify(event.assetUuid)},"eventType":${JSON.stringify(event.eventType)}}`;
+    `"assetUuid":${JSON.stringify(event.assetUuid)},"eventType":${JSON.stringify(event.eventType)}}`
+  );
 }
 
 /**

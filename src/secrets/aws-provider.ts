@@ -19,7 +19,12 @@ const REQUEST_TIMEOUT_MS = 10_000;
  * SDK is loaded on first use, so deployments on other providers never load it.
  */
 export function awsProvider(settings: AwsSettings): SecretProvider {
-  let sdk: Promise<{ client: SecretsManagerClient; command: typeof import('@aws-sdk/client-secrets-manager').GetSecretValueCommand }> | undefined;
+  let sdk:
+    | Promise<{
+        client: SecretsManagerClient;
+        command: typeof import('@aws-sdk/client-secrets-manager').GetSecretValueCommand;
+      }>
+    | undefined;
   const load = async () => {
     const { SecretsManagerClient: Client, GetSecretValueCommand } = await import('@aws-sdk/client-secrets-manager');
     const client = new Client({
@@ -38,7 +43,9 @@ export function awsProvider(settings: AwsSettings): SecretProvider {
         const { client, command } = await sdk;
         ({ SecretString: secretString } = await client.send(new command({ SecretId: secretName })));
       } catch (error) {
-        throw new SecretResolutionError(secretName, 'aws', `GetSecretValue failed: ${causeMessage(error)}`, { cause: error });
+        throw new SecretResolutionError(secretName, 'aws', `GetSecretValue failed: ${causeMessage(error)}`, {
+          cause: error,
+        });
       }
       if (secretString === undefined) {
         throw new SecretResolutionError(secretName, 'aws', 'expected a SecretString, got a binary secret or none');

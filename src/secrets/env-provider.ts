@@ -13,7 +13,11 @@ export function envProvider(env: NodeJS.ProcessEnv): SecretProvider {
       const variable = envVariableName(secretName);
       const value = env[variable];
       if (value === undefined) {
-        throw new SecretResolutionError(secretName, 'env', `expected the environment variable ${variable} to be set, got nothing`);
+        throw new SecretResolutionError(
+          secretName,
+          'env',
+          `expected the environment variable ${variable} to be set, got nothing`,
+        );
       }
       return value;
     },

@@ -19,8 +19,11 @@ export function fileProvider(directory: string): SecretProvider {
       try {
         text = await readFile(file, 'utf8');
       } catch (error) {
-        const code = error instanceof Error && 'code' in error && typeof error.code === 'string' ? error.code : 'an error';
-        throw new SecretResolutionError(secretName, 'file', `expected a readable file ${file}, got ${code}`, { cause: error });
+        const code =
+          error instanceof Error && 'code' in error && typeof error.code === 'string' ? error.code : 'an error';
+        throw new SecretResolutionError(secretName, 'file', `expected a readable file ${file}, got ${code}`, {
+          cause: error,
+        });
       }
       return text.endsWith('\r\n') ? text.slice(0, -2) : text.endsWith('\n') ? text.slice(0, -1) : text;
     },

@@ -45,7 +45,9 @@ export function gcpProvider(settings: GcpSettings): SecretProvider {
         const [version] = await (await client).accessSecretVersion({ name });
         data = version.payload?.data;
       } catch (error) {
-        throw new SecretResolutionError(secretName, 'gcp', `could not access ${name}: ${causeMessage(error)}`, { cause: error });
+        throw new SecretResolutionError(secretName, 'gcp', `could not access ${name}: ${causeMessage(error)}`, {
+          cause: error,
+        });
       }
       if (data === undefined || data === null) {
         throw new SecretResolutionError(secretName, 'gcp', `expected a payload in ${name}, got none`);

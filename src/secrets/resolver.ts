@@ -15,10 +15,12 @@ export function createProvider(config: SecretsConfig, env: NodeJS.ProcessEnv = p
     case 'env':
       return envProvider(env);
     case 'file':
-      if (config.directory === undefined) throw new Error('expected secrets.directory for secrets provider file, got none');
+      if (config.directory === undefined)
+        throw new Error('expected secrets.directory for secrets provider file, got none');
       return fileProvider(config.directory);
     case 'gcp':
-      if (config.gcp === undefined) throw new Error('expected secrets.gcp.projectId for secrets provider gcp, got none');
+      if (config.gcp === undefined)
+        throw new Error('expected secrets.gcp.projectId for secrets provider gcp, got none');
       return gcpProvider(config.gcp);
     case 'aws':
       if (config.aws === undefined) throw new Error('expected secrets.aws.region for secrets provider aws, got none');
@@ -41,7 +43,10 @@ export function createProvider(config: SecretsConfig, env: NodeJS.ProcessEnv = p
  * - Values live only in this cache and in request headers: never in logs,
  *   errors or attempt records.
  */
-export function createSecretResolver(config: SecretsConfig, options: { env?: NodeJS.ProcessEnv; now?: () => number } = {}): SecretResolver {
+export function createSecretResolver(
+  config: SecretsConfig,
+  options: { env?: NodeJS.ProcessEnv; now?: () => number } = {},
+): SecretResolver {
   const provider = createProvider(config, options.env ?? process.env);
   const now = options.now ?? Date.now;
   const cache = new Map<string, { readonly value: Promise<string>; readonly expiresAt: number }>();

@@ -20,7 +20,10 @@ const GIVEN = /^--heap[-_]growing[-_]percent(=|$)/;
  * takes effect. Returns the percent in effect, or null when the command line's
  * is.
  */
-export function limitHeapGrowth(percent: number = RUN_HEAP_GROWING_PERCENT, execArgv: readonly string[] = process.execArgv): number | null {
+export function limitHeapGrowth(
+  percent: number = RUN_HEAP_GROWING_PERCENT,
+  execArgv: readonly string[] = process.execArgv,
+): number | null {
   if (execArgv.some((arg) => GIVEN.test(arg))) return null;
   v8.setFlagsFromString(`--heap-growing-percent=${percent}`);
   return percent;

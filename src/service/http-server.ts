@@ -7,7 +7,12 @@ import { checkReadiness, type ReadinessSource } from './readiness.js';
  * older name): 200 when the service is ready (see checkReadiness), else 503
  * with a JSON reason. GET /metrics: Prometheus text format.
  */
-export function startHttpServer(port: number, health: ReadinessSource, metrics: ServiceMetrics, host = '0.0.0.0'): Promise<Server> {
+export function startHttpServer(
+  port: number,
+  health: ReadinessSource,
+  metrics: ServiceMetrics,
+  host = '0.0.0.0',
+): Promise<Server> {
   const server = createServer((request, response) => {
     const path = (request.url ?? '/').split('?')[0];
     if (request.method !== 'GET') {
@@ -22,7 +27,10 @@ export function startHttpServer(port: number, health: ReadinessSource, metrics: 
     } else if (path === '/metrics') {
       metrics.registry.metrics().then(
         (text) => response.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
-        (error: unknown) => response.writeHead(503, { 'content-type': 'text/plain' }).end(`metrics unavailable: ${error instanceof Error ? error.message : String(error)}\n`),
+        (error: unknown) =>
+          response
+            .writeHead(503, { 'content-type': 'text/plain' })
+            .end(`metrics unavailable: ${error instanceof Error ? error.message : String(error)}\n`),
       );
     } else {
       response.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /livez, /readyz or /metrics\n');

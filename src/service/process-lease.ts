@@ -42,7 +42,12 @@ export interface LeaseOptions {
  * that a network device dropped silently (the server freed the lock, the
  * socket here never heard) is noticed within twenty.
  */
-export async function holdProcessLease(databaseUrl: string, processId: string, logger: Logger, options: LeaseOptions = {}): Promise<ProcessLease> {
+export async function holdProcessLease(
+  databaseUrl: string,
+  processId: string,
+  logger: Logger,
+  options: LeaseOptions = {},
+): Promise<ProcessLease> {
   const checkEveryMs = options.checkEveryMs ?? 10_000;
   const answerWithinMs = options.answerWithinMs ?? 10_000;
   let client: pg.Client | undefined;
@@ -57,13 +62,17 @@ export async function holdProcessLease(databaseUrl: string, processId: string, l
     client = undefined;
     heldSince = 0;
     clearInterval(check);
-    if (!lost) logger.warn({ processId, why }, 'lost the connection that holds this process\'s lease; taking it again');
+    if (!lost) logger.warn({ processId, why }, "lost the connection that holds this process's lease; taking it again");
     lost = true;
     destroy(gone);
     schedule(0);
   };
   const take = async (): Promise<void> => {
-    const next = new pg.Client({ connectionString: databaseUrl, application_name: `asset-webhooks lease ${processId}`, ...KEEPALIVE });
+    const next = new pg.Client({
+      connectionString: databaseUrl,
+      application_name: `asset-webhooks lease ${processId}`,
+      ...KEEPALIVE,
+    });
     next.on('error', (error: Error) => drop(next, describeError(error)));
     next.on('end', () => drop(next, 'the connection ended'));
     try {
@@ -79,25 +88,32 @@ export async function holdProcessLease(databaseUrl: string, processId: string, l
     }
     client = next;
     heldSince = performance.now();
-    if (lost) logger.info({ processId }, 'this process\'s lease is held again');
+    if (lost) logger.info({ processId }, "this process's lease is held again");
     lost = false;
     check = setInterval(() => {
       const answered = setTimeout(() => drop(next, `no answer within ${answerWithinMs} ms`), answerWithinMs);
-      next.query('select 1').then(() => clearTimeout(answered), (error: unknown) => {
-        clearTimeout(answered);
-        drop(next, describeError(error));
-      });
+      next.query('select 1').then(
+        () => clearTimeout(answered),
+        (error: unknown) => {
+          clearTimeout(answered);
+          drop(next, describeError(error));
+        },
+      );
     }, checkEveryMs);
     check.unref();
   };
   const schedule = (attempt: number): void => {
-    retry = setTimeout(() => {
-      take().catch((error: unknown) => {
-        if (released) return;
-        if (attempt === 0) logger.warn({ processId, err: describeError(error) }, 'could not take this process\'s lease; trying again');
-        schedule(attempt + 1);
-      });
-    }, Math.min(250 * 2 ** attempt, 5000));
+    retry = setTimeout(
+      () => {
+        take().catch((error: unknown) => {
+          if (released) return;
+          if (attempt === 0)
+            logger.warn({ processId, err: describeError(error) }, "could not take this process's lease; trying again");
+          schedule(attempt + 1);
+        });
+      },
+      Math.min(250 * 2 ** attempt, 5000),
+    );
   };
 
   await take();

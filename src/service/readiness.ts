@@ -11,7 +11,10 @@ export interface ReadinessSource {
 }
 
 /** Why the service is not ready, as a short reason, or null when it is. */
-export type NotReady = { readonly check: 'worker' | 'database' | 'schema' | 'configuration' | 'coalescing'; readonly reason: string };
+export type NotReady = {
+  readonly check: 'worker' | 'database' | 'schema' | 'configuration' | 'coalescing';
+  readonly reason: string;
+};
 
 /**
  * Readiness: the worker runs, the database answers within two seconds, its
@@ -33,8 +36,11 @@ export async function checkReadiness(source: ReadinessSource): Promise<NotReady 
     return { check: 'schema', reason: describeError(error) };
   }
   try {
-    const { rows } = await withinTwoSeconds(source.pool.query<{ error: string | null }>(
-      `select error from asset_webhooks.ticks where finished_at is not null or error is not null order by slot desc limit 1`));
+    const { rows } = await withinTwoSeconds(
+      source.pool.query<{ error: string | null }>(
+        `select error from asset_webhooks.ticks where finished_at is not null or error is not null order by slot desc limit 1`,
+      ),
+    );
     const error = rows[0]?.error;
     if (error) return { check: 'coalescing', reason: `the last coalescing run failed: ${error}` };
   } catch (error) {

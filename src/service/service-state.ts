@@ -108,7 +108,11 @@ export function deliveryContext(
  * or reload, what the new configuration changed; before a coalescing run, what
  * another `run` process with a different configuration had written.
  */
-export async function syncWebhooks(pool: pg.Pool, config: Config, recorder: { readonly processId: string; readonly logger: Logger }): Promise<string[]> {
+export async function syncWebhooks(
+  pool: pg.Pool,
+  config: Config,
+  recorder: { readonly processId: string; readonly logger: Logger },
+): Promise<string[]> {
   const webhooks = config.assetUpdater.webhooks;
   const paused = (webhook: WebhookConfig): boolean => webhook.enabled && webhook.paused;
   const { rows: resumed } = await pool.query<{ webhook_id: string }>(
@@ -162,11 +166,14 @@ export async function syncWebhooks(pool: pg.Pool, config: Config, recorder: { re
   );
   const { rows: removed } = await pool.query<{ webhook_id: string; dead_lettered: number }>(
     'select webhook_id, dead_lettered from asset_webhooks.record_configuration($1, $2::text[])',
-    [recorder.processId, webhooks.map((webhook) => webhook.id)]);
+    [recorder.processId, webhooks.map((webhook) => webhook.id)],
+  );
   for (const { webhook_id: webhookId, dead_lettered: payloads } of removed) {
-    recorder.logger.warn({ webhookId, payloads, reason: 'webhook_removed' },
+    recorder.logger.warn(
+      { webhookId, payloads, reason: 'webhook_removed' },
       'webhook is in the configuration of no running process: its waiting payloads are dead-lettered; ' +
-      'send them to another webhook with `asset-webhooks dead-letters redeliver PAYLOAD_ID --to WEBHOOK_ID`');
+        'send them to another webhook with `asset-webhooks dead-letters redeliver PAYLOAD_ID --to WEBHOOK_ID`',
+    );
   }
   if (rows.length > 0 || resumed.length > 0) await announcePayloadsReady(pool);
   return [...new Set([...resumed, ...rows].map((row) => row.webhook_id))].sort();

@@ -138,16 +138,27 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   let httpServer: Server | undefined;
   if (options.httpPort !== undefined) {
     try {
-      const server = await startHttpServer(options.httpPort, { pool, workerRunning: () => workerRunning, configLoaded: () => true }, metrics);
+      const server = await startHttpServer(
+        options.httpPort,
+        { pool, workerRunning: () => workerRunning, configLoaded: () => true },
+        metrics,
+      );
       httpServer = server;
       started.add(() => new Promise<void>((resolve) => server.close(() => resolve())));
     } catch (error) {
-      return failedStart(new UserError('http_port_unavailable',
-        `--http-port ${options.httpPort}: expected a port this process can listen on, got ${describeError(error)}`));
+      return failedStart(
+        new UserError(
+          'http_port_unavailable',
+          `--http-port ${options.httpPort}: expected a port this process can listen on, got ${describeError(error)}`,
+        ),
+      );
     }
   }
 
-  const pump = new DeliveryPump(delivery, { databaseUrl: options.databaseUrl, ownLeaseHeldForMs: () => heldLease.heldForMs() });
+  const pump = new DeliveryPump(delivery, {
+    databaseUrl: options.databaseUrl,
+    ownLeaseHeldForMs: () => heldLease.heldForMs(),
+  });
   metrics.trackRequestsInFlight(() => pump.requestsInFlight);
 
   const taskList: TaskList = {
@@ -162,13 +173,21 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       const beforeRun = async (): Promise<void> => {
         const restored = await syncWebhooks(pool, current.config, { processId, logger });
         if (restored.length > 0) {
-          logger.warn({ webhooks: restored },
-            'asset_webhooks.webhooks differed from this process\'s configuration, as another run process with a different configuration writes it; restored before coalescing');
+          logger.warn(
+            { webhooks: restored },
+            "asset_webhooks.webhooks differed from this process's configuration, as another run process with a different configuration writes it; restored before coalescing",
+          );
         }
       };
       const slot = tickSlot(payload);
       try {
-        const result = await coalesce({ pool, webhooks: current.routed, maxPayloadBytes: current.settings.maxPayloadBytes, logger, beforeRun });
+        const result = await coalesce({
+          pool,
+          webhooks: current.routed,
+          maxPayloadBytes: current.settings.maxPayloadBytes,
+          logger,
+          beforeRun,
+        });
         metrics.recordRun(result);
         pump.wake();
         if (slot !== null) await recordTickOutcome(pool, slot, null).catch(() => {});
@@ -185,7 +204,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // graphile-worker gets a pool of ours, so stop() can wait until its last
   // connection is closed (its own pool may still be closing when it resolves).
   const concurrency = options.concurrency ?? 4;
-  const workerPool = createPool(options.databaseUrl, { max: concurrency + 2, applicationName: 'asset-webhooks worker' });
+  const workerPool = createPool(options.databaseUrl, {
+    max: concurrency + 2,
+    applicationName: 'asset-webhooks worker',
+  });
   started.add(() => workerPool.end());
   let runner: Runner;
   try {
@@ -222,15 +244,18 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const ticker = startTicker();
   started.add(() => ticker.stop());
 
-  logger.info({
-    processId,
-    webhooks: state.routed.length,
-    enabled: state.routed.filter((webhook) => webhook.enabled).length,
-    intervalSeconds: state.settings.intervalSeconds,
-    maxRequestsInFlight: state.settings.maxRequestsInFlight,
-    httpPort: options.httpPort,
-    heapGrowingPercent: options.heapGrowingPercent,
-  }, 'asset-webhooks running');
+  logger.info(
+    {
+      processId,
+      webhooks: state.routed.length,
+      enabled: state.routed.filter((webhook) => webhook.enabled).length,
+      intervalSeconds: state.settings.intervalSeconds,
+      maxRequestsInFlight: state.settings.maxRequestsInFlight,
+      httpPort: options.httpPort,
+      heapGrowingPercent: options.heapGrowingPercent,
+    },
+    'asset-webhooks running',
+  );
 
   /**
    * Schedules coalescing runs. Each tick reads the interval the current
@@ -259,7 +284,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
           failedTicks = 0;
         })()
           .catch((error: unknown) => {
-            if (failedTicks === 0) logger.warn({ err: describeError(error) }, 'could not schedule a coalescing run; trying again');
+            if (failedTicks === 0)
+              logger.warn({ err: describeError(error) }, 'could not schedule a coalescing run; trying again');
             failedTicks += 1;
           })
           .finally(() => {
@@ -278,7 +304,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       if (unrecorded) logger.info('the configuration in use is recorded in the database again');
       unrecorded = false;
     } catch (error) {
-      if (!unrecorded) logger.warn({ err: describeError(error) }, 'could not record the configuration in the database; trying again');
+      if (!unrecorded)
+        logger.warn({ err: describeError(error) }, 'could not record the configuration in the database; trying again');
       unrecorded = true;
     }
   }
@@ -310,7 +337,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       const previous = state;
       state = next;
       void previous.close().catch(() => {});
-      logger.info({ webhooks: next.routed.length, intervalSeconds: next.settings.intervalSeconds }, 'configuration reloaded');
+      logger.info(
+        { webhooks: next.routed.length, intervalSeconds: next.settings.intervalSeconds },
+        'configuration reloaded',
+      );
       await recordWebhooks();
       pump.wake();
       return true;

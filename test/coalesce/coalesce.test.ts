@@ -7,7 +7,16 @@ import { PAYLOADS_PER_STATEMENT } from '../../src/coalesce/persist.js';
 import { PAYLOADS_READY_CHANNEL } from '../../src/db/payloads-ready.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { coalesce } from '../../src/coalesce/run.js';
-import { bodyEvents, openWebhook, outcomes, payloads, registerWebhooks, resetData, runCoalesce, silentLogger } from '../helpers/seed.js';
+import {
+  bodyEvents,
+  openWebhook,
+  outcomes,
+  payloads,
+  registerWebhooks,
+  resetData,
+  runCoalesce,
+  silentLogger,
+} from '../helpers/seed.js';
 import { eventually } from '../helpers/receiver.js';
 
 const db = useTestDatabase();
@@ -18,29 +27,42 @@ describe('coalescing', () => {
   it('collapses the EDITED events of one asset in a run into the latest, with the latest atom', async () => {
     const crm = openWebhook('crm');
     await registerWebhooks(db.pool, [crm]);
-    await db.pool.query("insert into assets (asset_id, latest_atom_id) values (1, 10)");
-    for (const title of ['a', 'b', 'c']) await db.pool.query('update assets set title = $1 where asset_id = 1', [title]);
+    await db.pool.query('insert into assets (asset_id, latest_atom_id) values (1, 10)');
+    for (const title of ['a', 'b', 'c'])
+      await db.pool.query('update assets set title = $1 where asset_id = 1', [title]);
     await db.pool.query('update assets set latest_atom_id = 11 where asset_id = 1');
-    const { rows: edits } = await db.pool.query<{ event_id: string }>("select event_id from asset_webhooks.waiting_events where event_type = 'EDITED' order by seq");
+    const { rows: edits } = await db.pool.query<{ event_id: string }>(
+      "select event_id from asset_webhooks.waiting_events where event_type = 'EDITED' order by seq",
+    );
     const lastEdit = edits.at(-1)!.event_id;
 
     await runCoalesce(db.pool, [crm]);
 
     const [payload] = await payloads(db.pool);
-    expect(bodyEvents(payload!).map((e) => [e.eventType, e.atomId])).toEqual([['CREATED', 10], ['EDITED', 11], ['REVERSION', 11]]);
+    expect(bodyEvents(payload!).map((e) => [e.eventType, e.atomId])).toEqual([
+      ['CREATED', 10],
+      ['EDITED', 11],
+      ['REVERSION', 11],
+    ]);
     expect(bodyEvents(payload!)[1]!.eventId).toBe(lastEdit);
     const collapsed = (await outcomes(db.pool)).filter((o) => o.outcome === 'collapsed');
-    expect(collapsed.map((o) => o.event_id).sort()).toEqual(edits.slice(0, 2).map((e) => e.event_id).sort());
+    expect(collapsed.map((o) => o.event_id).sort()).toEqual(
+      edits
+        .slice(0, 2)
+        .map((e) => e.event_id)
+        .sort(),
+    );
     // What trace and find-event show an operator: the id the edits went out under, as SQL derives it.
     const { rows: into } = await db.pool.query<{ collapsed_into: string }>(
-      "select collapsed_into from asset_webhooks.events where event_type = 'EDITED' and collapsed_into is not null");
+      "select collapsed_into from asset_webhooks.events where event_type = 'EDITED' and collapsed_into is not null",
+    );
     expect(into.map((row) => row.collapsed_into)).toEqual([lastEdit, lastEdit]);
   });
 
   it('collapses edits across chunks of one run', async () => {
     const crm = openWebhook('crm');
     await registerWebhooks(db.pool, [crm]);
-    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 5) g");
+    await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 5) g');
     await db.pool.query("update assets set title = 'x'");
     await db.pool.query("update assets set title = 'y' where asset_id = 1");
     const result = await runCoalesce(db.pool, [crm], { chunkSize: 3 });
@@ -49,8 +71,11 @@ describe('coalescing', () => {
     expect(events.filter((e) => e.eventType === 'EDITED' && e.assetId === 1)).toHaveLength(1);
     expect(events.filter((e) => e.eventType === 'EDITED')).toHaveLength(5);
     // The earlier edit of asset 1, read in an earlier chunk, names the one that went out.
-    const { rows: [earlier] } = await db.pool.query<{ collapsed_into: string }>(
-      "select collapsed_into from asset_webhooks.events where asset_id = 1 and event_type = 'EDITED' and collapsed_into is not null");
+    const {
+      rows: [earlier],
+    } = await db.pool.query<{ collapsed_into: string }>(
+      "select collapsed_into from asset_webhooks.events where asset_id = 1 and event_type = 'EDITED' and collapsed_into is not null",
+    );
     const sent = events.find((e) => e.eventType === 'EDITED' && e.assetId === 1)!;
     expect(earlier!.collapsed_into).toBe(sent.eventId);
   });
@@ -58,7 +83,7 @@ describe('coalescing', () => {
   it('writes events in order of occurrence with the six contract fields and ISO timestamps', async () => {
     const crm = openWebhook('crm');
     await registerWebhooks(db.pool, [crm]);
-    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 20) g");
+    await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 20) g');
     await db.pool.query("update assets set state = 'approved' where asset_id % 2 = 0");
     await runCoalesce(db.pool, [crm]);
     const [payload] = await payloads(db.pool);
@@ -79,7 +104,7 @@ describe('coalescing', () => {
   it('splits by batchSize, full payloads except the last per webhook per run', async () => {
     const small = openWebhook('small', { batchSize: 7 });
     await registerWebhooks(db.pool, [small]);
-    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 30) g");
+    await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 30) g');
     await runCoalesce(db.pool, [small], { chunkSize: 4 });
     const counts = (await payloads(db.pool)).map((p) => p.event_count);
     expect(counts).toEqual([7, 7, 7, 7, 2]);
@@ -90,7 +115,7 @@ describe('coalescing', () => {
   it('splits by maxPayloadBytes, never exceeding the cap', async () => {
     const crm = openWebhook('crm');
     await registerWebhooks(db.pool, [crm]);
-    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 40) g");
+    await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 40) g');
     await runCoalesce(db.pool, [crm], { maxPayloadBytes: 1024 });
     const stored = await payloads(db.pool);
     expect(stored.length).toBeGreaterThan(5);
@@ -108,7 +133,7 @@ describe('coalescing', () => {
     // payloads, more than one statement takes (PAYLOADS_PER_STATEMENT).
     const hooks = ['crm', 'shop', 'search'].map((id) => openWebhook(id, { batchSize: 2 }));
     await registerWebhooks(db.pool, hooks);
-    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 1100) g");
+    await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 1100) g');
     await runCoalesce(db.pool, hooks, { chunkSize: 5000 });
     const stored = await payloads(db.pool);
     expect(stored).toHaveLength(1650);
@@ -126,12 +151,16 @@ describe('coalescing', () => {
   it('excludes events of an asset purged since as asset_gone, but delivers PURGED', async () => {
     const crm = openWebhook('crm');
     await registerWebhooks(db.pool, [crm]);
-    await db.pool.query("insert into assets (asset_id) values (1)");
+    await db.pool.query('insert into assets (asset_id) values (1)');
     await db.pool.query("update assets set state = 'x'");
     await db.pool.query('delete from assets');
     await runCoalesce(db.pool, [crm]);
     const byType = Object.fromEntries((await outcomes(db.pool)).map((o) => [o.event_type, [o.outcome, o.excluded_by]]));
-    expect(byType).toEqual({ CREATED: ['excluded', 'asset_gone'], EDITED: ['excluded', 'asset_gone'], PURGED: ['pending', null] });
+    expect(byType).toEqual({
+      CREATED: ['excluded', 'asset_gone'],
+      EDITED: ['excluded', 'asset_gone'],
+      PURGED: ['pending', null],
+    });
     const [payload] = await payloads(db.pool);
     expect(bodyEvents(payload!)).toMatchObject([{ eventType: 'PURGED', atomId: null, assetId: 1 }]);
   });
@@ -152,24 +181,33 @@ describe('coalescing', () => {
       ['PURGED', 2, 'pending', null],
     ]);
     const [payload] = await payloads(db.pool);
-    expect(bodyEvents(payload!).map((e) => [e.eventType, e.assetId])).toEqual([['PURGED', 1], ['PURGED', 2]]);
+    expect(bodyEvents(payload!).map((e) => [e.eventType, e.assetId])).toEqual([
+      ['PURGED', 1],
+      ['PURGED', 2],
+    ]);
   });
 
   it('sends nothing to a disabled webhook, not even PURGED, and records why', async () => {
     const off = openWebhook('off', { enabled: false });
     await registerWebhooks(db.pool, [off]);
-    await db.pool.query("insert into assets (asset_id) values (1); delete from assets");
+    await db.pool.query('insert into assets (asset_id) values (1); delete from assets');
     await runCoalesce(db.pool, [off]);
     expect(await payloads(db.pool)).toEqual([]);
-    expect((await outcomes(db.pool)).map((o) => [o.event_type, o.excluded_by])).toEqual([['CREATED', 'disabled'], ['PURGED', 'disabled']]);
+    expect((await outcomes(db.pool)).map((o) => [o.event_type, o.excluded_by])).toEqual([
+      ['CREATED', 'disabled'],
+      ['PURGED', 'disabled'],
+    ]);
   });
 
   it("records the webhook's own check by name and routes PURGED past it", async () => {
     const picky = openWebhook('picky', {
-      filters: [{ filterKind: 'keywords', condition: 'NONE', value: ['archive'] }, { filterKind: 'keywords', condition: 'ANY', value: ['summer'] }],
+      filters: [
+        { filterKind: 'keywords', condition: 'NONE', value: ['archive'] },
+        { filterKind: 'keywords', condition: 'ANY', value: ['summer'] },
+      ],
     });
     await registerWebhooks(db.pool, [picky]);
-    await db.pool.query("insert into assets (asset_id) values (1), (2); delete from assets where asset_id = 2");
+    await db.pool.query('insert into assets (asset_id) values (1), (2); delete from assets where asset_id = 2');
     await runCoalesce(db.pool, [picky]);
     expect((await outcomes(db.pool)).map((o) => [o.event_type, o.asset_id, o.outcome, o.excluded_by])).toEqual([
       ['CREATED', 1, 'excluded', 'filter:2'],
@@ -181,7 +219,7 @@ describe('coalescing', () => {
   it('consumes the outbox: a second run finds nothing', async () => {
     const crm = openWebhook('crm');
     await registerWebhooks(db.pool, [crm]);
-    await db.pool.query("insert into assets (asset_id) values (1)");
+    await db.pool.query('insert into assets (asset_id) values (1)');
     expect((await runCoalesce(db.pool, [crm])).events).toBe(1);
     expect((await runCoalesce(db.pool, [crm])).events).toBe(0);
     const { rows } = await db.pool.query('select count(*)::int as n from asset_webhooks.outbox');
@@ -194,8 +232,8 @@ describe('coalescing', () => {
     const late = await db.pool.connect();
     try {
       await late.query('begin');
-      await late.query("insert into assets (asset_id) values (1)");
-      await db.pool.query("insert into assets (asset_id) values (2)");
+      await late.query('insert into assets (asset_id) values (1)');
+      await db.pool.query('insert into assets (asset_id) values (2)');
       expect((await runCoalesce(db.pool, [crm])).events).toBe(1);
       await late.query('commit');
     } finally {
@@ -220,9 +258,16 @@ describe('coalescing', () => {
     await registerWebhooks(db.pool, [crm]);
     try {
       await late.query('begin');
-      await late.query("insert into assets (asset_id) values (1)");
-      await db.pool.query("insert into assets (asset_id) select g from generate_series(2, 4) g");
-      const run = await coalesce({ pool: db.pool, webhooks: [crm], maxPayloadBytes: 1 << 24, chunkSize: 1, logger: silentLogger, now });
+      await late.query('insert into assets (asset_id) values (1)');
+      await db.pool.query('insert into assets (asset_id) select g from generate_series(2, 4) g');
+      const run = await coalesce({
+        pool: db.pool,
+        webhooks: [crm],
+        maxPayloadBytes: 1 << 24,
+        chunkSize: 1,
+        logger: silentLogger,
+        now,
+      });
       expect(run.events).toBe(3);
       await committed;
     } finally {
@@ -245,18 +290,29 @@ describe('coalescing', () => {
       return new Date();
     };
     await registerWebhooks(db.pool, [crm]);
-    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 3) g");
-    await expect(coalesce({ pool: db.pool, webhooks: [crm], maxPayloadBytes: 1 << 24, chunkSize: 1, logger: silentLogger, now }))
-      .rejects.toThrow('sealing failed');
+    await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 3) g');
+    await expect(
+      coalesce({ pool: db.pool, webhooks: [crm], maxPayloadBytes: 1 << 24, chunkSize: 1, logger: silentLogger, now }),
+    ).rejects.toThrow('sealing failed');
     expect((await payloads(db.pool)).map((p) => [p.status, p.event_count])).toEqual([['open', 0]]);
     const run = await runCoalesce(db.pool, [crm]);
     expect(run.events).toBe(0);
     const [sealed] = await payloads(db.pool);
-    expect([sealed!.status, sealed!.event_count, sealed!.byte_size]).toEqual(['pending', 3, Buffer.byteLength(sealed!.body)]);
-    expect(bodyEvents(sealed!).map((e) => [e.eventType, e.assetId])).toEqual([['CREATED', 1], ['CREATED', 2], ['CREATED', 3]]);
+    expect([sealed!.status, sealed!.event_count, sealed!.byte_size]).toEqual([
+      'pending',
+      3,
+      Buffer.byteLength(sealed!.body),
+    ]);
+    expect(bodyEvents(sealed!).map((e) => [e.eventType, e.assetId])).toEqual([
+      ['CREATED', 1],
+      ['CREATED', 2],
+      ['CREATED', 3],
+    ]);
     const { rows } = await db.pool.query<{ event_ids: string[] }>('select event_ids from asset_webhooks.payloads');
     expect(rows[0]!.event_ids).toEqual(bodyEvents(sealed!).map((e) => e.eventId));
-    expect((await outcomes(db.pool)).map((o) => [o.asset_id, o.outcome, o.payload_id])).toEqual([1, 2, 3].map((id) => [id, 'pending', sealed!.payload_id]));
+    expect((await outcomes(db.pool)).map((o) => [o.asset_id, o.outcome, o.payload_id])).toEqual(
+      [1, 2, 3].map((id) => [id, 'pending', sealed!.payload_id]),
+    );
   });
 
   it('keeps the chunks written before a chunk that fails, leaves the rest in the outbox and frees the run', async () => {
@@ -269,9 +325,17 @@ describe('coalescing', () => {
       return new Date();
     };
     await registerWebhooks(db.pool, [failing]);
-    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 3) g");
-    await expect(coalesce({ pool: db.pool, webhooks: [failing], maxPayloadBytes: 1 << 24, chunkSize: 1, logger: silentLogger, now }))
-      .rejects.toThrow('chunk failed');
+    await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 3) g');
+    await expect(
+      coalesce({
+        pool: db.pool,
+        webhooks: [failing],
+        maxPayloadBytes: 1 << 24,
+        chunkSize: 1,
+        logger: silentLogger,
+        now,
+      }),
+    ).rejects.toThrow('chunk failed');
     const { rows } = await db.pool.query('select asset_id from asset_webhooks.outbox order by seq');
     expect(rows).toEqual([{ asset_id: 2 }, { asset_id: 3 }]);
     expect((await runCoalesce(db.pool, [openWebhook('crm')], { chunkSize: 1 })).events).toBe(2);
@@ -282,8 +346,11 @@ describe('coalescing', () => {
   it('produces each payload once when two runs start at the same moment', async () => {
     const crm = openWebhook('crm', { batchSize: 10 });
     await registerWebhooks(db.pool, [crm]);
-    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 500) g");
-    const results = await Promise.all([runCoalesce(db.pool, [crm], { chunkSize: 50 }), runCoalesce(db.pool, [crm], { chunkSize: 50 })]);
+    await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 500) g');
+    const results = await Promise.all([
+      runCoalesce(db.pool, [crm], { chunkSize: 50 }),
+      runCoalesce(db.pool, [crm], { chunkSize: 50 }),
+    ]);
     expect(results.reduce((n, r) => n + r.events, 0)).toBe(500);
     const events = (await payloads(db.pool)).flatMap(bodyEvents);
     expect(events).toHaveLength(500);
@@ -293,7 +360,7 @@ describe('coalescing', () => {
   it('wakes the delivery pumps once its payloads are committed (NOTIFY on the payloads-ready channel)', async () => {
     const crm = openWebhook('crm', { batchSize: 5 });
     await registerWebhooks(db.pool, [crm]);
-    await db.pool.query("insert into assets (asset_id) select g from generate_series(1, 20) g");
+    await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 20) g');
     const listener = await db.pool.connect();
     try {
       const notified: string[] = [];
@@ -308,8 +375,8 @@ describe('coalescing', () => {
     }
   });
 
-  it('defers an edit that commits after the run recorded the latest edits, later than its asset\'s recorded edit', async () => {
-    await db.pool.query("insert into assets (asset_id) values (1), (2)");
+  it("defers an edit that commits after the run recorded the latest edits, later than its asset's recorded edit", async () => {
+    await db.pool.query('insert into assets (asset_id) values (1), (2)');
     await db.pool.query('delete from asset_webhooks.outbox');
     await db.pool.query("update assets set title = 'committed first' where asset_id = 1");
     const late = await db.pool.connect();
@@ -334,7 +401,10 @@ describe('coalescing', () => {
       // they are read (the next chunk starts after them) but left for the next
       // run, the edit and the trashing after it, so asset 1's events keep their order.
       const both = await claim(10);
-      expect(both.events.map((row) => [row.assetId, row.eventType])).toEqual([['1', 'EDITED'], ['2', 'EDITED']]);
+      expect(both.events.map((row) => [row.assetId, row.eventType])).toEqual([
+        ['1', 'EDITED'],
+        ['2', 'EDITED'],
+      ]);
       expect(both).toMatchObject({ read: 4, deferred: 2, lastSeq: maxSeq });
       // The earlier edit is the recorded latest of asset 1: it is sent, not collapsed into the late one.
       const [first] = both.events;
@@ -360,7 +430,9 @@ it('a run that fails after some chunks shows what it committed, and the runbook 
   // The third event's chunk fails as a crash would end it: after two chunks committed.
   await db.pool.query(`create function public.aw_test_fail_third() returns trigger language plpgsql as $$
     begin if new.asset_id = 3 then raise exception 'the worker died'; end if; return new; end $$`);
-  await db.pool.query('create trigger fail_third before insert on asset_webhooks.events for each row execute function public.aw_test_fail_third()');
+  await db.pool.query(
+    'create trigger fail_third before insert on asset_webhooks.events for each row execute function public.aw_test_fail_third()',
+  );
   try {
     await expect(runCoalesce(db.pool, [crm], { chunkSize: 1 })).rejects.toThrow(/the worker died/);
   } finally {
@@ -369,8 +441,12 @@ it('a run that fails after some chunks shows what it committed, and the runbook 
   }
   await runCoalesce(db.pool, [crm], { chunkSize: 1 });
   const { rows } = await db.pool.query<{ events: number; finished: boolean }>(
-    'select events, finished_at is not null as finished from asset_webhooks.coalesce_runs order by run_id');
-  expect(rows).toEqual([{ events: 2, finished: false }, { events: 3, finished: true }]);
+    'select events, finished_at is not null as finished from asset_webhooks.coalesce_runs order by run_id',
+  );
+  expect(rows).toEqual([
+    { events: 2, finished: false },
+    { events: 3, finished: true },
+  ]);
   const runbook = fileURLToPath(new URL('../../sql/runbooks/backlog-and-lag.sql', import.meta.url));
   const { stdout } = await promisify(execFile)('psql', [db.url, '-X', '-v', 'ON_ERROR_STOP=1', '-f', runbook]);
   expect(stdout).toMatch(/\|\s+2\s+\|\s+\d+\s+\|\s+interrupted\n/);
@@ -388,13 +464,18 @@ async function runWithFirstWriteHeld(webhooks: Parameters<typeof runCoalesce>[1]
     await blocker.query('begin');
     await blocker.query('lock table asset_webhooks.events in exclusive mode');
     const running = runCoalesce(db.pool, webhooks, { chunkSize: 1 });
-    await eventually(async () => {
-      const { rows } = await db.pool.query<{ waiting: number; claiming: number }>(
-        `select count(*) filter (where wait_event_type = 'Lock')::int as waiting,
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ waiting: number; claiming: number }>(
+          `select count(*) filter (where wait_event_type = 'Lock')::int as waiting,
                 count(*) filter (where query like '%with claimed as materialized%' and state = 'active')::int as claiming
-         from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`);
-      return rows[0]!.waiting > 0 && rows[0]!.claiming === 0 ? true : undefined;
-    }, 20_000, 'the first chunk to wait for its write, with the second read');
+         from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`,
+        );
+        return rows[0]!.waiting > 0 && rows[0]!.claiming === 0 ? true : undefined;
+      },
+      20_000,
+      'the first chunk to wait for its write, with the second read',
+    );
     await meanwhile();
     await blocker.query('commit');
     return await running;
@@ -404,7 +485,7 @@ async function runWithFirstWriteHeld(webhooks: Parameters<typeof runCoalesce>[1]
   }
 }
 
-it('a transaction whose first change of an asset a run passed before it committed has its later changes of that asset wait too: the asset\'s events stay in order', async () => {
+it("a transaction whose first change of an asset a run passed before it committed has its later changes of that asset wait too: the asset's events stay in order", async () => {
   const crm = openWebhook('crm');
   await registerWebhooks(db.pool, [crm]);
   await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 4) g');
@@ -428,15 +509,19 @@ it('a transaction whose first change of an asset a run passed before it committe
     late.release();
   }
   await runCoalesce(db.pool, [crm]);
-  const carried = (await payloads(db.pool)).flatMap(bodyEvents).filter((e) => e.assetId === 1).map((e) => e.eventType);
+  const carried = (await payloads(db.pool))
+    .flatMap(bodyEvents)
+    .filter((e) => e.assetId === 1)
+    .map((e) => e.eventType);
   expect(carried).toEqual(['CREATED', 'EDITED', 'DELETED']);
   const { rows } = await db.pool.query<{ event_type: string; run_id: number }>(
-    "select event_type, run_id::int from asset_webhooks.events where asset_id = 1 and event_type <> 'CREATED' order by seq");
+    "select event_type, run_id::int from asset_webhooks.events where asset_id = 1 and event_type <> 'CREATED' order by seq",
+  );
   expect(rows.map((row) => row.event_type)).toEqual(['EDITED', 'DELETED']);
   expect(rows[0]!.run_id).toBe(rows[1]!.run_id);
 });
 
-it('an edit that commits while a run goes on, later than the run\'s latest edit of its asset, waits for the next run: never two EDITED of one asset in a run', async () => {
+it("an edit that commits while a run goes on, later than the run's latest edit of its asset, waits for the next run: never two EDITED of one asset in a run", async () => {
   const crm = openWebhook('crm');
   await registerWebhooks(db.pool, [crm]);
   await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 3) g');
@@ -462,15 +547,26 @@ it('an edit that commits while a run goes on, later than the run\'s latest edit 
   await runCoalesce(db.pool, [crm]);
   const { rows } = await db.pool.query<{ run_id: number; asset_id: number; edits: number }>(
     `select run_id::int, asset_id::int, count(*)::int as edits from asset_webhooks.events
-     where event_type = 'EDITED' and collapsed_into is null group by run_id, asset_id order by run_id, asset_id`);
+     where event_type = 'EDITED' and collapsed_into is null group by run_id, asset_id order by run_id, asset_id`,
+  );
   // Run 2 sends the three committed edits; run 3 the late keyword edit of asset 1.
-  expect(rows.map(({ asset_id, edits }) => [asset_id, edits])).toEqual([[1, 1], [2, 1], [3, 1], [1, 1]]);
+  expect(rows.map(({ asset_id, edits }) => [asset_id, edits])).toEqual([
+    [1, 1],
+    [2, 1],
+    [3, 1],
+    [1, 1],
+  ]);
   expect(new Set(rows.slice(0, 3).map((row) => row.run_id)).size).toBe(1);
   expect(rows[3]!.run_id).toBeGreaterThan(rows[0]!.run_id);
   // The trashing, read by the run in a chunk after the deferred edit, waits with
   // it: asset 1's events reach the receiver in the order they happened.
-  const carried = (await payloads(db.pool)).flatMap(bodyEvents).filter((e) => e.assetId === 1).map((e) => e.eventType);
+  const carried = (await payloads(db.pool))
+    .flatMap(bodyEvents)
+    .filter((e) => e.assetId === 1)
+    .map((e) => e.eventType);
   expect(carried).toEqual(['CREATED', 'EDITED', 'EDITED', 'DELETED']);
-  const { rows: trashed } = await db.pool.query<{ run_id: number }>("select run_id::int from asset_webhooks.events where event_type = 'DELETED'");
+  const { rows: trashed } = await db.pool.query<{ run_id: number }>(
+    "select run_id::int from asset_webhooks.events where event_type = 'DELETED'",
+  );
   expect(trashed).toEqual([{ run_id: rows[3]!.run_id }]);
 });

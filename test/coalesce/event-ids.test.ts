@@ -2,7 +2,15 @@ import fc from 'fast-check';
 import { beforeEach, expect, it } from 'vitest';
 import { EventIds, millisOf } from '../../src/coalesce/event-ids.js';
 import { useTestDatabase } from '../helpers/test-database.js';
-import { bodyEvents, openWebhook, outcomes, payloads, registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
+import {
+  bodyEvents,
+  openWebhook,
+  outcomes,
+  payloads,
+  registerWebhooks,
+  resetData,
+  runCoalesce,
+} from '../helpers/seed.js';
 
 // The coalescer derives eventIds in Node; asset_webhooks.event_id_of derives
 // them in SQL for everything else (waiting_events, the runbooks, find-event).
@@ -26,24 +34,32 @@ it('derives the same eventId as asset_webhooks.event_id_of for any seq and captu
     fc.integer({ min: -2_208_988_800_000_000, max: 7_258_118_400_000_000 }),
     fc.constantFrom(-1, -999, -1000, -1001, 0, 253_402_300_000_000_000),
   );
-  await fc.assert(fc.asyncProperty(fc.array(fc.tuple(seq, micros), { minLength: 50, maxLength: 50 }), async (cases) => {
-    const { rows } = await db.pool.query<{ id: string; stamp: string }>(
-      `select asset_webhooks.event_id_of(s, to_timestamp(0) + make_interval(secs => u / 1e6))::text as id,
+  await fc.assert(
+    fc.asyncProperty(fc.array(fc.tuple(seq, micros), { minLength: 50, maxLength: 50 }), async (cases) => {
+      const { rows } = await db.pool.query<{ id: string; stamp: string }>(
+        `select asset_webhooks.event_id_of(s, to_timestamp(0) + make_interval(secs => u / 1e6))::text as id,
               to_char((to_timestamp(0) + make_interval(secs => u / 1e6)) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as stamp
        from unnest($1::bigint[], $2::bigint[]) with ordinality as c(s, u, i) order by i`,
-      [cases.map(([s]) => s), cases.map(([, u]) => u)]);
-    cases.forEach(([s], index) => {
-      // The claim reads the time as this formatted timestamp: the milliseconds come from it.
-      expect(ids.of(s, millisOf(rows[index]!.stamp))).toBe(rows[index]!.id);
-    });
-  }), { numRuns: 40 });
+        [cases.map(([s]) => s), cases.map(([, u]) => u)],
+      );
+      cases.forEach(([s], index) => {
+        // The claim reads the time as this formatted timestamp: the milliseconds come from it.
+        expect(ids.of(s, millisOf(rows[index]!.stamp))).toBe(rows[index]!.id);
+      });
+    }),
+    { numRuns: 40 },
+  );
 });
 
 it('refuses to derive ids when event_id_of was changed outside the migrations', async () => {
-  const { rows: [definition] } = await db.pool.query<{ sql: string }>(
-    "select pg_get_functiondef('asset_webhooks.event_id_of(bigint, timestamptz)'::regprocedure) as sql");
+  const {
+    rows: [definition],
+  } = await db.pool.query<{ sql: string }>(
+    "select pg_get_functiondef('asset_webhooks.event_id_of(bigint, timestamptz)'::regprocedure) as sql",
+  );
   try {
-    await db.pool.query(`create or replace function asset_webhooks.event_id_of(p_seq bigint, p_occurred_at timestamptz) returns uuid
+    await db.pool
+      .query(`create or replace function asset_webhooks.event_id_of(p_seq bigint, p_occurred_at timestamptz) returns uuid
       language sql immutable as $$ select gen_random_uuid() $$`);
     await expect(EventIds.load(db.pool)).rejects.toThrow(/differ from asset_webhooks\.event_id_of/);
   } finally {
@@ -63,9 +79,11 @@ it('keeps an id a binding stored itself, and collapses edits into a stored lates
        ('EDITED', 1, 'Resource', null),
        ('EDITED', 1, 'Resource', '01900000-0000-7000-8000-00000000000a'),
        ('EDITED', 2, 'Resource', '01900000-0000-7000-8000-00000000000b'),
-       ('EDITED', 2, 'Resource', null)`);
+       ('EDITED', 2, 'Resource', null)`,
+  );
   const { rows: waiting } = await db.pool.query<{ event_id: string; asset_id: number }>(
-    'select event_id, asset_id from asset_webhooks.waiting_events order by seq');
+    'select event_id, asset_id from asset_webhooks.waiting_events order by seq',
+  );
 
   await runCoalesce(db.pool, [crm]);
 
@@ -74,6 +92,9 @@ it('keeps an id a binding stored itself, and collapses edits into a stored lates
     [1, '01900000-0000-7000-8000-00000000000a'],
     [2, waiting[3]!.event_id],
   ]);
-  const collapsed = (await outcomes(db.pool)).filter((o) => o.outcome === 'collapsed').map((o) => o.event_id).sort();
+  const collapsed = (await outcomes(db.pool))
+    .filter((o) => o.outcome === 'collapsed')
+    .map((o) => o.event_id)
+    .sort();
   expect(collapsed).toEqual([waiting[0]!.event_id, '01900000-0000-7000-8000-00000000000b'].sort());
 });

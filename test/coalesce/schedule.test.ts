@@ -11,7 +11,9 @@ const db = useTestDatabase();
 describe('scheduling coalescing runs', () => {
   it('leaves graphile-worker cron only maintenance, with its job key', () => {
     const items = parseCrontab(MAINTENANCE_CRONTAB);
-    expect(items.map((item) => [item.task, item.options.jobKey])).toEqual([['maintenance', 'asset_webhooks_maintenance']]);
+    expect(items.map((item) => [item.task, item.options.jobKey])).toEqual([
+      ['maintenance', 'asset_webhooks_maintenance'],
+    ]);
   });
 
   it('checks for a new interval four times per interval, between 100 ms and a second apart', () => {
@@ -21,7 +23,9 @@ describe('scheduling coalescing runs', () => {
   it('does not tick an interval that began before notBefore, and ticks the next one', async () => {
     await resetData(db.pool);
     await db.pool.query('truncate asset_webhooks.ticks');
-    const { rows: [clock] } = await db.pool.query<{ now: number }>('select extract(epoch from now())::float8 * 1000 as now');
+    const {
+      rows: [clock],
+    } = await db.pool.query<{ now: number }>('select extract(epoch from now())::float8 * 1000 as now');
     const slotStart = Math.floor(clock!.now / 3_600_000) * 3_600_000;
     // A process that started (or reloaded to 3600 s) one second into this hour waits for the next.
     expect(await tick(db.pool, 3600, slotStart + 1000)).toBe(false);
@@ -41,7 +45,9 @@ describe('scheduling coalescing runs', () => {
       expect(results.filter(Boolean)).toHaveLength(1);
       const again = await Promise.all(pools.map((pool) => tick(pool, 3600)));
       expect(again.filter(Boolean)).toHaveLength(0);
-      const { rows } = await db.pool.query("select count(*)::int as n from graphile_worker.jobs where task_identifier = 'coalesce'");
+      const { rows } = await db.pool.query(
+        "select count(*)::int as n from graphile_worker.jobs where task_identifier = 'coalesce'",
+      );
       expect(rows).toEqual([{ n: 1 }]);
     } finally {
       await Promise.all(pools.map((pool) => pool.end()));

@@ -21,12 +21,28 @@ function file(text: string): string {
 
 /** One bad document of each class of problem (every one is checked without a process in schema.test.ts). */
 const oneOfEachClass = new Set([
-  'a missing enabled', 'a mistyped number', 'a url that is not http(s)', 'an unknown condition', 'an unknown event type',
-  'an empty value list', 'fieldName on a filter that is not additionalFields', 'a schemaId value that is not digits',
-  'a parentId that is neither digits nor null', 'maxPayloadBytes below 1024', 'a duplicate id', 'two default ids that collide',
-  'a header that overrides X-API-Key', 'a header value with CR or LF', 'provider gcp without a projectId',
-  'a misspelt key that would otherwise mean "all types"', 'a misspelt root key', 'an empty document',
-  'a YAML syntax error, with line and column', 'a url with user and password', 'a url with CR and LF', 'a url longer than the limit',
+  'a missing enabled',
+  'a mistyped number',
+  'a url that is not http(s)',
+  'an unknown condition',
+  'an unknown event type',
+  'an empty value list',
+  'fieldName on a filter that is not additionalFields',
+  'a schemaId value that is not digits',
+  'a parentId that is neither digits nor null',
+  'maxPayloadBytes below 1024',
+  'a duplicate id',
+  'two default ids that collide',
+  'a header that overrides X-API-Key',
+  'a header value with CR or LF',
+  'provider gcp without a projectId',
+  'a misspelt key that would otherwise mean "all types"',
+  'a misspelt root key',
+  'an empty document',
+  'a YAML syntax error, with line and column',
+  'a url with user and password',
+  'a url with CR and LF',
+  'a url longer than the limit',
   'a header longer than the limit',
 ]);
 
@@ -35,19 +51,27 @@ describe('check-config refuses each class of bad document with the exact path (r
     expect([...oneOfEachClass].filter((name) => !badDocuments.some(([what]) => what === name))).toEqual([]);
   });
 
-  it.concurrent.for(badDocuments.filter(([what]) => oneOfEachClass.has(what)))('%s', async ([, text, expected], { expect }) => {
-    const result = await runCli(['check-config', file(text)]);
-    expect(result.code).toBe(1);
-    expect(result.stderr).toContain(expected);
-    expect(result.stdout).toBe('');
-    expect(result.stderr).not.toMatch(/\n\s+at /);
-  });
+  it.concurrent.for(badDocuments.filter(([what]) => oneOfEachClass.has(what)))(
+    '%s',
+    async ([, text, expected], { expect }) => {
+      const result = await runCli(['check-config', file(text)]);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain(expected);
+      expect(result.stdout).toBe('');
+      expect(result.stderr).not.toMatch(/\n\s+at /);
+    },
+  );
 
   it.concurrent('a document past the size limit, refused before it is parsed', async ({ expect }) => {
     // A 50 MB url: parsing it would take seconds and gigabytes.
-    const result = await runCli(['check-config', file(valid('').replace('https://receiver.example/a', `https://receiver.example/${'a'.repeat(50 * 1024 * 1024)}`))]);
+    const result = await runCli([
+      'check-config',
+      file(valid('').replace('https://receiver.example/a', `https://receiver.example/${'a'.repeat(50 * 1024 * 1024)}`)),
+    ]);
     expect(result.code).toBe(1);
-    expect(result.stderr.trim()).toMatch(/^\S+config-\d+\.yaml: expected a configuration document of at most 4194304 bytes \(4 MiB\), got 52428\d{3} bytes$/);
+    expect(result.stderr.trim()).toMatch(
+      /^\S+config-\d+\.yaml: expected a configuration document of at most 4194304 bytes \(4 MiB\), got 52428\d{3} bytes$/,
+    );
   });
 
   it.concurrent('a file that does not exist', async ({ expect }) => {
@@ -57,13 +81,16 @@ describe('check-config refuses each class of bad document with the exact path (r
   });
 
   it.concurrent('reports every problem at once, one line each, in document order', async ({ expect }) => {
-    const result = await runCli(['check-config', file(
-      'assetUpdater:\n  intervalSeconds: 0\n  webhooks:\n' +
-      '    - { id: a, url: "x", enabled: 1 }\n' +
-      '    - { id: a, url: "https://b.example/", enabled: true }\n' +
-      '    - { url: "https://c.example/", enabled: true, filters: [ { filterKind: keywords, condition: OR, value: [] } ] }\n' +
-      '  secrets: { provider: file }\n',
-    )]);
+    const result = await runCli([
+      'check-config',
+      file(
+        'assetUpdater:\n  intervalSeconds: 0\n  webhooks:\n' +
+          '    - { id: a, url: "x", enabled: 1 }\n' +
+          '    - { id: a, url: "https://b.example/", enabled: true }\n' +
+          '    - { url: "https://c.example/", enabled: true, filters: [ { filterKind: keywords, condition: OR, value: [] } ] }\n' +
+          '  secrets: { provider: file }\n',
+      ),
+    ]);
     expect(result.code).toBe(1);
     expect(result.stderr.trim().split('\n')).toEqual([
       'assetUpdater.intervalSeconds: expected an integer from 1 to 3600, got 0',
@@ -79,22 +106,40 @@ describe('check-config refuses each class of bad document with the exact path (r
 
 describe('check-config on a valid document', () => {
   it.concurrent('says so in one line and exits 0 (YAML)', async ({ expect }) => {
-    const result = await runCli(['check-config', file(twoWebhooks('{ id: crm, url: "https://a.example/", enabled: true }', '{ url: "https://b.example/", enabled: false }'))]);
+    const result = await runCli([
+      'check-config',
+      file(
+        twoWebhooks(
+          '{ id: crm, url: "https://a.example/", enabled: true }',
+          '{ url: "https://b.example/", enabled: false }',
+        ),
+      ),
+    ]);
     expect(result.code).toBe(0);
     // The webhook without id is warned about (see the tests of warnings), which does not make the document invalid.
-    expect(result.stderr).toMatch(/^assetUpdater\.webhooks\[1\]\.id: warning: not set, so the id webhook-[0-9a-f]{12} is derived from the url; [^\n]*\n$/);
+    expect(result.stderr).toMatch(
+      /^assetUpdater\.webhooks\[1\]\.id: warning: not set, so the id webhook-[0-9a-f]{12} is derived from the url; [^\n]*\n$/,
+    );
     expect(result.stdout.trim().split('\n')).toHaveLength(1);
     expect(result.stdout).toMatch(/: valid, 2 webhook\(s\) \(1 enabled\): crm, webhook-[0-9a-f]{12}; interval 60s\n$/);
   });
 
   it.concurrent('takes --database-url as every command does, and needs no database', async ({ expect }) => {
-    const result = await runCli(['check-config', file(valid('id: crm')), '--database-url', 'postgres://nobody@127.0.0.1:1/none']);
+    const result = await runCli([
+      'check-config',
+      file(valid('id: crm')),
+      '--database-url',
+      'postgres://nobody@127.0.0.1:1/none',
+    ]);
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/valid, 1 webhook\(s\) \(1 enabled\): crm/);
   });
 
   it.concurrent('accepts JSON too', async ({ expect }) => {
-    const result = await runCli(['check-config', file(JSON.stringify({ assetUpdater: { webhooks: [{ id: 'crm', url: 'https://a.example/', enabled: true }] } }))]);
+    const result = await runCli([
+      'check-config',
+      file(JSON.stringify({ assetUpdater: { webhooks: [{ id: 'crm', url: 'https://a.example/', enabled: true }] } })),
+    ]);
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/valid, 1 webhook\(s\) \(1 enabled\): crm/);
   });
@@ -110,19 +155,26 @@ describe('check-config on a valid document', () => {
     expect(byEnv.stdout).toContain('from-env');
   });
 
-  it.concurrent('refuses a file argument and a different --config together (exit 2) rather than pick one', async ({ expect }) => {
-    const first = file(valid('id: first'));
-    const second = file(valid('id: second'));
-    const result = await runCli(['check-config', first, '--config', second]);
-    expect({ code: result.code, stdout: result.stdout }).toEqual({ code: 2, stdout: '' });
-    expect(result.stderr.split('\n')[0]).toBe(`--config: expected the same file as the argument ${JSON.stringify(first)}, or only one of them, got ${JSON.stringify(second)}`);
-    expect((await runCli(['check-config', first, '--config', first])).code).toBe(0);
-  });
+  it.concurrent(
+    'refuses a file argument and a different --config together (exit 2) rather than pick one',
+    async ({ expect }) => {
+      const first = file(valid('id: first'));
+      const second = file(valid('id: second'));
+      const result = await runCli(['check-config', first, '--config', second]);
+      expect({ code: result.code, stdout: result.stdout }).toEqual({ code: 2, stdout: '' });
+      expect(result.stderr.split('\n')[0]).toBe(
+        `--config: expected the same file as the argument ${JSON.stringify(first)}, or only one of them, got ${JSON.stringify(second)}`,
+      );
+      expect((await runCli(['check-config', first, '--config', first])).code).toBe(0);
+    },
+  );
 
   it.concurrent('without a file, --config or ASSET_WEBHOOKS_CONFIG: exit 1 naming both', async ({ expect }) => {
     const result = await runCli(['check-config'], { ASSET_WEBHOOKS_CONFIG: undefined });
     expect(result.code).toBe(1);
-    expect(result.stderr).toContain('--config: expected a configuration file (or the environment variable ASSET_WEBHOOKS_CONFIG), got nothing');
+    expect(result.stderr).toContain(
+      '--config: expected a configuration file (or the environment variable ASSET_WEBHOOKS_CONFIG), got nothing',
+    );
   });
 });
 
@@ -135,10 +187,22 @@ describe('check-config warns, and still exits 0, when every delivery to a webhoo
 `;
 
   it.concurrent.for([
-    ['http://127.0.0.1:8080/hook', '127.0.0.1 is a loopback address; every delivery to it is refused unless network.allowPrivateAddresses is true'],
-    ['http://localhost/hook', 'localhost is a loopback address; every delivery to it is refused unless network.allowPrivateAddresses is true'],
-    ['http://[::1]:9000/', '::1 is a loopback address; every delivery to it is refused unless network.allowPrivateAddresses is true'],
-    ['http://10.1.2.3/hook', '10.1.2.3 is a private address; every delivery to it is refused unless network.allowPrivateAddresses is true'],
+    [
+      'http://127.0.0.1:8080/hook',
+      '127.0.0.1 is a loopback address; every delivery to it is refused unless network.allowPrivateAddresses is true',
+    ],
+    [
+      'http://localhost/hook',
+      'localhost is a loopback address; every delivery to it is refused unless network.allowPrivateAddresses is true',
+    ],
+    [
+      'http://[::1]:9000/',
+      '::1 is a loopback address; every delivery to it is refused unless network.allowPrivateAddresses is true',
+    ],
+    [
+      'http://10.1.2.3/hook',
+      '10.1.2.3 is a private address; every delivery to it is refused unless network.allowPrivateAddresses is true',
+    ],
   ] as const)('%s without allowPrivateAddresses', async ([url, warning], { expect }) => {
     const result = await runCli(['check-config', file(document(url, false))]);
     expect(result.code).toBe(0);
@@ -152,21 +216,28 @@ describe('check-config warns, and still exits 0, when every delivery to a webhoo
   it('the cloud metadata address, whatever allowPrivateAddresses says', async () => {
     const result = await runCli(['check-config', file(document('http://169.254.169.254/latest', true))]);
     expect(result.code).toBe(0);
-    expect(result.stderr).toBe('assetUpdater.webhooks[1].url: warning: 169.254.169.254 is a cloud metadata address; every delivery to it is refused whatever network.allowPrivateAddresses says\n');
+    expect(result.stderr).toBe(
+      'assetUpdater.webhooks[1].url: warning: 169.254.169.254 is a cloud metadata address; every delivery to it is refused whatever network.allowPrivateAddresses says\n',
+    );
   });
 });
 
 describe('check-config and paused', () => {
   it('counts paused webhooks, and warns that enabled: false wins over paused (exit 0)', async () => {
-    const result = await runCli(['check-config', file(`assetUpdater:
+    const result = await runCli([
+      'check-config',
+      file(`assetUpdater:
   webhooks:
     - { id: window, url: "https://a.example.com/hook", enabled: true, paused: true }
     - { id: off, url: "https://b.example.com/hook", enabled: false, paused: true }
-`)]);
+`),
+    ]);
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/: valid, 2 webhook\(s\) \(1 enabled, 1 of them paused\): window, off;/);
-    expect(result.stderr).toBe('assetUpdater.webhooks[1].paused: warning: enabled is false, which wins: events of this time are not delivered ' +
-      'later and waiting payloads expire; for a pause that keeps them, set enabled: true\n');
+    expect(result.stderr).toBe(
+      'assetUpdater.webhooks[1].paused: warning: enabled is false, which wins: events of this time are not delivered ' +
+        'later and waiting payloads expire; for a pause that keeps them, set enabled: true\n',
+    );
   });
 
   it('refuses a paused that is not a boolean, naming the path', async () => {

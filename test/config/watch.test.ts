@@ -14,12 +14,20 @@ let watcher: ConfigWatcher | undefined;
 afterEach(() => watcher?.close());
 
 /** Starts a watcher counting changes (its baseline is read before it returns). */
-async function watch(file: string, onChange: () => unknown = () => undefined): Promise<{ changes: () => number; polls: () => Promise<void> }> {
+async function watch(
+  file: string,
+  onChange: () => unknown = () => undefined,
+): Promise<{ changes: () => number; polls: () => Promise<void> }> {
   let changes = 0;
-  watcher = watchConfigFile(file, async () => {
-    changes += 1;
-    await onChange();
-  }, logger, INTERVAL_MS);
+  watcher = watchConfigFile(
+    file,
+    async () => {
+      changes += 1;
+      await onChange();
+    },
+    logger,
+    INTERVAL_MS,
+  );
   /** Time for a few polls, to show that nothing happens. */
   const polls = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, INTERVAL_MS * 5));
   return { changes: () => changes, polls };

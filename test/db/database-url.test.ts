@@ -48,7 +48,10 @@ describe('a password in the connection string is never printed', () => {
   it.for([
     [`postgres://u:${secret}@127.0.0.1:1/db`, 'postgres://u:***@127.0.0.1:1/db'],
     [`postgres://u@127.0.0.1:1/db?password=${secret}`, 'postgres://u@127.0.0.1:1/db?password=***'],
-    [`postgres://u@127.0.0.1:1/db?sslmode=disable&password=${secret}&application_name=x`, 'postgres://u@127.0.0.1:1/db?sslmode=disable&password=***&application_name=x'],
+    [
+      `postgres://u@127.0.0.1:1/db?sslmode=disable&password=${secret}&application_name=x`,
+      'postgres://u@127.0.0.1:1/db?sslmode=disable&password=***&application_name=x',
+    ],
     [`postgres://u@127.0.0.1:1/db?pass%77ord=${secret}`, 'postgres://u@127.0.0.1:1/db?pass%77ord=***'],
     [`postgres://u@/db?host=/nonexistent&password=${secret}`, 'postgres://u@/db?host=/nonexistent&password=***'],
   ] as const)('%s (real CLI, database unreachable)', async ([url, shown], { expect }) => {
@@ -62,12 +65,14 @@ describe('a password in the connection string is never printed', () => {
   it('a keyword/value string, which node-postgres does not read, is refused in one line without it', async () => {
     const result = await runCli(['dead-letters', '--database-url', `host=127.0.0.1 dbname=db password=${secret}`]);
     expect(result.code).toBe(1);
-    expect(result.stderr).toBe('--database-url: expected a URL such as postgres://user@host:5432/database or postgres://user@/database?host=/var/run/postgresql (from the option), got a keyword/value connection string, which node-postgres does not read: write it as a URL\n');
+    expect(result.stderr).toBe(
+      '--database-url: expected a URL such as postgres://user@host:5432/database or postgres://user@/database?host=/var/run/postgresql (from the option), got a keyword/value connection string, which node-postgres does not read: write it as a URL\n',
+    );
   });
 
   it.each([
     [`host=db password=${secret} user=u`, 'host=db password=*** user=u'],
-    [`host=db password = '${secret} x' user=u`, "host=db password = *** user=u"],
+    [`host=db password = '${secret} x' user=u`, 'host=db password = *** user=u'],
     [`socket://u:${secret}@/run/pg?db=x`, 'socket://u:***@/run/pg?db=x'],
     [`postgres://u:p@ss:${secret}@host/db`, 'postgres://u:***@host/db'],
     [`postgres://u@host/db?sslpassword=${secret}`, 'postgres://u@host/db?sslpassword=***'],

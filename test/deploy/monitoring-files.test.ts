@@ -16,7 +16,8 @@ import { useTestDatabase } from '../helpers/test-database.js';
  */
 
 const db = useTestDatabase();
-const deployFile = (name: string): string => readFileSync(fileURLToPath(new URL(`../../deploy/${name}`, import.meta.url)), 'utf8');
+const deployFile = (name: string): string =>
+  readFileSync(fileURLToPath(new URL(`../../deploy/${name}`, import.meta.url)), 'utf8');
 
 interface Expression {
   readonly where: string;
@@ -24,11 +25,15 @@ interface Expression {
 }
 
 function alertExpressions(): Expression[] {
-  const document = parse(deployFile('prometheus/alerts.yaml')) as { groups: { name: string; rules: { alert?: string; record?: string; expr: unknown }[] }[] };
-  return document.groups.flatMap((group) => group.rules.map((rule) => {
-    expect(typeof rule.expr, `${group.name}/${rule.alert ?? rule.record}: expr`).toBe('string');
-    return { where: `alerts.yaml ${rule.alert ?? rule.record}`, expr: rule.expr as string };
-  }));
+  const document = parse(deployFile('prometheus/alerts.yaml')) as {
+    groups: { name: string; rules: { alert?: string; record?: string; expr: unknown }[] }[];
+  };
+  return document.groups.flatMap((group) =>
+    group.rules.map((rule) => {
+      expect(typeof rule.expr, `${group.name}/${rule.alert ?? rule.record}: expr`).toBe('string');
+      return { where: `alerts.yaml ${rule.alert ?? rule.record}`, expr: rule.expr as string };
+    }),
+  );
 }
 
 /**
@@ -43,7 +48,11 @@ function dashboardExpressions(): Expression[] {
     if (Array.isArray(node)) node.forEach((item, index) => walk(item, `${where}[${index}]`));
     else if (node !== null && typeof node === 'object') {
       for (const [key, value] of Object.entries(node)) {
-        if (key === 'expr' && typeof value === 'string') found.push({ where: `asset-webhooks.json ${where}`, expr: value.replace(/\$__(rate_interval|interval|range)\b/g, '5m') });
+        if (key === 'expr' && typeof value === 'string')
+          found.push({
+            where: `asset-webhooks.json ${where}`,
+            expr: value.replace(/\$__(rate_interval|interval|range)\b/g, '5m'),
+          });
         else if ((key === 'query' || key === 'definition') && typeof value === 'string') {
           const labelValues = /^label_values\((.+),\s*[a-zA-Z_][a-zA-Z0-9_]*\)$/.exec(value);
           expect(labelValues, `${where}.${key}: expected label_values(METRIC, LABEL), got ${value}`).not.toBeNull();
@@ -62,10 +71,14 @@ function metricNames({ where, expr }: Expression): string[] {
   const errors: string[] = [];
   parser.parse(expr).iterate({
     enter(node) {
-      if (node.type.isError) errors.push(`at ${node.from}: ${JSON.stringify(expr.slice(Math.max(0, node.from - 20), node.to + 20))}`);
+      if (node.type.isError)
+        errors.push(`at ${node.from}: ${JSON.stringify(expr.slice(Math.max(0, node.from - 20), node.to + 20))}`);
       if (node.name === 'VectorSelector') {
         const identifier = node.node.getChild('Identifier');
-        expect(identifier, `${where}: expected a metric name in the selector ${expr.slice(node.from, node.to)}`).not.toBeNull();
+        expect(
+          identifier,
+          `${where}: expected a metric name in the selector ${expr.slice(node.from, node.to)}`,
+        ).not.toBeNull();
         names.push(expr.slice(identifier!.from, identifier!.to));
       }
     },
@@ -80,7 +93,8 @@ function servedNames(exposition: string): Set<string> {
   for (const match of exposition.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
     const [, name, type] = match as unknown as [string, string, string];
     names.add(name);
-    if (type === 'histogram' || type === 'summary') for (const suffix of ['_bucket', '_sum', '_count']) names.add(name + suffix);
+    if (type === 'histogram' || type === 'summary')
+      for (const suffix of ['_bucket', '_sum', '_count']) names.add(name + suffix);
   }
   return names;
 }
@@ -91,7 +105,12 @@ describe('deploy/ monitoring files', () => {
 
   beforeAll(async () => {
     const port = await freePort();
-    running = await startTestService(db.url, 'assetUpdater:\n  intervalSeconds: 1\n  webhooks: []\n', pino({ level: 'silent' }), port);
+    running = await startTestService(
+      db.url,
+      'assetUpdater:\n  intervalSeconds: 1\n  webhooks: []\n',
+      pino({ level: 'silent' }),
+      port,
+    );
     const response = await fetch(`http://127.0.0.1:${port}/metrics`);
     expect(response.status).toBe(200);
     served = servedNames(await response.text());
@@ -106,7 +125,9 @@ describe('deploy/ monitoring files', () => {
   });
 
   it('refuses a syntax error and an unknown metric (the checks can fail)', () => {
-    expect(() => metricNames({ where: 'test', expr: 'sum(rate(asset_webhooks_dead_letters[5m]) bogus' })).toThrow(/PromQL syntax errors/);
+    expect(() => metricNames({ where: 'test', expr: 'sum(rate(asset_webhooks_dead_letters[5m]) bogus' })).toThrow(
+      /PromQL syntax errors/,
+    );
     const names = metricNames({ where: 'test', expr: 'max(asset_webhooks_dead_letter) > 0' });
     expect(names.filter((name) => !served.has(name))).toEqual(['asset_webhooks_dead_letter']);
   });
@@ -128,11 +149,18 @@ describe('deploy/ monitoring files', () => {
   it('alerts on what the README says is worth an alert, and on receivers that fail', () => {
     const used = new Set(alertExpressions().flatMap(metricNames));
     for (const name of [
-      'asset_webhooks_capture_errors', 'asset_webhooks_capture_gaps', 'asset_webhooks_dead_letters',
-      'asset_webhooks_outbox_oldest_age_seconds', 'asset_webhooks_outbox_backlog_rows',
-      'asset_webhooks_oldest_transaction_age_seconds', 'asset_webhooks_delivery_attempts_total',
-    ]) expect(used, name).toContain(name);
-    const document = parse(deployFile('prometheus/alerts.yaml')) as { groups: { rules: { alert: string; labels: { severity: string }; annotations: { summary: string } }[] }[] };
+      'asset_webhooks_capture_errors',
+      'asset_webhooks_capture_gaps',
+      'asset_webhooks_dead_letters',
+      'asset_webhooks_outbox_oldest_age_seconds',
+      'asset_webhooks_outbox_backlog_rows',
+      'asset_webhooks_oldest_transaction_age_seconds',
+      'asset_webhooks_delivery_attempts_total',
+    ])
+      expect(used, name).toContain(name);
+    const document = parse(deployFile('prometheus/alerts.yaml')) as {
+      groups: { rules: { alert: string; labels: { severity: string }; annotations: { summary: string } }[] }[];
+    };
     const rules = document.groups.flatMap((group) => group.rules);
     expect(new Set(rules.map((rule) => rule.alert)).size).toBe(rules.length);
     for (const rule of rules) {

@@ -39,7 +39,10 @@ const expectedProblems = [
 describe('a database never migrated', () => {
   it('every command but migrate says to run migrate, in one line (exit 1)', async () => {
     const config = path.join(directory, 'unmigrated.yaml');
-    writeFileSync(config, 'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n');
+    writeFileSync(
+      config,
+      'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n',
+    );
     const commands = [
       ['trace', '00000000-0000-4000-8000-000000000000'],
       ['events', '--from', '2026-11-01', '--to', '2026-11-02'],
@@ -51,7 +54,9 @@ describe('a database never migrated', () => {
     for (const command of commands) {
       const result = await runCli([...command, '--database-url', db.url]);
       expect({ command, code: result.code, stderr: result.stderr }).toEqual({
-        command, code: 1, stderr: `schema asset_webhooks is at version 0, older than this code's version ${codeVersion}: run \`asset-webhooks migrate\` first\n`,
+        command,
+        code: 1,
+        stderr: `schema asset_webhooks is at version 0, older than this code's version ${codeVersion}: run \`asset-webhooks migrate\` first\n`,
       });
     }
   });
@@ -63,8 +68,10 @@ describe('the binding view check', () => {
     writeFileSync(file, 'create table public.first_thing (id bigint);\n\nselect nonsense\nfrom nowhere;\n');
     const result = await runCli(['migrate', '--database-url', db.url, '--binding', file]);
     expect(result.code).toBe(1);
-    expect(result.stderr).toBe(`--binding ${file}: expected SQL that runs on this database, got an error, line 4: ` +
-      'relation "nowhere" does not exist (42P01) (nothing of the binding was installed)\n');
+    expect(result.stderr).toBe(
+      `--binding ${file}: expected SQL that runs on this database, got an error, line 4: ` +
+        'relation "nowhere" does not exist (42P01) (nothing of the binding was installed)\n',
+    );
     const { rows } = await db.pool.query("select to_regclass('public.first_thing')::text as table");
     expect(rows).toEqual([{ table: null }]);
   });
@@ -74,7 +81,11 @@ describe('the binding view check', () => {
     writeFileSync(file, 'create table public.before_commit (id bigint);\ncommit;\nselect 1/0;\n');
     const result = await runCli(['migrate', '--database-url', db.url, '--binding', file]);
     expect(result.code).toBe(1);
-    expect(result.stderr).toMatch(new RegExp(`^--binding ${file}: expected SQL that runs on this database, got an error: EXECUTE of transaction commands is not implemented \\(0A000\\) \\(nothing of the binding was installed\\)\\n$`));
+    expect(result.stderr).toMatch(
+      new RegExp(
+        `^--binding ${file}: expected SQL that runs on this database, got an error: EXECUTE of transaction commands is not implemented \\(0A000\\) \\(nothing of the binding was installed\\)\\n$`,
+      ),
+    );
     const { rows } = await db.pool.query("select to_regclass('public.before_commit')::text as table");
     expect(rows).toEqual([{ table: null }]);
   });
@@ -86,17 +97,34 @@ describe('the binding view check', () => {
     expect(result.code).toBe(1);
     for (const problem of expectedProblems) expect(result.stderr).toContain(problem);
     expect(result.stderr).not.toMatch(/\n\s+at /);
-    const { rows } = await db.pool.query("select to_regclass('public.things')::text as things, to_regclass('asset_webhooks.asset_state')::text as view");
+    const { rows } = await db.pool.query(
+      "select to_regclass('public.things')::text as things, to_regclass('asset_webhooks.asset_state')::text as view",
+    );
     expect(rows).toEqual([{ things: null, view: null }]);
   });
 
   it('explain on a database without a binding says to install one, in one line (exit 1)', async () => {
     const config = path.join(directory, 'explain.yaml');
-    writeFileSync(config, 'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n');
+    writeFileSync(
+      config,
+      'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n',
+    );
     expect((await runCli(['migrate', '--database-url', db.url])).code).toBe(0);
-    const result = await runCli(['explain', '--webhook', 'crm', '--asset', '1', '--config', config, '--database-url', db.url]);
+    const result = await runCli([
+      'explain',
+      '--webhook',
+      'crm',
+      '--asset',
+      '1',
+      '--config',
+      config,
+      '--database-url',
+      db.url,
+    ]);
     expect({ code: result.code, stderr: result.stderr }).toEqual({
-      code: 1, stderr: 'view asset_webhooks.asset_state: expected a binding to be installed, got none (run `asset-webhooks migrate --binding reference|FILE`)\n',
+      code: 1,
+      stderr:
+        'view asset_webhooks.asset_state: expected a binding to be installed, got none (run `asset-webhooks migrate --binding reference|FILE`)\n',
     });
   });
 
@@ -110,17 +138,29 @@ describe('the binding view check', () => {
     await db.pool.query('alter table public.asset_keywords disable trigger asset_webhooks_capture_update');
     try {
       let log = '';
-      const sink = new Writable({ write(chunk: Buffer, _encoding, done) { log += chunk.toString(); done(); } });
+      const sink = new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          log += chunk.toString();
+          done();
+        },
+      });
       const config = 'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n';
       const service = await startTestService(db.url, config, createLogger({ level: 'warn', destination: sink }));
       await service.stop();
-      const warnings = log.trim().split('\n').map((line) => JSON.parse(line) as { msg: string; gap?: string })
-        .filter((line) => line.gap !== undefined).map(({ msg, gap }) => ({ msg, gap }));
-      expect(warnings).toEqual([{
-        msg: 'capture: changes can go uncaptured',
-        gap: 'table asset_keywords, capture triggers asset_webhooks_capture_update: expected enabled, got disabled: ' +
-          'the changes they would capture are lost (ALTER TABLE ... ENABLE ALWAYS TRIGGER)',
-      }]);
+      const warnings = log
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { msg: string; gap?: string })
+        .filter((line) => line.gap !== undefined)
+        .map(({ msg, gap }) => ({ msg, gap }));
+      expect(warnings).toEqual([
+        {
+          msg: 'capture: changes can go uncaptured',
+          gap:
+            'table asset_keywords, capture triggers asset_webhooks_capture_update: expected enabled, got disabled: ' +
+            'the changes they would capture are lost (ALTER TABLE ... ENABLE ALWAYS TRIGGER)',
+        },
+      ]);
     } finally {
       await db.pool.query('alter table public.asset_keywords enable always trigger asset_webhooks_capture_update');
     }
@@ -131,7 +171,10 @@ describe('the binding view check', () => {
     await db.pool.query('drop view asset_webhooks.asset_state');
     await db.pool.query(badView);
     const config = path.join(directory, 'config.yaml');
-    writeFileSync(config, 'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n');
+    writeFileSync(
+      config,
+      'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n',
+    );
     const result = await runCli(['run', '--database-url', db.url, '--config', config]);
     expect(result.code).not.toBe(0);
     for (const problem of expectedProblems) expect(result.stderr).toContain(problem);

@@ -71,7 +71,8 @@ afterAll(() => rmSync(directory, { recursive: true, force: true }));
 describe('migrate --binding FILE with a binding of another asset schema', () => {
   it('installs it on an empty database, again without harm, and explain and coalescing read assets through it', async () => {
     // Installed, with a warning for each way this binding lets changes through.
-    const gaps = 'migrate: warning: table media_items, capture triggers media_capture_delete, media_capture_insert, media_capture_update: ' +
+    const gaps =
+      'migrate: warning: table media_items, capture triggers media_capture_delete, media_capture_insert, media_capture_update: ' +
       'expected to fire always, got on origin only: changes made with session_replication_role = replica (bulk loads) are not captured ' +
       '(ALTER TABLE ... ENABLE ALWAYS TRIGGER)\n' +
       'migrate: warning: table media_items: expected a BEFORE TRUNCATE capture trigger, got none: a TRUNCATE of it is not captured\n';
@@ -83,18 +84,25 @@ describe('migrate --binding FILE with a binding of another asset schema', () => 
     expect(again.stderr).toBe(gaps);
     expect(again.code).toBe(0);
     // No reference schema was installed alongside.
-    const { rows: tables } = await db.pool.query("select to_regclass('public.assets')::text as assets, to_regclass('public.media_items')::text as media");
+    const { rows: tables } = await db.pool.query(
+      "select to_regclass('public.assets')::text as assets, to_regclass('public.media_items')::text as media",
+    );
     expect(tables).toEqual([{ assets: null, media: 'media_items' }]);
 
     // Three items: an Image with the keyword summer, a Video, an Image without it.
-    await db.pool.query("insert into media_items (kind, status, tags) values ('Image', 'draft', '{summer}'), ('Video', 'draft', '{}'), ('Image', 'draft', '{winter}')");
+    await db.pool.query(
+      "insert into media_items (kind, status, tags) values ('Image', 'draft', '{summer}'), ('Video', 'draft', '{}'), ('Image', 'draft', '{winter}')",
+    );
     await db.pool.query("update media_items set status = 'approved' where item_id = 1");
-    await db.pool.query("update media_items set version = 2 where item_id = 2");
-    const { rows: items } = await db.pool.query<{ item_uuid: string }>('select item_uuid from media_items order by item_id');
+    await db.pool.query('update media_items set version = 2 where item_id = 2');
+    const { rows: items } = await db.pool.query<{ item_uuid: string }>(
+      'select item_uuid from media_items order by item_id',
+    );
     const [one, two, three] = items.map((item) => item.item_uuid);
     // One outbox row per changed item and statement, with the columns a binding must write.
     const { rows: captured } = await db.pool.query(
-      'select event_type, asset_id, asset_uuid, atom_id, supertype, parent_id from asset_webhooks.outbox order by seq');
+      'select event_type, asset_id, asset_uuid, atom_id, supertype, parent_id from asset_webhooks.outbox order by seq',
+    );
     expect(captured).toEqual([
       { event_type: 'CREATED', asset_id: 1, asset_uuid: one, atom_id: 1, supertype: 'Image', parent_id: null },
       { event_type: 'CREATED', asset_id: 2, asset_uuid: two, atom_id: 1, supertype: 'Video', parent_id: null },
@@ -118,7 +126,18 @@ describe('migrate --binding FILE with a binding of another asset schema', () => 
 
     // explain reads one asset through the view, as the real command does.
     const explain = (assetId: number) =>
-      runCli(['explain', '--webhook', 'images', '--asset', String(assetId), '--json', '--config', configFile, '--database-url', db.url]);
+      runCli([
+        'explain',
+        '--webhook',
+        'images',
+        '--asset',
+        String(assetId),
+        '--json',
+        '--config',
+        configFile,
+        '--database-url',
+        db.url,
+      ]);
     const explained = await Promise.all([1, 2, 3].map(explain));
     for (const result of explained) {
       expect(result.stderr).toBe('');
@@ -126,18 +145,38 @@ describe('migrate --binding FILE with a binding of another asset schema', () => 
     }
     const [image, video, winterImage] = explained.map((result) => JSON.parse(result.stdout) as unknown);
     expect(image).toMatchObject({
-      delivered: true, excludedBy: null,
-      asset: { assetId: 1, assetUuid: one, supertype: 'Image', parentId: null, state: 'approved', latestAtomId: 1, keywords: ['summer'], fieldNames: [], fieldValues: [] },
+      delivered: true,
+      excludedBy: null,
+      asset: {
+        assetId: 1,
+        assetUuid: one,
+        supertype: 'Image',
+        parentId: null,
+        state: 'approved',
+        latestAtomId: 1,
+        keywords: ['summer'],
+        fieldNames: [],
+        fieldValues: [],
+      },
     });
-    expect(video).toMatchObject({ delivered: false, excludedBy: 'resource_type', asset: { assetId: 2, supertype: 'Video', latestAtomId: 2 } });
-    expect(winterImage).toMatchObject({ delivered: false, excludedBy: 'filter:1', asset: { assetId: 3, keywords: ['winter'] } });
+    expect(video).toMatchObject({
+      delivered: false,
+      excludedBy: 'resource_type',
+      asset: { assetId: 2, supertype: 'Video', latestAtomId: 2 },
+    });
+    expect(winterImage).toMatchObject({
+      delivered: false,
+      excludedBy: 'filter:1',
+      asset: { assetId: 3, keywords: ['winter'] },
+    });
 
     // A coalescing run routes every captured event through the same view.
     const [webhook] = routedWebhooks(parseConfigText(configText, 'test').assetUpdater.webhooks);
     await registerWebhooks(db.pool, [webhook!]);
     await runCoalesce(db.pool, [webhook!]);
     const { rows: outcomes } = await db.pool.query(
-      "select asset_id, event_type, outcome, excluded_by from asset_webhooks.event_outcomes where webhook_id = 'images' order by occurred_at, event_id");
+      "select asset_id, event_type, outcome, excluded_by from asset_webhooks.event_outcomes where webhook_id = 'images' order by occurred_at, event_id",
+    );
     expect(outcomes).toEqual([
       { asset_id: 1, event_type: 'CREATED', outcome: 'pending', excluded_by: null },
       { asset_id: 2, event_type: 'CREATED', outcome: 'excluded', excluded_by: 'resource_type' },
@@ -147,7 +186,9 @@ describe('migrate --binding FILE with a binding of another asset schema', () => 
     ]);
     const stored = await payloads(db.pool, 'images');
     expect(stored).toHaveLength(1);
-    expect(bodyEvents(stored[0]!).map((event) => [event.eventType, event.assetId, event.assetUuid, event.atomId])).toEqual([
+    expect(
+      bodyEvents(stored[0]!).map((event) => [event.eventType, event.assetId, event.assetUuid, event.atomId]),
+    ).toEqual([
       ['CREATED', 1, one, 1],
       ['EDITED', 1, one, 1],
     ]);

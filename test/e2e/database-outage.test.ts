@@ -28,7 +28,12 @@ afterEach(async () => {
   proxy = undefined;
 });
 
-async function start(): Promise<{ proxy: DatabaseProxy; service: CliProcess; receiver: TestReceiver; configFile: string }> {
+async function start(): Promise<{
+  proxy: DatabaseProxy;
+  service: CliProcess;
+  receiver: TestReceiver;
+  configFile: string;
+}> {
   await resetData(db.pool);
   receiver = await startTestReceiver();
   // Answers after the test has taken the database down.
@@ -38,49 +43,86 @@ async function start(): Promise<{ proxy: DatabaseProxy; service: CliProcess; rec
   writeFileSync(configFile, receiverConfig([{ id: 'crm', url: receiver.url }]));
   service = startCli(['run', '--database-url', proxy.url, '--config', configFile], { LOG_LEVEL: 'info' });
   const started = service;
-  await eventually(async () => (started.output.stderr.includes('asset-webhooks running') ? true : undefined), 20_000, 'the service to start');
+  await eventually(
+    async () => (started.output.stderr.includes('asset-webhooks running') ? true : undefined),
+    20_000,
+    'the service to start',
+  );
   return { proxy, service, receiver, configFile };
 }
 
 async function statuses(): Promise<string[]> {
-  const { rows } = await db.pool.query<{ status: string }>('select status from asset_webhooks.payloads order by payload_id');
+  const { rows } = await db.pool.query<{ status: string }>(
+    'select status from asset_webhooks.payloads order by payload_id',
+  );
   return rows.map((row) => row.status);
 }
 
-it('records a delivery the receiver answered while the database was away, once it is back: no crash, no second POST', { timeout: 90_000 }, async () => {
-  const { proxy, service, receiver, configFile } = await start();
-  await db.pool.query('insert into assets (asset_id) values (1)');
-  await receiver.waitFor(1);
-  proxy.down();
-  // The receiver answers 200 meanwhile; the service cannot record it.
-  await eventually(async () => (service.output.stderr.includes('could not record a delivery attempt') ? true : undefined), 15_000, 'the failed write to be logged');
-  await new Promise((resolve) => setTimeout(resolve, 3000));
-  expect(service.child.exitCode).toBeNull();
+it(
+  'records a delivery the receiver answered while the database was away, once it is back: no crash, no second POST',
+  { timeout: 90_000 },
+  async () => {
+    const { proxy, service, receiver, configFile } = await start();
+    await db.pool.query('insert into assets (asset_id) values (1)');
+    await receiver.waitFor(1);
+    proxy.down();
+    // The receiver answers 200 meanwhile; the service cannot record it.
+    await eventually(
+      async () => (service.output.stderr.includes('could not record a delivery attempt') ? true : undefined),
+      15_000,
+      'the failed write to be logged',
+    );
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(service.child.exitCode).toBeNull();
 
-  // A reload while the database is away applies, and is recorded when it returns.
-  writeFileSync(configFile, receiverConfig([{ id: 'crm', url: receiver.url }, { id: 'shop', url: receiver.url, enabled: false }]));
-  service.child.kill('SIGHUP');
-  await eventually(async () => (service.output.stderr.includes('could not record the configuration in the database') ? true : undefined), 10_000, 'the reload to be logged');
-  expect(service.child.exitCode).toBeNull();
+    // A reload while the database is away applies, and is recorded when it returns.
+    writeFileSync(
+      configFile,
+      receiverConfig([
+        { id: 'crm', url: receiver.url },
+        { id: 'shop', url: receiver.url, enabled: false },
+      ]),
+    );
+    service.child.kill('SIGHUP');
+    await eventually(
+      async () =>
+        service.output.stderr.includes('could not record the configuration in the database') ? true : undefined,
+      10_000,
+      'the reload to be logged',
+    );
+    expect(service.child.exitCode).toBeNull();
 
-  proxy.up();
-  await eventually(async () => ((await statuses()).join() === 'delivered' ? true : undefined), 30_000, 'the payload to be recorded as delivered');
-  await eventually(async () => {
-    const { rows } = await db.pool.query<{ webhook_id: string }>('select webhook_id from asset_webhooks.webhooks order by webhook_id');
-    return rows.map((row) => row.webhook_id).join() === 'crm,shop' ? true : undefined;
-  }, 10_000, 'the reloaded webhooks to be recorded');
-  const { rows: attempts } = await db.pool.query<{ outcome: string; status_code: number }>('select outcome, status_code from asset_webhooks.attempts');
-  expect(attempts).toEqual([{ outcome: 'delivered', status_code: 200 }]);
-  expect(receiver.requests).toHaveLength(1);
+    proxy.up();
+    await eventually(
+      async () => ((await statuses()).join() === 'delivered' ? true : undefined),
+      30_000,
+      'the payload to be recorded as delivered',
+    );
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ webhook_id: string }>(
+          'select webhook_id from asset_webhooks.webhooks order by webhook_id',
+        );
+        return rows.map((row) => row.webhook_id).join() === 'crm,shop' ? true : undefined;
+      },
+      10_000,
+      'the reloaded webhooks to be recorded',
+    );
+    const { rows: attempts } = await db.pool.query<{ outcome: string; status_code: number }>(
+      'select outcome, status_code from asset_webhooks.attempts',
+    );
+    expect(attempts).toEqual([{ outcome: 'delivered', status_code: 200 }]);
+    expect(receiver.requests).toHaveLength(1);
 
-  // And it goes on: the next change is delivered.
-  receiver.respond = () => 200;
-  await db.pool.query('insert into assets (asset_id) values (2)');
-  await receiver.waitFor(2, 20_000);
-  expect(service.child.exitCode).toBeNull();
-  // What the database outage made our dependencies print is in the JSON log too.
-  expect(nonJsonLines(service.output.stderr)).toEqual([]);
-});
+    // And it goes on: the next change is delivered.
+    receiver.respond = () => 200;
+    await db.pool.query('insert into assets (asset_id) values (2)');
+    await receiver.waitFor(2, 20_000);
+    expect(service.child.exitCode).toBeNull();
+    // What the database outage made our dependencies print is in the JSON log too.
+    expect(nonJsonLines(service.output.stderr)).toEqual([]);
+  },
+);
 
 it('exits 0 on SIGTERM while the database is away with a delivery in flight', { timeout: 90_000 }, async () => {
   const { proxy, service, receiver } = await start();
@@ -96,20 +138,28 @@ it('exits 0 on SIGTERM while the database is away with a delivery in flight', { 
   expect(nonJsonLines(service.output.stderr)).toEqual([]);
 });
 
-it('exits at once on a second SIGTERM while the stop waits on connections a network device dropped silently', { timeout: 90_000 }, async () => {
-  const { proxy, service, receiver } = await start();
-  receiver.respond = () => 200;
-  await db.pool.query('insert into assets (asset_id) values (1)');
-  await receiver.waitFor(1);
-  // Every connection of the process is now one the server has ended and the process never hears of.
-  proxy.silence();
-  service.child.kill('SIGTERM');
-  await eventually(async () => (service.output.stderr.includes('signal again to exit without waiting') ? true : undefined), 10_000, 'the stop to begin');
-  // The stop waits on its connections: still running three seconds later.
-  await new Promise((resolve) => setTimeout(resolve, 3000));
-  expect(service.child.exitCode).toBeNull();
-  service.child.kill('SIGTERM');
-  expect(await service.exited).toBe(143);
-  expect(service.output.stderr).toContain('second signal while stopping: exiting now');
-  expect(nonJsonLines(service.output.stderr)).toEqual([]);
-});
+it(
+  'exits at once on a second SIGTERM while the stop waits on connections a network device dropped silently',
+  { timeout: 90_000 },
+  async () => {
+    const { proxy, service, receiver } = await start();
+    receiver.respond = () => 200;
+    await db.pool.query('insert into assets (asset_id) values (1)');
+    await receiver.waitFor(1);
+    // Every connection of the process is now one the server has ended and the process never hears of.
+    proxy.silence();
+    service.child.kill('SIGTERM');
+    await eventually(
+      async () => (service.output.stderr.includes('signal again to exit without waiting') ? true : undefined),
+      10_000,
+      'the stop to begin',
+    );
+    // The stop waits on its connections: still running three seconds later.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(service.child.exitCode).toBeNull();
+    service.child.kill('SIGTERM');
+    expect(await service.exited).toBe(143);
+    expect(service.output.stderr).toContain('second signal while stopping: exiting now');
+    expect(nonJsonLines(service.output.stderr)).toEqual([]);
+  },
+);

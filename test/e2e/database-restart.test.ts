@@ -41,7 +41,9 @@ afterEach(async () => {
 });
 
 async function statuses(): Promise<string[]> {
-  const { rows } = await pool.query<{ status: string }>('select status from asset_webhooks.payloads order by payload_id');
+  const { rows } = await pool.query<{ status: string }>(
+    'select status from asset_webhooks.payloads order by payload_id',
+  );
   return rows.map((row) => row.status);
 }
 
@@ -49,36 +51,52 @@ describe.each([
   ['a Unix socket', () => server.socketUrl],
   ['TCP', () => server.tcpUrl],
 ])('a server restart over %s with a request in flight', (_transport, url) => {
-  it('records the result the receiver gave while the server was down once it is back, and sends the payload once', { timeout: 120_000 }, async () => {
-    await resetData(pool);
-    receiver = await startTestReceiver();
-    // Answers after the test has stopped the server.
-    receiver.respond = () => new Promise<number>((resolve) => setTimeout(() => resolve(200), 1500));
-    const configFile = path.join(tempDirectory('aw-restart-'), 'config.yaml');
-    writeFileSync(configFile, receiverConfig([{ id: 'crm', url: receiver.url }]));
-    service = startCli(['run', '--database-url', url(), '--config', configFile], { LOG_LEVEL: 'info' });
-    const running = service;
-    await eventually(async () => (running.output.stderr.includes('asset-webhooks running') ? true : undefined), 20_000, 'the service to start');
+  it(
+    'records the result the receiver gave while the server was down once it is back, and sends the payload once',
+    { timeout: 120_000 },
+    async () => {
+      await resetData(pool);
+      receiver = await startTestReceiver();
+      // Answers after the test has stopped the server.
+      receiver.respond = () => new Promise<number>((resolve) => setTimeout(() => resolve(200), 1500));
+      const configFile = path.join(tempDirectory('aw-restart-'), 'config.yaml');
+      writeFileSync(configFile, receiverConfig([{ id: 'crm', url: receiver.url }]));
+      service = startCli(['run', '--database-url', url(), '--config', configFile], { LOG_LEVEL: 'info' });
+      const running = service;
+      await eventually(
+        async () => (running.output.stderr.includes('asset-webhooks running') ? true : undefined),
+        20_000,
+        'the service to start',
+      );
 
-    await pool.query('insert into assets (asset_id) values (1)');
-    await receiver.waitFor(1, 20_000);
-    await server.stop('fast');
-    await eventually(async () => (running.output.stderr.includes('could not record a delivery attempt') ? true : undefined), 15_000, 'the failed write to be logged');
-    await new Promise((resolve) => setTimeout(resolve, 2000));
-    expect(running.child.exitCode).toBeNull();
-    await server.start();
+      await pool.query('insert into assets (asset_id) values (1)');
+      await receiver.waitFor(1, 20_000);
+      await server.stop('fast');
+      await eventually(
+        async () => (running.output.stderr.includes('could not record a delivery attempt') ? true : undefined),
+        15_000,
+        'the failed write to be logged',
+      );
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      expect(running.child.exitCode).toBeNull();
+      await server.start();
 
-    await eventually(async () => ((await statuses().catch(() => [])).join() === 'delivered' ? true : undefined), 30_000, 'the payload to be recorded as delivered');
-    const { rows: attempts } = await pool.query('select outcome, status_code from asset_webhooks.attempts');
-    expect(attempts).toEqual([{ outcome: 'delivered', status_code: 200 }]);
-    expect(receiver.requests).toHaveLength(1);
-    expect(running.output.stderr).toContain('recorded a delivery attempt once the database answered again');
+      await eventually(
+        async () => ((await statuses().catch(() => [])).join() === 'delivered' ? true : undefined),
+        30_000,
+        'the payload to be recorded as delivered',
+      );
+      const { rows: attempts } = await pool.query('select outcome, status_code from asset_webhooks.attempts');
+      expect(attempts).toEqual([{ outcome: 'delivered', status_code: 200 }]);
+      expect(receiver.requests).toHaveLength(1);
+      expect(running.output.stderr).toContain('recorded a delivery attempt once the database answered again');
 
-    // And it goes on: the next change is delivered.
-    receiver.respond = () => 200;
-    await pool.query('insert into assets (asset_id) values (2)');
-    await receiver.waitFor(2, 30_000);
-    expect(running.child.exitCode).toBeNull();
-    expect(nonJsonLines(running.output.stderr)).toEqual([]);
-  });
+      // And it goes on: the next change is delivered.
+      receiver.respond = () => 200;
+      await pool.query('insert into assets (asset_id) values (2)');
+      await receiver.waitFor(2, 30_000);
+      expect(running.child.exitCode).toBeNull();
+      expect(nonJsonLines(running.output.stderr)).toEqual([]);
+    },
+  );
 });

@@ -31,7 +31,11 @@ describe('the default 60-second interval', () => {
     writeFileSync(configFile, receiverConfig([{ id: 'crm', url: receiver.url }], { intervalSeconds: null }));
     service = startCli(['run', '--database-url', db.url, '--config', configFile], { LOG_LEVEL: 'info' });
     const started = service;
-    await eventually(async () => (started.output.stderr.includes('asset-webhooks running') ? true : undefined), 20_000, 'the service to start');
+    await eventually(
+      async () => (started.output.stderr.includes('asset-webhooks running') ? true : undefined),
+      20_000,
+      'the service to start',
+    );
     expect(started.output.stderr).toContain('"intervalSeconds":60');
 
     const insertStartedAt = Date.now();
@@ -45,14 +49,16 @@ describe('the default 60-second interval', () => {
     // At most a minute to the next boundary, plus the run and the delivery.
     await receiver.waitFor(1, 75_000);
     const receivedAt = receiver.requests[0]!.at;
-    const events = (JSON.parse(receiver.requests[0]!.body) as { events: Array<{ eventType: string; assetId: number }> }).events;
+    const events = (JSON.parse(receiver.requests[0]!.body) as { events: Array<{ eventType: string; assetId: number }> })
+      .events;
     expect(events.map((event) => [event.eventType, event.assetId])).toEqual([['CREATED', 1]]);
 
     // Not before that minute boundary (no tick, no early run)…
     expect(receivedAt).toBeGreaterThanOrEqual(earliest - 100);
     // …every run the service made started on a whole minute…
     const { rows } = await db.pool.query<{ started: Date; second: number; events: number }>(
-      'select started_at as started, extract(second from started_at)::float8 as second, events from asset_webhooks.coalesce_runs order by run_id');
+      'select started_at as started, extract(second from started_at)::float8 as second, events from asset_webhooks.coalesce_runs order by run_id',
+    );
     expect(rows.length).toBeGreaterThanOrEqual(1);
     for (const row of rows) expect(row.second).toBeLessThan(5);
     // …and the one that carried the event was the cron's run at that boundary

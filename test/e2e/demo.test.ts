@@ -27,7 +27,9 @@ it('npm run demo -- --duration 20 delivers to both receivers and leaves nothing 
   // DATABASE_URL names a real database here: the plain demo must not use it.
   const result = await runCli(['demo', '--duration', '20'], { DATABASE_URL: db.url }, 120_000);
   expect(result.code).toBe(0);
-  const summary = /receivers got: crm (\d+) events in (\d+) payloads, shop (\d+) events in (\d+) payloads/.exec(result.stdout);
+  const summary = /receivers got: crm (\d+) events in (\d+) payloads, shop (\d+) events in (\d+) payloads/.exec(
+    result.stdout,
+  );
   expect(summary, result.stdout + result.stderr).not.toBeNull();
   expect(Number(summary![1])).toBeGreaterThan(0);
   expect(Number(summary![3])).toBeGreaterThan(0);
@@ -49,12 +51,15 @@ it('demo --database-url runs in the empty database given, keeps its tables there
   const password = new URL(db.url).password;
   if (password) expect(result.stdout).not.toContain(`:${password}@`);
   const { rows } = await db.pool.query<{ delivered: number }>(
-    "select count(*)::int as delivered from asset_webhooks.payloads where webhook_id = 'crm' and status = 'delivered'");
+    "select count(*)::int as delivered from asset_webhooks.payloads where webhook_id = 'crm' and status = 'delivered'",
+  );
   expect(rows[0]!.delivered).toBe(Number(summary![2]));
 
   const again = await runCli(['demo', '--database-url', db.url, '--duration', '5'], {}, 60_000);
   expect(again.code).toBe(1);
-  expect(again.stderr.trim()).toMatch(/^--database-url: expected an empty database for the demo .*, got .* with schema asset_webhooks, (table asset_\w+, )*table assets$/);
+  expect(again.stderr.trim()).toMatch(
+    /^--database-url: expected an empty database for the demo .*, got .* with schema asset_webhooks, (table asset_\w+, )*table assets$/,
+  );
   const { rows: assets } = await db.pool.query<{ n: number }>('select count(*)::int as n from assets');
   expect(assets[0]!.n).toBeGreaterThan(0);
 }, 150_000);
@@ -64,15 +69,25 @@ it('Ctrl-C in a terminal (SIGINT to the whole process group) stops the demo clea
   const processesBefore = new Set(postgresProcesses());
   // A group of its own, as a shell gives a foreground job: the signal below
   // reaches the demo and every process it started, as Ctrl-C does.
-  const child = spawn(process.execPath, [cliPath, 'demo'], { env: { ...process.env, DATABASE_URL: '' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child = spawn(process.execPath, [cliPath, 'demo'], {
+    env: { ...process.env, DATABASE_URL: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<number | string>((resolve) => child.on('close', (code, signal) => resolve(code ?? signal ?? 'unknown')));
+  const exited = new Promise<number | string>((resolve) =>
+    child.on('close', (code, signal) => resolve(code ?? signal ?? 'unknown')),
+  );
   // Until something was delivered to both receivers, so the summary has figures to show.
   const delivered = /\n\s*shop\s+[1-9]/;
-  await eventually(async () => (delivered.test(stdout) ? true : undefined), 90_000, 'a delivery to the shop receiver').catch(() => undefined);
+  await eventually(
+    async () => (delivered.test(stdout) ? true : undefined),
+    90_000,
+    'a delivery to the shop receiver',
+  ).catch(() => undefined);
   expect(stdout, stdout + stderr).toMatch(delivered);
   // Not a terminal: the commands to try are printed once, with the files they need.
   expect(stdout.match(/Try, in another terminal:/g)).toHaveLength(1);

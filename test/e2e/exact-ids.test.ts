@@ -27,31 +27,57 @@ let configFile: string;
 let windowFrom: string;
 
 beforeAll(async () => {
-  receivers = { all: await startTestReceiver('/all'), domain: await startTestReceiver('/domain'), parent: await startTestReceiver('/parent') };
+  receivers = {
+    all: await startTestReceiver('/all'),
+    domain: await startTestReceiver('/domain'),
+    parent: await startTestReceiver('/parent'),
+  };
   configFile = path.join(tempDirectory('aw-exact-ids-'), 'config.yaml');
-  writeFileSync(configFile, stringify({
-    assetUpdater: {
-      intervalSeconds: 1,
-      network: { allowPrivateAddresses: true },
-      webhooks: [
-        { id: 'all', url: receivers.all.url, enabled: true },
-        { id: 'domain', url: receivers.domain.url, enabled: true, filters: [{ filterKind: 'domainId', condition: 'ANY', value: [A] }] },
-        { id: 'parent', url: receivers.parent.url, enabled: true, filters: [{ filterKind: 'parentId', condition: 'ANY', value: [A] }] },
-      ],
-    },
-  }));
+  writeFileSync(
+    configFile,
+    stringify({
+      assetUpdater: {
+        intervalSeconds: 1,
+        network: { allowPrivateAddresses: true },
+        webhooks: [
+          { id: 'all', url: receivers.all.url, enabled: true },
+          {
+            id: 'domain',
+            url: receivers.domain.url,
+            enabled: true,
+            filters: [{ filterKind: 'domainId', condition: 'ANY', value: [A] }],
+          },
+          {
+            id: 'parent',
+            url: receivers.parent.url,
+            enabled: true,
+            filters: [{ filterKind: 'parentId', condition: 'ANY', value: [A] }],
+          },
+        ],
+      },
+    }),
+  );
   windowFrom = new Date(Date.now() - 60_000).toISOString();
   service = startCli(['run', '--database-url', db.url, '--config', configFile], { LOG_LEVEL: 'info' });
-  await db.pool.query(`insert into assets (asset_id, parent_id, domain_id, latest_atom_id) values (${A}, null, ${A}, ${ATOM}), (${B}, null, ${B}, null)`);
+  await db.pool.query(
+    `insert into assets (asset_id, parent_id, domain_id, latest_atom_id) values (${A}, null, ${A}, ${ATOM}), (${B}, null, ${B}, null)`,
+  );
   await db.pool.query(`insert into assets (asset_id, parent_id) values (${CHILD_OF_A}, ${A}), (${CHILD_OF_B}, ${B})`);
   // Two top-level CREATED for `all`, one for `domain`, one child for `parent`.
   // Every event coalesced and every payload settled; which receiver got what is for the tests to say.
-  await eventually(async () => {
-    const { rows: [state] } = await db.pool.query<{ consumed: number; waiting: number }>(
-      `select (select count(*) from asset_webhooks.events)::int as consumed,
-              (select count(*) from asset_webhooks.payloads where status in ('open', 'pending'))::int as waiting`);
-    return state!.consumed === 4 && state!.waiting === 0 ? true : undefined;
-  }, 30_000, 'the four CREATED events coalesced and their payloads settled');
+  await eventually(
+    async () => {
+      const {
+        rows: [state],
+      } = await db.pool.query<{ consumed: number; waiting: number }>(
+        `select (select count(*) from asset_webhooks.events)::int as consumed,
+              (select count(*) from asset_webhooks.payloads where status in ('open', 'pending'))::int as waiting`,
+      );
+      return state!.consumed === 4 && state!.waiting === 0 ? true : undefined;
+    },
+    30_000,
+    'the four CREATED events coalesced and their payloads settled',
+  );
 }, 60_000);
 
 afterAll(async () => {
@@ -66,7 +92,9 @@ function bodies(webhook: keyof typeof receivers): string[] {
 
 /** The eventId of the CREATED of an asset, from the raw body `all` received. */
 function createdEventId(assetId: string): string {
-  const match = new RegExp(`"eventId":"([0-9a-f-]{36})","eventTimestamp":"[^"]+","assetId":${assetId},`).exec(bodies('all').join('\n'));
+  const match = new RegExp(`"eventId":"([0-9a-f-]{36})","eventTimestamp":"[^"]+","assetId":${assetId},`).exec(
+    bodies('all').join('\n'),
+  );
   if (!match) throw new Error(`no CREATED of asset ${assetId} in ${bodies('all').join('\n')}`);
   return match[1]!;
 }
@@ -90,14 +118,27 @@ describe('asset and atom ids beyond 2^53 reach the receiver exactly as stored', 
   });
 
   it('records the exact ids in asset_webhooks.events and event_outcomes', async () => {
-    const rows = await eventually(async () => {
-      const { rows: found } = await db.pool.query<{ asset_id: string; atom_id: string | null; outcome: string; excluded_by: string | null }>(
-        `select asset_id::text, atom_id::text, outcome, excluded_by from asset_webhooks.event_outcomes
-         where webhook_id = 'domain' order by asset_id`);
-      return found.some((row) => row.outcome === 'pending') ? undefined : found;
-    }, 20_000, 'the delivery to domain to be recorded');
+    const rows = await eventually(
+      async () => {
+        const { rows: found } = await db.pool.query<{
+          asset_id: string;
+          atom_id: string | null;
+          outcome: string;
+          excluded_by: string | null;
+        }>(
+          `select asset_id::text, atom_id::text, outcome, excluded_by from asset_webhooks.event_outcomes
+         where webhook_id = 'domain' order by asset_id`,
+        );
+        return found.some((row) => row.outcome === 'pending') ? undefined : found;
+      },
+      20_000,
+      'the delivery to domain to be recorded',
+    );
     expect(rows.map((row) => [row.asset_id, row.atom_id, row.outcome, row.excluded_by])).toEqual([
-      [B, null, 'excluded', 'filter:1'], [A, ATOM, 'delivered', null], [CHILD_OF_B, null, 'excluded', 'parent'], [CHILD_OF_A, null, 'excluded', 'parent'],
+      [B, null, 'excluded', 'filter:1'],
+      [A, ATOM, 'delivered', null],
+      [CHILD_OF_B, null, 'excluded', 'parent'],
+      [CHILD_OF_A, null, 'excluded', 'parent'],
     ]);
   });
 });
@@ -118,7 +159,18 @@ describe('the commands print and accept the ids exactly', () => {
 
   it('events --asset selects one asset of two that a number would confuse', async () => {
     const to = new Date(Date.now() + 60_000).toISOString();
-    const onlyB = await runCli(['events', '--from', windowFrom, '--to', to, '--asset', B, '--json', '--database-url', db.url]);
+    const onlyB = await runCli([
+      'events',
+      '--from',
+      windowFrom,
+      '--to',
+      to,
+      '--asset',
+      B,
+      '--json',
+      '--database-url',
+      db.url,
+    ]);
     expect(onlyB.code).toBe(0);
     expect(onlyB.stdout).toContain(`"assetId":${B},`);
     expect(onlyB.stdout).not.toContain(A);
@@ -130,15 +182,47 @@ describe('the commands print and accept the ids exactly', () => {
   });
 
   it('explain --asset reads the asset and shows its ids exactly', async () => {
-    const json = await runCli(['explain', '--webhook', 'parent', '--asset', CHILD_OF_A, '--json', '--config', configFile, '--database-url', db.url]);
+    const json = await runCli([
+      'explain',
+      '--webhook',
+      'parent',
+      '--asset',
+      CHILD_OF_A,
+      '--json',
+      '--config',
+      configFile,
+      '--database-url',
+      db.url,
+    ]);
     expect(json.stderr).toBe('');
     expect(json.stdout).toContain(`"assetId":${CHILD_OF_A},`);
     expect(json.stdout).toContain(`"parentId":${A},`);
     expect(JSON.parse(json.stdout)).toMatchObject({ delivered: true, excludedBy: null });
-    const other = await runCli(['explain', '--webhook', 'parent', '--asset', CHILD_OF_B, '--config', configFile, '--database-url', db.url]);
+    const other = await runCli([
+      'explain',
+      '--webhook',
+      'parent',
+      '--asset',
+      CHILD_OF_B,
+      '--config',
+      configFile,
+      '--database-url',
+      db.url,
+    ]);
     expect(other.stdout).toContain(`asset ${CHILD_OF_B} (`);
     expect(other.stdout).toContain('=> excluded by filter:1');
-    const domain = await runCli(['explain', '--webhook', 'domain', '--asset', A, '--json', '--config', configFile, '--database-url', db.url]);
+    const domain = await runCli([
+      'explain',
+      '--webhook',
+      'domain',
+      '--asset',
+      A,
+      '--json',
+      '--config',
+      configFile,
+      '--database-url',
+      db.url,
+    ]);
     expect(domain.stdout).toContain(`"domainId":${A},`);
     expect(domain.stdout).toContain(`"latestAtomId":${ATOM},`);
   });
@@ -148,9 +232,21 @@ describe('the commands print and accept the ids exactly', () => {
     ['not decimal digits', '12abc'],
     ['a leading zero', '012'],
   ])('refuses an --asset %s as bad usage', async (_what, value) => {
-    const result = await runCli(['events', '--from', windowFrom, '--to', new Date().toISOString(), '--asset', value, '--database-url', db.url]);
+    const result = await runCli([
+      'events',
+      '--from',
+      windowFrom,
+      '--to',
+      new Date().toISOString(),
+      '--asset',
+      value,
+      '--database-url',
+      db.url,
+    ]);
     expect(result.code).toBe(2);
-    expect(result.stderr).toContain(`--asset: expected an integer from -9223372036854775808 to 9223372036854775807 in decimal digits, got "${value}"`);
+    expect(result.stderr).toContain(
+      `--asset: expected an integer from -9223372036854775808 to 9223372036854775807 in decimal digits, got "${value}"`,
+    );
   });
 });
 

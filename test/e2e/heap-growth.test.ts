@@ -36,13 +36,17 @@ async function peakOldSpaceMb(limit: boolean): Promise<number> {
 }
 
 describe('the heap growth limit of run', () => {
-  it('is set after start-up and V8 keeps to it: the old generation stays well below what V8 grows it to on its own', { timeout: 60_000 }, async () => {
-    const [own, limited] = await Promise.all([peakOldSpaceMb(false), peakOldSpaceMb(true)]);
-    // Limited, the old generation grows by a smaller factor at each collection;
-    // the margin is wide enough for the differences between Node versions.
-    expect(limited).toBeGreaterThan(0);
-    expect(limited).toBeLessThan(own * 0.8);
-  });
+  it(
+    'is set after start-up and V8 keeps to it: the old generation stays well below what V8 grows it to on its own',
+    { timeout: 60_000 },
+    async () => {
+      const [own, limited] = await Promise.all([peakOldSpaceMb(false), peakOldSpaceMb(true)]);
+      // Limited, the old generation grows by a smaller factor at each collection;
+      // the margin is wide enough for the differences between Node versions.
+      expect(limited).toBeGreaterThan(0);
+      expect(limited).toBeLessThan(own * 0.8);
+    },
+  );
 
   it('gives way to a --heap-growing-percent given to Node, in either spelling', () => {
     expect(limitHeapGrowth(150, ['--heap-growing-percent=0'])).toBeNull();
@@ -55,16 +59,25 @@ describe('the heap growth limit of run', () => {
     const logLine = async (nodeArgs: string[]): Promise<{ heapGrowingPercent?: number | null; msg: string }> => {
       const service = startCli(['run', '--database-url', db.url, '--config', config], { LOG_LEVEL: 'info' }, nodeArgs);
       try {
-        return await eventually(async () => {
-          const line = service.output.stderr.split('\n').find((text) => text.includes('asset-webhooks running'));
-          return line === undefined ? undefined : (JSON.parse(line) as { heapGrowingPercent?: number | null; msg: string });
-        }, 30_000, 'the heap growth line');
+        return await eventually(
+          async () => {
+            const line = service.output.stderr.split('\n').find((text) => text.includes('asset-webhooks running'));
+            return line === undefined
+              ? undefined
+              : (JSON.parse(line) as { heapGrowingPercent?: number | null; msg: string });
+          },
+          30_000,
+          'the heap growth line',
+        );
       } finally {
         service.child.kill('SIGTERM');
         await service.exited;
       }
     };
     expect(await logLine([])).toMatchObject({ heapGrowingPercent: 150, msg: 'asset-webhooks running' });
-    expect(await logLine(['--heap-growing-percent=300'])).toMatchObject({ heapGrowingPercent: null, msg: 'asset-webhooks running' });
+    expect(await logLine(['--heap-growing-percent=300'])).toMatchObject({
+      heapGrowingPercent: null,
+      msg: 'asset-webhooks running',
+    });
   });
 });

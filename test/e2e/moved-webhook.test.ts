@@ -36,15 +36,18 @@ async function receiver(status: number): Promise<TestReceiver> {
 /** A document of webhooks without ids (each as the spec writes them), or with the given fields. */
 function writeConfig(webhooks: ReadonlyArray<Record<string, unknown>>): string {
   const file = path.join(tempDirectory('aw-moved-'), 'config.yaml');
-  writeFileSync(file, stringify({
-    assetUpdater: {
-      intervalSeconds: 1,
-      network: { allowPrivateAddresses: true },
-      // A failed attempt is tried again only after a minute: the payload stays pending meanwhile.
-      retry: { delaysSeconds: [60] },
-      webhooks: webhooks.map((webhook) => ({ enabled: true, ...webhook })),
-    },
-  }));
+  writeFileSync(
+    file,
+    stringify({
+      assetUpdater: {
+        intervalSeconds: 1,
+        network: { allowPrivateAddresses: true },
+        // A failed attempt is tried again only after a minute: the payload stays pending meanwhile.
+        retry: { delaysSeconds: [60] },
+        webhooks: webhooks.map((webhook) => ({ enabled: true, ...webhook })),
+      },
+    }),
+  );
   return file;
 }
 
@@ -55,7 +58,11 @@ function run(configFile: string): CliProcess {
 }
 
 async function running(process: CliProcess): Promise<void> {
-  await eventually(async () => (process.output.stderr.includes('asset-webhooks running') ? true : undefined), 30_000, 'the run process to start');
+  await eventually(
+    async () => (process.output.stderr.includes('asset-webhooks running') ? true : undefined),
+    30_000,
+    'the run process to start',
+  );
 }
 
 async function stop(process: CliProcess): Promise<void> {
@@ -63,14 +70,22 @@ async function stop(process: CliProcess): Promise<void> {
   expect(await process.exited).toBe(0);
 }
 
-async function payloadsOf(webhookId: string): Promise<Array<{ payload_id: number; status: string; dead_letter_reason: string | null }>> {
+async function payloadsOf(
+  webhookId: string,
+): Promise<Array<{ payload_id: number; status: string; dead_letter_reason: string | null }>> {
   const { rows } = await db.pool.query<{ payload_id: number; status: string; dead_letter_reason: string | null }>(
-    'select payload_id, status, dead_letter_reason from asset_webhooks.payloads where webhook_id = $1 order by payload_id', [webhookId]);
+    'select payload_id, status, dead_letter_reason from asset_webhooks.payloads where webhook_id = $1 order by payload_id',
+    [webhookId],
+  );
   return rows;
 }
 
 async function finishedRuns(): Promise<number> {
-  const { rows: [row] } = await db.pool.query<{ runs: number }>('select count(*)::int as runs from asset_webhooks.coalesce_runs where finished_at is not null');
+  const {
+    rows: [row],
+  } = await db.pool.query<{ runs: number }>(
+    'select count(*)::int as runs from asset_webhooks.coalesce_runs where finished_at is not null',
+  );
   return row!.runs;
 }
 
@@ -88,21 +103,25 @@ describe('check-config and run say what a derived id means', () => {
     const result = await runCli(['check-config', file]);
     expect(result.code).toBe(0);
     const id = defaultWebhookId(url);
-    expect(result.stderr).toBe(`assetUpdater.webhooks[0].id: warning: not set, so the id ${id} is derived from the url; ` +
-      'if the url changes, the webhook gets another id and the payloads still waiting for this one are dead-lettered as webhook_removed ' +
-      `(send them on with \`asset-webhooks dead-letters redeliver PAYLOAD_ID --to NEW_ID\`); set id: ${id} to keep the id through a url change\n`);
+    expect(result.stderr).toBe(
+      `assetUpdater.webhooks[0].id: warning: not set, so the id ${id} is derived from the url; ` +
+        'if the url changes, the webhook gets another id and the payloads still waiting for this one are dead-lettered as webhook_removed ' +
+        `(send them on with \`asset-webhooks dead-letters redeliver PAYLOAD_ID --to NEW_ID\`); set id: ${id} to keep the id through a url change\n`,
+    );
   });
 });
 
 describe('a webhook whose url changed', () => {
-  it('dead-letters the old id\'s waiting payloads as webhook_removed at start, and --to sends one to the new id', async () => {
+  it("dead-letters the old id's waiting payloads as webhook_removed at start, and --to sends one to the new id", async () => {
     const failing = await receiver(503);
     const fixed = await receiver(200);
     const oldId = defaultWebhookId(failing.url);
     const newId = defaultWebhookId(fixed.url);
     const first = run(writeConfig([{ url: failing.url }]));
     await running(first);
-    expect(first.output.stderr).toContain(`"warning":"assetUpdater.webhooks[0].id: warning: not set, so the id ${oldId} is derived from the url`);
+    expect(first.output.stderr).toContain(
+      `"warning":"assetUpdater.webhooks[0].id: warning: not set, so the id ${oldId} is derived from the url`,
+    );
     await createAsset(1, failing);
     expect(await payloadsOf(oldId)).toMatchObject([{ status: 'pending' }]);
     await stop(first);
@@ -114,34 +133,57 @@ describe('a webhook whose url changed', () => {
     expect(removed).toMatchObject({ status: 'dead_lettered', dead_letter_reason: 'webhook_removed' });
     expect(second.output.stderr).toContain('"reason":"webhook_removed"');
     const letters = await runCli(['dead-letters', '--json', '--database-url', db.url]);
-    expect(JSON.parse(letters.stdout)).toMatchObject([{ payloadId: removed!.payload_id, webhookId: oldId, reason: 'webhook_removed' }]);
-    expect((await runCli(['dead-letters', '--database-url', db.url])).stdout)
-      .toContain(`redeliver: asset-webhooks dead-letters redeliver ${removed!.payload_id} --to WEBHOOK_ID`);
+    expect(JSON.parse(letters.stdout)).toMatchObject([
+      { payloadId: removed!.payload_id, webhookId: oldId, reason: 'webhook_removed' },
+    ]);
+    expect((await runCli(['dead-letters', '--database-url', db.url])).stdout).toContain(
+      `redeliver: asset-webhooks dead-letters redeliver ${removed!.payload_id} --to WEBHOOK_ID`,
+    );
 
-    const moved = await runCli(['dead-letters', 'redeliver', String(removed!.payload_id), '--to', newId, '--database-url', db.url]);
+    const moved = await runCli([
+      'dead-letters',
+      'redeliver',
+      String(removed!.payload_id),
+      '--to',
+      newId,
+      '--database-url',
+      db.url,
+    ]);
     expect(moved.stderr).toBe('');
     expect(moved.code).toBe(0);
-    expect(moved.stdout).toBe(`payload ${removed!.payload_id} of webhook ${newId} (moved from webhook ${oldId}) queued for redelivery (series 2); a running service sends it\n`);
+    expect(moved.stdout).toBe(
+      `payload ${removed!.payload_id} of webhook ${newId} (moved from webhook ${oldId}) queued for redelivery (series 2); a running service sends it\n`,
+    );
     await fixed.waitFor(1);
     // The same bytes: body and eventIds as the old url got them.
     expect(fixed.requests[0]!.body).toBe(failing.requests[0]!.body);
-    await eventually(async () => ((await payloadsOf(newId))[0]?.status === 'delivered' ? true : undefined), 20_000, 'the moved payload delivered');
+    await eventually(
+      async () => ((await payloadsOf(newId))[0]?.status === 'delivered' ? true : undefined),
+      20_000,
+      'the moved payload delivered',
+    );
     expect(await payloadsOf(newId)).toMatchObject([{ payload_id: removed!.payload_id, status: 'delivered' }]);
-    const { rows: records } = await db.pool.query('select series, previous_reason, moved_from from asset_webhooks.redeliveries');
+    const { rows: records } = await db.pool.query(
+      'select series, previous_reason, moved_from from asset_webhooks.redeliveries',
+    );
     expect(records).toEqual([{ series: 2, previous_reason: 'webhook_removed', moved_from: oldId }]);
 
     const eventId = (JSON.parse(fixed.requests[0]!.body) as { events: Array<{ eventId: string }> }).events[0]!.eventId;
     const trace = await runCli(['trace', eventId, '--database-url', db.url]);
     expect(trace.stdout).toContain(`  ${oldId}: in payload ${removed!.payload_id} (1 events, created `);
     expect(trace.stdout).toContain(`, moved to webhook ${newId}): delivered at `);
-    expect(trace.stdout).toMatch(new RegExp(`redelivered as series 2 to webhook ${newId} \\(moved from webhook ${oldId}\\), requested by .* \\(series 1 had ended webhook_removed\\)`));
+    expect(trace.stdout).toMatch(
+      new RegExp(
+        `redelivered as series 2 to webhook ${newId} \\(moved from webhook ${oldId}\\), requested by .* \\(series 1 had ended webhook_removed\\)`,
+      ),
+    );
 
     // Later events go to the new id only.
     await createAsset(2, fixed);
     expect(failing.requests).toHaveLength(1);
   }, 120_000);
 
-  it('leaves the old id\'s payloads waiting while another running process still has it, and dead-letters them once it stops', async () => {
+  it("leaves the old id's payloads waiting while another running process still has it, and dead-letters them once it stops", async () => {
     const failing = await receiver(503);
     const fixed = await receiver(200);
     const oldId = defaultWebhookId(failing.url);
@@ -156,16 +198,25 @@ describe('a webhook whose url changed', () => {
     await running(newProcess);
     const runsBefore = await finishedRuns();
     await db.pool.query('insert into assets (asset_id) values (2), (3)');
-    await eventually(async () => (await finishedRuns() >= runsBefore + 3 ? true : undefined), 30_000, 'three coalescing runs while both run');
+    await eventually(
+      async () => ((await finishedRuns()) >= runsBefore + 3 ? true : undefined),
+      30_000,
+      'three coalescing runs while both run',
+    );
     const waiting = await payloadsOf(oldId);
     expect(waiting.length).toBeGreaterThanOrEqual(1);
     expect(waiting.filter((payload) => payload.status === 'dead_lettered')).toEqual([]);
 
     await stop(oldProcess);
     // The new process's next recording (before its next coalescing run) finds the old id configured nowhere.
-    await eventually(async () => ((await payloadsOf(oldId)).every((payload) => payload.status === 'dead_lettered') ? true : undefined),
-      20_000, 'the old payloads dead-lettered');
-    expect(new Set((await payloadsOf(oldId)).map((payload) => payload.dead_letter_reason))).toEqual(new Set(['webhook_removed']));
+    await eventually(
+      async () => ((await payloadsOf(oldId)).every((payload) => payload.status === 'dead_lettered') ? true : undefined),
+      20_000,
+      'the old payloads dead-lettered',
+    );
+    expect(new Set((await payloadsOf(oldId)).map((payload) => payload.dead_letter_reason))).toEqual(
+      new Set(['webhook_removed']),
+    );
   }, 120_000);
 
   it('does not take a disabled webhook for removed: its payloads wait', async () => {
@@ -181,15 +232,36 @@ describe('a webhook whose url changed', () => {
 
   it('refuses --to a webhook that is not enabled in the running service, naming the enabled ones', async () => {
     const failing = await receiver(503);
-    const first = run(writeConfig([{ id: 'crm', url: failing.url }, { id: 'off', url: failing.url.replace('/hook', '/off'), enabled: false }]));
+    const first = run(
+      writeConfig([
+        { id: 'crm', url: failing.url },
+        { id: 'off', url: failing.url.replace('/hook', '/off'), enabled: false },
+      ]),
+    );
     await running(first);
     await createAsset(1, failing);
     const [payload] = await payloadsOf('crm');
-    await db.pool.query("update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now() where payload_id = $1", [payload!.payload_id]);
-    for (const [to, why] of [['off', 'disabled or no longer configured'], ['nowhere', 'never run with']] as const) {
-      const result = await runCli(['dead-letters', 'redeliver', String(payload!.payload_id), '--to', to, '--database-url', db.url]);
+    await db.pool.query(
+      "update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now() where payload_id = $1",
+      [payload!.payload_id],
+    );
+    for (const [to, why] of [
+      ['off', 'disabled or no longer configured'],
+      ['nowhere', 'never run with'],
+    ] as const) {
+      const result = await runCli([
+        'dead-letters',
+        'redeliver',
+        String(payload!.payload_id),
+        '--to',
+        to,
+        '--database-url',
+        db.url,
+      ]);
       expect(result.code).toBe(1);
-      expect(result.stderr).toBe(`--to: expected an enabled webhook of the running service (crm), got "${to}" (${why})\n`);
+      expect(result.stderr).toBe(
+        `--to: expected an enabled webhook of the running service (crm), got "${to}" (${why})\n`,
+      );
     }
     expect(await payloadsOf('crm')).toMatchObject([{ status: 'dead_lettered' }]);
   }, 90_000);

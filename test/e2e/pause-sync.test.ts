@@ -8,13 +8,17 @@ import { useTestDatabase } from '../helpers/test-database.js';
 const db = useTestDatabase();
 const recorder = { processId: TEST_PROCESS_ID, logger: silentLogger };
 
-const config = (paused: boolean, enabled = true) => parseConfigText(
-  `assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://receiver.example/hook", enabled: ${enabled}, paused: ${paused} }\n`, 'test');
+const config = (paused: boolean, enabled = true) =>
+  parseConfigText(
+    `assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://receiver.example/hook", enabled: ${enabled}, paused: ${paused} }\n`,
+    'test',
+  );
 
 async function state(): Promise<{ paused_since: Date | null; series_started_at: Date }> {
   const { rows } = await db.pool.query<{ paused_since: Date | null; series_started_at: Date }>(
     `select w.paused_since, p.series_started_at from asset_webhooks.webhooks w
-     join asset_webhooks.payloads p on p.webhook_id = w.webhook_id where w.webhook_id = 'crm'`);
+     join asset_webhooks.payloads p on p.webhook_id = w.webhook_id where w.webhook_id = 'crm'`,
+  );
   return rows[0]!;
 }
 
@@ -28,7 +32,8 @@ describe('recording paused across run processes', () => {
     await syncWebhooks(db.pool, config(false), recorder);
     await db.pool.query(
       `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids, series_started_at)
-       values ('crm', 'pending', '{}', 2, 0, '{}', now() - interval '3 hours')`);
+       values ('crm', 'pending', '{}', 2, 0, '{}', now() - interval '3 hours')`,
+    );
     await syncWebhooks(db.pool, config(true), recorder);
     const paused = await state();
     expect(paused.paused_since).not.toBeNull();
@@ -44,11 +49,16 @@ describe('recording paused across run processes', () => {
       await holder.query('begin');
       await holder.query("select 1 from asset_webhooks.payloads where webhook_id = 'crm' for update");
       const resumes = [1, 2, 3].map(() => syncWebhooks(db.pool, config(false), recorder));
-      await eventually(async () => {
-        const { rows } = await db.pool.query<{ n: number }>(
-          "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'");
-        return rows[0]!.n >= 3 ? true : undefined;
-      }, 20_000, 'three resumes waiting');
+      await eventually(
+        async () => {
+          const { rows } = await db.pool.query<{ n: number }>(
+            "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+          );
+          return rows[0]!.n >= 3 ? true : undefined;
+        },
+        20_000,
+        'three resumes waiting',
+      );
       await holder.query('commit');
       await Promise.all(resumes);
     } finally {
@@ -61,11 +71,15 @@ describe('recording paused across run processes', () => {
     expect(shiftHours).toBeLessThan(2.1);
   });
 
-  it('enabled: false wins: a paused webhook that is disabled is resumed (its payloads expire as a disabled webhook\'s do)', async () => {
+  it("enabled: false wins: a paused webhook that is disabled is resumed (its payloads expire as a disabled webhook's do)", async () => {
     await syncWebhooks(db.pool, config(true), recorder);
-    expect((await db.pool.query("select paused_since from asset_webhooks.webhooks")).rows[0].paused_since).not.toBeNull();
+    expect(
+      (await db.pool.query('select paused_since from asset_webhooks.webhooks')).rows[0].paused_since,
+    ).not.toBeNull();
     await syncWebhooks(db.pool, config(true, false), recorder);
-    const { rows } = await db.pool.query<{ enabled: boolean; paused_since: Date | null }>('select enabled, paused_since from asset_webhooks.webhooks');
+    const { rows } = await db.pool.query<{ enabled: boolean; paused_since: Date | null }>(
+      'select enabled, paused_since from asset_webhooks.webhooks',
+    );
     expect(rows).toEqual([{ enabled: false, paused_since: null }]);
   });
 });

@@ -42,17 +42,27 @@ async function reload(webhook: Partial<TestWebhook>): Promise<void> {
   expect(await running!.service.reload()).toBe(true);
 }
 
-interface PayloadRow { payload_id: number; status: string; created_at: Date; series_started_at: Date; event_ids: string[]; body: string }
+interface PayloadRow {
+  payload_id: number;
+  status: string;
+  created_at: Date;
+  series_started_at: Date;
+  event_ids: string[];
+  body: string;
+}
 
 async function payloads(): Promise<PayloadRow[]> {
   const { rows } = await db.pool.query<PayloadRow>(
     `select payload_id::int, status, created_at, series_started_at, event_ids::text[], body
-     from asset_webhooks.payloads where webhook_id = 'crm' order by payload_id`);
+     from asset_webhooks.payloads where webhook_id = 'crm' order by payload_id`,
+  );
   return rows;
 }
 
 async function pausedSince(): Promise<Date | null> {
-  const { rows } = await db.pool.query<{ paused_since: Date | null }>("select paused_since from asset_webhooks.webhooks where webhook_id = 'crm'");
+  const { rows } = await db.pool.query<{ paused_since: Date | null }>(
+    "select paused_since from asset_webhooks.webhooks where webhook_id = 'crm'",
+  );
   return rows[0]!.paused_since;
 }
 
@@ -60,7 +70,11 @@ async function pausedSince(): Promise<Date | null> {
 async function createAsset(): Promise<void> {
   const before = (await payloads()).length;
   await db.pool.query('insert into assets default values');
-  await eventually(async () => ((await payloads()).length > before ? true : undefined), 20_000, 'a payload for the new asset');
+  await eventually(
+    async () => ((await payloads()).length > before ? true : undefined),
+    20_000,
+    'a payload for the new asset',
+  );
 }
 
 describe('paused: true', () => {
@@ -83,11 +97,16 @@ describe('paused: true', () => {
     expect(beforePause).toHaveLength(3);
 
     // The attempt in flight finishes (a timeout: a retry), and its retry, due during the pause, waits.
-    await eventually(async () => {
-      const { rows } = await db.pool.query<{ open: number; retried: number }>(
-        "select count(*) filter (where outcome is null)::int as open, count(*) filter (where outcome = 'retry')::int as retried from asset_webhooks.attempts");
-      return rows[0]!.open === 0 && rows[0]!.retried > 0 ? true : undefined;
-    }, 20_000, 'the attempt in flight at the pause finished');
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ open: number; retried: number }>(
+          "select count(*) filter (where outcome is null)::int as open, count(*) filter (where outcome = 'retry')::int as retried from asset_webhooks.attempts",
+        );
+        return rows[0]!.open === 0 && rows[0]!.retried > 0 ? true : undefined;
+      },
+      20_000,
+      'the attempt in flight at the pause finished',
+    );
     const sentBeforePause = receiver.requests.length;
 
     // Events keep being coalesced into payloads over several runs, edits included.
@@ -105,10 +124,14 @@ describe('paused: true', () => {
     // Paused until every payload is older than the expiry window, and the sweep has run.
     const made = await payloads();
     const newest = Math.max(...made.map((p) => p.created_at.getTime()));
-    await eventually(async () => {
-      const { rows } = await db.pool.query<{ now: Date }>('select now()');
-      return rows[0]!.now.getTime() > newest + (DEAD_LETTER_AFTER_SECONDS + 1) * 1000 ? true : undefined;
-    }, 30_000, 'every payload older than deadLetterAfterSeconds');
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ now: Date }>('select now()');
+        return rows[0]!.now.getTime() > newest + (DEAD_LETTER_AFTER_SECONDS + 1) * 1000 ? true : undefined;
+      },
+      30_000,
+      'every payload older than deadLetterAfterSeconds',
+    );
     // The expiry sweep every run process makes, with this document's deadLetterAfterSeconds.
     const sweeper = await testDelivery(db.pool, config({ paused: true }));
     try {
@@ -120,14 +143,27 @@ describe('paused: true', () => {
     expect(waiting.map((p) => p.status)).toEqual(made.map(() => 'pending'));
     expect(receiver.requests).toHaveLength(sentBeforePause);
     // Nothing in flight: the retry that fell due during the pause keeps its slot and waits.
-    expect(await db.pool.query('select 1 from asset_webhooks.payloads where dispatched and next_attempt_at is null').then((r) => r.rowCount)).toBe(0);
+    expect(
+      await db.pool
+        .query('select 1 from asset_webhooks.payloads where dispatched and next_attempt_at is null')
+        .then((r) => r.rowCount),
+    ).toBe(0);
 
     // trace says why a payload waits.
     const rendered = renderTrace(await traceEvent(db.pool, made.at(-1)!.event_ids[0]!));
     expect(rendered).toContain('waiting: webhook paused since');
     // So does the runbook: paused, and no expiry time while the clock stands still.
     const runbook = fileURLToPath(new URL('../../sql/runbooks/pause-webhook.sql', import.meta.url));
-    const { stdout } = await promisify(execFile)('psql', [db.url, '-X', '-v', 'ON_ERROR_STOP=1', '-v', 'webhook_id=crm', '-f', runbook]);
+    const { stdout } = await promisify(execFile)('psql', [
+      db.url,
+      '-X',
+      '-v',
+      'ON_ERROR_STOP=1',
+      '-v',
+      'webhook_id=crm',
+      '-f',
+      runbook,
+    ]);
     expect(stdout).toMatch(/crm\s+\|\s+t\s+\|\s+t\s+\|/);
     expect(stdout).toMatch(new RegExp(`${made[0]!.payload_id}\\s+\\|\\s+pending\\s+\\|\\s+1\\s+\\|[^|]+\\|\\s*$`, 'm'));
 
@@ -142,19 +178,30 @@ describe('paused: true', () => {
     for (const [i, p] of afterResume.entries()) {
       const before = made[i]!.series_started_at.getTime();
       // Within a millisecond: the database keeps microseconds, a Date milliseconds.
-      expect(Math.abs(p.series_started_at.getTime() - (before + resumeAt - Math.max(before, pauseStart.getTime())))).toBeLessThanOrEqual(1);
+      expect(
+        Math.abs(p.series_started_at.getTime() - (before + resumeAt - Math.max(before, pauseStart.getTime()))),
+      ).toBeLessThanOrEqual(1);
     }
     for (const [i, p] of afterResume.slice(0, 3).entries()) {
-      expect(p.series_started_at.getTime() - beforePause[i]!.series_started_at.getTime()).toBeGreaterThan(DEAD_LETTER_AFTER_SECONDS * 1000);
+      expect(p.series_started_at.getTime() - beforePause[i]!.series_started_at.getTime()).toBeGreaterThan(
+        DEAD_LETTER_AFTER_SECONDS * 1000,
+      );
     }
 
-    await eventually(async () => ((await payloads()).every((p) => p.status === 'delivered') ? true : undefined), 30_000, 'every payload delivered');
+    await eventually(
+      async () => ((await payloads()).every((p) => p.status === 'delivered') ? true : undefined),
+      30_000,
+      'every payload delivered',
+    );
     // After the requests of before the pause: each payload once, in payload order, so every event in order of occurrence.
     const sent = receiver.requests.slice(sentBeforePause);
     expect(sent.map((request) => request.body)).toEqual(made.map((p) => p.body));
-    const events = sent.flatMap((request) => (JSON.parse(request.body) as { events: Array<{ eventId: string; eventTimestamp: string }> }).events);
+    const events = sent.flatMap(
+      (request) => (JSON.parse(request.body) as { events: Array<{ eventId: string; eventTimestamp: string }> }).events,
+    );
     const { rows: occurred } = await db.pool.query<{ event_id: string }>(
-      "select event_id::text from asset_webhooks.event_outcomes where webhook_id = 'crm' and payload_id is not null order by occurred_at, payload_id");
+      "select event_id::text from asset_webhooks.event_outcomes where webhook_id = 'crm' and payload_id is not null order by occurred_at, payload_id",
+    );
     expect(events.map((event) => event.eventId)).toEqual(occurred.map((row) => row.event_id));
     expect(events.length).toBe(made.length);
     const { rows: dead } = await db.pool.query("select 1 from asset_webhooks.payloads where status = 'dead_lettered'");
@@ -165,10 +212,16 @@ describe('paused: true', () => {
     running = await startTestService(db.url, config({ enabled: false, paused: true }));
     expect(await pausedSince()).toBeNull();
     await db.pool.query('insert into assets default values');
-    await eventually(async () => {
-      const { rows } = await db.pool.query<{ excluded_by: string }>("select excluded_by from asset_webhooks.event_outcomes where webhook_id = 'crm'");
-      return rows[0]?.excluded_by;
-    }, 20_000, 'the event routed').then((excludedBy) => expect(excludedBy).toBe('disabled'));
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ excluded_by: string }>(
+          "select excluded_by from asset_webhooks.event_outcomes where webhook_id = 'crm'",
+        );
+        return rows[0]?.excluded_by;
+      },
+      20_000,
+      'the event routed',
+    ).then((excludedBy) => expect(excludedBy).toBe('disabled'));
 
     await reload({});
     await db.pool.query('insert into assets default values');

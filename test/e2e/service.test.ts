@@ -34,16 +34,26 @@ function writeConfig(yaml: string): string {
 }
 
 function serviceConfig(url: string): string {
-  return receiverConfig([{ id: 'crm', url, resourceTypes: ['Resource', 'Project'] }], { requestTimeoutSeconds: 5, retry: { delaysSeconds: [1, 1, 1] } });
+  return receiverConfig([{ id: 'crm', url, resourceTypes: ['Resource', 'Project'] }], {
+    requestTimeoutSeconds: 5,
+    retry: { delaysSeconds: [1, 1, 1] },
+  });
 }
 
 function run(configFile: string, extraArgs: string[] = []): CliProcess {
-  const started = startCli(['run', '--database-url', db.url, '--config', configFile, ...extraArgs], { LOG_LEVEL: 'info' });
+  const started = startCli(['run', '--database-url', db.url, '--config', configFile, ...extraArgs], {
+    LOG_LEVEL: 'info',
+  });
   processes.push(started);
   return started;
 }
 
-interface Delivered { eventType: string; assetId: number; atomId: number | null; eventId: string }
+interface Delivered {
+  eventType: string;
+  assetId: number;
+  atomId: number | null;
+  eventId: string;
+}
 
 function delivered(receiver: TestReceiver): Delivered[] {
   return receiver.requests.flatMap((r) => (JSON.parse(r.body) as { events: Delivered[] }).events);
@@ -54,16 +64,26 @@ describe('the service as operators run it', () => {
     const receiver = await startTestReceiver();
     receivers.push(receiver);
     run(writeConfig(serviceConfig(receiver.url)));
-    await db.pool.query("insert into assets (asset_id, latest_atom_id) values (1, 100)");
+    await db.pool.query('insert into assets (asset_id, latest_atom_id) values (1, 100)');
     await eventually(async () => (delivered(receiver).length >= 1 ? true : undefined), 20_000, 'CREATED');
     await db.pool.query("update assets set title = 'a' where asset_id = 1");
     await db.pool.query("update assets set title = 'b' where asset_id = 1");
-    await db.pool.query("insert into asset_atoms (asset_id) values (1); update assets set latest_atom_id = 101 where asset_id = 1");
-    await db.pool.query("update assets set trashed_at = now() where asset_id = 1");
-    await db.pool.query("update assets set trashed_at = null where asset_id = 1");
-    await eventually(async () => (delivered(receiver).some((e) => e.eventType === 'DELETED') ? true : undefined), 20_000, 'DELETED');
-    await db.pool.query("delete from assets where asset_id = 1");
-    await eventually(async () => (delivered(receiver).some((e) => e.eventType === 'PURGED') ? true : undefined), 20_000, 'PURGED');
+    await db.pool.query(
+      'insert into asset_atoms (asset_id) values (1); update assets set latest_atom_id = 101 where asset_id = 1',
+    );
+    await db.pool.query('update assets set trashed_at = now() where asset_id = 1');
+    await db.pool.query('update assets set trashed_at = null where asset_id = 1');
+    await eventually(
+      async () => (delivered(receiver).some((e) => e.eventType === 'DELETED') ? true : undefined),
+      20_000,
+      'DELETED',
+    );
+    await db.pool.query('delete from assets where asset_id = 1');
+    await eventually(
+      async () => (delivered(receiver).some((e) => e.eventType === 'PURGED') ? true : undefined),
+      20_000,
+      'PURGED',
+    );
     const types = delivered(receiver).map((e) => e.eventType);
     expect(types[0]).toBe('CREATED');
     expect(types.at(-1)).toBe('PURGED');
@@ -77,7 +97,7 @@ describe('the service as operators run it', () => {
     receivers.push(slow);
     slow.respond = () => new Promise<number>((resolve) => setTimeout(() => resolve(200), 1500));
     const proc = run(writeConfig(serviceConfig(slow.url)));
-    await db.pool.query("insert into assets (asset_id) values (1)");
+    await db.pool.query('insert into assets (asset_id) values (1)');
     await slow.waitFor(1);
     proc.child.kill('SIGTERM');
     expect(await proc.exited).toBe(0);
@@ -89,21 +109,33 @@ describe('the service as operators run it', () => {
     const receiver = await startTestReceiver();
     receivers.push(receiver);
     const first = run(writeConfig(serviceConfig(receiver.url)));
-    await db.pool.query("insert into assets (asset_id) values (1)");
+    await db.pool.query('insert into assets (asset_id) values (1)');
     await receiver.waitFor(1);
     // A second process with an older document, without crm: at start it records
     // its webhooks, which disables crm for every process.
     const other = run(writeConfig(receiverConfig([{ id: 'shop', url: receiver.url }])));
-    await eventually(async () => {
-      const { rows } = await db.pool.query<{ enabled: boolean }>("select enabled from asset_webhooks.webhooks where webhook_id = 'crm'");
-      return rows[0]?.enabled === false ? true : undefined;
-    }, 20_000, 'crm disabled by the other process');
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ enabled: boolean }>(
+          "select enabled from asset_webhooks.webhooks where webhook_id = 'crm'",
+        );
+        return rows[0]?.enabled === false ? true : undefined;
+      },
+      20_000,
+      'crm disabled by the other process',
+    );
     other.child.kill('SIGTERM');
     expect(await other.exited).toBe(0);
-    await db.pool.query("insert into assets (asset_id) values (2)");
-    await eventually(async () => (delivered(receiver).some((e) => e.assetId === 2) ? true : undefined), 20_000, 'asset 2 delivered to crm');
+    await db.pool.query('insert into assets (asset_id) values (2)');
+    await eventually(
+      async () => (delivered(receiver).some((e) => e.assetId === 2) ? true : undefined),
+      20_000,
+      'asset 2 delivered to crm',
+    );
     // Restored: crm enabled again, shop (not in this process's document) disabled.
-    expect(first.output.stderr).toMatch(/"webhooks":\["crm","shop"\].*asset_webhooks\.webhooks differed from this process's configuration/);
+    expect(first.output.stderr).toMatch(
+      /"webhooks":\["crm","shop"\].*asset_webhooks\.webhooks differed from this process's configuration/,
+    );
   });
 
   it('does not die of a SIGHUP that arrives while the command line is still loading its modules', async () => {
@@ -116,7 +148,9 @@ describe('the service as operators run it', () => {
     const directory = tempDirectory('aw-early-');
     const release = path.join(directory, 'release');
     const hooks = path.join(directory, 'hooks.mjs');
-    writeFileSync(hooks, `import { existsSync, writeSync } from 'node:fs';
+    writeFileSync(
+      hooks,
+      `import { existsSync, writeSync } from 'node:fs';
 export async function load(url, context, nextLoad) {
   if (url.endsWith('/dist/cli/main.js')) {
     writeSync(2, 'loading held\\n');
@@ -124,23 +158,38 @@ export async function load(url, context, nextLoad) {
   }
   return nextLoad(url, context);
 }
-`);
+`,
+    );
     const register = path.join(directory, 'register.mjs');
-    writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`);
-    const held = startCli(['run', '--database-url', db.url, '--config', configFile], { LOG_LEVEL: 'info', NODE_OPTIONS: `--import ${pathToFileURL(register).href}` });
+    writeFileSync(
+      register,
+      `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`,
+    );
+    const held = startCli(['run', '--database-url', db.url, '--config', configFile], {
+      LOG_LEVEL: 'info',
+      NODE_OPTIONS: `--import ${pathToFileURL(register).href}`,
+    });
     processes.push(held);
-    await eventually(async () => (held.output.stderr.includes('loading held') ? true : undefined), 20_000, 'the loading of main.js to be held');
+    await eventually(
+      async () => (held.output.stderr.includes('loading held') ? true : undefined),
+      20_000,
+      'the loading of main.js to be held',
+    );
     held.child.kill('SIGHUP');
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(held.child.exitCode, held.output.stderr).toBeNull();
     expect(held.child.signalCode).toBeNull();
     writeFileSync(release, '');
-    await eventually(async () => (held.output.stderr.includes('configuration reloaded') ? true : undefined), 20_000, 'the held SIGHUP applied once up');
+    await eventually(
+      async () => (held.output.stderr.includes('configuration reloaded') ? true : undefined),
+      20_000,
+      'the held SIGHUP applied once up',
+    );
     held.child.kill('SIGTERM');
     expect(await held.exited, held.output.stderr).toBe(0);
   });
 
-  it('sends a pending payload that nothing announced (a lost wake-up): the delivery pump\'s poll finds it', async () => {
+  it("sends a pending payload that nothing announced (a lost wake-up): the delivery pump's poll finds it", async () => {
     const receiver = await startTestReceiver();
     receivers.push(receiver);
     run(writeConfig(serviceConfig(receiver.url)));
@@ -148,20 +197,33 @@ export async function load(url, context, nextLoad) {
     await receiver.waitFor(1, 20_000);
     // Once that delivery has settled, and away from a minute boundary (maintenance):
     // nothing but the pump's poll is left to find the next payload.
-    await eventually(async () => {
-      const { rows } = await db.pool.query<{ n: number }>(
-        "select count(*)::int as n from asset_webhooks.payloads where status <> 'delivered' or dispatched");
-      return rows[0]!.n === 0 ? true : undefined;
-    }, 20_000, 'the first payload to be settled');
-    await eventually(async () => {
-      const { rows } = await db.pool.query<{ second: number }>('select extract(second from clock_timestamp())::float8 as second');
-      return rows[0]!.second < 40 ? true : undefined;
-    }, 30_000, 'a moment away from the minute boundary');
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ n: number }>(
+          "select count(*)::int as n from asset_webhooks.payloads where status <> 'delivered' or dispatched",
+        );
+        return rows[0]!.n === 0 ? true : undefined;
+      },
+      20_000,
+      'the first payload to be settled',
+    );
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ second: number }>(
+          'select extract(second from clock_timestamp())::float8 as second',
+        );
+        return rows[0]!.second < 40 ? true : undefined;
+      },
+      30_000,
+      'a moment away from the minute boundary',
+    );
     // Waiting, and no NOTIFY: as a payload whose wake-up was lost is left.
     const body = JSON.stringify({ count: 0, events: [], webhookTimestamp: new Date().toISOString() });
     await db.pool.query(
       `insert into asset_webhooks.payloads (webhook_id, status, dispatched, body, byte_size, event_count, event_ids)
-       values ('crm', 'pending', false, $1, length($1), 0, '{}')`, [body]);
+       values ('crm', 'pending', false, $1, length($1), 0, '{}')`,
+      [body],
+    );
     await receiver.waitFor(2, 10_000);
     expect(receiver.requests[1]!.body).toBe(body);
   });
@@ -182,15 +244,23 @@ export async function load(url, context, nextLoad) {
       expect(reloaded.child.exitCode, reloaded.output.stderr).toBeNull();
       expect(reloaded.child.signalCode).toBeNull();
       proxy.up();
-      await eventually(async () => (reloaded.output.stderr.includes('configuration reloaded') ? true : undefined), 20_000, 'reloaded after start-up');
-      await db.pool.query("insert into assets (asset_id) values (1)");
+      await eventually(
+        async () => (reloaded.output.stderr.includes('configuration reloaded') ? true : undefined),
+        20_000,
+        'reloaded after start-up',
+      );
+      await db.pool.query('insert into assets (asset_id) values (1)');
       await receiver.waitFor(1);
 
       proxy.hold();
       const accepted = proxy.accepted;
       const stopped = startCli(['run', '--database-url', proxy.url, '--config', configFile], { LOG_LEVEL: 'info' });
       processes.push(stopped);
-      await eventually(async () => (proxy.accepted > accepted ? true : undefined), 20_000, 'start-up reached the database');
+      await eventually(
+        async () => (proxy.accepted > accepted ? true : undefined),
+        20_000,
+        'start-up reached the database',
+      );
       stopped.child.kill('SIGTERM');
       await new Promise((resolve) => setTimeout(resolve, 300));
       proxy.up();
@@ -202,7 +272,11 @@ export async function load(url, context, nextLoad) {
       const acceptedBefore = proxy.accepted;
       const hung = startCli(['run', '--database-url', proxy.url, '--config', configFile], { LOG_LEVEL: 'info' });
       processes.push(hung);
-      await eventually(async () => (proxy.accepted > acceptedBefore ? true : undefined), 20_000, 'start-up reached the database');
+      await eventually(
+        async () => (proxy.accepted > acceptedBefore ? true : undefined),
+        20_000,
+        'start-up reached the database',
+      );
       hung.child.kill('SIGINT');
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(hung.child.exitCode).toBeNull();
@@ -220,12 +294,16 @@ export async function load(url, context, nextLoad) {
     receivers.push(receiver);
     const file = writeConfig(serviceConfig(receiver.url));
     const proc = run(file);
-    await db.pool.query("insert into assets (asset_id) values (1)");
+    await db.pool.query('insert into assets (asset_id) values (1)');
     await receiver.waitFor(1);
     writeFileSync(file, 'assetUpdater:\n  webhooks: [ { url: 12 } ]\n');
     proc.child.kill('SIGHUP');
-    await eventually(async () => (proc.output.stderr.includes('configuration not reloaded') ? true : undefined), 10_000, 'the reload error');
-    await db.pool.query("insert into assets (asset_id) values (2)");
+    await eventually(
+      async () => (proc.output.stderr.includes('configuration not reloaded') ? true : undefined),
+      10_000,
+      'the reload error',
+    );
+    await db.pool.query('insert into assets (asset_id) values (2)');
     await receiver.waitFor(2);
     expect(proc.child.exitCode).toBeNull();
   });
@@ -237,19 +315,27 @@ export async function load(url, context, nextLoad) {
     const file = writeConfig(hourly);
     const startedAt = Date.now();
     const proc = run(file);
-    await eventually(async () => (proc.output.stderr.includes('asset-webhooks running') ? true : undefined), 20_000, 'the service to start');
-    await db.pool.query("insert into assets (asset_id) values (1)");
+    await eventually(
+      async () => (proc.output.stderr.includes('asset-webhooks running') ? true : undefined),
+      20_000,
+      'the service to start',
+    );
+    await db.pool.query('insert into assets (asset_id) values (1)');
     // Started mid-hour, the service waits for the next whole hour: no run yet.
     await new Promise((resolve) => setTimeout(resolve, 3000));
     if (Math.floor(startedAt / 3_600_000) === Math.floor(Date.now() / 3_600_000)) {
-      const { rows } = await db.pool.query<{ n: number }>('select count(*)::int as n from asset_webhooks.coalesce_runs');
+      const { rows } = await db.pool.query<{ n: number }>(
+        'select count(*)::int as n from asset_webhooks.coalesce_runs',
+      );
       expect(rows).toEqual([{ n: 0 }]);
       expect(receiver.requests).toHaveLength(0);
     }
     writeFileSync(file, receiverConfig([{ id: 'crm', url: receiver.url }], { intervalSeconds: 1 }));
     proc.child.kill('SIGHUP');
     await receiver.waitFor(1, 10_000);
-    expect(proc.output.stderr).toMatch(/configuration reloaded.*"intervalSeconds":1|"intervalSeconds":1.*configuration reloaded/);
+    expect(proc.output.stderr).toMatch(
+      /configuration reloaded.*"intervalSeconds":1|"intervalSeconds":1.*configuration reloaded/,
+    );
     expect(delivered(receiver).map((e) => [e.eventType, e.assetId])).toEqual([['CREATED', 1]]);
   });
 
@@ -258,23 +344,35 @@ export async function load(url, context, nextLoad) {
     receivers.push(receiver);
     const port = await freePort();
     run(writeConfig(serviceConfig(receiver.url)), ['--http-port', String(port)]);
-    const health = await eventually(async () => {
-      try {
-        const response = await fetch(`http://127.0.0.1:${port}/healthz`);
-        return response.status === 200 ? await response.json() : undefined;
-      } catch {
-        return undefined;
-      }
-    }, 20_000, '/healthz');
+    const health = await eventually(
+      async () => {
+        try {
+          const response = await fetch(`http://127.0.0.1:${port}/healthz`);
+          return response.status === 200 ? await response.json() : undefined;
+        } catch {
+          return undefined;
+        }
+      },
+      20_000,
+      '/healthz',
+    );
     expect(health).toEqual({ status: 'ok' });
     await db.pool.query('truncate asset_webhooks.capture_errors');
-    await db.pool.query("select asset_webhooks.record_capture_error('asset_keywords', 'DELETE', '23514', 'a check refused the row')");
-    await db.pool.query("insert into assets (asset_id) values (1)");
+    await db.pool.query(
+      "select asset_webhooks.record_capture_error('asset_keywords', 'DELETE', '23514', 'a check refused the row')",
+    );
+    await db.pool.query('insert into assets (asset_id) values (1)');
     await receiver.waitFor(1);
-    const text = await eventually(async () => {
-      const body = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      return /asset_webhooks_delivery_attempts_total\{webhook="crm",outcome="delivered"\} 1/.test(body) ? body : undefined;
-    }, 10_000, 'the delivery to show in /metrics');
+    const text = await eventually(
+      async () => {
+        const body = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+        return /asset_webhooks_delivery_attempts_total\{webhook="crm",outcome="delivered"\} 1/.test(body)
+          ? body
+          : undefined;
+      },
+      10_000,
+      'the delivery to show in /metrics',
+    );
     expect(text).toMatch(/# TYPE asset_webhooks_events_coalesced_total counter/);
     expect(text).toMatch(/asset_webhooks_outbox_backlog_rows \d+/);
     expect(text).toMatch(/\nasset_webhooks_oldest_transaction_age_seconds \d/);
@@ -293,13 +391,25 @@ export async function load(url, context, nextLoad) {
   });
 
   it('refuses to start on an invalid configuration, naming the field (exit 1)', async () => {
-    const result = await runCli(['run', '--database-url', db.url, '--config', writeConfig('assetUpdater:\n  webhooks:\n    - { url: "ftp://x", enabled: true }\n')]);
+    const result = await runCli([
+      'run',
+      '--database-url',
+      db.url,
+      '--config',
+      writeConfig('assetUpdater:\n  webhooks:\n    - { url: "ftp://x", enabled: true }\n'),
+    ]);
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(/assetUpdater\.webhooks\[0\]\.url/);
   });
 
   it('refuses to start on an unreachable database with one line (exit 1)', async () => {
-    const result = await runCli(['run', '--database-url', 'postgres://postgres@127.0.0.1:1/none', '--config', writeConfig(serviceConfig('http://127.0.0.1:9/x'))]);
+    const result = await runCli([
+      'run',
+      '--database-url',
+      'postgres://postgres@127.0.0.1:1/none',
+      '--config',
+      writeConfig(serviceConfig('http://127.0.0.1:9/x')),
+    ]);
     expect(result.code).toBe(1);
     expect(result.stderr.trim().split('\n')).toHaveLength(1);
     expect(result.stderr).toMatch(/expected a reachable PostgreSQL server/);
@@ -310,10 +420,26 @@ export async function load(url, context, nextLoad) {
     const holder = createServer();
     await new Promise<void>((resolve) => holder.listen(port, '0.0.0.0', resolve));
     try {
-      await db.pool.query("insert into assets (asset_id) values (1)");
-      const result = await runCli(['run', '--database-url', db.url, '--config', writeConfig(serviceConfig('http://127.0.0.1:9/x')), '--http-port', String(port)], {}, 20_000);
+      await db.pool.query('insert into assets (asset_id) values (1)');
+      const result = await runCli(
+        [
+          'run',
+          '--database-url',
+          db.url,
+          '--config',
+          writeConfig(serviceConfig('http://127.0.0.1:9/x')),
+          '--http-port',
+          String(port),
+        ],
+        {},
+        20_000,
+      );
       expect(result.code).toBe(1);
-      expect(result.stderr.trim().split('\n')).toEqual([expect.stringMatching(new RegExp(`^--http-port ${port}: expected a port this process can listen on, got .*EADDRINUSE`))]);
+      expect(result.stderr.trim().split('\n')).toEqual([
+        expect.stringMatching(
+          new RegExp(`^--http-port ${port}: expected a port this process can listen on, got .*EADDRINUSE`),
+        ),
+      ]);
       const { rows } = await db.pool.query<{ n: number }>('select count(*)::int as n from asset_webhooks.outbox');
       expect(rows).toEqual([{ n: 1 }]);
     } finally {
@@ -326,18 +452,23 @@ export async function load(url, context, nextLoad) {
     expect(result.code).toBe(2);
   });
 
-  it('migrate behind a coalescing run\'s snapshot lets the application write meanwhile, and finishes after it', async () => {
+  it("migrate behind a coalescing run's snapshot lets the application write meanwhile, and finishes after it", async () => {
     // A run holds light locks on the asset tables and the binding's view for its duration.
     const run = await db.pool.connect();
     try {
       await run.query('begin isolation level repeatable read');
       await run.query('select count(*) from asset_webhooks.asset_state');
       const migrating = runCli(['migrate', '--binding', 'reference', '--database-url', db.url], {}, 60_000);
-      await eventually(async () => {
-        const { rows } = await db.pool.query<{ n: number }>(
-          "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'");
-        return (rows[0]?.n ?? 0) > 0 ? true : undefined;
-      }, 20_000, 'migrate waiting for its lock');
+      await eventually(
+        async () => {
+          const { rows } = await db.pool.query<{ n: number }>(
+            "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+          );
+          return (rows[0]?.n ?? 0) > 0 ? true : undefined;
+        },
+        20_000,
+        'migrate waiting for its lock',
+      );
       // Without short lock tries this insert queued behind migrate until the run ended.
       const writer = await db.pool.connect();
       try {
@@ -364,6 +495,8 @@ export async function load(url, context, nextLoad) {
     expect([a.code, b.code]).toEqual([0, 0]);
     const bad = await runCli(['migrate', '--database-url', db.url, '--binding', '/nonexistent/binding.sql']);
     expect(bad.code).toBe(1);
-    expect(bad.stderr).toMatch(/^--binding: expected "reference" or a readable SQL file, got "\/nonexistent\/binding.sql"/);
+    expect(bad.stderr).toMatch(
+      /^--binding: expected "reference" or a readable SQL file, got "\/nonexistent\/binding.sql"/,
+    );
   });
 });

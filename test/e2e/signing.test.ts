@@ -42,7 +42,9 @@ async function start(webhook: Partial<TestWebhook>): Promise<void> {
       done();
     },
   });
-  const yaml = receiverConfig([{ id: 'crm', url: receiver.url, ...webhook }], { retry: { delaysSeconds: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1] } });
+  const yaml = receiverConfig([{ id: 'crm', url: receiver.url, ...webhook }], {
+    retry: { delaysSeconds: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1] },
+  });
   running = await startTestService(db.url, yaml, pino({ level: 'debug' }, sink));
 }
 
@@ -52,12 +54,16 @@ function verify(key: string, request: Pick<ReceivedRequest, 'headers' | 'body'>)
 }
 
 async function storedBody(payloadId: number): Promise<string> {
-  const { rows } = await db.pool.query<{ body: string }>('select body from asset_webhooks.payloads where payload_id = $1', [payloadId]);
+  const { rows } = await db.pool.query<{ body: string }>(
+    'select body from asset_webhooks.payloads where payload_id = $1',
+    [payloadId],
+  );
   return rows[0]!.body;
 }
 
 function expectNoKeyIn(text: string, where: string): void {
-  for (const fragment of KEY_FRAGMENTS) expect(text, `${where} contains a part of a signing key`).not.toContain(fragment);
+  for (const fragment of KEY_FRAGMENTS)
+    expect(text, `${where} contains a part of a signing key`).not.toContain(fragment);
 }
 
 describe('signed deliveries (signing.secret)', () => {
@@ -73,17 +79,30 @@ describe('signed deliveries (signing.secret)', () => {
     await db.pool.query('insert into assets (asset_id) values (2)');
     await receiver.waitFor(3);
     const { rows: payloads } = await db.pool.query<{ payload_id: number; status: string }>(
-      'select payload_id, status from asset_webhooks.payloads order by payload_id');
+      'select payload_id, status from asset_webhooks.payloads order by payload_id',
+    );
     const [first, second] = payloads.map((row) => Number(row.payload_id));
-    await eventually(async () => {
-      const { rows } = await db.pool.query<{ status: string }>('select status from asset_webhooks.payloads where payload_id = $1', [second]);
-      return rows[0]?.status === 'dead_lettered' ? true : undefined;
-    }, 20_000, 'the second payload dead-lettered (400)');
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ status: string }>(
+          'select status from asset_webhooks.payloads where payload_id = $1',
+          [second],
+        );
+        return rows[0]?.status === 'dead_lettered' ? true : undefined;
+      },
+      20_000,
+      'the second payload dead-lettered (400)',
+    );
     await redeliver(db.pool, second!, 'test');
     await receiver.waitFor(4);
 
     const requests = receiver.requests;
-    expect(requests.map((request) => request.headers['webhook-id'])).toEqual([`msg_${first}`, `msg_${first}`, `msg_${second}`, `msg_${second}`]);
+    expect(requests.map((request) => request.headers['webhook-id'])).toEqual([
+      `msg_${first}`,
+      `msg_${first}`,
+      `msg_${second}`,
+      `msg_${second}`,
+    ]);
     expect(requests[0]!.body).toBe(await storedBody(first!));
     expect(requests[1]!.body).toBe(await storedBody(first!));
     expect(requests[3]!.body).toBe(await storedBody(second!));
@@ -108,7 +127,9 @@ describe('signed deliveries (signing.secret)', () => {
     }
     expect(timestamps[1]).toBeGreaterThan(timestamps[0]!);
 
-    const { rows: attempts } = await db.pool.query<{ text: string }>('select row_to_json(a)::text as text from asset_webhooks.attempts a');
+    const { rows: attempts } = await db.pool.query<{ text: string }>(
+      'select row_to_json(a)::text as text from asset_webhooks.attempts a',
+    );
     expectNoKeyIn(attempts.map((row) => row.text).join('\n'), 'asset_webhooks.attempts');
     expectNoKeyIn(logged, 'the service log');
   });
@@ -138,11 +159,16 @@ describe('signed deliveries (signing.secret)', () => {
     await start({ signing: { secret: 'crm-signing' } });
     await db.pool.query('insert into assets (asset_id) values (1)');
 
-    const failed = await eventually(async () => {
-      const { rows } = await db.pool.query<{ error_class: string; error_message: string; outcome: string }>(
-        'select error_class, error_message, outcome from asset_webhooks.attempts order by attempt_no');
-      return rows.length >= 2 ? rows : undefined;
-    }, 20_000, 'two failed attempts');
+    const failed = await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ error_class: string; error_message: string; outcome: string }>(
+          'select error_class, error_message, outcome from asset_webhooks.attempts order by attempt_no',
+        );
+        return rows.length >= 2 ? rows : undefined;
+      },
+      20_000,
+      'two failed attempts',
+    );
     expect(failed[0]).toEqual({
       error_class: 'secret_unavailable',
       error_message: 'signing secret "crm-signing": expected key 2 of 2 to start with whsec_',
@@ -151,22 +177,33 @@ describe('signed deliveries (signing.secret)', () => {
     expect(receiver.requests).toHaveLength(0);
 
     vi.stubEnv('ASSET_WEBHOOKS_SECRET_CRM_SIGNING', undefined);
-    const unset = await eventually(async () => {
-      const { rows } = await db.pool.query<{ error_message: string }>(
-        "select error_message from asset_webhooks.attempts where error_message like '%environment variable%' limit 1");
-      return rows[0];
-    }, 20_000, 'an attempt without the variable');
+    const unset = await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ error_message: string }>(
+          "select error_message from asset_webhooks.attempts where error_message like '%environment variable%' limit 1",
+        );
+        return rows[0];
+      },
+      20_000,
+      'an attempt without the variable',
+    );
     expect(unset.error_message).toMatch(/ASSET_WEBHOOKS_SECRET_CRM_SIGNING/);
 
     vi.stubEnv('ASSET_WEBHOOKS_SECRET_CRM_SIGNING', OLD_KEY);
     await receiver.waitFor(1);
     expect(verify(OLD_KEY, receiver.requests[0]!)).toEqual(JSON.parse(receiver.requests[0]!.body));
-    await eventually(async () => {
-      const { rows } = await db.pool.query<{ status: string }>('select status from asset_webhooks.payloads');
-      return rows.length === 1 && rows[0]!.status === 'delivered' ? true : undefined;
-    }, 20_000, 'the payload delivered');
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ status: string }>('select status from asset_webhooks.payloads');
+        return rows.length === 1 && rows[0]!.status === 'delivered' ? true : undefined;
+      },
+      20_000,
+      'the payload delivered',
+    );
 
-    const { rows: attempts } = await db.pool.query<{ text: string }>('select row_to_json(a)::text as text from asset_webhooks.attempts a');
+    const { rows: attempts } = await db.pool.query<{ text: string }>(
+      'select row_to_json(a)::text as text from asset_webhooks.attempts a',
+    );
     expectNoKeyIn(attempts.map((row) => row.text).join('\n'), 'asset_webhooks.attempts');
     expectNoKeyIn(logged, 'the service log');
     expect(logged).toContain('secret_unavailable');

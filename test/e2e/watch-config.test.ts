@@ -29,13 +29,17 @@ async function receiver(): Promise<TestReceiver> {
 }
 
 function run(configFile: string, extraArgs: string[] = ['--watch-config']): CliProcess {
-  const started = startCli(['run', '--database-url', db.url, '--config', configFile, ...extraArgs], { LOG_LEVEL: 'info' });
+  const started = startCli(['run', '--database-url', db.url, '--config', configFile, ...extraArgs], {
+    LOG_LEVEL: 'info',
+  });
   processes.push(started);
   return started;
 }
 
 function assetIds(target: TestReceiver): number[] {
-  return target.requests.flatMap((r) => (JSON.parse(r.body) as { events: { assetId: number }[] }).events.map((e) => e.assetId));
+  return target.requests.flatMap((r) =>
+    (JSON.parse(r.body) as { events: { assetId: number }[] }).events.map((e) => e.assetId),
+  );
 }
 
 function count(text: string, what: string): number {
@@ -44,7 +48,11 @@ function count(text: string, what: string): number {
 
 /** Waits for the `n`th occurrence of a log message of the process. */
 async function logged(proc: CliProcess, message: string, n = 1): Promise<void> {
-  await eventually(async () => (count(proc.output.stderr, `"msg":"${message}"`) >= n ? true : undefined), 20_000, `${n} × "${message}"`);
+  await eventually(
+    async () => (count(proc.output.stderr, `"msg":"${message}"`) >= n ? true : undefined),
+    20_000,
+    `${n} × "${message}"`,
+  );
 }
 
 /**
@@ -99,12 +107,24 @@ describe('run --watch-config', () => {
     const crm = await receiver();
     const shop = await receiver();
     const file = path.join(tempDirectory('aw-watch-'), 'config.yaml');
-    writeFileSync(file, receiverConfig([{ id: 'crm', url: crm.url }, { id: 'shop', url: shop.url, enabled: false }]));
+    writeFileSync(
+      file,
+      receiverConfig([
+        { id: 'crm', url: crm.url },
+        { id: 'shop', url: shop.url, enabled: false },
+      ]),
+    );
     const proc = run(file);
     await db.pool.query('insert into assets (asset_id) values (1)');
     await crm.waitFor(1);
 
-    writeFileSync(file, receiverConfig([{ id: 'crm', url: crm.url }, { id: 'shop', url: shop.url, enabled: true }]));
+    writeFileSync(
+      file,
+      receiverConfig([
+        { id: 'crm', url: crm.url },
+        { id: 'shop', url: shop.url, enabled: true },
+      ]),
+    );
     await logged(proc, 'configuration reloaded');
     await db.pool.query('insert into assets (asset_id) values (2)');
     await shop.waitFor(1);
@@ -114,16 +134,28 @@ describe('run --watch-config', () => {
     writeFileSync(file, 'assetUpdater:\n  webhooks: [ { url: "not a url", enabled: true } ]\n');
     await logged(proc, 'invalid configuration: keeping the one in use');
     await db.pool.query('insert into assets (asset_id) values (3)');
-    await eventually(async () => (assetIds(crm).includes(3) && assetIds(shop).includes(3) ? true : undefined), 20_000, 'asset 3 at both');
+    await eventually(
+      async () => (assetIds(crm).includes(3) && assetIds(shop).includes(3) ? true : undefined),
+      20_000,
+      'asset 3 at both',
+    );
     expect(count(proc.output.stderr, '"msg":"configuration reloaded"')).toBe(1);
 
     // Fixed: reloaded again, and shop disabled this time.
-    writeFileSync(file, receiverConfig([{ id: 'crm', url: crm.url }, { id: 'shop', url: shop.url, enabled: false }]));
+    writeFileSync(
+      file,
+      receiverConfig([
+        { id: 'crm', url: crm.url },
+        { id: 'shop', url: shop.url, enabled: false },
+      ]),
+    );
     await logged(proc, 'configuration reloaded', 2);
     await db.pool.query('insert into assets (asset_id) values (4)');
     await eventually(async () => (assetIds(crm).includes(4) ? true : undefined), 20_000, 'asset 4 at crm');
     // Coalesced after the reload: no payload for shop was made of it.
-    const { rows } = await db.pool.query<{ n: number }>("select count(*)::int as n from asset_webhooks.payloads where webhook_id = 'shop'");
+    const { rows } = await db.pool.query<{ n: number }>(
+      "select count(*)::int as n from asset_webhooks.payloads where webhook_id = 'shop'",
+    );
     expect(rows[0]!.n).toBe(shop.requests.length);
     expect(assetIds(shop)).not.toContain(4);
   });

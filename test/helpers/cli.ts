@@ -12,7 +12,10 @@ export interface CliResult {
 /** Runs the real CLI as a child process to completion. */
 export function runCli(args: readonly string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 60_000): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cliPath, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [cliPath, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -37,12 +40,21 @@ export interface CliProcess {
 }
 
 /** Starts the real CLI as a long-running child process (e.g. `run`), with `nodeArgs` for Node itself. */
-export function startCli(args: readonly string[], env: NodeJS.ProcessEnv = {}, nodeArgs: readonly string[] = []): CliProcess {
-  const child = spawn(process.execPath, [...nodeArgs, cliPath, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export function startCli(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+  nodeArgs: readonly string[] = [],
+): CliProcess {
+  const child = spawn(process.execPath, [...nodeArgs, cliPath, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const output = { stdout: '', stderr: '' };
   child.stdout!.on('data', (chunk: Buffer) => (output.stdout += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output.stderr += chunk.toString()));
-  const exited = new Promise<number | string>((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')));
+  const exited = new Promise<number | string>((resolve) =>
+    child.on('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')),
+  );
   return { child, output, exited };
 }
 

@@ -79,9 +79,10 @@ export async function databaseProxy(target: URL): Promise<DatabaseProxy> {
     get accepted() {
       return accepted;
     },
-    close: () => new Promise<void>((resolve) => {
-      for (const socket of [...sockets, ...held.splice(0)]) socket.destroy();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of [...sockets, ...held.splice(0)]) socket.destroy();
+        server.close(() => resolve());
+      }),
   };
 }

@@ -17,20 +17,36 @@ export interface TestDelivery {
  * with its webhooks recorded; `clock` moves time for the delivery rules.
  */
 export async function testDelivery(
-  pool: pg.Pool, yaml: string, options: { logger?: Logger; clock?: () => Date; stopping?: AbortSignal } = {},
+  pool: pg.Pool,
+  yaml: string,
+  options: { logger?: Logger; clock?: () => Date; stopping?: AbortSignal } = {},
 ): Promise<TestDelivery> {
   const state = new ServiceState(parseConfigText(yaml, 'test'));
   await syncWebhooks(pool, state.config, { processId: TEST_PROCESS_ID, logger: silentLogger });
-  const context = deliveryContext(pool, () => state, options.logger ?? silentLogger, new ServiceMetrics(pool), options.stopping, options.clock);
+  const context = deliveryContext(
+    pool,
+    () => state,
+    options.logger ?? silentLogger,
+    new ServiceMetrics(pool),
+    options.stopping,
+    options.clock,
+  );
   return { context, state, close: () => state.close() };
 }
 
 /** Inserts `count` pending payloads of a webhook (bodies {"n":1}, {"n":2}, ...), returning their ids in order. */
-export async function insertPayloads(pool: pg.Pool, webhookId: string, count: number, seriesStartedAt?: Date): Promise<number[]> {
+export async function insertPayloads(
+  pool: pg.Pool,
+  webhookId: string,
+  count: number,
+  seriesStartedAt?: Date,
+): Promise<number[]> {
   const { rows } = await pool.query<{ payload_id: number }>(
     `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids, series_started_at)
      select $1, 'pending', '{"n":' || n || '}', 8, 1, '{}'::uuid[], coalesce($3::timestamptz, clock_timestamp())
      from generate_series(1, $2::int) n
-     returning payload_id`, [webhookId, count, seriesStartedAt ?? null]);
+     returning payload_id`,
+    [webhookId, count, seriesStartedAt ?? null],
+  );
   return rows.map((row) => row.payload_id).sort((a, b) => a - b);
 }

@@ -1,4 +1,11 @@
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type RequestListener,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import { createServer as createTcpServer, type Server as TcpServer, type Socket } from 'node:net';
 
 /**
@@ -111,12 +118,20 @@ export async function startLocalApi(): Promise<LocalApi> {
   let api: LocalApi | undefined;
   const server = await httpServer((request, response) => {
     void readBody(request).then((body) => {
-      const recorded: RecordedRequest = { method: request.method ?? '', url: request.url ?? '', headers: request.headers, body: body.toString('utf8') };
+      const recorded: RecordedRequest = {
+        method: request.method ?? '',
+        url: request.url ?? '',
+        headers: request.headers,
+        body: body.toString('utf8'),
+      };
       requests.push(recorded);
       api!.answer(recorded, response);
     });
   });
-  api = Object.assign(server, { requests, answer: (_request: RecordedRequest, response: ServerResponse) => void response.writeHead(404).end() });
+  api = Object.assign(server, {
+    requests,
+    answer: (_request: RecordedRequest, response: ServerResponse) => void response.writeHead(404).end(),
+  });
   return api;
 }
 

@@ -42,8 +42,17 @@ export async function startTestReceiver(path = '/hook'): Promise<TestReceiver> {
       requests.length >= count
         ? Promise.resolve()
         : new Promise<void>((resolve, reject) => {
-            const timer = setTimeout(() => reject(new Error(`expected ${count} requests, got ${requests.length} within ${timeoutMs}ms`)), timeoutMs);
-            waiters.push({ count, resolve: () => { clearTimeout(timer); resolve(); } });
+            const timer = setTimeout(
+              () => reject(new Error(`expected ${count} requests, got ${requests.length} within ${timeoutMs}ms`)),
+              timeoutMs,
+            );
+            waiters.push({
+              count,
+              resolve: () => {
+                clearTimeout(timer);
+                resolve();
+              },
+            });
           }),
   };
   const server: Server = createServer((request, response) => {
@@ -51,7 +60,11 @@ export async function startTestReceiver(path = '/hook'): Promise<TestReceiver> {
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
       const received: ReceivedRequest = {
-        at: Date.now(), method: request.method ?? '', path: request.url ?? '', headers: request.headers, body: Buffer.concat(chunks).toString('utf8'),
+        at: Date.now(),
+        method: request.method ?? '',
+        path: request.url ?? '',
+        headers: request.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
       };
       requests.push(received);
       for (const waiter of waiters.filter((w) => requests.length >= w.count)) {
@@ -68,12 +81,17 @@ export async function startTestReceiver(path = '/hook'): Promise<TestReceiver> {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.address();
-  (receiver as { url: string }).url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}${path}`;
+  (receiver as { url: string }).url =
+    `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}${path}`;
   return receiver;
 }
 
 /** Polls until check() returns a value that is not undefined. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 20_000, what = 'condition'): Promise<T> {
+export async function eventually<T>(
+  check: () => Promise<T | undefined>,
+  timeoutMs = 20_000,
+  what = 'condition',
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();

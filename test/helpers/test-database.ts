@@ -36,7 +36,9 @@ export function useTestDatabase(options: { empty?: boolean } = {}): TestDatabase
   beforeAll(async () => {
     const admin = createPool(inject('serverUrl'), { max: 1 });
     try {
-      await admin.query(options.empty ? `create database ${name}` : `create database ${name} template ${inject('templateDatabase')}`);
+      await admin.query(
+        options.empty ? `create database ${name}` : `create database ${name} template ${inject('templateDatabase')}`,
+      );
     } finally {
       await admin.end();
     }

@@ -12,7 +12,10 @@ const runbooks = fileURLToPath(new URL('../../sql/runbooks/', import.meta.url));
 let ids: { delivered: string; excluded: string; collapsed: string; dead: string; waiting: string; deadPayload: number };
 
 async function eventOf(assetId: number, type: string, table = 'asset_webhooks.events'): Promise<string> {
-  const { rows } = await db.pool.query<{ event_id: string }>(`select event_id from ${table} where asset_id = $1 and event_type = $2 order by seq limit 1`, [assetId, type]);
+  const { rows } = await db.pool.query<{ event_id: string }>(
+    `select event_id from ${table} where asset_id = $1 and event_type = $2 order by seq limit 1`,
+    [assetId, type],
+  );
   return rows[0]!.event_id;
 }
 
@@ -26,14 +29,25 @@ beforeAll(async () => {
   await db.pool.query("update assets set title = 'b' where asset_id = 1");
   await runCoalesce(db.pool, [crm, shop]);
   // Simulate delivery: crm's first payload delivered after one failure, the second dead-lettered as rejected.
-  const { rows: payloads } = await db.pool.query<{ payload_id: number }>("select payload_id from asset_webhooks.payloads where webhook_id = 'crm' order by payload_id");
-  await db.pool.query(`insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at, duration_ms, status_code, error_class, error_message, outcome) values
+  const { rows: payloads } = await db.pool.query<{ payload_id: number }>(
+    "select payload_id from asset_webhooks.payloads where webhook_id = 'crm' order by payload_id",
+  );
+  await db.pool.query(
+    `insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at, duration_ms, status_code, error_class, error_message, outcome) values
     ($1, 1, 1, now() - interval '2 minutes', 12, null, 'connection_refused', 'connect ECONNREFUSED', 'retry'),
     ($1, 1, 2, now() - interval '1 minute', 8, 200, null, null, 'delivered'),
-    ($2, 1, 1, now(), 5, 422, null, null, 'rejected')`, [payloads[0]!.payload_id, payloads[1]!.payload_id]);
-  await db.pool.query("update asset_webhooks.payloads set status = 'delivered', delivered_at = now(), attempts = 2, dispatched = false where payload_id = $1", [payloads[0]!.payload_id]);
-  await db.pool.query("update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now(), attempts = 1, last_status_code = 422, dispatched = false where payload_id = $1", [payloads[1]!.payload_id]);
-  await db.pool.query("insert into assets (asset_id) values (3)");
+    ($2, 1, 1, now(), 5, 422, null, null, 'rejected')`,
+    [payloads[0]!.payload_id, payloads[1]!.payload_id],
+  );
+  await db.pool.query(
+    "update asset_webhooks.payloads set status = 'delivered', delivered_at = now(), attempts = 2, dispatched = false where payload_id = $1",
+    [payloads[0]!.payload_id],
+  );
+  await db.pool.query(
+    "update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now(), attempts = 1, last_status_code = 422, dispatched = false where payload_id = $1",
+    [payloads[1]!.payload_id],
+  );
+  await db.pool.query('insert into assets (asset_id) values (3)');
   ids = {
     delivered: await eventOf(1, 'CREATED'),
     dead: await eventOf(2, 'CREATED'),
@@ -56,7 +70,11 @@ describe('trace', () => {
   it('names the check that excluded an event, and a dead letter with how to redeliver it', async () => {
     const result = await runCli(['trace', ids.excluded, '--database-url', db.url]);
     expect(result.stdout).toMatch(/shop: not sent, excluded by filter:1 \(filter group 1 of the webhook did not pass/);
-    expect(result.stdout).toMatch(new RegExp(`crm: in payload ${ids.deadPayload} .*DEAD-LETTERED \\(rejected\\); redeliver with: asset-webhooks dead-letters redeliver ${ids.deadPayload}`));
+    expect(result.stdout).toMatch(
+      new RegExp(
+        `crm: in payload ${ids.deadPayload} .*DEAD-LETTERED \\(rejected\\); redeliver with: asset-webhooks dead-letters redeliver ${ids.deadPayload}`,
+      ),
+    );
   });
 
   it('says which event a collapsed edit went into', async () => {
@@ -73,7 +91,10 @@ describe('trace', () => {
     const result = await runCli(['trace', ids.delivered, '--json', '--database-url', db.url]);
     const trace = JSON.parse(result.stdout) as { state: string; routes: Array<{ webhookId: string; outcome: string }> };
     expect(trace.state).toBe('coalesced');
-    expect(trace.routes.map((r) => [r.webhookId, r.outcome])).toEqual([['crm', 'delivered'], ['shop', 'pending']]);
+    expect(trace.routes.map((r) => [r.webhookId, r.outcome])).toEqual([
+      ['crm', 'delivered'],
+      ['shop', 'pending'],
+    ]);
   });
 
   it('refuses an unknown event id (exit 1) and bad usage (exit 2)', async () => {
@@ -90,41 +111,84 @@ describe('events in a window', () => {
     const to = new Date(Date.now() + 60_000).toISOString();
     const result = await runCli(['events', '--from', from, '--to', to, '--asset', '2', '--database-url', db.url]);
     expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/CREATED\s+asset 2\n\s+crm: dead_lettered payload \d+\n\s+shop: excluded \(filter:1\)/);
-    const json = JSON.parse((await runCli(['events', '--from', from, '--to', to, '--webhook', 'crm', '--json', '--database-url', db.url])).stdout) as Array<{ assetId: number; waiting: boolean }>;
-    expect(json.map((e) => [e.assetId, e.waiting])).toEqual([[1, false], [2, false], [1, false], [1, false], [3, true]]);
+    expect(result.stdout).toMatch(
+      /CREATED\s+asset 2\n\s+crm: dead_lettered payload \d+\n\s+shop: excluded \(filter:1\)/,
+    );
+    const json = JSON.parse(
+      (await runCli(['events', '--from', from, '--to', to, '--webhook', 'crm', '--json', '--database-url', db.url]))
+        .stdout,
+    ) as Array<{ assetId: number; waiting: boolean }>;
+    expect(json.map((e) => [e.assetId, e.waiting])).toEqual([
+      [1, false],
+      [2, false],
+      [1, false],
+      [1, false],
+      [3, true],
+    ]);
   });
 });
 
 describe('the command line refuses what it cannot answer', () => {
-  const window = (): string[] => ['--from', new Date(Date.now() - 3_600_000).toISOString(), '--to', new Date(Date.now() + 60_000).toISOString()];
+  const window = (): string[] => [
+    '--from',
+    new Date(Date.now() - 3_600_000).toISOString(),
+    '--to',
+    new Date(Date.now() + 60_000).toISOString(),
+  ];
 
   it('reads a time without an offset as UTC, whatever the local zone, and honours an offset', async () => {
     const from = new Date(Date.now() - 3_600_000).toISOString();
     const to = new Date(Date.now() + 60_000).toISOString();
     const withZ = await runCli(['events', '--from', from, '--to', to, '--json', '--database-url', db.url]);
-    const noOffset = await runCli(['events', '--from', from.slice(0, -1), '--to', to.slice(0, -1), '--json', '--database-url', db.url], { TZ: 'America/New_York' });
+    const noOffset = await runCli(
+      ['events', '--from', from.slice(0, -1), '--to', to.slice(0, -1), '--json', '--database-url', db.url],
+      { TZ: 'America/New_York' },
+    );
     // The same instant written in UTC+02:00.
-    const shifted = (iso: string): string => `${new Date(Date.parse(iso) + 7_200_000).toISOString().slice(0, -1)}+02:00`;
-    const withOffset = await runCli(['events', '--from', shifted(from), '--to', shifted(to), '--json', '--database-url', db.url], { TZ: 'Asia/Tokyo' });
+    const shifted = (iso: string): string =>
+      `${new Date(Date.parse(iso) + 7_200_000).toISOString().slice(0, -1)}+02:00`;
+    const withOffset = await runCli(
+      ['events', '--from', shifted(from), '--to', shifted(to), '--json', '--database-url', db.url],
+      { TZ: 'Asia/Tokyo' },
+    );
     expect(JSON.parse(withZ.stdout)).not.toHaveLength(0);
     expect(noOffset.stdout).toBe(withZ.stdout);
     expect(withOffset.stdout).toBe(withZ.stdout);
   });
 
   it('refuses an impossible date, a window that ends before it starts (exit 2) and an unknown webhook (exit 1)', async () => {
-    for (const bad of ['2026-02-30', '2026-11-31T00:00:00Z', '2026-11-22T24:00:00Z', '2026-11-22T09:00:00+25:00', 'yesterday']) {
+    for (const bad of [
+      '2026-02-30',
+      '2026-11-31T00:00:00Z',
+      '2026-11-22T24:00:00Z',
+      '2026-11-22T09:00:00+25:00',
+      'yesterday',
+    ]) {
       const result = await runCli(['events', '--from', bad, '--to', '2026-12-01T00:00:00Z', '--database-url', db.url]);
       expect({ bad, code: result.code }).toEqual({ bad, code: 2 });
-      expect(result.stderr).toContain(`--from: expected an ISO-8601 time such as 2026-11-22T09:00:00Z (UTC when no offset is given), got ${JSON.stringify(bad)}`);
+      expect(result.stderr).toContain(
+        `--from: expected an ISO-8601 time such as 2026-11-22T09:00:00Z (UTC when no offset is given), got ${JSON.stringify(bad)}`,
+      );
     }
-    const backwards = await runCli(['events', '--from', '2026-11-24T00:00:00Z', '--to', '2026-11-23T00:00:00Z', '--database-url', db.url]);
+    const backwards = await runCli([
+      'events',
+      '--from',
+      '2026-11-24T00:00:00Z',
+      '--to',
+      '2026-11-23T00:00:00Z',
+      '--database-url',
+      db.url,
+    ]);
     expect(backwards.code).toBe(2);
-    expect(backwards.stderr).toMatch(/^--from: expected a time before --to \(2026-11-23T00:00:00.000Z\), got 2026-11-24T00:00:00.000Z\n/);
+    expect(backwards.stderr).toMatch(
+      /^--from: expected a time before --to \(2026-11-23T00:00:00.000Z\), got 2026-11-24T00:00:00.000Z\n/,
+    );
     for (const command of [['events', ...window()], ['dead-letters']]) {
       const unknown = await runCli([...command, '--webhook', 'nosuch', '--database-url', db.url]);
       expect({ command, code: unknown.code, stderr: unknown.stderr }).toEqual({
-        command, code: 1, stderr: '--webhook: expected the id of a webhook the service has run with (crm, shop), got "nosuch"\n',
+        command,
+        code: 1,
+        stderr: '--webhook: expected the id of a webhook the service has run with (crm, shop), got "nosuch"\n',
       });
     }
   });
@@ -139,14 +203,18 @@ describe('the command line refuses what it cannot answer', () => {
     for (const bad of ['abc', '0', '3.0']) {
       const result = await runCli(['dead-letters', 'redeliver', bad, '--database-url', db.url]);
       expect({ bad, code: result.code }).toEqual({ bad, code: 2 });
-      expect(result.stderr).toContain(`PAYLOAD_ID: expected an integer from 1 to ${Number.MAX_SAFE_INTEGER}, got "${bad}"`);
+      expect(result.stderr).toContain(
+        `PAYLOAD_ID: expected an integer from 1 to ${Number.MAX_SAFE_INTEGER}, got "${bad}"`,
+      );
     }
   });
 
   it('refuses a --database-url that is not a PostgreSQL URL without echoing it (exit 1)', async () => {
     const result = await runCli(['dead-letters', '--database-url', 'secret-password-here']);
     expect(result.code).toBe(1);
-    expect(result.stderr).toBe('--database-url: expected a URL such as postgres://user@host:5432/database or postgres://user@/database?host=/var/run/postgresql (from the option), got a value that is not a URL\n');
+    expect(result.stderr).toBe(
+      '--database-url: expected a URL such as postgres://user@host:5432/database or postgres://user@/database?host=/var/run/postgresql (from the option), got a value that is not a URL\n',
+    );
   });
 });
 
@@ -154,15 +222,39 @@ describe('dead letters', () => {
   it('lists the store and redelivers a payload with the same body as a new series, recorded', async () => {
     const list = await runCli(['dead-letters', '--webhook', 'crm', '--database-url', db.url]);
     expect(list.stdout).toMatch(new RegExp(`payload ${ids.deadPayload}\\s+webhook crm\\s+rejected`));
-    const { rows: [before] } = await db.pool.query<{ body: string }>('select body from asset_webhooks.payloads where payload_id = $1', [ids.deadPayload]);
-    const redelivered = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--json', '--database-url', db.url]);
+    const {
+      rows: [before],
+    } = await db.pool.query<{ body: string }>('select body from asset_webhooks.payloads where payload_id = $1', [
+      ids.deadPayload,
+    ]);
+    const redelivered = await runCli([
+      'dead-letters',
+      'redeliver',
+      String(ids.deadPayload),
+      '--json',
+      '--database-url',
+      db.url,
+    ]);
     expect(redelivered.code).toBe(0);
-    expect(JSON.parse(redelivered.stdout)).toEqual({ payloadId: ids.deadPayload, webhookId: 'crm', series: 2, webhookState: 'enabled', movedFrom: null });
+    expect(JSON.parse(redelivered.stdout)).toEqual({
+      payloadId: ids.deadPayload,
+      webhookId: 'crm',
+      series: 2,
+      webhookState: 'enabled',
+      movedFrom: null,
+    });
     expect(redelivered.stderr).toBe('');
-    const { rows: [after] } = await db.pool.query<{ body: string; status: string; series: number; attempts: number }>(
-      'select body, status, series, attempts from asset_webhooks.payloads where payload_id = $1', [ids.deadPayload]);
+    const {
+      rows: [after],
+    } = await db.pool.query<{ body: string; status: string; series: number; attempts: number }>(
+      'select body, status, series, attempts from asset_webhooks.payloads where payload_id = $1',
+      [ids.deadPayload],
+    );
     expect(after).toEqual({ body: before!.body, status: 'pending', series: 2, attempts: 0 });
-    const { rows: records } = await db.pool.query('select series, previous_reason from asset_webhooks.redeliveries where payload_id = $1', [ids.deadPayload]);
+    const { rows: records } = await db.pool.query(
+      'select series, previous_reason from asset_webhooks.redeliveries where payload_id = $1',
+      [ids.deadPayload],
+    );
     expect(records).toEqual([{ series: 2, previous_reason: 'rejected' }]);
     const again = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--database-url', db.url]);
     expect(again.code).toBe(1);
@@ -170,13 +262,22 @@ describe('dead letters', () => {
   });
 
   it('redelivers to a disabled webhook, saying that the payload waits and may expire', async () => {
-    await db.pool.query("update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now() where payload_id = $1", [ids.deadPayload]);
+    await db.pool.query(
+      "update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now() where payload_id = $1",
+      [ids.deadPayload],
+    );
     await db.pool.query("update asset_webhooks.webhooks set enabled = false where webhook_id = 'crm'");
     try {
       const result = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--database-url', db.url]);
       expect(result.code).toBe(0);
-      expect(result.stdout).toMatch(new RegExp(`payload ${ids.deadPayload} of webhook crm queued for redelivery \\(series 3\\); it is not sent while the webhook is not enabled`));
-      expect(result.stderr).toMatch(/^warning: webhook crm is disabled or no longer configured: the payload waits until the webhook is enabled .* dead-lettered as expired if that takes longer than retry\.deadLetterAfterSeconds; to send it to another webhook: asset-webhooks dead-letters redeliver \d+ --to WEBHOOK_ID\n$/);
+      expect(result.stdout).toMatch(
+        new RegExp(
+          `payload ${ids.deadPayload} of webhook crm queued for redelivery \\(series 3\\); it is not sent while the webhook is not enabled`,
+        ),
+      );
+      expect(result.stderr).toMatch(
+        /^warning: webhook crm is disabled or no longer configured: the payload waits until the webhook is enabled .* dead-lettered as expired if that takes longer than retry\.deadLetterAfterSeconds; to send it to another webhook: asset-webhooks dead-letters redeliver \d+ --to WEBHOOK_ID\n$/,
+      );
     } finally {
       await db.pool.query("update asset_webhooks.webhooks set enabled = true where webhook_id = 'crm'");
     }
@@ -185,13 +286,18 @@ describe('dead letters', () => {
   it('trace shows each series of attempts after the redelivery that started it', async () => {
     // Its own two redeliveries, from the state the seed left (series 1 dead-lettered as rejected),
     // whatever the tests before it did.
-    const deadLetter = "update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now(), dispatched = false where payload_id = $1";
+    const deadLetter =
+      "update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now(), dispatched = false where payload_id = $1";
     await db.pool.query('delete from asset_webhooks.redeliveries where payload_id = $1', [ids.deadPayload]);
     await db.pool.query('delete from asset_webhooks.attempts where payload_id = $1 and series > 1', [ids.deadPayload]);
-    await db.pool.query('update asset_webhooks.payloads set series = 1, attempts = 1 where payload_id = $1', [ids.deadPayload]);
+    await db.pool.query('update asset_webhooks.payloads set series = 1, attempts = 1 where payload_id = $1', [
+      ids.deadPayload,
+    ]);
     for (const series of [2, 3]) {
       await db.pool.query(deadLetter, [ids.deadPayload]);
-      expect((await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--database-url', db.url])).stdout).toContain(`(series ${series})`);
+      expect(
+        (await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--database-url', db.url])).stdout,
+      ).toContain(`(series ${series})`);
     }
     const result = await runCli(['trace', ids.dead, '--database-url', db.url]);
     expect(result.code).toBe(0);
@@ -203,13 +309,20 @@ describe('dead letters', () => {
   });
 
   it('trace says when an attempt without a result is closed and sent again if its process has stopped', async () => {
-    await db.pool.query(`insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
-      values ($1, 3, 1, '2026-11-23T10:00:00Z')`, [ids.deadPayload]);
+    await db.pool.query(
+      `insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
+      values ($1, 3, 1, '2026-11-23T10:00:00Z')`,
+      [ids.deadPayload],
+    );
     try {
       const result = await runCli(['trace', ids.dead, '--database-url', db.url]);
-      expect(result.stdout).toMatch(/\n {4}attempt 1 of series 3 at 2026-11-23T10:00:00\.000Z: no result recorded yet -> in progress \(if its process stopped, the attempt is closed and the payload sent again from about 2026-11-23T10:10:00\.000Z\)\n/);
+      expect(result.stdout).toMatch(
+        /\n {4}attempt 1 of series 3 at 2026-11-23T10:00:00\.000Z: no result recorded yet -> in progress \(if its process stopped, the attempt is closed and the payload sent again from about 2026-11-23T10:10:00\.000Z\)\n/,
+      );
     } finally {
-      await db.pool.query('delete from asset_webhooks.attempts where payload_id = $1 and series = 3', [ids.deadPayload]);
+      await db.pool.query('delete from asset_webhooks.attempts where payload_id = $1 and series = 3', [
+        ids.deadPayload,
+      ]);
     }
   });
 });
@@ -228,15 +341,36 @@ describe('psql runbooks', () => {
   };
 
   it('has a test entry for every runbook', () => {
-    expect(readdirSync(runbooks).filter((f) => f.endsWith('.sql')).sort()).toEqual(Object.keys(variables).sort());
+    expect(
+      readdirSync(runbooks)
+        .filter((f) => f.endsWith('.sql'))
+        .sort(),
+    ).toEqual(Object.keys(variables).sort());
   });
 
   it.each(Object.keys(variables))('%s runs with psql against a seeded database', async (file) => {
     if (file === 'redeliver-dead-letter.sql') {
-      await db.pool.query("update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'retries_exhausted', dead_lettered_at = now() where payload_id = $1", [ids.deadPayload]);
+      await db.pool.query(
+        "update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'retries_exhausted', dead_lettered_at = now() where payload_id = $1",
+        [ids.deadPayload],
+      );
     }
-    const args = variables[file]!.flatMap((v) => ['-v', v.replace('=EVENT', `=${ids.delivered}`).replace('=EXCLUDED', `=${ids.excluded}`).replace('=DEAD', `=${ids.deadPayload}`)]);
-    const { stdout } = await promisify(execFile)('psql', [db.url, '-X', '-v', 'ON_ERROR_STOP=1', ...args, '-f', `${runbooks}${file}`]);
+    const args = variables[file]!.flatMap((v) => [
+      '-v',
+      v
+        .replace('=EVENT', `=${ids.delivered}`)
+        .replace('=EXCLUDED', `=${ids.excluded}`)
+        .replace('=DEAD', `=${ids.deadPayload}`),
+    ]);
+    const { stdout } = await promisify(execFile)('psql', [
+      db.url,
+      '-X',
+      '-v',
+      'ON_ERROR_STOP=1',
+      ...args,
+      '-f',
+      `${runbooks}${file}`,
+    ]);
     const expected: Record<string, RegExp> = {
       'find-event.sql': /crm\s+\|\s+delivered/,
       'events-in-window.sql': /CREATED\s+\|\s+1\s+\|\s+crm/,
@@ -252,37 +386,61 @@ describe('psql runbooks', () => {
   });
 
   const psql = (file: string, variables: string[], env: NodeJS.ProcessEnv = {}) =>
-    promisify(execFile)('psql', [db.url, '-X', ...variables.flatMap((v) => ['-v', v]), '-f', `${runbooks}${file}`], { env: { ...process.env, ...env } });
+    promisify(execFile)('psql', [db.url, '-X', ...variables.flatMap((v) => ['-v', v]), '-f', `${runbooks}${file}`], {
+      env: { ...process.env, ...env },
+    });
 
-  it.each(Object.entries(variables).filter(([, vars]) => vars.length > 0))('%s without its variables names the one missing and fails', async (file, vars) => {
-    const failure = await psql(file, []).then(() => null, (error: { code: number; stderr: string }) => error);
-    expect(failure?.code).toBe(3);
-    const first = vars[0]!.split('=')[0]!;
-    expect(failure?.stderr).toMatch(new RegExp(`ERROR:  missing variable ${first}: run with -v ${first}=`));
-  });
+  it.each(Object.entries(variables).filter(([, vars]) => vars.length > 0))(
+    '%s without its variables names the one missing and fails',
+    async (file, vars) => {
+      const failure = await psql(file, []).then(
+        () => null,
+        (error: { code: number; stderr: string }) => error,
+      );
+      expect(failure?.code).toBe(3);
+      const first = vars[0]!.split('=')[0]!;
+      expect(failure?.stderr).toMatch(new RegExp(`ERROR:  missing variable ${first}: run with -v ${first}=`));
+    },
+  );
 
   it('find-event.sql says so when no event has the id', async () => {
     const { stdout } = await psql('find-event.sql', ['event_id=0195a3b0-0000-7000-8000-000000000000']);
-    expect(stdout).toContain('No such event: it was not captured by this installation, or it is older than retentionDays.');
+    expect(stdout).toContain(
+      'No such event: it was not captured by this installation, or it is older than retentionDays.',
+    );
     const found = await psql('find-event.sql', [`event_id=${ids.delivered}`]);
     expect(found.stdout).not.toContain('No such event');
   });
 
   it('redeliver-dead-letter.sql on a payload that is not dead-lettered changes nothing and says so', async () => {
-    const { rows: [delivered] } = await db.pool.query<{ payload_id: number }>("select payload_id from asset_webhooks.payloads where status = 'delivered' limit 1");
+    const {
+      rows: [delivered],
+    } = await db.pool.query<{ payload_id: number }>(
+      "select payload_id from asset_webhooks.payloads where status = 'delivered' limit 1",
+    );
     const { stdout } = await psql('redeliver-dead-letter.sql', [`payload_id=${delivered!.payload_id}`]);
     expect(stdout).toContain('Nothing was redelivered: the payload is not dead-lettered');
     expect(stdout).toMatch(new RegExp(`${delivered!.payload_id}\\s+\\|\\s+crm\\s+\\|\\s+delivered`));
-    const { rows } = await db.pool.query('select 1 from asset_webhooks.redeliveries where payload_id = $1', [delivered!.payload_id]);
+    const { rows } = await db.pool.query('select 1 from asset_webhooks.redeliveries where payload_id = $1', [
+      delivered!.payload_id,
+    ]);
     expect(rows).toEqual([]);
   });
 
   it('events-in-window.sql reads a time without an offset as UTC, whatever the session time zone', async () => {
-    const { rows: [event] } = await db.pool.query<{ at: string }>(
-      `select to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') as at from asset_webhooks.events where event_id = $1`, [ids.delivered]);
+    const {
+      rows: [event],
+    } = await db.pool.query<{ at: string }>(
+      `select to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') as at from asset_webhooks.events where event_id = $1`,
+      [ids.delivered],
+    );
     const to = new Date(`${event!.at}Z`);
     to.setUTCSeconds(to.getUTCSeconds() + 1);
-    const { stdout } = await psql('events-in-window.sql', [`from=${event!.at}`, `to=${to.toISOString().slice(0, 19)}`], { PGTZ: 'America/New_York' });
+    const { stdout } = await psql(
+      'events-in-window.sql',
+      [`from=${event!.at}`, `to=${to.toISOString().slice(0, 19)}`],
+      { PGTZ: 'America/New_York' },
+    );
     expect(stdout).toContain(ids.delivered);
   });
 });

@@ -22,7 +22,9 @@ beforeEach(async () => {
 async function rowsRead(table: string): Promise<number> {
   await db.pool.query('select pg_stat_force_next_flush()');
   const { rows } = await db.pool.query<{ n: string }>(
-    'select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_user_tables where relid = $1::regclass', [table]);
+    'select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_user_tables where relid = $1::regclass',
+    [table],
+  );
   return Number(rows[0]!.n);
 }
 
@@ -33,12 +35,17 @@ it('purges expired history without reading the history it keeps, with statistics
     `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids, created_at, delivered_at)
      select 'crm', 'delivered', '{}', 2, 0, '{}', now() - make_interval(days => case when n <= 5 then 40 else 1 end),
             now() - make_interval(days => case when n <= 5 then 40 else 1 end)
-     from generate_series(1, 3005) n`);
+     from generate_series(1, 3005) n`,
+  );
   await db.pool.query(
     `insert into asset_webhooks.events (event_id, seq, occurred_at, event_type, asset_id, run_id, coalesced_at)
      select gen_random_uuid(), n, now(), 'EDITED', n, 1, now() - make_interval(days => case when n <= 5 then 40 else 1 end)
-     from generate_series(1, 3005) n`);
-  const before = { payloads: await rowsRead('asset_webhooks.payloads'), events: await rowsRead('asset_webhooks.events') };
+     from generate_series(1, 3005) n`,
+  );
+  const before = {
+    payloads: await rowsRead('asset_webhooks.payloads'),
+    events: await rowsRead('asset_webhooks.events'),
+  };
   // One connection, so that its counts can be flushed before they are read.
   const pool = new pg.Pool({ connectionString: db.url, max: 1 });
   try {
@@ -68,14 +75,19 @@ it('removes payloads, runs and ticks that ended before the retention, by when th
             ('crm', 'delivered', '{}', 2, 0, '{}', ${old}, ${recent}, null, null),
             ('crm', 'dead_lettered', '{}', 2, 0, '{}', ${old}, null, 'rejected', ${recent}),
             ('crm', 'pending', '{}', 2, 0, '{}', ${old}, null, null, null)
-     returning payload_id`);
+     returning payload_id`,
+  );
   await db.pool.query(`insert into asset_webhooks.coalesce_runs (started_at) values (${old}), (${recent})`);
   await db.pool.query(`insert into asset_webhooks.ticks (slot, created_at) values (1, ${old}), (2, ${recent})`);
   const result = await runMaintenance({ pool: db.pool, retentionDays: 30, logger: pino({ level: 'silent' }) });
   expect(result.deleted).toEqual({ payloads: 2, coalesce_runs: 1, ticks: 1 });
-  const kept = await db.pool.query<{ payload_id: number }>('select payload_id from asset_webhooks.payloads order by payload_id');
+  const kept = await db.pool.query<{ payload_id: number }>(
+    'select payload_id from asset_webhooks.payloads order by payload_id',
+  );
   expect(kept.rows.map((row) => row.payload_id)).toEqual(rows.slice(2).map((row) => row.payload_id));
-  const runs = await db.pool.query<{ recent: boolean }>("select started_at > now() - interval '2 days' as recent from asset_webhooks.coalesce_runs");
+  const runs = await db.pool.query<{ recent: boolean }>(
+    "select started_at > now() - interval '2 days' as recent from asset_webhooks.coalesce_runs",
+  );
   expect(runs.rows).toEqual([{ recent: true }]);
   const ticks = await db.pool.query<{ slot: number }>('select slot from asset_webhooks.ticks');
   expect(ticks.rows).toEqual([{ slot: 2 }]);
@@ -85,7 +97,8 @@ it('reads one chunk of a large outbox backlog per claim when its statistics were
   await db.pool.query('analyze asset_webhooks.outbox');
   await db.pool.query(
     `insert into asset_webhooks.outbox (event_type, asset_id, supertype)
-     select 'EDITED', n, 'Resource' from generate_series(1, 60000) n`);
+     select 'EDITED', n, 'Resource' from generate_series(1, 60000) n`,
+  );
   const session = new pg.Client({ connectionString: db.url });
   await session.connect();
   try {
@@ -98,7 +111,8 @@ it('reads one chunk of a large outbox backlog per claim when its statistics were
     const chunk = await claimChunk(session as unknown as pg.PoolClient, ids, maxSeq, 0, 2000);
     const { rows } = await session.query<{ n: string }>(
       `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_xact_user_tables
-       where relid = 'asset_webhooks.outbox'::regclass`);
+       where relid = 'asset_webhooks.outbox'::regclass`,
+    );
     await session.query('commit');
     expect(chunk.events).toHaveLength(2000);
     expect(chunk).toMatchObject({ read: 2000, deferred: 0 });
@@ -120,9 +134,11 @@ it('consumes a chunk of a large outbox backlog reading only that chunk, when its
   await db.pool.query('analyze asset_webhooks.outbox');
   await db.pool.query(
     `insert into asset_webhooks.outbox (event_type, asset_id, supertype)
-     select 'EDITED', n, 'Resource' from generate_series(1, 60000) n`);
+     select 'EDITED', n, 'Resource' from generate_series(1, 60000) n`,
+  );
   const { rows: chunk } = await db.pool.query<{ seq: number }>(
-    'select seq from asset_webhooks.outbox order by seq offset 20000 limit 2000');
+    'select seq from asset_webhooks.outbox order by seq offset 20000 limit 2000',
+  );
   const seqs = chunk.map((row) => row.seq);
   const session = new pg.Client({ connectionString: db.url });
   await session.connect();
@@ -139,7 +155,8 @@ it('consumes a chunk of a large outbox backlog reading only that chunk, when its
     });
     const { rows } = await session.query<{ n: string; deleted: string }>(
       `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n, n_tup_del as deleted from pg_stat_xact_user_tables
-       where relid = 'asset_webhooks.outbox'::regclass`);
+       where relid = 'asset_webhooks.outbox'::regclass`,
+    );
     await session.query('rollback');
     expect(Number(rows[0]!.deleted)).toBe(2000);
     // The chunk's 2,000 rows, where scanning the outbox read all 60,000 (for every chunk, before the list of seqs became a filter).

@@ -10,17 +10,25 @@ const db = useTestDatabase();
 
 function logLines(sink: PassThrough): Array<{ msg: string; ageSeconds?: number; applicationName?: string }> {
   const text = String(sink.read() ?? '');
-  return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { msg: string; ageSeconds?: number; applicationName?: string });
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as { msg: string; ageSeconds?: number; applicationName?: string });
 }
 
 it('names a long open transaction while payloads wait, and only then', async () => {
   const maintain = async (sink: PassThrough): Promise<void> => {
-    await runMaintenance({ pool: db.pool, retentionDays: 30, logger: createLogger({ destination: sink }), longTransactionSeconds: 1 });
+    await runMaintenance({
+      pool: db.pool,
+      retentionDays: 30,
+      logger: createLogger({ destination: sink }),
+      longTransactionSeconds: 1,
+    });
   };
   const other = createPool(db.url, { max: 1, applicationName: 'nightly report' });
   const client = await other.connect();
   try {
-    expect((await oldestTransactionAge(db.pool))).toBeNull();
+    expect(await oldestTransactionAge(db.pool)).toBeNull();
     await client.query('begin isolation level repeatable read');
     await client.query('select count(*) from asset_webhooks.webhooks');
     await new Promise((resolve) => setTimeout(resolve, 1200));
@@ -35,7 +43,8 @@ it('names a long open transaction while payloads wait, and only then', async () 
 
     await db.pool.query(
       `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
-       values ('crm', 'pending', '{}', 2, 0, '{}')`);
+       values ('crm', 'pending', '{}', 2, 0, '{}')`,
+    );
     const warned = new PassThrough();
     await maintain(warned);
     const warning = logLines(warned).find((line) => line.msg.startsWith('a long open transaction'));

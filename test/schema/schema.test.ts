@@ -25,6 +25,8 @@ it('migrates an empty database to exactly the schema of test/schema/schema.txt',
     return;
   }
   const expected = readFileSync(snapshotPath, 'utf8');
-  expect(actual, 'the migrated schema differs from test/schema/schema.txt (UPDATE_SCHEMA_SNAPSHOT=1 npx vitest run test/schema regenerates it)')
-    .toBe(expected);
+  expect(
+    actual,
+    'the migrated schema differs from test/schema/schema.txt (UPDATE_SCHEMA_SNAPSHOT=1 npx vitest run test/schema regenerates it)',
+  ).toBe(expected);
 });

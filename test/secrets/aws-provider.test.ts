@@ -30,11 +30,31 @@ beforeAll(async () => {
     const { SecretId } = JSON.parse(request.body) as { SecretId: string };
     const secret = secrets.get(SecretId);
     if (SecretId === 'denied') {
-      json(response, 400, { __type: 'AccessDeniedException', message: 'User is not authorized to perform secretsmanager:GetSecretValue' }, contentType);
+      json(
+        response,
+        400,
+        { __type: 'AccessDeniedException', message: 'User is not authorized to perform secretsmanager:GetSecretValue' },
+        contentType,
+      );
     } else if (secret === undefined) {
-      json(response, 400, { __type: 'ResourceNotFoundException', message: "Secrets Manager can't find the specified secret." }, contentType);
+      json(
+        response,
+        400,
+        { __type: 'ResourceNotFoundException', message: "Secrets Manager can't find the specified secret." },
+        contentType,
+      );
     } else {
-      json(response, 200, { ARN: `arn:aws:secretsmanager:eu-west-1:123456789012:secret:${SecretId}-AbCdEf`, Name: SecretId, VersionId: 'v', ...secret }, contentType);
+      json(
+        response,
+        200,
+        {
+          ARN: `arn:aws:secretsmanager:eu-west-1:123456789012:secret:${SecretId}-AbCdEf`,
+          Name: SecretId,
+          VersionId: 'v',
+          ...secret,
+        },
+        contentType,
+      );
     }
   };
 });
@@ -57,7 +77,9 @@ describe('aws provider through the SDK against a local Secrets Manager', () => {
     expect(request).toMatchObject({ method: 'POST', url: '/', body: '{"SecretId":"crm-api-key"}' });
     expect(request!.headers['x-amz-target']).toBe('secretsmanager.GetSecretValue');
     expect(request!.headers['content-type']).toBe('application/x-amz-json-1.1');
-    expect(request!.headers.authorization).toMatch(/^AWS4-HMAC-SHA256 Credential=AKIALOCALTEST\/\d{8}\/eu-west-1\/secretsmanager\/aws4_request/);
+    expect(request!.headers.authorization).toMatch(
+      /^AWS4-HMAC-SHA256 Credential=AKIALOCALTEST\/\d{8}\/eu-west-1\/secretsmanager\/aws4_request/,
+    );
   });
 
   it('accepts an ARN as the SecretId', async () => {
@@ -81,26 +103,39 @@ describe('aws provider through the SDK against a local Secrets Manager', () => {
   it('concurrent resolutions of one name make one request', async () => {
     secrets.set('crm-api-key', { SecretString: 'shared' });
     const resolver = createSecretResolver(config);
-    expect(await Promise.all([resolver.resolve('crm-api-key'), resolver.resolve('crm-api-key'), resolver.resolve('crm-api-key')])).toEqual(['shared', 'shared', 'shared']);
+    expect(
+      await Promise.all([
+        resolver.resolve('crm-api-key'),
+        resolver.resolve('crm-api-key'),
+        resolver.resolve('crm-api-key'),
+      ]),
+    ).toEqual(['shared', 'shared', 'shared']);
     expect(api.requests).toHaveLength(1);
   });
 
   it('an unknown secret fails with the service message and no value', async () => {
-    const error = await createSecretResolver(config).resolve('missing').catch((caught: unknown) => caught);
+    const error = await createSecretResolver(config)
+      .resolve('missing')
+      .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(SecretResolutionError);
     expect(error).toMatchObject({
       secretName: 'missing',
       provider: 'aws',
-      message: 'secret "missing" (provider aws): GetSecretValue failed: Secrets Manager can\'t find the specified secret.',
+      message:
+        'secret "missing" (provider aws): GetSecretValue failed: Secrets Manager can\'t find the specified secret.',
     });
   });
 
   it('access denied fails with the service message', async () => {
-    await expect(createSecretResolver(config).resolve('denied')).rejects.toThrow(/GetSecretValue failed: User is not authorized/);
+    await expect(createSecretResolver(config).resolve('denied')).rejects.toThrow(
+      /GetSecretValue failed: User is not authorized/,
+    );
   });
 
   it('a binary-only secret is refused: the key is the SecretString', async () => {
     secrets.set('binary', { SecretBinary: Buffer.from('bytes').toString('base64') });
-    await expect(createSecretResolver(config).resolve('binary')).rejects.toThrow('secret "binary" (provider aws): expected a SecretString, got a binary secret or none');
+    await expect(createSecretResolver(config).resolve('binary')).rejects.toThrow(
+      'secret "binary" (provider aws): expected a SecretString, got a binary secret or none',
+    );
   });
 });

@@ -23,7 +23,12 @@ import { useTestDatabase } from '../helpers/test-database.js';
 const KEY = 'sk/ECHO+LEAK"q\\7=9f2c81d0b';
 const MARK = 'ECHO';
 const BEARER = 'Bearer tok-ECHO-5be1c0ffee';
-const FORMS = [KEY, JSON.stringify(KEY).slice(1, -1), encodeURIComponent(KEY), new URLSearchParams({ k: KEY }).toString().slice(2)];
+const FORMS = [
+  KEY,
+  JSON.stringify(KEY).slice(1, -1),
+  encodeURIComponent(KEY),
+  new URLSearchParams({ k: KEY }).toString().slice(2),
+];
 
 const tempDirectory = useTempDirectories();
 const db = useTestDatabase();
@@ -65,24 +70,35 @@ afterAll(async () => {
 });
 
 describe('the sender keeps no echoed secret in an excerpt or message', () => {
-  it.for(['/accepted', '/rejected', '/failing', '/encoded', '/straddling'])('%s', async (pathName, { expect: check }) => {
-    const sender = new HttpSender({ timeoutMs: 5000, allowPrivateAddresses: true });
-    try {
-      const result = await sender.post({ url: `${receiver.origin}${pathName}`, body: '{}', headers: { 'X-API-Key': KEY, Authorization: BEARER } });
-      check(result.kind).toBe('response');
-      if (result.kind !== 'response') return;
-      expectNoSecret(pathName, result.responseExcerpt);
-      check(result.responseExcerpt).toContain('[redacted]');
-      check(Buffer.byteLength(result.responseExcerpt)).toBeLessThanOrEqual(1024 + '[redacted]'.length);
-    } finally {
-      await sender.close();
-    }
-  });
+  it.for(['/accepted', '/rejected', '/failing', '/encoded', '/straddling'])(
+    '%s',
+    async (pathName, { expect: check }) => {
+      const sender = new HttpSender({ timeoutMs: 5000, allowPrivateAddresses: true });
+      try {
+        const result = await sender.post({
+          url: `${receiver.origin}${pathName}`,
+          body: '{}',
+          headers: { 'X-API-Key': KEY, Authorization: BEARER },
+        });
+        check(result.kind).toBe('response');
+        if (result.kind !== 'response') return;
+        expectNoSecret(pathName, result.responseExcerpt);
+        check(result.responseExcerpt).toContain('[redacted]');
+        check(Buffer.byteLength(result.responseExcerpt)).toBeLessThanOrEqual(1024 + '[redacted]'.length);
+      } finally {
+        await sender.close();
+      }
+    },
+  );
 
   it('keeps what is not a secret', async () => {
     const sender = new HttpSender({ timeoutMs: 5000, allowPrivateAddresses: true });
     try {
-      const result = await sender.post({ url: `${receiver.origin}/rejected`, body: '{}', headers: { 'X-API-Key': KEY } });
+      const result = await sender.post({
+        url: `${receiver.origin}/rejected`,
+        body: '{}',
+        headers: { 'X-API-Key': KEY },
+      });
       expect(result).toMatchObject({ kind: 'response', statusCode: 400, responseExcerpt: 'bad key: [redacted]' });
     } finally {
       await sender.close();
@@ -101,24 +117,43 @@ describe('a run against receivers that echo the key leaves it nowhere', () => {
     await resetData(db.pool);
     const paths = ['accepted', 'rejected', 'failing', 'encoded', 'straddling'];
     const file = path.join(tempDirectory('aw-echo-'), 'config.yaml');
-    writeFileSync(file, receiverConfig(
-      paths.map((name) => ({ id: name, url: `${receiver.origin}/${name}`, apikey: 'crm-key', headers: { Authorization: BEARER } })),
-      { requestTimeoutSeconds: 5, retry: { delaysSeconds: [1] } },
-    ));
+    writeFileSync(
+      file,
+      receiverConfig(
+        paths.map((name) => ({
+          id: name,
+          url: `${receiver.origin}/${name}`,
+          apikey: 'crm-key',
+          headers: { Authorization: BEARER },
+        })),
+        { requestTimeoutSeconds: 5, retry: { delaysSeconds: [1] } },
+      ),
+    );
     const port = await freePort();
     service = startCli(['run', '--database-url', db.url, '--config', file, '--http-port', String(port)], {
-      LOG_LEVEL: 'debug', ASSET_WEBHOOKS_SECRET_CRM_KEY: KEY,
+      LOG_LEVEL: 'debug',
+      ASSET_WEBHOOKS_SECRET_CRM_KEY: KEY,
     });
     const started = new Date(Date.now() - 60_000);
     await db.pool.query('insert into assets (asset_id) values (1)');
     // accepted delivers; rejected is dead-lettered at once; the others after their one retry.
-    await eventually(async () => {
-      const { rows: [row] } = await db.pool.query<{ done: string }>(
-        `select count(*) filter (where status in ('delivered', 'dead_lettered')) as done from asset_webhooks.payloads`);
-      return Number(row!.done) === paths.length ? true : undefined;
-    }, 60_000, 'every payload delivered or dead-lettered');
-    const { rows: [attempts] } = await db.pool.query<{ n: string; excerpts: string }>(
-      "select count(*) as n, string_agg(response_excerpt, ' ') as excerpts from asset_webhooks.attempts");
+    await eventually(
+      async () => {
+        const {
+          rows: [row],
+        } = await db.pool.query<{ done: string }>(
+          `select count(*) filter (where status in ('delivered', 'dead_lettered')) as done from asset_webhooks.payloads`,
+        );
+        return Number(row!.done) === paths.length ? true : undefined;
+      },
+      60_000,
+      'every payload delivered or dead-lettered',
+    );
+    const {
+      rows: [attempts],
+    } = await db.pool.query<{ n: string; excerpts: string }>(
+      "select count(*) as n, string_agg(response_excerpt, ' ') as excerpts from asset_webhooks.attempts",
+    );
     expect(Number(attempts!.n)).toBeGreaterThanOrEqual(paths.length);
     expect(attempts!.excerpts).toContain('[redacted]');
 
@@ -129,21 +164,46 @@ describe('a run against receivers that echo the key leaves it nowhere', () => {
     // Every table of every schema the service writes, as text.
     const { rows: tables } = await db.pool.query<{ name: string }>(
       `select format('%I.%I', table_schema, table_name) as name from information_schema.tables
-       where table_schema not in ('pg_catalog', 'information_schema') and table_type = 'BASE TABLE'`);
+       where table_schema not in ('pg_catalog', 'information_schema') and table_type = 'BASE TABLE'`,
+    );
     expect(tables.map((table) => table.name)).toContain('asset_webhooks.attempts');
     for (const { name } of tables) {
-      const { rows: [dump] } = await db.pool.query<{ text: string | null }>(`select string_agg(t::text, E'\\n') as text from ${name} t`);
+      const {
+        rows: [dump],
+      } = await db.pool.query<{ text: string | null }>(`select string_agg(t::text, E'\\n') as text from ${name} t`);
       expectNoSecret(name, dump!.text ?? '');
     }
 
     const { rows: events } = await db.pool.query<{ event_id: string }>('select event_id from asset_webhooks.events');
     expect(events.length).toBeGreaterThan(0);
     const outputs = [
-      ...await Promise.all(events.flatMap(({ event_id: id }) => [runCli(['trace', id, '--database-url', db.url]), runCli(['trace', id, '--json', '--database-url', db.url])])),
+      ...(await Promise.all(
+        events.flatMap(({ event_id: id }) => [
+          runCli(['trace', id, '--database-url', db.url]),
+          runCli(['trace', id, '--json', '--database-url', db.url]),
+        ]),
+      )),
       await runCli(['dead-letters', '--database-url', db.url]),
       await runCli(['dead-letters', '--json', '--database-url', db.url]),
-      await runCli(['events', '--from', started.toISOString(), '--to', new Date(Date.now() + 60_000).toISOString(), '--database-url', db.url]),
-      await runCli(['events', '--from', started.toISOString(), '--to', new Date(Date.now() + 60_000).toISOString(), '--json', '--database-url', db.url]),
+      await runCli([
+        'events',
+        '--from',
+        started.toISOString(),
+        '--to',
+        new Date(Date.now() + 60_000).toISOString(),
+        '--database-url',
+        db.url,
+      ]),
+      await runCli([
+        'events',
+        '--from',
+        started.toISOString(),
+        '--to',
+        new Date(Date.now() + 60_000).toISOString(),
+        '--json',
+        '--database-url',
+        db.url,
+      ]),
     ];
     for (const output of outputs) {
       expect(output.code).toBe(0);

@@ -16,7 +16,10 @@ describe('env provider', () => {
     ['ümlaut key', 'ASSET_WEBHOOKS_SECRET__MLAUT_KEY'],
   ])('%s is read from %s', async (name, variable) => {
     expect(envVariableName(name)).toBe(variable);
-    const resolver = createSecretResolver({ provider: 'env', cacheSeconds: 300 }, { env: { [variable]: 'value-of-it' } });
+    const resolver = createSecretResolver(
+      { provider: 'env', cacheSeconds: 300 },
+      { env: { [variable]: 'value-of-it' } },
+    );
     expect(await resolver.resolve(name)).toBe('value-of-it');
   });
 
@@ -27,13 +30,19 @@ describe('env provider', () => {
     expect(error).toMatchObject({
       secretName: 'crm-api-key',
       provider: 'env',
-      message: 'secret "crm-api-key" (provider env): expected the environment variable ASSET_WEBHOOKS_SECRET_CRM_API_KEY to be set, got nothing',
+      message:
+        'secret "crm-api-key" (provider env): expected the environment variable ASSET_WEBHOOKS_SECRET_CRM_API_KEY to be set, got nothing',
     });
   });
 
   it('an empty variable is refused as an empty value', async () => {
-    const resolver = createSecretResolver({ provider: 'env', cacheSeconds: 300 }, { env: { ASSET_WEBHOOKS_SECRET_K: '' } });
-    await expect(resolver.resolve('k')).rejects.toThrow('secret "k" (provider env): expected a value, got an empty one');
+    const resolver = createSecretResolver(
+      { provider: 'env', cacheSeconds: 300 },
+      { env: { ASSET_WEBHOOKS_SECRET_K: '' } },
+    );
+    await expect(resolver.resolve('k')).rejects.toThrow(
+      'secret "k" (provider env): expected a value, got an empty one',
+    );
   });
 });
 
@@ -67,10 +76,15 @@ describe('file provider', () => {
   });
 
   it('a missing file names the path and the error code', async () => {
-    await expect(resolver.resolve('missing')).rejects.toThrow(`secret "missing" (provider file): expected a readable file ${path.join(directory, 'missing')}, got ENOENT`);
+    await expect(resolver.resolve('missing')).rejects.toThrow(
+      `secret "missing" (provider file): expected a readable file ${path.join(directory, 'missing')}, got ENOENT`,
+    );
   });
 
-  it.each(['../etc/passwd', 'sub/key', 'sub\\key', '..', '.', '', 'nul\0byte'])('refuses the name %j, which could leave the directory', async (name) => {
-    await expect(resolver.resolve(name)).rejects.toThrow(/expected a file name without path separators/);
-  });
+  it.each(['../etc/passwd', 'sub/key', 'sub\\key', '..', '.', '', 'nul\0byte'])(
+    'refuses the name %j, which could leave the directory',
+    async (name) => {
+      await expect(resolver.resolve(name)).rejects.toThrow(/expected a file name without path separators/);
+    },
+  );
 });

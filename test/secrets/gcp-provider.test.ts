@@ -32,29 +32,45 @@ beforeAll(async () => {
   config = { provider: 'gcp', cacheSeconds: 300, gcp: { projectId: 'my-project', apiEndpoint: api.origin } };
   const directory = tempDirectory('aw-gcp-');
   writeFileSync(path.join(directory, 'subject-token'), 'a-subject-token');
-  writeFileSync(path.join(directory, 'credentials.json'), JSON.stringify({
-    type: 'external_account',
-    audience: '//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/pool/providers/local',
-    subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
-    token_url: `${api.origin}/v1/token`,
-    credential_source: { file: path.join(directory, 'subject-token') },
-  }));
+  writeFileSync(
+    path.join(directory, 'credentials.json'),
+    JSON.stringify({
+      type: 'external_account',
+      audience: '//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/pool/providers/local',
+      subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+      token_url: `${api.origin}/v1/token`,
+      credential_source: { file: path.join(directory, 'subject-token') },
+    }),
+  );
   vi.stubEnv('GOOGLE_APPLICATION_CREDENTIALS', path.join(directory, 'credentials.json'));
   vi.stubEnv('GCE_METADATA_HOST', api.origin.replace('http://', ''));
   api.answer = (request, response) => {
     if (request.method === 'POST' && request.url === '/v1/token') {
-      json(response, 200, { access_token: 'local-access-token', issued_token_type: 'urn:ietf:params:oauth:token-type:access_token', token_type: 'Bearer', expires_in: 3600 });
+      json(response, 200, {
+        access_token: 'local-access-token',
+        issued_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+        token_type: 'Bearer',
+        expires_in: 3600,
+      });
       return;
     }
     const match = /^\/v1\/(projects\/[^/]+\/secrets\/[^/]+\/versions\/[^/:?]+):access(\?|$)/.exec(request.url);
     const name = match?.[1];
     const value = name === undefined ? undefined : versions.get(name);
     if (request.method !== 'GET' || name === undefined || value === undefined) {
-      json(response, 404, { error: { code: 404, message: `Secret Version [${name ?? request.url}] not found or has no versions.`, status: 'NOT_FOUND' } });
+      json(response, 404, {
+        error: {
+          code: 404,
+          message: `Secret Version [${name ?? request.url}] not found or has no versions.`,
+          status: 'NOT_FOUND',
+        },
+      });
       return;
     }
     if (request.headers.authorization !== 'Bearer local-access-token') {
-      json(response, 401, { error: { code: 401, message: 'Request had invalid authentication credentials.', status: 'UNAUTHENTICATED' } });
+      json(response, 401, {
+        error: { code: 401, message: 'Request had invalid authentication credentials.', status: 'UNAUTHENTICATED' },
+      });
       return;
     }
     json(response, 200, { name, payload: { data: Buffer.from(value, 'utf8').toString('base64') } });
@@ -114,10 +130,14 @@ describe('gcp provider through the SDK against a local Secret Manager', () => {
 
   it('a missing secret fails naming the resource, without a value', async () => {
     versions.set('projects/my-project/secrets/crm-key/versions/latest', 'gcp-secret-present');
-    const error = await createSecretResolver(config).resolve('missing').catch((caught: unknown) => caught);
+    const error = await createSecretResolver(config)
+      .resolve('missing')
+      .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(SecretResolutionError);
     expect(error).toMatchObject({ secretName: 'missing', provider: 'gcp' });
-    expect(String(error)).toMatch(/^SecretResolutionError: secret "missing" \(provider gcp\): could not access projects\/my-project\/secrets\/missing\/versions\/latest: .*not found/);
+    expect(String(error)).toMatch(
+      /^SecretResolutionError: secret "missing" \(provider gcp\): could not access projects\/my-project\/secrets\/missing\/versions\/latest: .*not found/,
+    );
     expect(String(error)).not.toContain('gcp-secret-present');
   });
 });

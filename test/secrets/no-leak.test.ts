@@ -30,7 +30,8 @@ function renderings(error: unknown): Record<string, string> {
     },
   });
   const logger = createLogger({ level: 'trace', destination: sink });
-  const secretName = error instanceof SecretResolutionError || error instanceof SigningKeyError ? error.secretName : undefined;
+  const secretName =
+    error instanceof SecretResolutionError || error instanceof SigningKeyError ? error.secretName : undefined;
   logger.warn({ err: error, secretName, webhookId: 'crm' }, 'could not resolve the API key');
   logger.child({ webhookId: 'crm' }).error(error instanceof Error ? error : new Error(String(error)));
   return {
@@ -60,7 +61,8 @@ describe('a secret value never appears in errors or logs of a failing resolution
     writeFileSync(path.join(directory, 'two-lines'), `${VALUE}\nX-Injected: yes\n`);
     writeFileSync(path.join(directory, 'trailing-newlines'), `${VALUE}\n\n`);
     api = await startLocalApi();
-    api.answer = (_request, response) => json(response, 200, { Name: 'k', SecretString: `${VALUE}\r\n` }, 'application/x-amz-json-1.1');
+    api.answer = (_request, response) =>
+      json(response, 200, { Name: 'k', SecretString: `${VALUE}\r\n` }, 'application/x-amz-json-1.1');
     vi.stubEnv('AWS_ACCESS_KEY_ID', 'AKIALOCALTEST');
     vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'local-secret-access-key');
     vi.stubEnv('AWS_EC2_METADATA_DISABLED', 'true');
@@ -78,21 +80,38 @@ describe('a secret value never appears in errors or logs of a failing resolution
   });
 
   it('env provider, a value with a control character', async () => {
-    const resolver = createSecretResolver({ provider: 'env', cacheSeconds: 300 }, { env: { ASSET_WEBHOOKS_SECRET_K: `${VALUE}\u0007` } });
+    const resolver = createSecretResolver(
+      { provider: 'env', cacheSeconds: 300 },
+      { env: { ASSET_WEBHOOKS_SECRET_K: `${VALUE}\u0007` } },
+    );
     expectNoValue(await resolver.resolve('k').catch((caught: unknown) => caught));
   });
 
   it('aws provider through the SDK, a SecretString ending in CR LF', async () => {
-    const config: SecretsConfig = { provider: 'aws', cacheSeconds: 300, aws: { region: 'eu-west-1', endpoint: api.origin } };
-    const error = await createSecretResolver(config).resolve('k').catch((caught: unknown) => caught);
+    const config: SecretsConfig = {
+      provider: 'aws',
+      cacheSeconds: 300,
+      aws: { region: 'eu-west-1', endpoint: api.origin },
+    };
+    const error = await createSecretResolver(config)
+      .resolve('k')
+      .catch((caught: unknown) => caught);
     expect(String(error)).toMatch(/control character 0x0d at position 32 of 33/);
     expectNoValue(error);
   });
 
   it.each([
-    ['a key without the whsec_ prefix', `whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw ${VALUE}`, /key 2 of 2 to start with whsec_/],
+    [
+      'a key without the whsec_ prefix',
+      `whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw ${VALUE}`,
+      /key 2 of 2 to start with whsec_/,
+    ],
     ['a key that is not base64', `whsec_${VALUE}`, /key 1 of 1 to be whsec_ followed by base64/],
-    ['a key of one base64 character too many', `whsec_${'A'.repeat(33)} whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw`, /key 1 of 2 to be whsec_ followed by base64/],
+    [
+      'a key of one base64 character too many',
+      `whsec_${'A'.repeat(33)} whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw`,
+      /key 1 of 2 to be whsec_ followed by base64/,
+    ],
     ['a value of spaces only', '   ', /expected one or more whsec_ keys separated by spaces, got none/],
   ])('signing keys, %s', (_what, value, expected) => {
     const error = (() => {
@@ -115,7 +134,10 @@ describe('a secret value never appears in errors or logs of a failing resolution
         done();
       },
     });
-    createLogger({ level: 'info', destination: sink }).info({ headers: { 'X-API-Key': VALUE }, request: { headers: { 'x-api-key': VALUE } } }, 'delivery');
+    createLogger({ level: 'info', destination: sink }).info(
+      { headers: { 'X-API-Key': VALUE }, request: { headers: { 'x-api-key': VALUE } } },
+      'delivery',
+    );
     expect(output).toContain('delivery');
     expect(output).not.toContain('LEAK-CANARY');
   });

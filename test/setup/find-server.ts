@@ -20,7 +20,11 @@ export async function findTestServer(): Promise<TestServer> {
   if (await dockerAnswers()) {
     const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
     const container = await new PostgreSqlContainer('postgres:16-alpine').start();
-    return { url: container.getConnectionUri(), kind: 'testcontainers', stop: async () => void (await container.stop()) };
+    return {
+      url: container.getConnectionUri(),
+      kind: 'testcontainers',
+      stop: async () => void (await container.stop()),
+    };
   }
 
   const server = await startEmbeddedPostgres();

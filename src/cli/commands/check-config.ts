@@ -11,16 +11,20 @@ export function registerCheckConfig(program: Command): void {
     .option('--database-url <url>', 'accepted for uniformity with the other commands; not used')
     .action(async (file: string | undefined, options: { config?: string }, command: Command) => {
       if (file !== undefined && options.config !== undefined && file !== options.config) {
-        command.error(`--config: expected the same file as the argument ${JSON.stringify(file)}, or only one of them, got ${JSON.stringify(options.config)}`,
-          { exitCode: 2, code: 'asset-webhooks.config-twice' });
+        command.error(
+          `--config: expected the same file as the argument ${JSON.stringify(file)}, or only one of them, got ${JSON.stringify(options.config)}`,
+          { exitCode: 2, code: 'asset-webhooks.config-twice' },
+        );
       }
       const path = file ?? configFromEnvOrOption(options.config);
       const config = await loadConfigFile(path);
       const webhooks = config.assetUpdater.webhooks;
       const paused = webhooks.filter((w) => w.enabled && w.paused).length;
-      process.stdout.write(`${path}: valid, ${webhooks.length} webhook(s) (${webhooks.filter((w) => w.enabled).length} enabled` +
-        `${paused > 0 ? `, ${paused} of them paused` : ''}): ` +
-        `${webhooks.map((w) => w.id).join(', ') || 'none'}; interval ${config.assetUpdater.intervalSeconds}s\n`);
+      process.stdout.write(
+        `${path}: valid, ${webhooks.length} webhook(s) (${webhooks.filter((w) => w.enabled).length} enabled` +
+          `${paused > 0 ? `, ${paused} of them paused` : ''}): ` +
+          `${webhooks.map((w) => w.id).join(', ') || 'none'}; interval ${config.assetUpdater.intervalSeconds}s\n`,
+      );
       // Valid, so exit 0; what would fail every delivery is still said.
       for (const warning of configWarnings(config)) process.stderr.write(`${warning}\n`);
     });

@@ -1,6 +1,10 @@
 import type { Command } from 'commander';
 import { redeliver, type WebhookState } from '../../investigate/dead-letters.js';
-import { DEAD_LETTER_REASONS, redeliverDeadLetters, type DeadLetterSelection } from '../../investigate/bulk-redeliver.js';
+import {
+  DEAD_LETTER_REASONS,
+  redeliverDeadLetters,
+  type DeadLetterSelection,
+} from '../../investigate/bulk-redeliver.js';
 import { assertKnownWebhook } from '../../investigate/known-webhook.js';
 import { withDatabase } from '../database.js';
 import { parseIntegerOption } from '../options.js';
@@ -28,20 +32,34 @@ export type RedeliverRequest =
   | { readonly kind: 'bulk'; readonly selection: DeadLetterSelection; readonly dryRun: boolean };
 
 /** Reads the request from the arguments, or returns the one-line usage error (exit 2) for a mixture of the two forms. */
-export function redeliverRequest(payloadId: number | undefined, options: RedeliverOptions): RedeliverRequest | { readonly usageError: string } {
-  const bulkOnly = (['from', 'reason', 'dryRun'] as const).filter((key) => options[key] !== undefined && options[key] !== false);
+export function redeliverRequest(
+  payloadId: number | undefined,
+  options: RedeliverOptions,
+): RedeliverRequest | { readonly usageError: string } {
+  const bulkOnly = (['from', 'reason', 'dryRun'] as const).filter(
+    (key) => options[key] !== undefined && options[key] !== false,
+  );
   const flag = { from: '--from', reason: '--reason', dryRun: '--dry-run' } as const;
   if (payloadId !== undefined) {
     if (options.webhook !== undefined) {
-      return { usageError: `PAYLOAD_ID: expected either PAYLOAD_ID (one payload) or --webhook ID (every dead letter of a webhook), got both (${payloadId} and --webhook ${options.webhook})` };
+      return {
+        usageError: `PAYLOAD_ID: expected either PAYLOAD_ID (one payload) or --webhook ID (every dead letter of a webhook), got both (${payloadId} and --webhook ${options.webhook})`,
+      };
     }
     if (bulkOnly.length > 0) {
-      return { usageError: `${flag[bulkOnly[0]!]}: goes with --webhook ID (every dead letter of a webhook), not with PAYLOAD_ID ${payloadId}` };
+      return {
+        usageError: `${flag[bulkOnly[0]!]}: goes with --webhook ID (every dead letter of a webhook), not with PAYLOAD_ID ${payloadId}`,
+      };
     }
-    return options.to === undefined ? { kind: 'one', payloadId } : { kind: 'moved', payloadId, toWebhookId: options.to };
+    return options.to === undefined
+      ? { kind: 'one', payloadId }
+      : { kind: 'moved', payloadId, toWebhookId: options.to };
   }
   if (options.webhook === undefined) {
-    return { usageError: 'PAYLOAD_ID: expected PAYLOAD_ID (one payload) or --webhook ID (every dead letter of a webhook), got neither' };
+    return {
+      usageError:
+        'PAYLOAD_ID: expected PAYLOAD_ID (one payload) or --webhook ID (every dead letter of a webhook), got neither',
+    };
   }
   let to: Date | undefined;
   if (options.to !== undefined) {
@@ -52,12 +70,20 @@ export function redeliverRequest(payloadId: number | undefined, options: Redeliv
     }
   }
   if (options.from !== undefined && to !== undefined && options.from.getTime() >= to.getTime()) {
-    return { usageError: `--from: expected a time before --to (${to.toISOString()}), got ${options.from.toISOString()}` };
+    return {
+      usageError: `--from: expected a time before --to (${to.toISOString()}), got ${options.from.toISOString()}`,
+    };
   }
   if (options.reason !== undefined && !(DEAD_LETTER_REASONS as readonly string[]).includes(options.reason)) {
-    return { usageError: `--reason: expected one of ${DEAD_LETTER_REASONS.join(', ')}, got ${JSON.stringify(options.reason)}` };
+    return {
+      usageError: `--reason: expected one of ${DEAD_LETTER_REASONS.join(', ')}, got ${JSON.stringify(options.reason)}`,
+    };
   }
-  return { kind: 'bulk', selection: { webhookId: options.webhook, from: options.from, to, reason: options.reason }, dryRun: options.dryRun === true };
+  return {
+    kind: 'bulk',
+    selection: { webhookId: options.webhook, from: options.from, to, reason: options.reason },
+    dryRun: options.dryRun === true,
+  };
 }
 
 function print(value: unknown, json: boolean | undefined, render: () => string): void {
@@ -67,64 +93,108 @@ function print(value: unknown, json: boolean | undefined, render: () => string):
 function warnNotSent(webhookId: string, state: WebhookState, what: string, hint = ''): void {
   if (state === 'enabled') return;
   if (state === 'paused') {
-    process.stderr.write(`warning: webhook ${webhookId} is paused: ${what}, without expiring, until paused is false again (then SIGHUP)\n`);
+    process.stderr.write(
+      `warning: webhook ${webhookId} is paused: ${what}, without expiring, until paused is false again (then SIGHUP)\n`,
+    );
     return;
   }
   const why = state === 'disabled' ? 'is disabled or no longer configured' : 'has not been run by the service';
-  process.stderr.write(`warning: webhook ${webhookId} ${why}: ${what} until the webhook is enabled (then SIGHUP), ` +
-    `and is dead-lettered as expired if that takes longer than retry.deadLetterAfterSeconds${hint}\n`);
+  process.stderr.write(
+    `warning: webhook ${webhookId} ${why}: ${what} until the webhook is enabled (then SIGHUP), ` +
+      `and is dead-lettered as expired if that takes longer than retry.deadLetterAfterSeconds${hint}\n`,
+  );
 }
 
 /** `dead-letters redeliver`: one payload, or every matching dead letter of a webhook; `--to` moves a single one to another webhook (docs/configuration.md, command line). */
 export function registerRedeliver(deadLetters: Command): void {
   deadLetters
     .command('redeliver')
-    .argument('[payloadId]', 'the dead-lettered payload (or give --webhook for all of a webhook\'s)', parseIntegerOption('PAYLOAD_ID', 1, Number.MAX_SAFE_INTEGER))
-    .description('Send dead-lettered payloads again: same body, same eventIds, a fresh series of attempts, each recorded. ' +
-      'PAYLOAD_ID: that payload. --webhook ID: every dead letter of the webhook, dead-lettered within [--from, --to) and of --reason when given, ' +
-      'in payload order; prints how many it started (--dry-run: how many it would, changing nothing).')
+    .argument(
+      '[payloadId]',
+      "the dead-lettered payload (or give --webhook for all of a webhook's)",
+      parseIntegerOption('PAYLOAD_ID', 1, Number.MAX_SAFE_INTEGER),
+    )
+    .description(
+      'Send dead-lettered payloads again: same body, same eventIds, a fresh series of attempts, each recorded. ' +
+        'PAYLOAD_ID: that payload. --webhook ID: every dead letter of the webhook, dead-lettered within [--from, --to) and of --reason when given, ' +
+        'in payload order; prints how many it started (--dry-run: how many it would, changing nothing).',
+    )
     .option('--webhook <id>', 'every dead letter of this webhook')
-    .option('--from <time>', 'with --webhook: dead-lettered at or after this time (ISO-8601; UTC when no offset is given)', parseTime('--from'))
-    .option('--to <time|webhookId>', 'with --webhook: dead-lettered before this time (ISO-8601); with PAYLOAD_ID: the webhook to send it to instead of its own')
+    .option(
+      '--from <time>',
+      'with --webhook: dead-lettered at or after this time (ISO-8601; UTC when no offset is given)',
+      parseTime('--from'),
+    )
+    .option(
+      '--to <time|webhookId>',
+      'with --webhook: dead-lettered before this time (ISO-8601); with PAYLOAD_ID: the webhook to send it to instead of its own',
+    )
     .option('--reason <reason>', `with --webhook: only dead letters of this reason (${DEAD_LETTER_REASONS.join(', ')})`)
     .option('--dry-run', 'with --webhook: count the matching dead letters, change nothing')
     .option('--json', 'machine-readable output')
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
-    .action(async (payloadId: number | undefined, options: RedeliverOptions & { json?: boolean; databaseUrl?: string }, command: Command) => {
-      // Options written before the subcommand's name belong to `dead-letters`.
-      const parent = deadLetters.opts<{ webhook?: string; json?: boolean; databaseUrl?: string }>();
-      const databaseUrl = options.databaseUrl ?? parent.databaseUrl;
-      const json = options.json ?? parent.json;
-      const request = redeliverRequest(payloadId, { ...options, webhook: options.webhook ?? parent.webhook });
-      if ('usageError' in request) command.error(request.usageError, { exitCode: 2, code: 'asset-webhooks.redeliver-usage' });
-      switch (request.kind) {
-        case 'one':
-        case 'moved': {
-          const id = request.payloadId;
-          const to = request.kind === 'moved' ? request.toWebhookId : undefined;
-          const result = await withDatabase(databaseUrl, (pool) => redeliver(pool, id, undefined, to));
-          warnNotSent(result.webhookId, result.webhookState, 'the payload waits',
-            `; to send it to another webhook: asset-webhooks dead-letters redeliver ${id} --to WEBHOOK_ID`);
-          const moved = result.movedFrom === null ? '' : ` (moved from webhook ${result.movedFrom})`;
-          print({ payloadId: id, webhookId: result.webhookId, series: result.series, webhookState: result.webhookState, movedFrom: result.movedFrom }, json,
-            () => `payload ${id} of webhook ${result.webhookId}${moved} queued for redelivery (series ${result.series}); ` +
-              (result.webhookState === 'enabled' ? 'a running service sends it' : 'it is not sent while the webhook is not enabled'));
-          return;
+    .action(
+      async (
+        payloadId: number | undefined,
+        options: RedeliverOptions & { json?: boolean; databaseUrl?: string },
+        command: Command,
+      ) => {
+        // Options written before the subcommand's name belong to `dead-letters`.
+        const parent = deadLetters.opts<{ webhook?: string; json?: boolean; databaseUrl?: string }>();
+        const databaseUrl = options.databaseUrl ?? parent.databaseUrl;
+        const json = options.json ?? parent.json;
+        const request = redeliverRequest(payloadId, { ...options, webhook: options.webhook ?? parent.webhook });
+        if ('usageError' in request)
+          command.error(request.usageError, { exitCode: 2, code: 'asset-webhooks.redeliver-usage' });
+        switch (request.kind) {
+          case 'one':
+          case 'moved': {
+            const id = request.payloadId;
+            const to = request.kind === 'moved' ? request.toWebhookId : undefined;
+            const result = await withDatabase(databaseUrl, (pool) => redeliver(pool, id, undefined, to));
+            warnNotSent(
+              result.webhookId,
+              result.webhookState,
+              'the payload waits',
+              `; to send it to another webhook: asset-webhooks dead-letters redeliver ${id} --to WEBHOOK_ID`,
+            );
+            const moved = result.movedFrom === null ? '' : ` (moved from webhook ${result.movedFrom})`;
+            print(
+              {
+                payloadId: id,
+                webhookId: result.webhookId,
+                series: result.series,
+                webhookState: result.webhookState,
+                movedFrom: result.movedFrom,
+              },
+              json,
+              () =>
+                `payload ${id} of webhook ${result.webhookId}${moved} queued for redelivery (series ${result.series}); ` +
+                (result.webhookState === 'enabled'
+                  ? 'a running service sends it'
+                  : 'it is not sent while the webhook is not enabled'),
+            );
+            return;
+          }
+          case 'bulk': {
+            const { selection, dryRun } = request;
+            const result = await withDatabase(databaseUrl, async (pool) => {
+              await assertKnownWebhook(pool, selection.webhookId);
+              return redeliverDeadLetters(pool, selection, { dryRun });
+            });
+            if (!dryRun && result.count > 0) warnNotSent(result.webhookId, result.webhookState, 'the payloads wait');
+            const range = result.count === 0 ? '' : ` (payloads ${result.firstPayloadId} to ${result.lastPayloadId})`;
+            print(result, json, () =>
+              dryRun
+                ? `${result.count} dead letters of webhook ${result.webhookId} would be queued for redelivery${range}; dry run, nothing changed`
+                : `${result.count} dead letters of webhook ${result.webhookId} queued for redelivery${range}, sent in payload order; ` +
+                  (result.webhookState === 'enabled'
+                    ? 'a running service sends them'
+                    : 'they are not sent while the webhook is not enabled'),
+            );
+            return;
+          }
         }
-        case 'bulk': {
-          const { selection, dryRun } = request;
-          const result = await withDatabase(databaseUrl, async (pool) => {
-            await assertKnownWebhook(pool, selection.webhookId);
-            return redeliverDeadLetters(pool, selection, { dryRun });
-          });
-          if (!dryRun && result.count > 0) warnNotSent(result.webhookId, result.webhookState, 'the payloads wait');
-          const range = result.count === 0 ? '' : ` (payloads ${result.firstPayloadId} to ${result.lastPayloadId})`;
-          print(result, json, () => dryRun
-            ? `${result.count} dead letters of webhook ${result.webhookId} would be queued for redelivery${range}; dry run, nothing changed`
-            : `${result.count} dead letters of webhook ${result.webhookId} queued for redelivery${range}, sent in payload order; ` +
-              (result.webhookState === 'enabled' ? 'a running service sends them' : 'they are not sent while the webhook is not enabled'));
-          return;
-        }
-      }
-    });
+      },
+    );
 }

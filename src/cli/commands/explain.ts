@@ -12,41 +12,65 @@ import { assertBinding } from '../../migrate/binding-check.js';
 
 function parseEventType(value: string): EventType {
   const type = EVENT_TYPES.find((candidate) => candidate === value.toUpperCase());
-  if (!type) throw new InvalidArgumentError(`--event-type: expected one of Created, Edited, Deleted, Purged, Reversion, got ${JSON.stringify(value)}`);
+  if (!type)
+    throw new InvalidArgumentError(
+      `--event-type: expected one of Created, Edited, Deleted, Purged, Reversion, got ${JSON.stringify(value)}`,
+    );
   return type;
 }
 
 export function registerExplain(program: Command): void {
   program
     .command('explain')
-    .description("Evaluate a webhook's checks against an asset's current state and say which check passes or excludes it.")
+    .description(
+      "Evaluate a webhook's checks against an asset's current state and say which check passes or excludes it.",
+    )
     .requiredOption('--webhook <id>', 'webhook id')
     .requiredOption('--asset <assetId>', 'asset id', parseDecimalIdOption('--asset'))
     .option('--event-type <type>', 'event type to evaluate', parseEventType, 'EDITED' as EventType)
     .option('--json', 'machine-readable output')
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
     .option('--config <file>', 'configuration document (default: env ASSET_WEBHOOKS_CONFIG)')
-    .action(async (options: { webhook: string; asset: string; eventType: EventType; json?: boolean; databaseUrl?: string; config?: string }) => {
-      const config = await loadConfigFile(configFromEnvOrOption(options.config));
-      const webhook = config.assetUpdater.webhooks.find((candidate) => candidate.id === options.webhook);
-      if (!webhook) {
-        throw new UserError('unknown_webhook', `--webhook: expected one of ${config.assetUpdater.webhooks.map((w) => w.id).join(', ') || '(no webhooks configured)'}, got ${JSON.stringify(options.webhook)}`);
-      }
-      await withDatabase(options.databaseUrl, async (pool) => {
-        // Without a (valid) binding there is no asset state to read: say so in one line.
-        await assertBinding(pool);
-        const asset = await readAssetState(pool, options.asset);
-        if (!asset) throw new UserError('unknown_asset', `--asset: expected an existing asset id, got ${options.asset} (no such asset in asset_webhooks.asset_state)`);
-        const explanation = explainWebhook(webhook, options.eventType, asset);
-        if (options.json) {
-          // The asset as the filters saw it, so a reader can check every comparison.
-          process.stdout.write(`${stringifyWithExactIds({ ...explanation, asset })}\n`);
-          return;
+    .action(
+      async (options: {
+        webhook: string;
+        asset: string;
+        eventType: EventType;
+        json?: boolean;
+        databaseUrl?: string;
+        config?: string;
+      }) => {
+        const config = await loadConfigFile(configFromEnvOrOption(options.config));
+        const webhook = config.assetUpdater.webhooks.find((candidate) => candidate.id === options.webhook);
+        if (!webhook) {
+          throw new UserError(
+            'unknown_webhook',
+            `--webhook: expected one of ${config.assetUpdater.webhooks.map((w) => w.id).join(', ') || '(no webhooks configured)'}, got ${JSON.stringify(options.webhook)}`,
+          );
         }
-        const out = [`webhook ${webhook.id}, asset ${asset.assetId} (${asset.supertype}, ${asset.assetUuid}), event ${options.eventType}:`];
-        for (const check of explanation.checks) out.push(`  ${check.verdict.padEnd(7)} ${check.check.padEnd(14)} ${check.detail}`);
-        out.push(explanation.delivered ? '=> delivered' : `=> excluded by ${explanation.excludedBy}`);
-        process.stdout.write(`${out.join('\n')}\n`);
-      });
-    });
+        await withDatabase(options.databaseUrl, async (pool) => {
+          // Without a (valid) binding there is no asset state to read: say so in one line.
+          await assertBinding(pool);
+          const asset = await readAssetState(pool, options.asset);
+          if (!asset)
+            throw new UserError(
+              'unknown_asset',
+              `--asset: expected an existing asset id, got ${options.asset} (no such asset in asset_webhooks.asset_state)`,
+            );
+          const explanation = explainWebhook(webhook, options.eventType, asset);
+          if (options.json) {
+            // The asset as the filters saw it, so a reader can check every comparison.
+            process.stdout.write(`${stringifyWithExactIds({ ...explanation, asset })}\n`);
+            return;
+          }
+          const out = [
+            `webhook ${webhook.id}, asset ${asset.assetId} (${asset.supertype}, ${asset.assetUuid}), event ${options.eventType}:`,
+          ];
+          for (const check of explanation.checks)
+            out.push(`  ${check.verdict.padEnd(7)} ${check.check.padEnd(14)} ${check.detail}`);
+          out.push(explanation.delivered ? '=> delivered' : `=> excluded by ${explanation.excludedBy}`);
+          process.stdout.write(`${out.join('\n')}\n`);
+        });
+      },
+    );
 }

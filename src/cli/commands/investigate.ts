@@ -23,7 +23,9 @@ export function registerInvestigation(program: Command): void {
   program
     .command('trace')
     .argument('<eventId>', 'the eventId, as receivers got it', parseEventId)
-    .description('The life of one event: when it occurred; per webhook, excluded (by which check), collapsed, or carried in which payload; every attempt; the final state.')
+    .description(
+      'The life of one event: when it occurred; per webhook, excluded (by which check), collapsed, or carried in which payload; every attempt; the final state.',
+    )
     .option('--json', 'machine-readable output')
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
     .action(async (eventId: string, options: { json?: boolean; databaseUrl?: string }) => {
@@ -40,16 +42,29 @@ export function registerInvestigation(program: Command): void {
     .option('--asset <assetId>', 'only this asset', parseDecimalIdOption('--asset'))
     .option('--json', 'machine-readable output')
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
-    .action(async (options: { from: Date; to: Date; webhook?: string; asset?: string; json?: boolean; databaseUrl?: string }, command: Command) => {
-      if (options.from.getTime() >= options.to.getTime()) {
-        command.error(`--from: expected a time before --to (${options.to.toISOString()}), got ${options.from.toISOString()}`, { exitCode: 2, code: 'asset-webhooks.window' });
-      }
-      const events = await withDatabase(options.databaseUrl, async (pool) => {
-        if (options.webhook !== undefined) await assertKnownWebhook(pool, options.webhook);
-        return eventsInWindow(pool, { from: options.from, to: options.to, webhookId: options.webhook, assetId: options.asset });
-      });
-      print(events, options.json, () => renderEvents(events));
-    });
+    .action(
+      async (
+        options: { from: Date; to: Date; webhook?: string; asset?: string; json?: boolean; databaseUrl?: string },
+        command: Command,
+      ) => {
+        if (options.from.getTime() >= options.to.getTime()) {
+          command.error(
+            `--from: expected a time before --to (${options.to.toISOString()}), got ${options.from.toISOString()}`,
+            { exitCode: 2, code: 'asset-webhooks.window' },
+          );
+        }
+        const events = await withDatabase(options.databaseUrl, async (pool) => {
+          if (options.webhook !== undefined) await assertKnownWebhook(pool, options.webhook);
+          return eventsInWindow(pool, {
+            from: options.from,
+            to: options.to,
+            webhookId: options.webhook,
+            assetId: options.asset,
+          });
+        });
+        print(events, options.json, () => renderEvents(events));
+      },
+    );
 
   const deadLetters = program
     .command('dead-letters')

@@ -9,10 +9,17 @@ export function registerMigrate(program: Command): void {
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
     .option('--binding <reference|FILE>', 'also install the reference asset schema, or run a binding SQL file')
     .action(async (options: { databaseUrl?: string; binding?: string }) => {
-      const result = await withDatabase(options.databaseUrl, (pool, databaseUrl) => migrate(pool, databaseUrl, { binding: options.binding }), { schema: false });
+      const result = await withDatabase(
+        options.databaseUrl,
+        (pool, databaseUrl) => migrate(pool, databaseUrl, { binding: options.binding }),
+        { schema: false },
+      );
       const applied = result.applied.length ? `applied ${result.applied.join(', ')}` : 'already up to date';
-      process.stdout.write(`schema asset_webhooks at version ${result.schemaVersion} (${applied})` +
-        (result.binding ? `; binding ${result.binding} installed` : '') + '\n');
+      process.stdout.write(
+        `schema asset_webhooks at version ${result.schemaVersion} (${applied})` +
+          (result.binding ? `; binding ${result.binding} installed` : '') +
+          '\n',
+      );
       for (const gap of result.captureGaps ?? []) process.stderr.write(`migrate: warning: ${gap}\n`);
     });
 }
