@@ -3,7 +3,7 @@ import { isNode, isPair, isScalar, isSeq, parseDocument, visit, type Document } 
 import type { z } from 'zod';
 import { describeError } from '../db/connect.js';
 import { UserError } from '../errors.js';
-import { configSchema, Found, MAX_DOCUMENT_BYTES, type Config } from './schema.js';
+import { configSchema, Found, MAX_DOCUMENT_BYTES, type Config, type WebhookConfig } from './schema.js';
 
 /**
  * Parses and validates a configuration document (YAML or JSON). Throws a
@@ -234,4 +234,25 @@ function describeInput(input: unknown): string {
 
 function truncate(text: string): string {
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
+
+/**
+ * The configuration document at `--config` (or ASSET_WEBHOOKS_CONFIG) and one
+ * of its webhooks, for the commands that act on a webhook as configured
+ * (`explain`, `backfill`); an id the document lacks is a user error naming
+ * the ids it has.
+ */
+export async function loadConfiguredWebhook(
+  configOption: string | undefined,
+  webhookId: string,
+): Promise<{ config: Config; webhook: WebhookConfig }> {
+  const config = await loadConfigFile(configFromEnvOrOption(configOption));
+  const webhook = config.assetUpdater.webhooks.find((candidate) => candidate.id === webhookId);
+  if (!webhook) {
+    throw new UserError(
+      'unknown_webhook',
+      `--webhook: expected one of ${config.assetUpdater.webhooks.map((w) => w.id).join(', ') || '(no webhooks configured)'}, got ${JSON.stringify(webhookId)}`,
+    );
+  }
+  return { config, webhook };
 }

@@ -1,6 +1,6 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { backfill, type BackfillProgress, type BackfillResult } from '../../backfill/backfill.js';
-import { configFromEnvOrOption, loadConfigFile } from '../../config/load.js';
+import { loadConfiguredWebhook } from '../../config/load.js';
 import { UserError } from '../../errors.js';
 import { assertBinding } from '../../migrate/binding-check.js';
 import { withDatabase } from '../database.js';
@@ -77,14 +77,7 @@ export function registerBackfill(program: Command): void {
         databaseUrl?: string;
         config?: string;
       }) => {
-        const config = await loadConfigFile(configFromEnvOrOption(options.config));
-        const webhook = config.assetUpdater.webhooks.find((candidate) => candidate.id === options.webhook);
-        if (!webhook) {
-          throw new UserError(
-            'unknown_webhook',
-            `--webhook: expected one of ${config.assetUpdater.webhooks.map((w) => w.id).join(', ') || '(no webhooks configured)'}, got ${JSON.stringify(options.webhook)}`,
-          );
-        }
+        const { config, webhook } = await loadConfiguredWebhook(options.config, options.webhook);
         if (!webhook.enabled)
           throw new UserError(
             'webhook_disabled',

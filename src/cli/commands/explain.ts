@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
-import { configFromEnvOrOption, loadConfigFile } from '../../config/load.js';
+import { loadConfiguredWebhook } from '../../config/load.js';
 import { withDatabase } from '../database.js';
 import { UserError } from '../../errors.js';
 import { explainWebhook } from '../../filters/explain.js';
@@ -40,14 +40,7 @@ export function registerExplain(program: Command): void {
         databaseUrl?: string;
         config?: string;
       }) => {
-        const config = await loadConfigFile(configFromEnvOrOption(options.config));
-        const webhook = config.assetUpdater.webhooks.find((candidate) => candidate.id === options.webhook);
-        if (!webhook) {
-          throw new UserError(
-            'unknown_webhook',
-            `--webhook: expected one of ${config.assetUpdater.webhooks.map((w) => w.id).join(', ') || '(no webhooks configured)'}, got ${JSON.stringify(options.webhook)}`,
-          );
-        }
+        const { webhook } = await loadConfiguredWebhook(options.config, options.webhook);
         await withDatabase(options.databaseUrl, async (pool) => {
           // Without a (valid) binding there is no asset state to read: say so in one line.
           await assertBinding(pool);
