@@ -33,14 +33,26 @@ export interface ClaimRequest {
 /** Claims due payloads and starts their attempts (asset_webhooks.claim_payloads). */
 export async function claimPayloads(client: pg.Pool | pg.ClientBase, request: ClaimRequest): Promise<ClaimedPayload[]> {
   const { rows } = await client.query<{
-    payload_id: number; webhook_id: string; series: number; attempt: number; series_started_at: Date; body: string;
-  }>(
-    'select * from asset_webhooks.claim_payloads($1, $2, $3, $4, $5)',
-    [request.now, request.max, request.share, request.after, Math.ceil(request.expireAfterSeconds)],
-  );
+    payload_id: number;
+    webhook_id: string;
+    series: number;
+    attempt: number;
+    series_started_at: Date;
+    body: string;
+  }>('select * from asset_webhooks.claim_payloads($1, $2, $3, $4, $5)', [
+    request.now,
+    request.max,
+    request.share,
+    request.after,
+    Math.ceil(request.expireAfterSeconds),
+  ]);
   return rows.map((row) => ({
-    payloadId: row.payload_id, webhookId: row.webhook_id, series: row.series, attemptNo: row.attempt,
-    seriesStartedAt: row.series_started_at, body: row.body,
+    payloadId: row.payload_id,
+    webhookId: row.webhook_id,
+    series: row.series,
+    attemptNo: row.attempt,
+    seriesStartedAt: row.series_started_at,
+    body: row.body,
   }));
 }
 
@@ -79,16 +91,28 @@ export interface Settled {
  * Writes several payloads' next states in one statement
  * (asset_webhooks.settle_payloads): the answers in request order.
  */
-export async function settlePayloads(client: pg.ClientBase | pg.Pool, requests: readonly SettleRequest[]): Promise<Settled[]> {
+export async function settlePayloads(
+  client: pg.ClientBase | pg.Pool,
+  requests: readonly SettleRequest[],
+): Promise<Settled[]> {
   const column = <T>(pick: (request: SettleRequest) => T): T[] => requests.map(pick);
   const { rows } = await client.query<{ idx: number; applied: boolean }>(
     `select * from asset_webhooks.settle_payloads($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[], $6::text[], $7::text[],
        $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::boolean[], $13::timestamptz[])`,
     [
-      column((r) => r.payload.payloadId), column((r) => r.payload.series), column((r) => r.attemptNo),
-      column((r) => r.result.durationMs), column((r) => r.result.statusCode), column((r) => r.result.errorClass),
-      column((r) => r.result.errorMessage), column((r) => r.result.responseExcerpt), column((r) => r.result.outcome),
-      column((r) => r.at), column((r) => r.retryAt), column((r) => r.receiverFailed), column((r) => r.holdWebhookUntil),
+      column((r) => r.payload.payloadId),
+      column((r) => r.payload.series),
+      column((r) => r.attemptNo),
+      column((r) => r.result.durationMs),
+      column((r) => r.result.statusCode),
+      column((r) => r.result.errorClass),
+      column((r) => r.result.errorMessage),
+      column((r) => r.result.responseExcerpt),
+      column((r) => r.result.outcome),
+      column((r) => r.at),
+      column((r) => r.retryAt),
+      column((r) => r.receiverFailed),
+      column((r) => r.holdWebhookUntil),
     ],
   );
   const answers: Settled[] = new Array(requests.length);
@@ -101,7 +125,11 @@ export async function settlePayloads(client: pg.ClientBase | pg.Pool, requests: 
 
 /** Undoes the claim of an attempt that will not be made (see asset_webhooks.abandon_attempt). */
 export async function abandonAttempt(client: pg.Pool | pg.ClientBase, payload: ClaimedPayload): Promise<void> {
-  await client.query('select asset_webhooks.abandon_attempt($1, $2, $3)', [payload.payloadId, payload.series, payload.attemptNo]);
+  await client.query('select asset_webhooks.abandon_attempt($1, $2, $3)', [
+    payload.payloadId,
+    payload.series,
+    payload.attemptNo,
+  ]);
 }
 
 /** An attempt in flight whose process is gone (asset_webhooks.orphaned_attempts). */
@@ -114,20 +142,37 @@ export interface OrphanedAttempt {
 }
 
 export async function orphanedAttempts(
-  pool: pg.Pool, now: Date, graceSeconds: number | null, namelessAfterSeconds: number,
+  pool: pg.Pool,
+  now: Date,
+  graceSeconds: number | null,
+  namelessAfterSeconds: number,
 ): Promise<OrphanedAttempt[]> {
-  const { rows } = await pool.query<{ payload_id: number; webhook_id: string; series: number; attempt: number; series_started_at: Date }>(
-    'select * from asset_webhooks.orphaned_attempts($1, $2, $3)', [now, graceSeconds, namelessAfterSeconds]);
+  const { rows } = await pool.query<{
+    payload_id: number;
+    webhook_id: string;
+    series: number;
+    attempt: number;
+    series_started_at: Date;
+  }>('select * from asset_webhooks.orphaned_attempts($1, $2, $3)', [now, graceSeconds, namelessAfterSeconds]);
   return rows.map((row) => ({
-    payloadId: row.payload_id, webhookId: row.webhook_id, series: row.series, attemptNo: row.attempt, seriesStartedAt: row.series_started_at,
+    payloadId: row.payload_id,
+    webhookId: row.webhook_id,
+    series: row.series,
+    attemptNo: row.attempt,
+    seriesStartedAt: row.series_started_at,
   }));
 }
 
 /** Payloads past their window that are not in flight (asset_webhooks.expired_payloads). */
 export async function expiredPayloads(
-  pool: pg.Pool, now: Date, expireAfterSeconds: number, limit: number,
+  pool: pg.Pool,
+  now: Date,
+  expireAfterSeconds: number,
+  limit: number,
 ): Promise<Array<{ payloadId: number; series: number }>> {
   const { rows } = await pool.query<{ payload_id: number; series: number }>(
-    'select * from asset_webhooks.expired_payloads($1, $2, $3)', [now, Math.ceil(expireAfterSeconds), limit]);
+    'select * from asset_webhooks.expired_payloads($1, $2, $3)',
+    [now, Math.ceil(expireAfterSeconds), limit],
+  );
   return rows.map((row) => ({ payloadId: row.payload_id, series: row.series }));
 }

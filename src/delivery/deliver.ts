@@ -79,13 +79,25 @@ export async function deliverClaimed(claimed: ClaimedPayload, context: DeliveryC
   const retryAfter = post.kind === 'response' ? parseRetryAfter(post.retryAfter, now) : null;
   const { result, applied } = await settleAttempt(context, claimed, describe(post), classification, now, retryAfter);
   const log = {
-    payloadId: claimed.payloadId, attempt: claimed.attemptNo, webhookId: webhook.id,
-    statusCode: result.statusCode, errorClass: result.errorClass, outcome: result.outcome, durationMs: result.durationMs,
+    payloadId: claimed.payloadId,
+    attempt: claimed.attemptNo,
+    webhookId: webhook.id,
+    statusCode: result.statusCode,
+    errorClass: result.errorClass,
+    outcome: result.outcome,
+    durationMs: result.durationMs,
   };
   if (!applied) {
-    context.logger.warn(log, 'attempt recorded, but the payload had moved on meanwhile (handed back or redelivered): its result does not change the payload');
+    context.logger.warn(
+      log,
+      'attempt recorded, but the payload had moved on meanwhile (handed back or redelivered): its result does not change the payload',
+    );
   } else if (result.outcome === 'delivered') context.logger.info(log, 'payload delivered');
-  else context.logger.warn(log, result.outcome === 'retry' ? 'delivery attempt failed; will retry' : 'payload dead-lettered');
+  else
+    context.logger.warn(
+      log,
+      result.outcome === 'retry' ? 'delivery attempt failed; will retry' : 'payload dead-lettered',
+    );
   context.onAttempt?.(webhook.id, result);
   return result;
 }
@@ -113,17 +125,23 @@ export async function settleAttempt(
     deadLetterAfterSeconds: settings.deadLetterAfterSeconds,
     retryAfter,
   });
-  const outcome: AttemptResult['outcome'] = next.kind === 'delivered' ? 'delivered' : next.kind === 'retry' ? 'retry' : next.reason;
+  const outcome: AttemptResult['outcome'] =
+    next.kind === 'delivered' ? 'delivered' : next.kind === 'retry' ? 'retry' : next.reason;
   const recorded: AttemptResult = { ...result, outcome };
   const request: SettleRequest = {
-    payload, attemptNo: payload.attemptNo, result: recorded, at: now,
+    payload,
+    attemptNo: payload.attemptNo,
+    result: recorded,
+    at: now,
     retryAt: next.kind === 'retry' ? next.at : null,
     receiverFailed: receiverFailed(classification),
-    holdWebhookUntil: next.kind === 'retry' ? next.holdWebhookUntil ?? null : null,
+    holdWebhookUntil: next.kind === 'retry' ? (next.holdWebhookUntil ?? null) : null,
   };
   const settled = await untilWritten(context, payload, () => context.settler.settle(request));
   // Superseded (an operator's redelivery, another process's recovery): the result is kept as a plain failed try.
-  return settled.applied ? { result: recorded, applied: true } : { result: { ...recorded, outcome: 'retry' }, applied: false };
+  return settled.applied
+    ? { result: recorded, applied: true }
+    : { result: { ...recorded, outcome: 'retry' }, applied: false };
 }
 
 /**
@@ -137,18 +155,30 @@ export async function settleAttempt(
  * then the attempt stays unfinished, and recovery closes it as interrupted
  * once this process is gone.
  */
-async function untilWritten<T>(context: DeliveryContext, about: { payloadId: number; webhookId: string }, write: () => Promise<T>): Promise<T> {
+async function untilWritten<T>(
+  context: DeliveryContext,
+  about: { payloadId: number; webhookId: string },
+  write: () => Promise<T>,
+): Promise<T> {
   let stopSeen: number | undefined;
   for (let retry = 0; ; retry += 1) {
     try {
       const written = await write();
-      if (retry > 0) context.logger.info({ ...about, retries: retry }, 'recorded a delivery attempt once the database answered again');
+      if (retry > 0)
+        context.logger.info(
+          { ...about, retries: retry },
+          'recorded a delivery attempt once the database answered again',
+        );
       return written;
     } catch (error) {
       const now = performance.now();
       if (context.stopping?.aborted === true) stopSeen ??= now;
       if (!worthRetrying(error) || (stopSeen !== undefined && now - stopSeen >= 10_000)) throw error;
-      if (retry === 0) context.logger.warn({ ...about, err: describeError(error) }, 'could not record a delivery attempt: the database is unreachable; trying again');
+      if (retry === 0)
+        context.logger.warn(
+          { ...about, err: describeError(error) },
+          'could not record a delivery attempt: the database is unreachable; trying again',
+        );
       await new Promise((resolve) => setTimeout(resolve, Math.min(250 * 2 ** retry, 5000)));
     }
   }
@@ -170,21 +200,42 @@ function sendsTo(webhook: DeliveryWebhook | undefined): webhook is DeliveryWebho
  * cannot be resolved, or signing keys that are malformed, fail this attempt as
  * retryable.
  */
-async function send(context: DeliveryContext, webhook: DeliveryWebhook, payload: Pick<ClaimedPayload, 'payloadId' | 'body'>): Promise<PostResult> {
+async function send(
+  context: DeliveryContext,
+  webhook: DeliveryWebhook,
+  payload: Pick<ClaimedPayload, 'payloadId' | 'body'>,
+): Promise<PostResult> {
   const { body } = payload;
   const headers: Record<string, string> = { ...webhook.headers };
   try {
     if (webhook.apikey) headers['X-API-Key'] = await context.secrets.resolve(webhook.apikey);
-    if (webhook.signing) Object.assign(headers, await signedHeaders(context.secrets, webhook.signing.secret, payload.payloadId, body));
+    if (webhook.signing)
+      Object.assign(headers, await signedHeaders(context.secrets, webhook.signing.secret, payload.payloadId, body));
   } catch (error) {
-    return { kind: 'error', errorClass: 'secret_unavailable', message: error instanceof Error ? error.message : String(error), durationMs: 0 };
+    return {
+      kind: 'error',
+      errorClass: 'secret_unavailable',
+      message: error instanceof Error ? error.message : String(error),
+      durationMs: 0,
+    };
   }
   return context.sender.post({ url: webhook.url, body, headers });
 }
 
 function describe(post: PostResult): Omit<AttemptResult, 'outcome'> {
   return post.kind === 'response'
-    ? { durationMs: Math.round(post.durationMs), statusCode: post.statusCode, errorClass: null, errorMessage: null, responseExcerpt: post.responseExcerpt }
-    : { durationMs: Math.round(post.durationMs), statusCode: null, errorClass: post.errorClass, errorMessage: post.message, responseExcerpt: null };
+    ? {
+        durationMs: Math.round(post.durationMs),
+        statusCode: post.statusCode,
+        errorClass: null,
+        errorMessage: null,
+        responseExcerpt: post.responseExcerpt,
+      }
+    : {
+        durationMs: Math.round(post.durationMs),
+        statusCode: null,
+        errorClass: post.errorClass,
+        errorMessage: post.message,
+        responseExcerpt: null,
+      };
 }
-

@@ -44,7 +44,10 @@ export class DeliveryPump {
   private sweeping: Promise<void> | undefined;
   private listener: Listener | undefined;
 
-  constructor(private readonly context: DeliveryContext, private readonly options: PumpOptions) {}
+  constructor(
+    private readonly context: DeliveryContext,
+    private readonly options: PumpOptions,
+  ) {}
 
   /** Starts claiming, listening and sweeping. */
   start(): void {
@@ -94,14 +97,22 @@ export class DeliveryPump {
       let claimed: ClaimedPayload[];
       try {
         claimed = await claimPayloads(this.context.pool, {
-          now: this.context.now(), max: free, share: Math.max(1, Math.ceil(free / 4)), after: this.cursor,
+          now: this.context.now(),
+          max: free,
+          share: Math.max(1, Math.ceil(free / 4)),
+          after: this.cursor,
           expireAfterSeconds: this.context.settings().deadLetterAfterSeconds,
         });
-        if (this.claimFailures > 0) this.context.logger.info({ failedClaims: this.claimFailures }, 'delivery claims payloads again');
+        if (this.claimFailures > 0)
+          this.context.logger.info({ failedClaims: this.claimFailures }, 'delivery claims payloads again');
         this.claimFailures = 0;
       } catch (error) {
         // The poll tries again; one warning per failing spell.
-        if (this.claimFailures === 0) this.context.logger.warn({ err: describeError(error) }, 'could not claim payloads for delivery; trying again');
+        if (this.claimFailures === 0)
+          this.context.logger.warn(
+            { err: describeError(error) },
+            'could not claim payloads for delivery; trying again',
+          );
         this.claimFailures += 1;
         return;
       }
@@ -115,18 +126,22 @@ export class DeliveryPump {
   }
 
   private send(payload: ClaimedPayload): void {
-    const attempt: Promise<void> = deliverClaimed(payload, this.context).then(
-      () => {},
-      (error: unknown) => {
-        // The result could not be written: the attempt stays unfinished, and
-        // crash recovery closes it once this process is gone.
-        this.context.logger.error({ payloadId: payload.payloadId, webhookId: payload.webhookId, err: describeError(error) },
-          'could not record a delivery attempt');
-      },
-    ).finally(() => {
-      this.inFlight.delete(attempt);
-      this.wake();
-    });
+    const attempt: Promise<void> = deliverClaimed(payload, this.context)
+      .then(
+        () => {},
+        (error: unknown) => {
+          // The result could not be written: the attempt stays unfinished, and
+          // crash recovery closes it once this process is gone.
+          this.context.logger.error(
+            { payloadId: payload.payloadId, webhookId: payload.webhookId, err: describeError(error) },
+            'could not record a delivery attempt',
+          );
+        },
+      )
+      .finally(() => {
+        this.inFlight.delete(attempt);
+        this.wake();
+      });
     this.inFlight.add(attempt);
   }
 
@@ -137,7 +152,11 @@ export class DeliveryPump {
       if (expired > 0) this.wake();
       this.sweepFailures = 0;
     } catch (error) {
-      if (this.sweepFailures === 0) this.context.logger.warn({ err: describeError(error) }, 'delivery recovery and expiry sweep failed; trying again');
+      if (this.sweepFailures === 0)
+        this.context.logger.warn(
+          { err: describeError(error) },
+          'delivery recovery and expiry sweep failed; trying again',
+        );
       this.sweepFailures += 1;
     }
   }
@@ -162,7 +181,11 @@ function listen(databaseUrl: string, onReady: () => void, context: Pick<Delivery
     retry = setTimeout(() => void connect(), Math.min(500 * 2 ** failures, 5000));
   };
   const connect = async (): Promise<void> => {
-    const next = new pg.Client({ connectionString: databaseUrl, application_name: 'asset-webhooks delivery listener', ...KEEPALIVE });
+    const next = new pg.Client({
+      connectionString: databaseUrl,
+      application_name: 'asset-webhooks delivery listener',
+      ...KEEPALIVE,
+    });
     let dropped = false;
     const drop = (): void => {
       if (dropped) return;
@@ -178,7 +201,8 @@ function listen(databaseUrl: string, onReady: () => void, context: Pick<Delivery
       await next.connect();
       await next.query(`listen ${PAYLOADS_READY_CHANNEL}`);
     } catch (error) {
-      if (failures === 0 && !closed) context.logger.debug({ err: describeError(error) }, 'could not listen for new payloads; polling meanwhile');
+      if (failures === 0 && !closed)
+        context.logger.debug({ err: describeError(error) }, 'could not listen for new payloads; polling meanwhile');
       failures += 1;
       drop();
       return;
@@ -201,7 +225,10 @@ function listen(databaseUrl: string, onReady: () => void, context: Pick<Delivery
       const open = client;
       client = undefined;
       if (!open) return;
-      const ended = setTimeout(() => (open as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy(), 2000);
+      const ended = setTimeout(
+        () => (open as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy(),
+        2000,
+      );
       await open.end().catch(() => {});
       clearTimeout(ended);
     },

@@ -39,13 +39,26 @@ export async function recoverOrphans(context: DeliveryContext, ownLeaseHeldForMs
   const orphans = await orphanedAttempts(context.pool, now, grace, NAMELESS_ATTEMPT_AFTER_SECONDS);
   let closed = 0;
   for (const orphan of orphans) {
-    const { applied } = await settleAttempt(context, orphan, {
-      durationMs: null, statusCode: null, errorClass: 'interrupted',
-      errorMessage: 'the process that made the attempt stopped before it recorded the result', responseExcerpt: null,
-    }, 'interrupted', now);
+    const { applied } = await settleAttempt(
+      context,
+      orphan,
+      {
+        durationMs: null,
+        statusCode: null,
+        errorClass: 'interrupted',
+        errorMessage: 'the process that made the attempt stopped before it recorded the result',
+        responseExcerpt: null,
+      },
+      'interrupted',
+      now,
+    );
     if (applied) closed += 1;
   }
-  if (closed > 0) context.logger.warn({ attempts: closed }, 'attempts of a process that is gone were closed as interrupted; their payloads are sent again');
+  if (closed > 0)
+    context.logger.warn(
+      { attempts: closed },
+      'attempts of a process that is gone were closed as interrupted; their payloads are sent again',
+    );
   return closed;
 }
 
@@ -61,10 +74,26 @@ export async function expireWaiting(context: DeliveryContext): Promise<number> {
   for (;;) {
     const due = await expiredPayloads(context.pool, now, context.settings().deadLetterAfterSeconds, 500);
     if (due.length === 0) break;
-    const answers = await Promise.all(due.map((payload) => context.settler.settle({
-      payload, attemptNo: null, at: now, retryAt: null, receiverFailed: null, holdWebhookUntil: null,
-      result: { durationMs: null, statusCode: null, errorClass: null, errorMessage: null, responseExcerpt: null, outcome: 'expired' },
-    })));
+    const answers = await Promise.all(
+      due.map((payload) =>
+        context.settler.settle({
+          payload,
+          attemptNo: null,
+          at: now,
+          retryAt: null,
+          receiverFailed: null,
+          holdWebhookUntil: null,
+          result: {
+            durationMs: null,
+            statusCode: null,
+            errorClass: null,
+            errorMessage: null,
+            responseExcerpt: null,
+            outcome: 'expired',
+          },
+        }),
+      ),
+    );
     const applied = answers.filter((answer) => answer.applied).length;
     expired += applied;
     if (applied === 0) break;

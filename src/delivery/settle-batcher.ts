@@ -28,10 +28,17 @@ export interface SettleBatcherOptions {
 export class SettleBatcher {
   private readonly maxBatch: number;
   private readonly maxInFlight: number;
-  private waiting: Array<{ request: SettleRequest; resolve: (settled: Settled) => void; reject: (error: unknown) => void }> = [];
+  private waiting: Array<{
+    request: SettleRequest;
+    resolve: (settled: Settled) => void;
+    reject: (error: unknown) => void;
+  }> = [];
   private inFlight = 0;
 
-  constructor(private readonly pool: pg.Pool, options: SettleBatcherOptions = {}) {
+  constructor(
+    private readonly pool: pg.Pool,
+    options: SettleBatcherOptions = {},
+  ) {
     this.maxBatch = Math.max(1, options.maxBatch ?? 64);
     this.maxInFlight = Math.max(1, options.maxInFlight ?? 1);
   }
@@ -47,13 +54,18 @@ export class SettleBatcher {
     while (this.inFlight < this.maxInFlight && this.waiting.length > 0) {
       const batch = this.waiting.splice(0, this.maxBatch);
       this.inFlight += 1;
-      settlePayloads(this.pool, batch.map((entry) => entry.request)).then(
-        (answers) => batch.forEach((entry, index) => entry.resolve(answers[index] as Settled)),
-        (error: unknown) => batch.forEach((entry) => entry.reject(error)),
-      ).finally(() => {
-        this.inFlight -= 1;
-        this.write();
-      });
+      settlePayloads(
+        this.pool,
+        batch.map((entry) => entry.request),
+      )
+        .then(
+          (answers) => batch.forEach((entry, index) => entry.resolve(answers[index] as Settled)),
+          (error: unknown) => batch.forEach((entry) => entry.reject(error)),
+        )
+        .finally(() => {
+          this.inFlight -= 1;
+          this.write();
+        });
     }
   }
 }

@@ -35,25 +35,45 @@ afterEach(async () => {
 
 async function setUp(
   webhooks: ReadonlyArray<Partial<TestWebhook> & { id: string }>,
-  options: { deadLetterAfterSeconds?: number; delaysSeconds?: number[]; clock?: () => Date; logger?: ReturnType<typeof createLogger> } = {},
+  options: {
+    deadLetterAfterSeconds?: number;
+    delaysSeconds?: number[];
+    clock?: () => Date;
+    logger?: ReturnType<typeof createLogger>;
+  } = {},
 ): Promise<TestDelivery> {
-  const yaml = receiverConfig(webhooks.map((webhook) => ({ url: receiver.url, ...webhook })), {
-    requestTimeoutSeconds: 2,
-    retry: { deadLetterAfterSeconds: options.deadLetterAfterSeconds ?? 86_400, ...(options.delaysSeconds ? { delaysSeconds: options.delaysSeconds } : {}) },
-  });
+  const yaml = receiverConfig(
+    webhooks.map((webhook) => ({ url: receiver.url, ...webhook })),
+    {
+      requestTimeoutSeconds: 2,
+      retry: {
+        deadLetterAfterSeconds: options.deadLetterAfterSeconds ?? 86_400,
+        ...(options.delaysSeconds ? { delaysSeconds: options.delaysSeconds } : {}),
+      },
+    },
+  );
   const delivery = await testDelivery(db.pool, yaml, { clock: options.clock, logger: options.logger });
   deliveries.push(delivery);
   return delivery;
 }
 
-function claim(now = new Date(), options: { max?: number; share?: number; after?: string | null; expireAfterSeconds?: number } = {}): Promise<ClaimedPayload[]> {
+function claim(
+  now = new Date(),
+  options: { max?: number; share?: number; after?: string | null; expireAfterSeconds?: number } = {},
+): Promise<ClaimedPayload[]> {
   return claimPayloads(db.pool, {
-    now, max: options.max ?? 100, share: options.share ?? 100, after: options.after ?? null, expireAfterSeconds: options.expireAfterSeconds ?? 86_400,
+    now,
+    max: options.max ?? 100,
+    share: options.share ?? 100,
+    after: options.after ?? null,
+    expireAfterSeconds: options.expireAfterSeconds ?? 86_400,
   });
 }
 
 async function states(): Promise<Array<{ payload_id: number; status: string; dispatched: boolean; attempts: number }>> {
-  const { rows } = await db.pool.query('select payload_id, status, dispatched, attempts from asset_webhooks.payloads order by payload_id');
+  const { rows } = await db.pool.query(
+    'select payload_id, status, dispatched, attempts from asset_webhooks.payloads order by payload_id',
+  );
   return rows;
 }
 
@@ -65,7 +85,9 @@ describe('claiming payloads', () => {
     const { context } = await setUp([{ id: 'shop' }]);
     const ids = await insertPayloads(db.pool, 'shop', 3);
     const first = await claim();
-    expect(first.map((payload) => [payload.payloadId, payload.attemptNo, payload.body])).toEqual([[ids[0], 1, '{"n":1}']]);
+    expect(first.map((payload) => [payload.payloadId, payload.attemptNo, payload.body])).toEqual([
+      [ids[0], 1, '{"n":1}'],
+    ]);
     expect(await claim()).toEqual([]);
     await settleAttempt(context, first[0]!, ok, 'delivered', new Date());
     expect((await claim()).map((payload) => payload.payloadId)).toEqual([ids[1]]);
@@ -77,7 +99,10 @@ describe('claiming payloads', () => {
     const ids = await insertPayloads(db.pool, 'shop', 2);
     const [head] = await claim(now);
     await settleAttempt(context, head!, unavailable, 'retryable', now);
-    expect((await states()).map((row) => [row.status, row.dispatched, row.attempts])).toEqual([['pending', true, 1], ['pending', false, 0]]);
+    expect((await states()).map((row) => [row.status, row.dispatched, row.attempts])).toEqual([
+      ['pending', true, 1],
+      ['pending', false, 0],
+    ]);
     expect(await claim(new Date(now.getTime() + 29_000))).toEqual([]);
     const again = await claim(new Date(now.getTime() + 31_000));
     expect(again.map((payload) => [payload.payloadId, payload.attemptNo])).toEqual([[ids[0], 2]]);
@@ -112,11 +137,16 @@ describe('claiming payloads', () => {
     const first = await claim(now);
     expect(first).toHaveLength(8);
     await settleAttempt(context, first[0]!, unavailable, 'retryable', now);
-    const { rows: [webhook] } = await db.pool.query("select failing_since is not null as failing from asset_webhooks.webhooks where webhook_id = 'shop'");
+    const {
+      rows: [webhook],
+    } = await db.pool.query(
+      "select failing_since is not null as failing from asset_webhooks.webhooks where webhook_id = 'shop'",
+    );
     expect(webhook).toEqual({ failing: true });
     // Seven still in flight: nothing more while failing.
     expect(await claim(now)).toEqual([]);
-    for (const payload of first.slice(1)) await settleAttempt(context, payload, { ...ok, statusCode: null, errorClass: 'timeout' }, 'retryable', now);
+    for (const payload of first.slice(1))
+      await settleAttempt(context, payload, { ...ok, statusCode: null, errorClass: 'timeout' }, 'retryable', now);
     // Their retries come due together: one at a time.
     const later = new Date(now.getTime() + 601_000);
     const single = await claim(later);
@@ -125,7 +155,9 @@ describe('claiming payloads', () => {
     await settleAttempt(context, single[0]!, ok, 'delivered', later);
     // Healthy again: the other seven retries and the freed slot are used at once.
     expect(await claim(later)).toHaveLength(8);
-    const { rows: [healthy] } = await db.pool.query("select failing_since from asset_webhooks.webhooks where webhook_id = 'shop'");
+    const {
+      rows: [healthy],
+    } = await db.pool.query("select failing_since from asset_webhooks.webhooks where webhook_id = 'shop'");
     expect(healthy).toEqual({ failing_since: null });
   });
 
@@ -136,9 +168,21 @@ describe('claiming payloads', () => {
     const first = await claim(now);
     const shopClaimed = first.filter((payload) => payload.webhookId === 'shop');
     expect(shopClaimed).toHaveLength(3);
-    await settleAttempt(context, shopClaimed[0]!, { ...ok, statusCode: 429 }, 'retryable', now, new Date(now.getTime() + 120_000));
+    await settleAttempt(
+      context,
+      shopClaimed[0]!,
+      { ...ok, statusCode: 429 },
+      'retryable',
+      now,
+      new Date(now.getTime() + 120_000),
+    );
     const [crm] = await insertPayloads(db.pool, 'crm', 1);
-    const { rows: [payload] } = await db.pool.query<{ next_attempt_at: Date }>('select next_attempt_at from asset_webhooks.payloads where payload_id = $1', [shop[0]]);
+    const {
+      rows: [payload],
+    } = await db.pool.query<{ next_attempt_at: Date }>(
+      'select next_attempt_at from asset_webhooks.payloads where payload_id = $1',
+      [shop[0]],
+    );
     expect(payload!.next_attempt_at.getTime()).toBe(now.getTime() + 120_000);
     // The other two of shop are settled meanwhile; its queue stays held, crm goes on.
     for (const other of shopClaimed.slice(1)) await settleAttempt(context, other, ok, 'delivered', now);
@@ -151,10 +195,16 @@ describe('claiming payloads', () => {
   it('does not claim an expired payload; the expiry sweep dead-letters it, and the next one is claimed', async () => {
     const { context } = await setUp([{ id: 'shop' }], { deadLetterAfterSeconds: 60 });
     const ids = await insertPayloads(db.pool, 'shop', 2);
-    await db.pool.query("update asset_webhooks.payloads set series_started_at = now() - interval '2 minutes' where payload_id = $1", [ids[0]]);
+    await db.pool.query(
+      "update asset_webhooks.payloads set series_started_at = now() - interval '2 minutes' where payload_id = $1",
+      [ids[0]],
+    );
     expect(await claim(new Date(), { expireAfterSeconds: 60 })).toEqual([]);
     expect(await expireWaiting(context)).toBe(1);
-    const { rows } = await db.pool.query('select status, dead_letter_reason from asset_webhooks.payloads where payload_id = $1', [ids[0]]);
+    const { rows } = await db.pool.query(
+      'select status, dead_letter_reason from asset_webhooks.payloads where payload_id = $1',
+      [ids[0]],
+    );
     expect(rows).toEqual([{ status: 'dead_lettered', dead_letter_reason: 'expired' }]);
     expect((await claim(new Date(), { expireAfterSeconds: 60 })).map((payload) => payload.payloadId)).toEqual([ids[1]]);
   });
@@ -179,10 +229,15 @@ describe('attempts of claimed payloads', () => {
     await claim();
     await db.pool.query("update asset_webhooks.attempts set started_at = now() - interval '11 minutes'");
     expect(await recoverOrphans(context, OWN_LEASE_SETTLE_MS)).toBe(1);
-    const { rows } = await db.pool.query('select outcome, error_class from asset_webhooks.attempts where payload_id = $1', [ids[0]]);
+    const { rows } = await db.pool.query(
+      'select outcome, error_class from asset_webhooks.attempts where payload_id = $1',
+      [ids[0]],
+    );
     expect(rows).toEqual([{ outcome: 'retry', error_class: 'interrupted' }]);
     // Interrupted, not failed: the receiver is not taken for failing, and the payload is due now.
-    const { rows: [webhook] } = await db.pool.query("select failing_since from asset_webhooks.webhooks where webhook_id = 'shop'");
+    const {
+      rows: [webhook],
+    } = await db.pool.query("select failing_since from asset_webhooks.webhooks where webhook_id = 'shop'");
     expect(webhook).toEqual({ failing_since: null });
     expect((await claim()).map((payload) => [payload.payloadId, payload.attemptNo])).toEqual([[ids[0], 2]]);
   });
@@ -197,14 +252,31 @@ describe('attempts of claimed payloads', () => {
     const delivering = deliverClaimed(claimed!, context);
     await receiver.waitFor(1);
     // Meanwhile another process took this one for gone, closed the attempt and claimed the payload again.
-    await settlePayloads(db.pool, [{
-      payload: { payloadId: ids[0]!, series: 1 }, attemptNo: 1, at: new Date(), retryAt: new Date(), receiverFailed: null, holdWebhookUntil: null,
-      result: { durationMs: null, statusCode: null, errorClass: 'interrupted', errorMessage: null, responseExcerpt: null, outcome: 'retry' },
-    }]);
+    await settlePayloads(db.pool, [
+      {
+        payload: { payloadId: ids[0]!, series: 1 },
+        attemptNo: 1,
+        at: new Date(),
+        retryAt: new Date(),
+        receiverFailed: null,
+        holdWebhookUntil: null,
+        result: {
+          durationMs: null,
+          statusCode: null,
+          errorClass: 'interrupted',
+          errorMessage: null,
+          responseExcerpt: null,
+          outcome: 'retry',
+        },
+      },
+    ]);
     expect(await claim()).toHaveLength(1);
     answer(200);
     await delivering;
-    const lines = String(sink.read() ?? '').split('\n').filter(Boolean).map((line) => JSON.parse(line) as { msg: string; statusCode?: number });
+    const lines = String(sink.read() ?? '')
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as { msg: string; statusCode?: number });
     expect(lines.map((line) => line.msg)).toEqual([
       'attempt recorded, but the payload had moved on meanwhile (handed back or redelivered): its result does not change the payload',
     ]);
@@ -222,8 +294,14 @@ describe('the delivery pump', () => {
     pump.start();
     await receiver.waitFor(50, 30_000);
     expect(receiver.requests.map((request) => request.body)).toEqual(ids.map((_, i) => `{"n":${i + 1}}`));
-    await eventually(async () => ((await states()).every((row) => row.status === 'delivered' && row.attempts === 1 && !row.dispatched) ? true : undefined),
-      10_000, 'every payload delivered');
+    await eventually(
+      async () =>
+        (await states()).every((row) => row.status === 'delivered' && row.attempts === 1 && !row.dispatched)
+          ? true
+          : undefined,
+      10_000,
+      'every payload delivered',
+    );
   });
 
   it('with concurrency 3 and two pumps on one database, sends each payload once and at most 3 at a time', async () => {
@@ -234,10 +312,12 @@ describe('the delivery pump', () => {
     receiver.respond = () => {
       open += 1;
       most = Math.max(most, open);
-      return new Promise<number>((resolve) => setTimeout(() => {
-        open -= 1;
-        resolve(200);
-      }, 20));
+      return new Promise<number>((resolve) =>
+        setTimeout(() => {
+          open -= 1;
+          resolve(200);
+        }, 20),
+      );
     };
     for (let i = 0; i < 2; i += 1) {
       const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
@@ -245,7 +325,11 @@ describe('the delivery pump', () => {
       pump.start();
     }
     await receiver.waitFor(60, 30_000);
-    await eventually(async () => ((await states()).every((row) => row.status === 'delivered') ? true : undefined), 10_000, 'every payload delivered');
+    await eventually(
+      async () => ((await states()).every((row) => row.status === 'delivered') ? true : undefined),
+      10_000,
+      'every payload delivered',
+    );
     expect(receiver.requests.map((request) => request.body).sort()).toEqual(ids.map((_, i) => `{"n":${i + 1}}`).sort());
     expect(most).toBeLessThanOrEqual(3);
     expect(most).toBeGreaterThan(1);

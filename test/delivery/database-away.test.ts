@@ -1,7 +1,12 @@
 import { afterEach, beforeEach, expect, it, vi } from 'vitest';
 import { parseConfigText } from '../../src/config/load.js';
 import { deliverClaimed, type DeliveryContext } from '../../src/delivery/deliver.js';
-import { claimPayloads, type ClaimedPayload, type SettleRequest, type Settled } from '../../src/delivery/attempt-store.js';
+import {
+  claimPayloads,
+  type ClaimedPayload,
+  type SettleRequest,
+  type Settled,
+} from '../../src/delivery/attempt-store.js';
 import { ServiceMetrics } from '../../src/service/metrics.js';
 import { deliveryContext, ServiceState, syncWebhooks } from '../../src/service/service-state.js';
 import { receiverConfig } from '../helpers/config.js';
@@ -24,7 +29,9 @@ let state: ServiceState;
 beforeEach(async () => {
   await resetData(db.pool);
   receiver = await startTestReceiver();
-  state = new ServiceState(parseConfigText(receiverConfig([{ id: 'shop', url: receiver.url }], { requestTimeoutSeconds: 2 }), 'test'));
+  state = new ServiceState(
+    parseConfigText(receiverConfig([{ id: 'shop', url: receiver.url }], { requestTimeoutSeconds: 2 }), 'test'),
+  );
   await syncWebhooks(db.pool, state.config, { processId: TEST_PROCESS_ID, logger: silentLogger });
   vi.useFakeTimers({ toFake: ['performance'] });
 });
@@ -39,12 +46,23 @@ afterEach(async () => {
  * database does, `minutes` apart (or as `minutes(call)` says, from 1).
  */
 async function awayFor(
-  failures: number, minutes: number | ((call: number) => number), stopping?: AbortSignal,
+  failures: number,
+  minutes: number | ((call: number) => number),
+  stopping?: AbortSignal,
 ): Promise<{ context: DeliveryContext; payloadId: number; claimed: ClaimedPayload; calls: () => number }> {
-  const { rows: [row] } = await db.pool.query<{ payload_id: number }>(
+  const {
+    rows: [row],
+  } = await db.pool.query<{ payload_id: number }>(
     `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
-     values ('shop', 'pending', '{"n":1}', 7, 1, '{}'::uuid[]) returning payload_id`);
-  const [claimed] = await claimPayloads(db.pool, { now: new Date(), max: 1, share: 1, after: null, expireAfterSeconds: 86_400 });
+     values ('shop', 'pending', '{"n":1}', 7, 1, '{}'::uuid[]) returning payload_id`,
+  );
+  const [claimed] = await claimPayloads(db.pool, {
+    now: new Date(),
+    max: 1,
+    share: 1,
+    after: null,
+    expireAfterSeconds: 86_400,
+  });
   const real = deliveryContext(db.pool, () => state, silentLogger, new ServiceMetrics(db.pool));
   let calls = 0;
   const settler = {
@@ -68,26 +86,43 @@ const LOST_CONNECTIONS: Array<() => Error> = [
   () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
 ];
 
-it('keeps the result while the database is away, for hours, and records it once it answers: one POST, delivered', { timeout: 30_000 }, async () => {
-  const { context, payloadId, claimed, calls } = await awayFor(5, 120);
-  const result = await deliverClaimed(claimed, context);
-  expect(result).toMatchObject({ outcome: 'delivered', statusCode: 200 });
-  expect(calls()).toBe(6);
-  expect(receiver.requests).toHaveLength(1);
-  const { rows } = await db.pool.query('select status, dispatched from asset_webhooks.payloads where payload_id = $1', [payloadId]);
-  expect(rows).toEqual([{ status: 'delivered', dispatched: false }]);
-});
+it(
+  'keeps the result while the database is away, for hours, and records it once it answers: one POST, delivered',
+  { timeout: 30_000 },
+  async () => {
+    const { context, payloadId, claimed, calls } = await awayFor(5, 120);
+    const result = await deliverClaimed(claimed, context);
+    expect(result).toMatchObject({ outcome: 'delivered', statusCode: 200 });
+    expect(calls()).toBe(6);
+    expect(receiver.requests).toHaveLength(1);
+    const { rows } = await db.pool.query(
+      'select status, dispatched from asset_webhooks.payloads where payload_id = $1',
+      [payloadId],
+    );
+    expect(rows).toEqual([{ status: 'delivered', dispatched: false }]);
+  },
+);
 
-it('once the service is stopping, gives up ten seconds after it first finds so, not at once, leaving the attempt to crash recovery', { timeout: 30_000 }, async () => {
-  const stop = new AbortController();
-  // One minute apart until the third failure, which happens while stopping; then four seconds apart.
-  const { context, payloadId, claimed, calls } = await awayFor(10, (call) => {
-    if (call === 3) stop.abort();
-    return call <= 3 ? 1 : 4 / 60;
-  }, stop.signal);
-  await expect(deliverClaimed(claimed, context)).rejects.toMatchObject({ code: expect.any(String) });
-  // Stopping seen at the third failure; tried again at +4 s and +8 s, given up at +12 s.
-  expect(calls()).toBe(6);
-  const { rows } = await db.pool.query('select outcome from asset_webhooks.attempts where payload_id = $1', [payloadId]);
-  expect(rows).toEqual([{ outcome: null }]);
-});
+it(
+  'once the service is stopping, gives up ten seconds after it first finds so, not at once, leaving the attempt to crash recovery',
+  { timeout: 30_000 },
+  async () => {
+    const stop = new AbortController();
+    // One minute apart until the third failure, which happens while stopping; then four seconds apart.
+    const { context, payloadId, claimed, calls } = await awayFor(
+      10,
+      (call) => {
+        if (call === 3) stop.abort();
+        return call <= 3 ? 1 : 4 / 60;
+      },
+      stop.signal,
+    );
+    await expect(deliverClaimed(claimed, context)).rejects.toMatchObject({ code: expect.any(String) });
+    // Stopping seen at the third failure; tried again at +4 s and +8 s, given up at +12 s.
+    expect(calls()).toBe(6);
+    const { rows } = await db.pool.query('select outcome from asset_webhooks.attempts where payload_id = $1', [
+      payloadId,
+    ]);
+    expect(rows).toEqual([{ outcome: null }]);
+  },
+);

@@ -37,8 +37,14 @@ async function receiver(): Promise<TestReceiver> {
   return started;
 }
 
-function config(webhooks: readonly TestWebhook[], extra: Record<string, unknown> = {}, retry?: Record<string, unknown>): string {
-  const document = parse(receiverConfig(webhooks, { intervalSeconds: INTERVAL_SECONDS, requestTimeoutSeconds: 3 })) as { assetUpdater: Record<string, unknown> };
+function config(
+  webhooks: readonly TestWebhook[],
+  extra: Record<string, unknown> = {},
+  retry?: Record<string, unknown>,
+): string {
+  const document = parse(receiverConfig(webhooks, { intervalSeconds: INTERVAL_SECONDS, requestTimeoutSeconds: 3 })) as {
+    assetUpdater: Record<string, unknown>;
+  };
   Object.assign(document.assetUpdater, extra, retry ? { retry } : {});
   return stringify(document);
 }
@@ -61,118 +67,177 @@ async function commitAsset(assetId: number): Promise<number> {
 }
 
 describe('a receiver that never answers', () => {
-  it('with concurrency 64 and a backlog, holds back neither healthy webhooks nor coalescing, and backs off to one attempt', { timeout: 90_000 }, async () => {
-    const stuck = await receiver();
-    stuck.respond = () => 'hang';
-    const healthy = [await receiver(), await receiver(), await receiver()];
-    await db.pool.query(
-      "insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency) values ('stuck', 'http://127.0.0.1/', true, 64)");
-    await insertPayloads(db.pool, 'stuck', 300);
-    const port = await freePort();
-    running = await startTestService(db.url, config([
-      { id: 'stuck', url: stuck.url, concurrency: 64 },
-      ...healthy.map((target, index) => ({ id: `healthy-${index}`, url: target.url })),
-    ]), undefined, port);
-    // Every request the stuck receiver can take is open before the first change.
-    await stuck.waitFor(64);
+  it(
+    'with concurrency 64 and a backlog, holds back neither healthy webhooks nor coalescing, and backs off to one attempt',
+    { timeout: 90_000 },
+    async () => {
+      const stuck = await receiver();
+      stuck.respond = () => 'hang';
+      const healthy = [await receiver(), await receiver(), await receiver()];
+      await db.pool.query(
+        "insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency) values ('stuck', 'http://127.0.0.1/', true, 64)",
+      );
+      await insertPayloads(db.pool, 'stuck', 300);
+      const port = await freePort();
+      running = await startTestService(
+        db.url,
+        config([
+          { id: 'stuck', url: stuck.url, concurrency: 64 },
+          ...healthy.map((target, index) => ({ id: `healthy-${index}`, url: target.url })),
+        ]),
+        undefined,
+        port,
+      );
+      // Every request the stuck receiver can take is open before the first change.
+      await stuck.waitFor(64);
 
-    const committed = new Map<number, number>();
-    const firstCommit = Date.now();
-    for (let assetId = 1; assetId <= 10; assetId += 1) {
-      committed.set(assetId, await commitAsset(assetId));
-      await new Promise((resolve) => setTimeout(resolve, 700));
-    }
-    const lastCommit = Date.now();
-    for (const target of healthy) {
-      await eventually(async () => (receipts(target).size === 10 ? true : undefined), 20_000, 'every asset at each healthy receiver');
-    }
-    for (const target of healthy) {
-      const late = [...receipts(target)].map(([assetId, at]) => at - committed.get(assetId)!).filter((latency) => latency > WITHIN_MS);
-      expect(late).toEqual([]);
-    }
+      const committed = new Map<number, number>();
+      const firstCommit = Date.now();
+      for (let assetId = 1; assetId <= 10; assetId += 1) {
+        committed.set(assetId, await commitAsset(assetId));
+        await new Promise((resolve) => setTimeout(resolve, 700));
+      }
+      const lastCommit = Date.now();
+      for (const target of healthy) {
+        await eventually(
+          async () => (receipts(target).size === 10 ? true : undefined),
+          20_000,
+          'every asset at each healthy receiver',
+        );
+      }
+      for (const target of healthy) {
+        const late = [...receipts(target)]
+          .map(([assetId, at]) => at - committed.get(assetId)!)
+          .filter((latency) => latency > WITHIN_MS);
+        expect(late).toEqual([]);
+      }
 
-    // Coalescing kept its schedule: a run started in (nearly) every interval of the window.
-    const { rows: [runs] } = await db.pool.query<{ n: number }>(
-      'select count(*)::int as n from asset_webhooks.coalesce_runs where started_at between $1 and $2',
-      [new Date(firstCommit), new Date(lastCommit)]);
-    const intervals = Math.floor((lastCommit - firstCommit) / (INTERVAL_SECONDS * 1000));
-    expect(runs!.n).toBeGreaterThanOrEqual(intervals - 1);
+      // Coalescing kept its schedule: a run started in (nearly) every interval of the window.
+      const {
+        rows: [runs],
+      } = await db.pool.query<{ n: number }>(
+        'select count(*)::int as n from asset_webhooks.coalesce_runs where started_at between $1 and $2',
+        [new Date(firstCommit), new Date(lastCommit)],
+      );
+      const intervals = Math.floor((lastCommit - firstCommit) / (INTERVAL_SECONDS * 1000));
+      expect(runs!.n).toBeGreaterThanOrEqual(intervals - 1);
 
-    // Its first requests timed out (3 s): from then on one attempt at a time, not 64.
-    await eventually(async () => {
-      const { rows } = await db.pool.query("select 1 from asset_webhooks.webhooks where webhook_id = 'stuck' and failing_since is not null");
-      return rows.length > 0 ? true : undefined;
-    }, 10_000, 'the stuck webhook to back off');
-    const before = stuck.requests.length;
-    await new Promise((resolve) => setTimeout(resolve, 3500));
-    expect(stuck.requests.length - before).toBeLessThanOrEqual(2);
-    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    expect(metrics).toContain('asset_webhooks_webhook_state{webhook="stuck",state="backing_off"} 1');
-    expect(metrics).toContain('asset_webhooks_webhook_state{webhook="healthy-0",state="healthy"} 1');
-  });
+      // Its first requests timed out (3 s): from then on one attempt at a time, not 64.
+      await eventually(
+        async () => {
+          const { rows } = await db.pool.query(
+            "select 1 from asset_webhooks.webhooks where webhook_id = 'stuck' and failing_since is not null",
+          );
+          return rows.length > 0 ? true : undefined;
+        },
+        10_000,
+        'the stuck webhook to back off',
+      );
+      const before = stuck.requests.length;
+      await new Promise((resolve) => setTimeout(resolve, 3500));
+      expect(stuck.requests.length - before).toBeLessThanOrEqual(2);
+      const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      expect(metrics).toContain('asset_webhooks_webhook_state{webhook="stuck",state="backing_off"} 1');
+      expect(metrics).toContain('asset_webhooks_webhook_state{webhook="healthy-0",state="healthy"} 1');
+    },
+  );
 });
 
 describe('a webhook with a long backlog', () => {
-  it('does not delay a webhook with a single payload, even when the backlog could fill every request slot', { timeout: 120_000 }, async () => {
-    const big = await receiver();
-    big.respond = () => new Promise<number>((resolve) => setTimeout(() => resolve(200), 20));
-    const small = await receiver();
-    await db.pool.query(
-      "insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency) values ('big', 'http://127.0.0.1/', true, 64)");
-    await insertPayloads(db.pool, 'big', 10_000);
-    // A process-wide cap below big's concurrency: only taking turns lets small through.
-    running = await startTestService(db.url, config([
-      { id: 'big', url: big.url, concurrency: 64 },
-      { id: 'small', url: small.url },
-    ], { maxRequestsInFlight: 16 }));
-    await big.waitFor(200, 30_000);
-    const committedAt = await commitAsset(1);
-    await small.waitFor(1, 20_000);
-    expect(small.requests[0]!.at - committedAt).toBeLessThanOrEqual(WITHIN_MS);
-    const { rows: [backlog] } = await db.pool.query<{ n: number }>(
-      "select count(*)::int as n from asset_webhooks.payloads where webhook_id = 'big' and status = 'pending'");
-    expect(backlog!.n).toBeGreaterThan(1000);
-  });
+  it(
+    'does not delay a webhook with a single payload, even when the backlog could fill every request slot',
+    { timeout: 120_000 },
+    async () => {
+      const big = await receiver();
+      big.respond = () => new Promise<number>((resolve) => setTimeout(() => resolve(200), 20));
+      const small = await receiver();
+      await db.pool.query(
+        "insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency) values ('big', 'http://127.0.0.1/', true, 64)",
+      );
+      await insertPayloads(db.pool, 'big', 10_000);
+      // A process-wide cap below big's concurrency: only taking turns lets small through.
+      running = await startTestService(
+        db.url,
+        config(
+          [
+            { id: 'big', url: big.url, concurrency: 64 },
+            { id: 'small', url: small.url },
+          ],
+          { maxRequestsInFlight: 16 },
+        ),
+      );
+      await big.waitFor(200, 30_000);
+      const committedAt = await commitAsset(1);
+      await small.waitFor(1, 20_000);
+      expect(small.requests[0]!.at - committedAt).toBeLessThanOrEqual(WITHIN_MS);
+      const {
+        rows: [backlog],
+      } = await db.pool.query<{ n: number }>(
+        "select count(*)::int as n from asset_webhooks.payloads where webhook_id = 'big' and status = 'pending'",
+      );
+      expect(backlog!.n).toBeGreaterThan(1000);
+    },
+  );
 });
 
 describe('a receiver that throttles', () => {
-  it('a 429 with Retry-After under retryStatusCodes is retried no earlier than Retry-After, and the webhook\'s other payloads wait too', { timeout: 60_000 }, async () => {
-    const throttling = await receiver();
-    throttling.respond = (_request, index) => (index === 0 ? { status: 429, headers: { 'retry-after': '3' } } : 200);
-    running = await startTestService(db.url, config([{ id: 'crm', url: throttling.url, concurrency: 4 }], {},
-      { delaysSeconds: [1, 1], retryStatusCodes: [429] }));
-    await commitAsset(1);
-    await throttling.waitFor(1);
-    const throttledAt = throttling.requests[0]!.at;
-    // Payloads made while the webhook is held back.
-    await commitAsset(2);
-    await new Promise((resolve) => setTimeout(resolve, INTERVAL_SECONDS * 1000 + 500));
-    await commitAsset(3);
-    await throttling.waitFor(4, 20_000);
-    // Every later request, the retry and the new payloads alike, came once the 3 s had passed.
-    for (const request of throttling.requests.slice(1)) expect(request.at - throttledAt).toBeGreaterThanOrEqual(3000 - 50);
-    const rows = await eventually(async () => {
-      const { rows: found } = await db.pool.query<{ status: string }>(
-        `select p.status, array_agg(a.status_code order by a.attempt_no) as codes
-         from asset_webhooks.payloads p join asset_webhooks.attempts a using (payload_id) group by p.payload_id, p.status order by p.payload_id`);
-      return found.every((row) => row.status !== 'pending') ? found : undefined;
-    }, 10_000, 'every payload settled');
-    expect(rows).toEqual([
-      { status: 'delivered', codes: [429, 200] },
-      { status: 'delivered', codes: [200] },
-      { status: 'delivered', codes: [200] },
-    ]);
-  });
+  it(
+    "a 429 with Retry-After under retryStatusCodes is retried no earlier than Retry-After, and the webhook's other payloads wait too",
+    { timeout: 60_000 },
+    async () => {
+      const throttling = await receiver();
+      throttling.respond = (_request, index) => (index === 0 ? { status: 429, headers: { 'retry-after': '3' } } : 200);
+      running = await startTestService(
+        db.url,
+        config(
+          [{ id: 'crm', url: throttling.url, concurrency: 4 }],
+          {},
+          { delaysSeconds: [1, 1], retryStatusCodes: [429] },
+        ),
+      );
+      await commitAsset(1);
+      await throttling.waitFor(1);
+      const throttledAt = throttling.requests[0]!.at;
+      // Payloads made while the webhook is held back.
+      await commitAsset(2);
+      await new Promise((resolve) => setTimeout(resolve, INTERVAL_SECONDS * 1000 + 500));
+      await commitAsset(3);
+      await throttling.waitFor(4, 20_000);
+      // Every later request, the retry and the new payloads alike, came once the 3 s had passed.
+      for (const request of throttling.requests.slice(1))
+        expect(request.at - throttledAt).toBeGreaterThanOrEqual(3000 - 50);
+      const rows = await eventually(
+        async () => {
+          const { rows: found } = await db.pool.query<{ status: string }>(
+            `select p.status, array_agg(a.status_code order by a.attempt_no) as codes
+         from asset_webhooks.payloads p join asset_webhooks.attempts a using (payload_id) group by p.payload_id, p.status order by p.payload_id`,
+          );
+          return found.every((row) => row.status !== 'pending') ? found : undefined;
+        },
+        10_000,
+        'every payload settled',
+      );
+      expect(rows).toEqual([
+        { status: 'delivered', codes: [429, 200] },
+        { status: 'delivered', codes: [200] },
+        { status: 'delivered', codes: [200] },
+      ]);
+    },
+  );
 
   it('without retryStatusCodes, a 429 is rejected as the specification says', { timeout: 30_000 }, async () => {
     const throttling = await receiver();
     throttling.respond = () => ({ status: 429, headers: { 'retry-after': '3' } });
     running = await startTestService(db.url, config([{ id: 'crm', url: throttling.url }]));
     await commitAsset(1);
-    await eventually(async () => {
-      const { rows } = await db.pool.query<{ reason: string }>('select reason from asset_webhooks.dead_letters');
-      return rows[0]?.reason;
-    }, 10_000, 'the payload to be dead-lettered').then((reason) => expect(reason).toBe('rejected'));
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ reason: string }>('select reason from asset_webhooks.dead_letters');
+        return rows[0]?.reason;
+      },
+      10_000,
+      'the payload to be dead-lettered',
+    ).then((reason) => expect(reason).toBe('rejected'));
     expect(throttling.requests).toHaveLength(1);
   });
 });

@@ -1,7 +1,12 @@
 import pg from 'pg';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { parseConfigText } from '../../src/config/load.js';
-import { claimPayloads, settlePayloads, type AttemptResult, type SettleRequest } from '../../src/delivery/attempt-store.js';
+import {
+  claimPayloads,
+  settlePayloads,
+  type AttemptResult,
+  type SettleRequest,
+} from '../../src/delivery/attempt-store.js';
 import { SettleBatcher } from '../../src/delivery/settle-batcher.js';
 import { syncWebhooks } from '../../src/service/service-state.js';
 import { receiverConfig } from '../helpers/config.js';
@@ -23,26 +28,52 @@ async function payloads(webhookId: string, count: number, started: number): Prom
   const { rows } = await db.pool.query<{ payload_id: number }>(
     `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
      select $1, 'pending', '{"n":' || n || '}', 8, 1, '{}'::uuid[] from generate_series(1, $2::int) n
-     returning payload_id`, [webhookId, count]);
+     returning payload_id`,
+    [webhookId, count],
+  );
   const ids = rows.map((row) => row.payload_id).sort((a, b) => a - b);
   const head = ids.slice(0, started);
   await db.pool.query(
-    "update asset_webhooks.payloads set dispatched = true, attempts = 1, last_attempt_at = now() where payload_id = any($1)", [head]);
+    'update asset_webhooks.payloads set dispatched = true, attempts = 1, last_attempt_at = now() where payload_id = any($1)',
+    [head],
+  );
   await db.pool.query(
-    'insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at) select id, 1, 1, now() from unnest($1::bigint[]) id', [head]);
+    'insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at) select id, 1, 1, now() from unnest($1::bigint[]) id',
+    [head],
+  );
   return ids;
 }
 
 async function webhooks(list: ReadonlyArray<{ id: string; concurrency: number; enabled?: boolean }>): Promise<void> {
-  await syncWebhooks(db.pool, parseConfigText(receiverConfig(list.map((w) => ({ ...w, url: 'http://127.0.0.1:9/' }))), 'test'), { processId: TEST_PROCESS_ID, logger: silentLogger });
+  await syncWebhooks(
+    db.pool,
+    parseConfigText(receiverConfig(list.map((w) => ({ ...w, url: 'http://127.0.0.1:9/' }))), 'test'),
+    { processId: TEST_PROCESS_ID, logger: silentLogger },
+  );
 }
 
-const ok: AttemptResult = { durationMs: 3, statusCode: 200, errorClass: null, errorMessage: null, responseExcerpt: 'ok', outcome: 'delivered' };
+const ok: AttemptResult = {
+  durationMs: 3,
+  statusCode: 200,
+  errorClass: null,
+  errorMessage: null,
+  responseExcerpt: 'ok',
+  outcome: 'delivered',
+};
 
-function request(payloadId: number, result: Partial<AttemptResult> = {}, options: { series?: number; retryAt?: Date } = {}): SettleRequest {
+function request(
+  payloadId: number,
+  result: Partial<AttemptResult> = {},
+  options: { series?: number; retryAt?: Date } = {},
+): SettleRequest {
   return {
-    payload: { payloadId, series: options.series ?? 1 }, attemptNo: 1, result: { ...ok, ...result }, at: new Date(),
-    retryAt: options.retryAt ?? null, receiverFailed: (result.outcome ?? 'delivered') === 'retry', holdWebhookUntil: null,
+    payload: { payloadId, series: options.series ?? 1 },
+    attemptNo: 1,
+    result: { ...ok, ...result },
+    at: new Date(),
+    retryAt: options.retryAt ?? null,
+    receiverFailed: (result.outcome ?? 'delivered') === 'retry',
+    holdWebhookUntil: null,
   };
 }
 
@@ -59,7 +90,9 @@ function counting(pool: pg.Pool): { pool: pg.Pool; batches: number[] } {
 async function payloadRows(ids: readonly number[]): Promise<unknown[]> {
   const { rows } = await db.pool.query(
     `select payload_id, status, dispatched, attempts, dead_letter_reason from asset_webhooks.payloads
-     where payload_id = any($1) order by payload_id`, [ids]);
+     where payload_id = any($1) order by payload_id`,
+    [ids],
+  );
   return rows;
 }
 
@@ -73,9 +106,13 @@ describe('settling attempts in batches', () => {
     expect(batches).toEqual([1, 9]);
     expect(answers).toEqual(ids.map(() => ({ applied: true })));
     const { rows } = await db.pool.query(
-      "select count(*)::int as n from asset_webhooks.payloads where status = 'delivered' and not dispatched and payload_id = any($1)", [ids]);
+      "select count(*)::int as n from asset_webhooks.payloads where status = 'delivered' and not dispatched and payload_id = any($1)",
+      [ids],
+    );
     expect(rows[0]).toEqual({ n: 10 });
-    const attempts = await db.pool.query("select count(*)::int as n from asset_webhooks.attempts where outcome = 'delivered'");
+    const attempts = await db.pool.query(
+      "select count(*)::int as n from asset_webhooks.attempts where outcome = 'delivered'",
+    );
     expect(attempts.rows[0]).toEqual({ n: 10 });
   });
 
@@ -89,11 +126,17 @@ describe('settling attempts in batches', () => {
   });
 
   it('settles each result of one batch as alone: delivered, retry, rejected and superseded', async () => {
-    await webhooks([{ id: 'shop', concurrency: 5 }, { id: 'crm', concurrency: 1 }]);
+    await webhooks([
+      { id: 'shop', concurrency: 5 },
+      { id: 'crm', concurrency: 1 },
+    ]);
     const shop = await payloads('shop', 6, 4);
     const crm = await payloads('crm', 2, 1);
     // An operator's redelivery moved shop[3] to series 2 while its attempt of series 1 was in flight.
-    await db.pool.query('update asset_webhooks.payloads set series = 2, attempts = 0, dispatched = false where payload_id = $1', [shop[3]]);
+    await db.pool.query(
+      'update asset_webhooks.payloads set series = 2, attempts = 0, dispatched = false where payload_id = $1',
+      [shop[3]],
+    );
     const retryAt = new Date(Date.now() + 60_000);
     const { pool, batches } = counting(db.pool);
     const batcher = new SettleBatcher(pool, { maxInFlight: 1 });
@@ -114,14 +157,27 @@ describe('settling attempts in batches', () => {
       { payload_id: shop[3], status: 'pending', dispatched: false, attempts: 0, dead_letter_reason: null },
       { payload_id: crm[0], status: 'delivered', dispatched: false, attempts: 1, dead_letter_reason: null },
     ]);
-    const { rows: [retry] } = await db.pool.query<{ next_attempt_at: Date }>('select next_attempt_at from asset_webhooks.payloads where payload_id = $1', [shop[1]]);
+    const {
+      rows: [retry],
+    } = await db.pool.query<{ next_attempt_at: Date }>(
+      'select next_attempt_at from asset_webhooks.payloads where payload_id = $1',
+      [shop[1]],
+    );
     expect(retry!.next_attempt_at.getTime()).toBe(retryAt.getTime());
     // The superseded attempt's result is kept as a plain failed try.
-    const { rows: superseded } = await db.pool.query('select outcome, status_code from asset_webhooks.attempts where payload_id = $1', [shop[3]]);
+    const { rows: superseded } = await db.pool.query(
+      'select outcome, status_code from asset_webhooks.attempts where payload_id = $1',
+      [shop[3]],
+    );
     expect(superseded).toEqual([{ outcome: 'retry', status_code: 200 }]);
     // The latest verdict of the batch is the webhook's health: shop failed last.
-    const { rows: health } = await db.pool.query('select webhook_id, failing_since is not null as failing from asset_webhooks.webhooks order by webhook_id');
-    expect(health).toEqual([{ webhook_id: 'crm', failing: false }, { webhook_id: 'shop', failing: true }]);
+    const { rows: health } = await db.pool.query(
+      'select webhook_id, failing_since is not null as failing from asset_webhooks.webhooks order by webhook_id',
+    );
+    expect(health).toEqual([
+      { webhook_id: 'crm', failing: false },
+      { webhook_id: 'shop', failing: true },
+    ]);
   });
 
   it('settles a payload named twice in one batch once: the second finds it settled', async () => {
@@ -145,7 +201,10 @@ describe('settling attempts in batches', () => {
     ];
     await expect(first).resolves.toEqual({ applied: true });
     for (const result of await Promise.allSettled(failing)) {
-      expect(result).toMatchObject({ status: 'rejected', reason: { message: expect.stringMatching(/attempts_outcome_check/) } });
+      expect(result).toMatchObject({
+        status: 'rejected',
+        reason: { message: expect.stringMatching(/attempts_outcome_check/) },
+      });
     }
     expect(await payloadRows(ids.slice(1))).toEqual([
       { payload_id: ids[1], status: 'pending', dispatched: true, attempts: 1, dead_letter_reason: null },
@@ -162,7 +221,8 @@ describe('settling attempts in batches', () => {
     const ids = await payloads('crm', 2000, 1);
     const rowsRead = async (): Promise<number> => {
       const { rows } = await db.pool.query<{ n: string }>(
-        `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_user_tables where relid = 'asset_webhooks.payloads'::regclass`);
+        `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_user_tables where relid = 'asset_webhooks.payloads'::regclass`,
+      );
       return Number(rows[0]!.n);
     };
     const fresh = new pg.Client({ connectionString: db.url });
@@ -176,7 +236,7 @@ describe('settling attempts in batches', () => {
       await fresh.query('select pg_stat_force_next_flush()');
       // The settled payload and its attempt: a few dozen row reads at most,
       // where a plan that scans the table reads 2,000 or more.
-      expect(await rowsRead() - before).toBeLessThan(100);
+      expect((await rowsRead()) - before).toBeLessThan(100);
     } finally {
       await fresh.end();
     }
@@ -189,12 +249,17 @@ describe('settling attempts in batches', () => {
     const ids = await payloads('crm', 2000, 0);
     await db.pool.query('analyze asset_webhooks.payloads');
     await db.pool.query(
-      "update asset_webhooks.payloads set status = 'delivered', delivered_at = now() where payload_id = any($1)", [ids.slice(0, 1500)]);
+      "update asset_webhooks.payloads set status = 'delivered', delivered_at = now() where payload_id = any($1)",
+      [ids.slice(0, 1500)],
+    );
     await db.pool.query(
-      "update asset_webhooks.payloads set dispatched = true, attempts = 1, last_attempt_at = now() where payload_id = any($1)", [ids.slice(1500, 1502)]);
+      'update asset_webhooks.payloads set dispatched = true, attempts = 1, last_attempt_at = now() where payload_id = any($1)',
+      [ids.slice(1500, 1502)],
+    );
     await db.pool.query(
       'insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at) select id, 1, 1, now() from unnest($1::bigint[]) id',
-      [ids.slice(1500, 1502)]);
+      [ids.slice(1500, 1502)],
+    );
     // Each way into the queue on a connection of its own, so each makes its
     // plans now, in a transaction whose own counts (pg_stat_xact_user_tables)
     // hold only what that call read, whatever other sessions flush meanwhile.
@@ -207,7 +272,8 @@ describe('settling attempts in batches', () => {
         await run(client);
         const { rows } = await client.query<{ n: string }>(
           `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_xact_user_tables
-           where relid = 'asset_webhooks.payloads'::regclass`);
+           where relid = 'asset_webhooks.payloads'::regclass`,
+        );
         read[name] = Number(rows[0]!.n);
         await client.query('commit');
       } finally {
@@ -215,7 +281,13 @@ describe('settling attempts in batches', () => {
       }
     };
     await measure('claim_payloads', async (client) => {
-      const claimed = await claimPayloads(client, { now: new Date(), max: 10, share: 10, after: null, expireAfterSeconds: 86_400 });
+      const claimed = await claimPayloads(client, {
+        now: new Date(),
+        max: 10,
+        share: 10,
+        after: null,
+        expireAfterSeconds: 86_400,
+      });
       expect(claimed.map((payload) => payload.payloadId)).toEqual([ids[1502], ids[1503]]);
     });
     // The few rows it touches, where reading the primary key from its start

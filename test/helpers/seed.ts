@@ -86,9 +86,7 @@ export function bodyEvents(payload: StoredPayload): BodyEvent[] {
   return (JSON.parse(payload.body) as { events: BodyEvent[] }).events;
 }
 
-export async function outcomes(
-  pool: pg.Pool,
-): Promise<
+export async function outcomes(pool: pg.Pool): Promise<
   Array<{
     event_id: string;
     event_type: string;

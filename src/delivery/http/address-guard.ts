@@ -5,8 +5,13 @@ import { refusal } from '../../net/addresses.js';
 export class AddressRefusedError extends Error {
   readonly code = 'ERR_ADDRESS_REFUSED';
 
-  constructor(readonly address: string, readonly range: string) {
-    super(`address ${address} (${range}) refused: expected a public address (network.allowPrivateAddresses allows private ones, never cloud metadata addresses)`);
+  constructor(
+    readonly address: string,
+    readonly range: string,
+  ) {
+    super(
+      `address ${address} (${range}) refused: expected a public address (network.allowPrivateAddresses allows private ones, never cloud metadata addresses)`,
+    );
     this.name = 'AddressRefusedError';
   }
 }
@@ -34,7 +39,8 @@ export function guardedLookup(allowPrivate: boolean) {
       }
       if (options.all) return callback(null, addresses);
       const first = addresses[0];
-      if (!first) return callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }), '', 0);
+      if (!first)
+        return callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }), '', 0);
       return callback(null, first.address, first.family);
     });
   };

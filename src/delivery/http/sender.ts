@@ -10,10 +10,13 @@ import { AddressRefusedError, guardedLookup } from './address-guard.js';
  */
 export type PostResult =
   | {
-    readonly kind: 'response'; readonly statusCode: number; readonly durationMs: number; readonly responseExcerpt: string;
-    /** The response's Retry-After header as sent, if any (see policy/retry-after.ts). */
-    readonly retryAfter?: string;
-  }
+      readonly kind: 'response';
+      readonly statusCode: number;
+      readonly durationMs: number;
+      readonly responseExcerpt: string;
+      /** The response's Retry-After header as sent, if any (see policy/retry-after.ts). */
+      readonly retryAfter?: string;
+    }
   | { readonly kind: 'error'; readonly errorClass: ErrorClass; readonly message: string; readonly durationMs: number };
 
 /**
@@ -132,7 +135,13 @@ export class HttpSender {
       let body: ResponseBody;
       let retryAfter: string | undefined;
       try {
-        const response = await request(target.url, { method: 'POST', body: target.body, headers, dispatcher: this.agent, signal: deadline.signal });
+        const response = await request(target.url, {
+          method: 'POST',
+          body: target.body,
+          headers,
+          dispatcher: this.agent,
+          signal: deadline.signal,
+        });
         statusCode = response.statusCode;
         body = response.body;
         const header = response.headers['retry-after'];
@@ -146,7 +155,13 @@ export class HttpSender {
         };
       }
       const responseExcerpt = await readExcerpt(body, this.maxResponseBytes, secrets);
-      return { kind: 'response', statusCode, durationMs: elapsed(), responseExcerpt, ...(retryAfter === undefined ? {} : { retryAfter }) };
+      return {
+        kind: 'response',
+        statusCode,
+        durationMs: elapsed(),
+        responseExcerpt,
+        ...(retryAfter === undefined ? {} : { retryAfter }),
+      };
     } finally {
       deadline.clear();
     }
@@ -166,16 +181,24 @@ export class HttpSender {
     try {
       parsed = new URL(url);
     } catch {
-      return { errorClass: 'invalid_url', message: 'expected an absolute http or https URL, got one that does not parse' };
+      return {
+        errorClass: 'invalid_url',
+        message: 'expected an absolute http or https URL, got one that does not parse',
+      };
     }
     if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-      return { errorClass: 'invalid_url', message: `expected an http or https URL, got scheme ${parsed.protocol.slice(0, -1)}` };
+      return {
+        errorClass: 'invalid_url',
+        message: `expected an http or https URL, got scheme ${parsed.protocol.slice(0, -1)}`,
+      };
     }
     // WHATWG URL has already normalised the host: 0x7f.1 is 127.0.0.1, [::ffff:127.0.0.1] is [::ffff:7f00:1].
     const host = parsed.hostname.startsWith('[') ? parsed.hostname.slice(1, -1) : parsed.hostname;
     if (!ipaddr.isValid(host)) return null;
     const reason = refusal(host, this.allowPrivateAddresses);
-    return reason === null ? null : { errorClass: 'address_refused', message: new AddressRefusedError(host, reason).message };
+    return reason === null
+      ? null
+      : { errorClass: 'address_refused', message: new AddressRefusedError(host, reason).message };
   }
 }
 
@@ -194,7 +217,10 @@ class Deadline {
   private readonly timer: NodeJS.Timeout;
 
   constructor(ms: number) {
-    this.timer = setTimeout(() => this.controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), ms);
+    this.timer = setTimeout(
+      () => this.controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')),
+      ms,
+    );
     // As AbortSignal.timeout()'s: the deadline alone never keeps the process running.
     this.timer.unref();
   }
@@ -302,13 +328,29 @@ function classifyError(error: unknown): ErrorClass {
     if (item instanceof AddressRefusedError) return 'address_refused';
     const code = property(item, 'code');
     const name = property(item, 'name');
-    if (name === 'TimeoutError' || name === 'AbortError' || code === 'ETIMEDOUT' || code.endsWith('_TIMEOUT')) return 'timeout';
+    if (name === 'TimeoutError' || name === 'AbortError' || code === 'ETIMEDOUT' || code.endsWith('_TIMEOUT'))
+      return 'timeout';
     if (code === 'ECONNREFUSED') return 'connection_refused';
-    if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_FAIL' || code === 'EAI_NODATA' || code === 'EAI_NONAME') return 'dns';
-    if (/^(ERR_TLS|ERR_SSL|CERT_|DEPTH_ZERO|SELF_SIGNED|UNABLE_TO_|HOSTNAME_MISMATCH|ERR_TLS_CERT)/.test(code)) return 'tls';
-    if (name === 'HTTPParserError' || code.startsWith('HPE_') || (code === 'UND_ERR_SOCKET' && /^bad (response|upgrade)$/.test(property(item, 'message')))) return 'invalid_response';
-    if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'UND_ERR_CLOSED') return 'connection_reset';
-    if (code === 'UND_ERR_INVALID_ARG' || code === 'ERR_INVALID_HTTP_TOKEN' || code === 'ERR_INVALID_CHAR') return 'invalid_request';
+    if (
+      code === 'ENOTFOUND' ||
+      code === 'EAI_AGAIN' ||
+      code === 'EAI_FAIL' ||
+      code === 'EAI_NODATA' ||
+      code === 'EAI_NONAME'
+    )
+      return 'dns';
+    if (/^(ERR_TLS|ERR_SSL|CERT_|DEPTH_ZERO|SELF_SIGNED|UNABLE_TO_|HOSTNAME_MISMATCH|ERR_TLS_CERT)/.test(code))
+      return 'tls';
+    if (
+      name === 'HTTPParserError' ||
+      code.startsWith('HPE_') ||
+      (code === 'UND_ERR_SOCKET' && /^bad (response|upgrade)$/.test(property(item, 'message')))
+    )
+      return 'invalid_response';
+    if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'UND_ERR_CLOSED')
+      return 'connection_reset';
+    if (code === 'UND_ERR_INVALID_ARG' || code === 'ERR_INVALID_HTTP_TOKEN' || code === 'ERR_INVALID_CHAR')
+      return 'invalid_request';
   }
   return 'other';
 }
@@ -318,7 +360,9 @@ function errorMessage(error: unknown): string {
   const chain = causes(error);
   const refused = chain.find((item): item is AddressRefusedError => item instanceof AddressRefusedError);
   if (refused) return refused.message;
-  const messages = chain.map((item) => (item instanceof Error ? item.message : typeof item === 'string' ? item : '')).filter(Boolean);
+  const messages = chain
+    .map((item) => (item instanceof Error ? item.message : typeof item === 'string' ? item : ''))
+    .filter(Boolean);
   const unique = messages.filter((message, index) => messages.indexOf(message) === index);
   return unique.join(': ') || 'unknown error';
 }
@@ -338,7 +382,12 @@ function secretForms(values: readonly string[]): Buffer[] {
   };
   for (const value of values) {
     if (value.length < MIN_REDACTED_LENGTH) continue;
-    for (const text of [value, JSON.stringify(value).slice(1, -1), encodeURIComponent(value), new URLSearchParams({ v: value }).toString().slice(2)]) {
+    for (const text of [
+      value,
+      JSON.stringify(value).slice(1, -1),
+      encodeURIComponent(value),
+      new URLSearchParams({ v: value }).toString().slice(2),
+    ]) {
       add(Buffer.from(text, 'utf8'));
     }
     add(Buffer.from(value, 'latin1'));

@@ -36,7 +36,10 @@ const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 export class SigningKeyError extends Error {
   readonly code = 'secret_unavailable';
 
-  constructor(readonly secretName: string, reason: string) {
+  constructor(
+    readonly secretName: string,
+    reason: string,
+  ) {
     super(`signing secret ${JSON.stringify(secretName)}: ${reason}`);
     this.name = 'SigningKeyError';
   }
@@ -50,7 +53,8 @@ export class SigningKeyError extends Error {
  */
 export function signingKeys(secretName: string, value: string): Webhook[] {
   const keys = value.split(' ').filter((key) => key !== '');
-  if (keys.length === 0) throw new SigningKeyError(secretName, 'expected one or more whsec_ keys separated by spaces, got none');
+  if (keys.length === 0)
+    throw new SigningKeyError(secretName, 'expected one or more whsec_ keys separated by spaces, got none');
   return keys.map((key, index) => {
     const where = `key ${index + 1} of ${keys.length}`;
     if (!key.startsWith(KEY_PREFIX)) throw new SigningKeyError(secretName, `expected ${where} to start with whsec_`);
@@ -68,7 +72,12 @@ export function signingKeys(secretName: string, value: string): Webhook[] {
 }
 
 /** The three Standard Webhooks headers of one attempt, signed with every key. */
-export function signatureHeaders(keys: readonly Webhook[], messageId: string, sentAt: Date, body: string): Record<string, string> {
+export function signatureHeaders(
+  keys: readonly Webhook[],
+  messageId: string,
+  sentAt: Date,
+  body: string,
+): Record<string, string> {
   return {
     'webhook-id': messageId,
     'webhook-timestamp': String(Math.floor(sentAt.getTime() / 1000)),
@@ -87,7 +96,12 @@ export function signatureHeaders(keys: readonly Webhook[], messageId: string, se
  *
  * @throws SecretResolutionError or SigningKeyError; neither message holds the value.
  */
-export async function signedHeaders(secrets: SecretResolver, secretName: string, payloadId: number, body: string): Promise<Record<string, string>> {
+export async function signedHeaders(
+  secrets: SecretResolver,
+  secretName: string,
+  payloadId: number,
+  body: string,
+): Promise<Record<string, string>> {
   const value = await secrets.resolve(secretName);
   let keys: Webhook[];
   try {

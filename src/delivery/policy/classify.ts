@@ -25,6 +25,7 @@ export type Classification = 'delivered' | 'rejected' | 'retryable' | 'interrupt
 export function classifyResponse(result: PostResult, retryStatusCodes: readonly number[] = []): Classification {
   if (result.kind !== 'response') return 'retryable';
   if (result.statusCode >= 200 && result.statusCode <= 299) return 'delivered';
-  if (result.statusCode >= 400 && result.statusCode <= 499) return retryStatusCodes.includes(result.statusCode) ? 'retryable' : 'rejected';
+  if (result.statusCode >= 400 && result.statusCode <= 499)
+    return retryStatusCodes.includes(result.statusCode) ? 'retryable' : 'rejected';
   return 'retryable';
 }

@@ -69,7 +69,9 @@ export interface NextStateInput {
  */
 export function nextState(input: NextStateInput): NextState {
   if (!Number.isInteger(input.attemptsMade) || input.attemptsMade < 1) {
-    throw new RangeError(`expected attemptsMade to be an integer of at least 1 (the attempt just made counts), got ${input.attemptsMade}`);
+    throw new RangeError(
+      `expected attemptsMade to be an integer of at least 1 (the attempt just made counts), got ${input.attemptsMade}`,
+    );
   }
   if (input.classification === 'delivered') return { kind: 'delivered' };
   if (input.classification === 'rejected') return { kind: 'dead_letter', reason: 'rejected' };

@@ -18,7 +18,10 @@ describe('the lookup the HTTP client connects through', () => {
   });
 
   it('hands back the addresses it checked when they are allowed, in the shape asked for', async () => {
-    expect(await lookup('localhost', true, true)).toMatchObject({ error: null, address: [{ address: '127.0.0.1', family: 4 }] });
+    expect(await lookup('localhost', true, true)).toMatchObject({
+      error: null,
+      address: [{ address: '127.0.0.1', family: 4 }],
+    });
     expect(await lookup('localhost', true, false)).toMatchObject({ error: null, address: '127.0.0.1' });
   });
 
@@ -46,7 +49,10 @@ describe('the sender refuses before connecting', () => {
   const post = (sender: HttpSender, url: string) => sender.post({ url, body: PAYLOAD, headers: {} });
 
   it.each([
-    ['a hostname that resolves to 127.0.0.1 (checked after resolution)', (port: number) => `http://localhost:${port}/hook`],
+    [
+      'a hostname that resolves to 127.0.0.1 (checked after resolution)',
+      (port: number) => `http://localhost:${port}/hook`,
+    ],
     ['a loopback literal', (port: number) => `http://127.0.0.1:${port}/hook`],
     ['an IPv4-mapped IPv6 literal of loopback', (port: number) => `http://[::ffff:127.0.0.1]:${port}/hook`],
     ['a loopback literal in another notation', (port: number) => `http://0x7f.1:${port}/hook`],
@@ -65,7 +71,11 @@ describe('the sender refuses before connecting', () => {
     ['a link-local address', 'http://169.254.1.1/hook', /address 169\.254\.1\.1 \(linkLocal\) refused/],
     ['a unique-local IPv6 address', 'http://[fd12::1]/hook', /address fd12::1 \(uniqueLocal\) refused/],
     ['carrier-grade NAT', 'http://100.64.1.1/hook', /address 100\.64\.1\.1 \(carrierGradeNat\) refused/],
-    ['an IPv4-compatible IPv6 literal of loopback', 'http://[::127.0.0.1]/hook', /address ::7f00:1 \(loopback\) refused/],
+    [
+      'an IPv4-compatible IPv6 literal of loopback',
+      'http://[::127.0.0.1]/hook',
+      /address ::7f00:1 \(loopback\) refused/,
+    ],
     ['a 6to4 literal of a private address', 'http://[2002:a00:1::1]/hook', /address 2002:a00:1::1 \(private\) refused/],
   ])('%s is refused with a message naming the address and its range', async (_name, url, message) => {
     const result = await post(strict, url);

@@ -26,7 +26,8 @@ function afterRequest(then: (socket: Socket) => void): (socket: Socket) => void 
   };
 }
 
-const post = (url: string, body = PAYLOAD) => sender.post({ url, body, headers: { 'X-API-Key': 'key-that-must-not-leak' } });
+const post = (url: string, body = PAYLOAD) =>
+  sender.post({ url, body, headers: { 'X-API-Key': 'key-that-must-not-leak' } });
 
 describe('receivers that fail before a status: errors, all retried', () => {
   it('a refused connection is connection_refused', async () => {
@@ -43,11 +44,16 @@ describe('receivers that fail before a status: errors, all retried', () => {
   });
 
   it('a receiver that never reads a request larger than the socket buffers is a timeout, not a hang', async () => {
-    const server = await started(tcpServer((socket) => {
-      socket.pause();
-      socket.on('error', () => {});
-    }));
-    const result = await post(`${server.origin}/hook`, `{"count":0,"events":[],"pad":"${'x'.repeat(16 * 1024 * 1024)}"}`);
+    const server = await started(
+      tcpServer((socket) => {
+        socket.pause();
+        socket.on('error', () => {});
+      }),
+    );
+    const result = await post(
+      `${server.origin}/hook`,
+      `{"count":0,"events":[],"pad":"${'x'.repeat(16 * 1024 * 1024)}"}`,
+    );
     expect(result).toMatchObject({ kind: 'error', errorClass: 'timeout' });
     expect(classifyResponse(result)).toBe('retryable');
   });
@@ -98,32 +104,38 @@ describe('receivers that fail before a status: errors, all retried', () => {
 
 describe('receivers that answer badly: the status decides, memory stays bounded', () => {
   it('a reset in the middle of the body keeps the status and what arrived before', async () => {
-    const server = await started(tcpServer(afterRequest((socket) => {
-      socket.write('HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\npartial');
-      // Give the client time to read the head before the reset discards unread bytes.
-      setTimeout(() => socket.resetAndDestroy(), 200);
-    })));
+    const server = await started(
+      tcpServer(
+        afterRequest((socket) => {
+          socket.write('HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\npartial');
+          // Give the client time to read the head before the reset discards unread bytes.
+          setTimeout(() => socket.resetAndDestroy(), 200);
+        }),
+      ),
+    );
     const result = await post(`${server.origin}/hook`);
     expect(result).toMatchObject({ kind: 'response', statusCode: 200, responseExcerpt: 'partial' });
     expect(classifyResponse(result)).toBe('delivered');
   });
 
   it('a 10 MB response keeps only the first 1024 bytes and closes the connection', async () => {
-    const server = await started(httpServer((request, response) => {
-      void readBody(request).then(() => {
-        response.writeHead(200, { 'content-type': 'text/plain', 'content-length': String(10 * 1024 * 1024) });
-        const chunk = Buffer.alloc(64 * 1024, 'y');
-        let sent = 0;
-        const pump = (): void => {
-          while (sent < 10 * 1024 * 1024 && !response.destroyed) {
-            sent += chunk.length;
-            if (!response.write(chunk)) return void response.once('drain', pump);
-          }
-          response.end();
-        };
-        pump();
-      });
-    }));
+    const server = await started(
+      httpServer((request, response) => {
+        void readBody(request).then(() => {
+          response.writeHead(200, { 'content-type': 'text/plain', 'content-length': String(10 * 1024 * 1024) });
+          const chunk = Buffer.alloc(64 * 1024, 'y');
+          let sent = 0;
+          const pump = (): void => {
+            while (sent < 10 * 1024 * 1024 && !response.destroyed) {
+              sent += chunk.length;
+              if (!response.write(chunk)) return void response.once('drain', pump);
+            }
+            response.end();
+          };
+          pump();
+        });
+      }),
+    );
     const result = await post(`${server.origin}/hook`);
     expect(result).toMatchObject({ kind: 'response', statusCode: 200 });
     expect(result.kind === 'response' && result.responseExcerpt).toBe('y'.repeat(1024));
@@ -133,20 +145,22 @@ describe('receivers that answer badly: the status decides, memory stays bounded'
 
   it('an endless response (gigabytes) is cut after the excerpt, not read to the deadline', async () => {
     let written = 0;
-    const server = await started(httpServer((request, response) => {
-      void readBody(request).then(() => {
-        response.writeHead(200, { 'content-type': 'text/plain' });
-        const chunk = Buffer.alloc(64 * 1024, 'z');
-        const pump = (): void => {
-          while (!response.destroyed) {
-            written += chunk.length;
-            if (!response.write(chunk)) return void response.once('drain', pump);
-          }
-        };
-        response.on('close', () => response.removeAllListeners('drain'));
-        pump();
-      });
-    }));
+    const server = await started(
+      httpServer((request, response) => {
+        void readBody(request).then(() => {
+          response.writeHead(200, { 'content-type': 'text/plain' });
+          const chunk = Buffer.alloc(64 * 1024, 'z');
+          const pump = (): void => {
+            while (!response.destroyed) {
+              written += chunk.length;
+              if (!response.write(chunk)) return void response.once('drain', pump);
+            }
+          };
+          response.on('close', () => response.removeAllListeners('drain'));
+          pump();
+        });
+      }),
+    );
     const result = await post(`${server.origin}/hook`);
     // Not a timeout: the excerpt was complete long before the deadline.
     expect(result).toMatchObject({ kind: 'response', statusCode: 200 });
@@ -157,11 +171,15 @@ describe('receivers that answer badly: the status decides, memory stays bounded'
   });
 
   it('a response trickled a byte at a time is cut by the overall deadline, though no single gap exceeds the timeout', async () => {
-    const server = await started(tcpServer(afterRequest((socket) => {
-      socket.write('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n');
-      const timer = setInterval(() => socket.write('1\r\nx\r\n'), 20);
-      socket.on('close', () => clearInterval(timer));
-    })));
+    const server = await started(
+      tcpServer(
+        afterRequest((socket) => {
+          socket.write('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n');
+          const timer = setInterval(() => socket.write('1\r\nx\r\n'), 20);
+          socket.on('close', () => clearInterval(timer));
+        }),
+      ),
+    );
     const result = await post(`${server.origin}/hook`);
     expect(result).toMatchObject({ kind: 'response', statusCode: 200 });
     // At one byte per 20 ms the 1024-byte excerpt would take 20 s: the 500 ms deadline cut it.
@@ -170,12 +188,16 @@ describe('receivers that answer badly: the status decides, memory stays bounded'
   });
 
   it('a trickle that has not sent the status line by the deadline is a timeout', async () => {
-    const server = await started(tcpServer(afterRequest((socket) => {
-      const head = 'HTTP/1.1 200 OK\r\nX-Slow: ' + 'a'.repeat(10_000);
-      let index = 0;
-      const timer = setInterval(() => socket.write(head[index++ % head.length] ?? 'a'), 20);
-      socket.on('close', () => clearInterval(timer));
-    })));
+    const server = await started(
+      tcpServer(
+        afterRequest((socket) => {
+          const head = 'HTTP/1.1 200 OK\r\nX-Slow: ' + 'a'.repeat(10_000);
+          let index = 0;
+          const timer = setInterval(() => socket.write(head[index++ % head.length] ?? 'a'), 20);
+          socket.on('close', () => clearInterval(timer));
+        }),
+      ),
+    );
     const result = await post(`${server.origin}/hook`);
     expect(result).toMatchObject({ kind: 'error', errorClass: 'timeout' });
   });
@@ -183,14 +205,24 @@ describe('receivers that answer badly: the status decides, memory stays bounded'
 
 describe('a smaller excerpt', () => {
   it('maxResponseBytes bounds the excerpt, and 0 keeps none', async () => {
-    const server = await started(httpServer((request, response) => {
-      void readBody(request).then(() => response.writeHead(500).end('0123456789'));
-    }));
+    const server = await started(
+      httpServer((request, response) => {
+        void readBody(request).then(() => response.writeHead(500).end('0123456789'));
+      }),
+    );
     const four = new HttpSender({ timeoutMs: 500, allowPrivateAddresses: true, maxResponseBytes: 4 });
     const none = new HttpSender({ timeoutMs: 500, allowPrivateAddresses: true, maxResponseBytes: 0 });
     try {
-      expect(await four.post({ url: server.origin, body: PAYLOAD, headers: {} })).toMatchObject({ kind: 'response', statusCode: 500, responseExcerpt: '0123' });
-      expect(await none.post({ url: server.origin, body: PAYLOAD, headers: {} })).toMatchObject({ kind: 'response', statusCode: 500, responseExcerpt: '' });
+      expect(await four.post({ url: server.origin, body: PAYLOAD, headers: {} })).toMatchObject({
+        kind: 'response',
+        statusCode: 500,
+        responseExcerpt: '0123',
+      });
+      expect(await none.post({ url: server.origin, body: PAYLOAD, headers: {} })).toMatchObject({
+        kind: 'response',
+        statusCode: 500,
+        responseExcerpt: '',
+      });
     } finally {
       await Promise.all([four.close(), none.close()]);
     }

@@ -21,7 +21,12 @@ beforeAll(async () => {
   server = await httpServer((request, response) => {
     void readBody(request).then((body) => {
       seen.push({
-        method: request.method ?? '', path: request.url ?? '', headers: request.headers, rawHeaders: request.rawHeaders, body, remotePort: request.socket.remotePort,
+        method: request.method ?? '',
+        path: request.url ?? '',
+        headers: request.headers,
+        rawHeaders: request.rawHeaders,
+        body,
+        remotePort: request.socket.remotePort,
       });
       response.writeHead(204).end();
     });
@@ -48,7 +53,16 @@ describe('the request a receiver gets', () => {
   it('POSTs the body byte for byte to the URL path and query, with Content-Length in bytes', async () => {
     const body = JSON.stringify({
       count: 1,
-      events: [{ atomId: null, eventId: '0b7e7b0e-7d47-4f0b-9b4a-5e7c1f0a9d21', eventTimestamp: '2026-11-22T10:00:00.000Z', assetId: 42, assetUuid: 'c2a1f3de-0000-4000-8000-000000000001', eventType: 'PURGED' }],
+      events: [
+        {
+          atomId: null,
+          eventId: '0b7e7b0e-7d47-4f0b-9b4a-5e7c1f0a9d21',
+          eventTimestamp: '2026-11-22T10:00:00.000Z',
+          assetId: 42,
+          assetUuid: 'c2a1f3de-0000-4000-8000-000000000001',
+          eventType: 'PURGED',
+        },
+      ],
       webhookTimestamp: '2026-11-22T10:01:00.000Z',
       note: 'Grüße, 東京, emoji 😀, escapes \\" \u2028 and a NUL \u0000',
     });
@@ -74,7 +88,11 @@ describe('the request a receiver gets', () => {
   });
 
   it('keeps its own Content-Type when a caller passes one, in any case', async () => {
-    await sender.post({ url: `${server.origin}/hook`, body: '{}', headers: { 'CONTENT-TYPE': 'text/plain', 'content-Type': 'text/html' } });
+    await sender.post({
+      url: `${server.origin}/hook`,
+      body: '{}',
+      headers: { 'CONTENT-TYPE': 'text/plain', 'content-Type': 'text/html' },
+    });
     expect(sentValues(seen[0]!, 'content-type')).toEqual(['application/json']);
   });
 
@@ -123,20 +141,32 @@ describe('the API key never reaches an error message', () => {
   const key = 'sk_live_do-not-leak-0123456789';
 
   it('not in a transport error', async () => {
-    const result = await sender.post({ url: `http://127.0.0.1:${await closedPort()}/hook`, body: '{}', headers: { 'X-API-Key': key } });
+    const result = await sender.post({
+      url: `http://127.0.0.1:${await closedPort()}/hook`,
+      body: '{}',
+      headers: { 'X-API-Key': key },
+    });
     expect(result).toMatchObject({ kind: 'error', errorClass: 'connection_refused' });
     expect(JSON.stringify(result)).not.toContain(key);
   });
 
   it('not when the header value itself is invalid (a line break in a rotated key)', async () => {
-    const result = await sender.post({ url: `${server.origin}/hook`, body: '{}', headers: { 'X-API-Key': `${key}\r\nX-Injected: 1` } });
+    const result = await sender.post({
+      url: `${server.origin}/hook`,
+      body: '{}',
+      headers: { 'X-API-Key': `${key}\r\nX-Injected: 1` },
+    });
     expect(result).toMatchObject({ kind: 'error', errorClass: 'invalid_request' });
     expect(JSON.stringify(result)).not.toContain(key);
     expect(seen).toEqual([]);
   });
 
   it('not when the receiver name does not resolve', async () => {
-    const result = await sender.post({ url: 'http://receiver.invalid/hook', body: '{}', headers: { 'X-API-Key': key, 'X-Tenant': 'acme' } });
+    const result = await sender.post({
+      url: 'http://receiver.invalid/hook',
+      body: '{}',
+      headers: { 'X-API-Key': key, 'X-Tenant': 'acme' },
+    });
     expect(result).toMatchObject({ kind: 'error', errorClass: 'dns' });
     expect(JSON.stringify(result)).not.toContain(key);
   });

@@ -50,11 +50,28 @@ const post = (path: string) => sender.post({ url: `${server.origin}${path}`, bod
 
 describe('every status class against a real receiver, through the sender and the classification', () => {
   it.each([
-    [200, 'delivered'], [201, 'delivered'], [202, 'delivered'], [204, 'delivered'], [299, 'delivered'],
-    [300, 'retryable'], [304, 'retryable'],
-    [400, 'rejected'], [401, 'rejected'], [403, 'rejected'], [404, 'rejected'], [410, 'rejected'], [413, 'rejected'], [429, 'rejected'], [499, 'rejected'],
-    [500, 'retryable'], [502, 'retryable'], [503, 'retryable'], [504, 'retryable'], [599, 'retryable'],
-    [600, 'retryable'], [999, 'retryable'],
+    [200, 'delivered'],
+    [201, 'delivered'],
+    [202, 'delivered'],
+    [204, 'delivered'],
+    [299, 'delivered'],
+    [300, 'retryable'],
+    [304, 'retryable'],
+    [400, 'rejected'],
+    [401, 'rejected'],
+    [403, 'rejected'],
+    [404, 'rejected'],
+    [410, 'rejected'],
+    [413, 'rejected'],
+    [429, 'rejected'],
+    [499, 'rejected'],
+    [500, 'retryable'],
+    [502, 'retryable'],
+    [503, 'retryable'],
+    [504, 'retryable'],
+    [599, 'retryable'],
+    [600, 'retryable'],
+    [999, 'retryable'],
   ] as const)('a receiver answering %i: %s', async (status, expected) => {
     const result = await post(`/status/${status}`);
     expect(result).toMatchObject({ kind: 'response', statusCode: status });
@@ -62,7 +79,11 @@ describe('every status class against a real receiver, through the sender and the
   });
 
   it('keeps the start of the response body as the excerpt', async () => {
-    expect(await post('/status/503')).toMatchObject({ kind: 'response', statusCode: 503, responseExcerpt: 'answered 503' });
+    expect(await post('/status/503')).toMatchObject({
+      kind: 'response',
+      statusCode: 503,
+      responseExcerpt: 'answered 503',
+    });
   });
 });
 
@@ -95,11 +116,14 @@ describe('informational (1xx) responses', () => {
 });
 
 describe('redirects', () => {
-  it.each([301, 302, 303, 307, 308])('%i is returned as a status and its Location is never requested', async (status) => {
-    const before = targetHits;
-    const result = await post(`/redirect/${status}`);
-    expect(result).toMatchObject({ kind: 'response', statusCode: status });
-    expect(classifyResponse(result)).toBe('retryable');
-    expect(targetHits).toBe(before);
-  });
+  it.each([301, 302, 303, 307, 308])(
+    '%i is returned as a status and its Location is never requested',
+    async (status) => {
+      const before = targetHits;
+      const result = await post(`/redirect/${status}`);
+      expect(result).toMatchObject({ kind: 'response', statusCode: status });
+      expect(classifyResponse(result)).toBe('retryable');
+      expect(targetHits).toBe(before);
+    },
+  );
 });

@@ -23,7 +23,10 @@ describe('the default schedule 60, 120, 240, 480, 480: five retries, six attempt
   });
 
   it('dead-letters the sixth failed attempt as retries_exhausted', () => {
-    expect(nextState(input({ attemptsMade: 6, now: plus(1380) }))).toEqual({ kind: 'dead_letter', reason: 'retries_exhausted' });
+    expect(nextState(input({ attemptsMade: 6, now: plus(1380) }))).toEqual({
+      kind: 'dead_letter',
+      reason: 'retries_exhausted',
+    });
   });
 
   it('counts each delay from the end of the failed attempt, so a slow receiver does not bunch retries', () => {
@@ -51,15 +54,22 @@ describe('the default schedule 60, 120, 240, 480, 480: five retries, six attempt
 
 describe('outcomes other than a retryable failure', () => {
   it.each([1, 3, 6, 7])('a 2xx at attempt %i is delivered', (attemptsMade) => {
-    expect(nextState(input({ classification: 'delivered', attemptsMade, now: plus(1380) }))).toEqual({ kind: 'delivered' });
+    expect(nextState(input({ classification: 'delivered', attemptsMade, now: plus(1380) }))).toEqual({
+      kind: 'delivered',
+    });
   });
 
   it('a 2xx after the delivery window is still delivered: the receiver has the events', () => {
-    expect(nextState(input({ classification: 'delivered', attemptsMade: 2, now: plus(DAY + 30) }))).toEqual({ kind: 'delivered' });
+    expect(nextState(input({ classification: 'delivered', attemptsMade: 2, now: plus(DAY + 30) }))).toEqual({
+      kind: 'delivered',
+    });
   });
 
   it.each([1, 4, 6])('a 4xx at attempt %i dead-letters at once as rejected', (attemptsMade) => {
-    expect(nextState(input({ classification: 'rejected', attemptsMade, now: plus(0) }))).toEqual({ kind: 'dead_letter', reason: 'rejected' });
+    expect(nextState(input({ classification: 'rejected', attemptsMade, now: plus(0) }))).toEqual({
+      kind: 'dead_letter',
+      reason: 'rejected',
+    });
   });
 });
 
@@ -78,22 +88,35 @@ describe('the delivery window (deadLetterAfterSeconds from the start of the seri
     expect(nextState(input({ attemptsMade, now: plus(failedAt) }))).toEqual(expected);
   });
 
-  it('a short window ends a payload\'s retries before they are used up, at its end and not before', () => {
-    expect(nextState(input({ attemptsMade: 3, now: plus(180), deadLetterAfterSeconds: 400 }))).toEqual({ kind: 'retry', at: plus(400) });
+  it("a short window ends a payload's retries before they are used up, at its end and not before", () => {
+    expect(nextState(input({ attemptsMade: 3, now: plus(180), deadLetterAfterSeconds: 400 }))).toEqual({
+      kind: 'retry',
+      at: plus(400),
+    });
     expect(isExpired(createdAt, plus(400), 400)).toBe(true);
   });
 
   it('a series started by an operator redelivery gets a fresh window', () => {
     const redeliveredAt = plus(2 * DAY);
-    expect(nextState(input({ attemptsMade: 1, createdAt: redeliveredAt, now: redeliveredAt }))).toEqual({ kind: 'retry', at: plus(2 * DAY + 60) });
+    expect(nextState(input({ attemptsMade: 1, createdAt: redeliveredAt, now: redeliveredAt }))).toEqual({
+      kind: 'retry',
+      at: plus(2 * DAY + 60),
+    });
   });
 
   it('retries_exhausted is reported when both the retries and the window are used up', () => {
-    expect(nextState(input({ attemptsMade: 6, now: plus(DAY + 1) }))).toEqual({ kind: 'dead_letter', reason: 'retries_exhausted' });
+    expect(nextState(input({ attemptsMade: 6, now: plus(DAY + 1) }))).toEqual({
+      kind: 'dead_letter',
+      reason: 'retries_exhausted',
+    });
   });
 
   it.each([
-    [0, false], [DAY - 1, false], [DAY - 0.001, false], [DAY, true], [DAY + 1, true],
+    [0, false],
+    [DAY - 1, false],
+    [DAY - 0.001, false],
+    [DAY, true],
+    [DAY + 1, true],
   ])('isExpired at +%ss is %s', (seconds, expected) => {
     expect(isExpired(createdAt, plus(seconds), DAY)).toBe(expected);
   });
@@ -101,17 +124,28 @@ describe('the delivery window (deadLetterAfterSeconds from the start of the seri
 
 describe('other schedules', () => {
   it('an empty schedule dead-letters the first failure as retries_exhausted', () => {
-    expect(nextState(input({ attemptsMade: 1, now: plus(0), delaysSeconds: [] }))).toEqual({ kind: 'dead_letter', reason: 'retries_exhausted' });
+    expect(nextState(input({ attemptsMade: 1, now: plus(0), delaysSeconds: [] }))).toEqual({
+      kind: 'dead_letter',
+      reason: 'retries_exhausted',
+    });
   });
 
   it('a single delay allows one retry', () => {
-    expect(nextState(input({ attemptsMade: 1, now: plus(0), delaysSeconds: [5] }))).toEqual({ kind: 'retry', at: plus(5) });
-    expect(nextState(input({ attemptsMade: 2, now: plus(5), delaysSeconds: [5] }))).toEqual({ kind: 'dead_letter', reason: 'retries_exhausted' });
+    expect(nextState(input({ attemptsMade: 1, now: plus(0), delaysSeconds: [5] }))).toEqual({
+      kind: 'retry',
+      at: plus(5),
+    });
+    expect(nextState(input({ attemptsMade: 2, now: plus(5), delaysSeconds: [5] }))).toEqual({
+      kind: 'dead_letter',
+      reason: 'retries_exhausted',
+    });
   });
 });
 
 describe('a caller bug is an exception, not an outcome', () => {
   it.each([0, -1, 1.5, Number.NaN])('attemptsMade %s is refused', (attemptsMade) => {
-    expect(() => nextState(input({ attemptsMade, now: plus(0) }))).toThrow(/expected attemptsMade to be an integer of at least 1/);
+    expect(() => nextState(input({ attemptsMade, now: plus(0) }))).toThrow(
+      /expected attemptsMade to be an integer of at least 1/,
+    );
   });
 });

@@ -5,7 +5,8 @@ import { parseRetryAfter } from '../../../src/delivery/policy/retry-after.js';
 
 const now = new Date('2026-11-22T12:00:00.000Z');
 const plus = (seconds: number): Date => new Date(now.getTime() + seconds * 1000);
-const response = (statusCode: number) => ({ kind: 'response', statusCode, durationMs: 1, responseExcerpt: '' }) as const;
+const response = (statusCode: number) =>
+  ({ kind: 'response', statusCode, durationMs: 1, responseExcerpt: '' }) as const;
 
 describe('retry.retryStatusCodes', () => {
   it.each([
@@ -38,29 +39,59 @@ describe('reading Retry-After', () => {
 });
 
 describe('the next attempt after a retried response with Retry-After', () => {
-  const base = { classification: 'retryable', attemptsMade: 1, createdAt: now, now, delaysSeconds: [60, 120], deadLetterAfterSeconds: 86_400 } as const;
+  const base = {
+    classification: 'retryable',
+    attemptsMade: 1,
+    createdAt: now,
+    now,
+    delaysSeconds: [60, 120],
+    deadLetterAfterSeconds: 86_400,
+  } as const;
 
   it('waits for Retry-After when it is longer than the scheduled delay, and holds the webhook until then', () => {
-    expect(nextState({ ...base, retryAfter: plus(300) })).toEqual({ kind: 'retry', at: plus(300), holdWebhookUntil: plus(300) });
+    expect(nextState({ ...base, retryAfter: plus(300) })).toEqual({
+      kind: 'retry',
+      at: plus(300),
+      holdWebhookUntil: plus(300),
+    });
   });
 
   it('keeps the scheduled delay when Retry-After is shorter: it lengthens, never shortens', () => {
-    expect(nextState({ ...base, retryAfter: plus(10) })).toEqual({ kind: 'retry', at: plus(60), holdWebhookUntil: plus(10) });
+    expect(nextState({ ...base, retryAfter: plus(10) })).toEqual({
+      kind: 'retry',
+      at: plus(60),
+      holdWebhookUntil: plus(10),
+    });
   });
 
   it('counts Retry-After for at most an hour', () => {
     expect(MAX_RETRY_AFTER_SECONDS).toBe(3600);
-    expect(nextState({ ...base, retryAfter: plus(86_000) })).toEqual({ kind: 'retry', at: plus(3600), holdWebhookUntil: plus(3600) });
+    expect(nextState({ ...base, retryAfter: plus(86_000) })).toEqual({
+      kind: 'retry',
+      at: plus(3600),
+      holdWebhookUntil: plus(3600),
+    });
   });
 
   it('never past the end of the delivery window', () => {
-    expect(nextState({ ...base, deadLetterAfterSeconds: 600, retryAfter: plus(3000) })).toEqual({ kind: 'retry', at: plus(600), holdWebhookUntil: plus(600) });
+    expect(nextState({ ...base, deadLetterAfterSeconds: 600, retryAfter: plus(3000) })).toEqual({
+      kind: 'retry',
+      at: plus(600),
+      holdWebhookUntil: plus(600),
+    });
   });
 
   it('an interrupted attempt is retried at once, whatever delays are left, and says nothing of the receiver', () => {
     expect(nextState({ ...base, classification: 'interrupted', attemptsMade: 9 })).toEqual({ kind: 'retry', at: now });
-    expect(nextState({ ...base, classification: 'interrupted', now: plus(90_000) })).toEqual({ kind: 'dead_letter', reason: 'expired' });
-    expect([receiverFailed('interrupted'), receiverFailed('retryable'), receiverFailed('delivered'), receiverFailed('rejected')])
-      .toEqual([null, true, false, false]);
+    expect(nextState({ ...base, classification: 'interrupted', now: plus(90_000) })).toEqual({
+      kind: 'dead_letter',
+      reason: 'expired',
+    });
+    expect([
+      receiverFailed('interrupted'),
+      receiverFailed('retryable'),
+      receiverFailed('delivered'),
+      receiverFailed('rejected'),
+    ]).toEqual([null, true, false, false]);
   });
 });
