@@ -150,18 +150,18 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
     };
     const excludedBy: Record<string, number> = {};
     let status: 'running' | 'completed' = row?.status ?? 'running';
-    if (status === 'completed') {
-      return {
-        ...totals,
-        webhookId: webhook.id,
-        status,
-        resumed,
-        dryRun,
-        excludedBy,
-        missing: missing.ids,
-        missingCount: missing.count,
-      };
-    }
+    // What the command reports, from the totals as they stand when it ends.
+    const result = (): BackfillResult => ({
+      ...totals,
+      webhookId: webhook.id,
+      status,
+      resumed,
+      dryRun,
+      excludedBy,
+      missing: missing.ids,
+      missingCount: missing.count,
+    });
+    if (status === 'completed') return result();
 
     // The events gathered for the next write. Each knows the asset read
     // before its own and the counts up to it, so a write can stop just before
@@ -279,16 +279,7 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
         break;
       }
     }
-    return {
-      ...totals,
-      webhookId: webhook.id,
-      status,
-      resumed,
-      dryRun,
-      excludedBy,
-      missing: missing.ids,
-      missingCount: missing.count,
-    };
+    return result();
   } finally {
     if (locked !== null) await unlockBackfill(session, locked).catch(() => {});
     session.release();
