@@ -251,6 +251,9 @@ export async function load(url, context, nextLoad) {
       );
       await db.pool.query('insert into assets (asset_id) values (1)');
       await receiver.waitFor(1);
+      // Gone before the next process starts: only that one's start-up may count as reaching the database.
+      reloaded.child.kill('SIGTERM');
+      expect(await reloaded.exited, reloaded.output.stderr).toBe(0);
 
       proxy.hold();
       const accepted = proxy.accepted;
