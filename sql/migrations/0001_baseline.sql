@@ -605,8 +605,10 @@ create function asset_webhooks.claim_payloads(p_now timestamptz, p_max integer, 
                                               p_expire_after_seconds integer)
 returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz, body text)
 language plpgsql
--- Planned at each call: the payloads table grows and shrinks by orders of magnitude.
-set plan_cache_mode = force_custom_plan
+-- Its plans are cached like any function's: each statement reads through an
+-- index that holds only the rows it asks for (payloads_in_flight,
+-- payloads_queue, the primary key), so one plan serves every size of the
+-- table, and planning every statement at every call cost more than running it.
 as $$
 #variable_conflict use_column
 declare
@@ -706,7 +708,7 @@ create function asset_webhooks.settle_payloads(
   p_receiver_failed boolean[], p_hold_until timestamptz[]
 ) returns table (idx integer, applied boolean)
 language plpgsql
-set plan_cache_mode = force_custom_plan
+-- Plans cached, as claim_payloads's: every statement reads payloads by primary key.
 as $$
 #variable_conflict use_column
 declare
@@ -732,8 +734,11 @@ begin
   update asset_webhooks.attempts a
   set duration_ms = r.duration_ms, status_code = r.status_code, error_class = r.error_class, error_message = r.error_message,
       response_excerpt = r.excerpt, outcome = case when v_applied[r.i] then r.outcome else 'retry' end
-  from unnest(p_payload_ids, p_series, p_attempts, p_duration_ms, p_status_codes, p_error_classes, p_error_messages, p_excerpts, p_outcomes)
-       with ordinality as r(payload_id, series, attempt, duration_ms, status_code, error_class, error_message, excerpt, outcome, i)
+  -- One entry per attempt, its first: an UPDATE joined to several would take any one of them.
+  from (select distinct on (u.payload_id, u.series, u.attempt) u.*
+        from unnest(p_payload_ids, p_series, p_attempts, p_duration_ms, p_status_codes, p_error_classes, p_error_messages, p_excerpts, p_outcomes)
+             with ordinality as u(payload_id, series, attempt, duration_ms, status_code, error_class, error_message, excerpt, outcome, i)
+        order by u.payload_id, u.series, u.attempt, u.i) r
   where r.attempt is not null and a.payload_id = r.payload_id and a.series = r.series and a.attempt_no = r.attempt
     and a.outcome is null;
 
@@ -773,6 +778,36 @@ begin
          or h.hold_until > coalesce(w.hold_until, '-infinity'));
 
   return query select o.i::integer, v_applied[o.i] from generate_series(1, cardinality(p_payload_ids)) as o(i);
+end $$;
+
+-- settle_payloads, then claim_payloads, in one transaction and one round trip:
+-- the slots the settled attempts free are taken again at once, by the same
+-- rules and turns as any claim, without waiting for the caller's next claim.
+-- The settle answers come first (idx and applied, the claim columns null),
+-- then the claimed payloads (idx null). p_claim_max 0 claims nothing. The
+-- claim never waits: its advisory locks are try-locks and its row locks skip
+-- locked rows, so it adds no lock wait to the settle.
+create function asset_webhooks.settle_and_claim(
+  p_payload_ids bigint[], p_series integer[], p_attempts integer[],
+  p_duration_ms integer[], p_status_codes integer[], p_error_classes text[], p_error_messages text[], p_excerpts text[],
+  p_outcomes text[], p_at timestamptz[], p_retry_at timestamptz[],
+  p_receiver_failed boolean[], p_hold_until timestamptz[],
+  p_now timestamptz, p_claim_max integer, p_claim_share integer, p_claim_after text, p_expire_after_seconds integer
+) returns table (idx integer, applied boolean, payload_id bigint, webhook_id text, series integer, attempt integer,
+                 series_started_at timestamptz, body text)
+language plpgsql
+as $$
+begin
+  return query
+    select s.idx, s.applied, null::bigint, null::text, null::integer, null::integer, null::timestamptz, null::text
+    from asset_webhooks.settle_payloads(p_payload_ids, p_series, p_attempts, p_duration_ms, p_status_codes,
+                                        p_error_classes, p_error_messages, p_excerpts, p_outcomes, p_at, p_retry_at,
+                                        p_receiver_failed, p_hold_until) s;
+  if p_claim_max > 0 then
+    return query
+      select null::integer, null::boolean, c.payload_id, c.webhook_id, c.series, c.attempt, c.series_started_at, c.body
+      from asset_webhooks.claim_payloads(p_now, p_claim_max, p_claim_share, p_claim_after, p_expire_after_seconds) c;
+  end if;
 end $$;
 
 -- Attempts in flight whose process is gone: its lease is free (see

@@ -5,7 +5,7 @@ import type { DeadLetterReason } from '../interfaces.js';
  * The database side of delivery: claiming payloads, writing their next state
  * (the only way a pending payload's state changes after a claim), and finding
  * the attempts crash recovery closes and the payloads the expiry sweep ends.
- * See sql/migrations/0017_delivery_isolation.sql for the payload states.
+ * See asset_webhooks.payloads in sql/migrations/0001_baseline.sql for the payload states.
  */
 
 /** A payload claimed for an attempt, its attempt recorded as started. */
@@ -32,28 +32,34 @@ export interface ClaimRequest {
 
 /** Claims due payloads and starts their attempts (asset_webhooks.claim_payloads). */
 export async function claimPayloads(client: pg.Pool | pg.ClientBase, request: ClaimRequest): Promise<ClaimedPayload[]> {
-  const { rows } = await client.query<{
-    payload_id: number;
-    webhook_id: string;
-    series: number;
-    attempt: number;
-    series_started_at: Date;
-    body: string;
-  }>('select * from asset_webhooks.claim_payloads($1, $2, $3, $4, $5)', [
+  const { rows } = await client.query<ClaimedRow>('select * from asset_webhooks.claim_payloads($1, $2, $3, $4, $5)', [
     request.now,
     request.max,
     request.share,
     request.after,
     Math.ceil(request.expireAfterSeconds),
   ]);
-  return rows.map((row) => ({
+  return rows.map(toClaimed);
+}
+
+interface ClaimedRow {
+  payload_id: number;
+  webhook_id: string;
+  series: number;
+  attempt: number;
+  series_started_at: Date;
+  body: string;
+}
+
+function toClaimed(row: ClaimedRow): ClaimedPayload {
+  return {
     payloadId: row.payload_id,
     webhookId: row.webhook_id,
     series: row.series,
     attemptNo: row.attempt,
     seriesStartedAt: row.series_started_at,
     body: row.body,
-  }));
+  };
 }
 
 export interface AttemptResult {
@@ -95,10 +101,25 @@ export async function settlePayloads(
   client: pg.ClientBase | pg.Pool,
   requests: readonly SettleRequest[],
 ): Promise<Settled[]> {
+  return (await settleAndClaim(client, requests, null)).settled;
+}
+
+/**
+ * Writes several payloads' next states and, when `claim` is given, claims
+ * payloads into the slots that frees, in one transaction
+ * (asset_webhooks.settle_and_claim): the settle answers in request order, and
+ * the payloads claimed, their attempts started.
+ */
+export async function settleAndClaim(
+  client: pg.ClientBase | pg.Pool,
+  requests: readonly SettleRequest[],
+  claim: ClaimRequest | null,
+): Promise<{ settled: Settled[]; claimed: ClaimedPayload[] }> {
   const column = <T>(pick: (request: SettleRequest) => T): T[] => requests.map(pick);
-  const { rows } = await client.query<{ idx: number; applied: boolean }>(
-    `select * from asset_webhooks.settle_payloads($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[], $6::text[], $7::text[],
-       $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::boolean[], $13::timestamptz[])`,
+  const { rows } = await client.query<{ idx: number | null; applied: boolean | null } & ClaimedRow>(
+    `select * from asset_webhooks.settle_and_claim($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[], $6::text[], $7::text[],
+       $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::boolean[], $13::timestamptz[],
+       $14, $15, $16, $17, $18)`,
     [
       column((r) => r.payload.payloadId),
       column((r) => r.payload.series),
@@ -113,14 +134,27 @@ export async function settlePayloads(
       column((r) => r.retryAt),
       column((r) => r.receiverFailed),
       column((r) => r.holdWebhookUntil),
+      claim?.now ?? null,
+      claim?.max ?? 0,
+      claim?.share ?? 0,
+      claim?.after ?? null,
+      Math.ceil(claim?.expireAfterSeconds ?? 0),
     ],
   );
-  const answers: Settled[] = new Array(requests.length);
-  for (const row of rows) answers[row.idx - 1] = { applied: row.applied };
-  if (rows.length !== requests.length || answers.some((answer) => answer === undefined)) {
-    throw new Error(`settle_payloads answered ${rows.length} of ${requests.length} results`);
+  const settled: Settled[] = new Array(requests.length);
+  const claimed: ClaimedPayload[] = [];
+  let answered = 0;
+  for (const row of rows) {
+    if (row.idx === null) claimed.push(toClaimed(row));
+    else {
+      settled[row.idx - 1] = { applied: row.applied === true };
+      answered += 1;
+    }
   }
-  return answers;
+  if (answered !== requests.length || settled.filter(Boolean).length !== requests.length) {
+    throw new Error(`settle_payloads answered ${answered} of ${requests.length} results`);
+  }
+  return { settled, claimed };
 }
 
 /** Undoes the claim of an attempt that will not be made (see asset_webhooks.abandon_attempt). */

@@ -38,7 +38,7 @@ export interface DeliverySettings {
 export interface DeliveryContext {
   readonly pool: pg.Pool;
   /** Writes payloads' next states, several per statement when busy. */
-  readonly settler: Pick<SettleBatcher, 'settle'>;
+  readonly settler: Pick<SettleBatcher, 'settle'> & Partial<Pick<SettleBatcher, 'claimWith'>>;
   readonly sender: Pick<HttpSender, 'post'>;
   readonly secrets: SecretResolver;
   webhook(id: string): DeliveryWebhook | undefined;

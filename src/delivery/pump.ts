@@ -1,9 +1,10 @@
 import pg from 'pg';
 import { describeError, KEEPALIVE } from '../db/connect.js';
 import { PAYLOADS_READY_CHANNEL } from '../db/payloads-ready.js';
-import { claimPayloads, type ClaimedPayload } from './attempt-store.js';
+import { claimPayloads, type ClaimedPayload, type ClaimRequest, type SettleRequest } from './attempt-store.js';
 import { deliverClaimed, type DeliveryContext } from './deliver.js';
 import { expireWaiting, recoverOrphans } from './recover.js';
+import type { SlotClaimer } from './settle-batcher.js';
 
 export interface PumpOptions {
   /** The database URL, for the connection that listens for new payloads. */
@@ -22,17 +23,31 @@ export interface PumpOptions {
  * (asset_webhooks.claim_payloads: per webhook within its concurrency, one at
  * a time while its receiver is failing, none while it is throttled; webhooks
  * take turns) up to maxRequestsInFlight, and makes each attempt
- * concurrently. It claims again when an attempt ends, when coalescing in any
- * process commits payloads (LISTEN on PAYLOADS_READY_CHANNEL, or wake() from
- * this process), and every pollMs as the net for retries that come due and
- * notifications lost with a connection. Every sweepMs it runs crash recovery
- * and the expiry sweep.
+ * concurrently. The slots attempts free are claimed again in the statement
+ * that writes their results (it is the settler's SlotClaimer: see
+ * asset_webhooks.settle_and_claim), so a slot is taken again one round trip
+ * after its request ends. The pump also claims on its own when coalescing in
+ * any process commits payloads (LISTEN on PAYLOADS_READY_CHANNEL, or wake()
+ * from this process), when an attempt ends without such a claim, and every
+ * pollMs as the net for retries that come due and notifications lost with a
+ * connection. Every sweepMs it runs crash recovery and the expiry sweep.
+ *
+ * The cap holds across both ways of claiming: a claim sets its room aside
+ * (`reserved`) until its answer is in, and a slot is held from the claim of
+ * an attempt until its result goes to be written.
  *
  * Nothing here runs in graphile-worker: coalescing and maintenance never wait
  * for delivery capacity, however many requests are in flight.
  */
-export class DeliveryPump {
+export class DeliveryPump implements SlotClaimer {
+  /** Every attempt of this pump until it has ended and its result is written. */
   private inFlight = new Set<Promise<void>>();
+  /** The attempts (attemptKey) whose requests hold a slot of maxRequestsInFlight. */
+  private slots = new Set<string>();
+  /** Slots set aside for claims under way. */
+  private reserved = 0;
+  /** Attempts whose freed slot their settle statement claimed again: their end needs no claim of its own. */
+  private refilled = new Set<string>();
   private claiming = false;
   private again = false;
   private cursor: string | null = null;
@@ -58,12 +73,57 @@ export class DeliveryPump {
       });
     }, this.options.sweepMs ?? 5000);
     this.listener = listen(this.options.databaseUrl, () => this.wake(), this.context);
+    this.context.settler.claimWith?.(this);
     this.wake();
   }
 
   /** Requests in flight now. */
   get requestsInFlight(): number {
-    return this.inFlight.size;
+    return this.slots.size;
+  }
+
+  /** Room under maxRequestsInFlight not held or set aside. */
+  private room(): number {
+    return this.context.settings().maxRequestsInFlight - this.slots.size - this.reserved;
+  }
+
+  private claimRequest(max: number): ClaimRequest {
+    return {
+      now: this.context.now(),
+      max,
+      share: Math.max(1, Math.ceil(max / 4)),
+      after: this.cursor,
+      expireAfterSeconds: this.context.settings().deadLetterAfterSeconds,
+    };
+  }
+
+  /** SlotClaimer: a batch that ends attempts of this pump claims into the slots it frees. */
+  reserve(requests: readonly SettleRequest[]): ClaimRequest | null {
+    const freed: string[] = [];
+    for (const request of requests) {
+      if (request.attemptNo === null) continue;
+      const key = attemptKey(request.payload.payloadId, request.payload.series, request.attemptNo);
+      if (this.slots.delete(key)) freed.push(key);
+    }
+    if (freed.length === 0 || this.stopped) return null;
+    const room = this.room();
+    if (room <= 0) return null;
+    for (const key of freed) this.refilled.add(key);
+    this.reserved += room;
+    return this.claimRequest(room);
+  }
+
+  /** SlotClaimer: the batch's claim is in; its attempts have started. */
+  claimed(claim: ClaimRequest, payloads: readonly ClaimedPayload[]): void {
+    this.reserved -= claim.max;
+    for (const payload of payloads) this.send(payload);
+    if (payloads.length > 0) this.cursor = payloads[payloads.length - 1]!.webhookId;
+  }
+
+  /** SlotClaimer: the batch's statement failed; a claim of the pump's own tries instead. */
+  release(claim: ClaimRequest): void {
+    this.reserved -= claim.max;
+    this.wake();
   }
 
   /** Claims now (or right after the claim under way). */
@@ -92,17 +152,12 @@ export class DeliveryPump {
   private async claimWhileFree(): Promise<void> {
     do {
       this.again = false;
-      const free = this.context.settings().maxRequestsInFlight - this.inFlight.size;
+      const free = this.room();
       if (free <= 0 || this.stopped) return;
       let claimed: ClaimedPayload[];
+      this.reserved += free;
       try {
-        claimed = await claimPayloads(this.context.pool, {
-          now: this.context.now(),
-          max: free,
-          share: Math.max(1, Math.ceil(free / 4)),
-          after: this.cursor,
-          expireAfterSeconds: this.context.settings().deadLetterAfterSeconds,
-        });
+        claimed = await claimPayloads(this.context.pool, this.claimRequest(free));
         if (this.claimFailures > 0)
           this.context.logger.info({ failedClaims: this.claimFailures }, 'delivery claims payloads again');
         this.claimFailures = 0;
@@ -115,6 +170,8 @@ export class DeliveryPump {
           );
         this.claimFailures += 1;
         return;
+      } finally {
+        this.reserved -= free;
       }
       for (const payload of claimed) this.send(payload);
       if (claimed.length > 0) {
@@ -126,6 +183,8 @@ export class DeliveryPump {
   }
 
   private send(payload: ClaimedPayload): void {
+    const key = attemptKey(payload.payloadId, payload.series, payload.attemptNo);
+    this.slots.add(key);
     const attempt: Promise<void> = deliverClaimed(payload, this.context)
       .then(
         () => {},
@@ -140,7 +199,8 @@ export class DeliveryPump {
       )
       .finally(() => {
         this.inFlight.delete(attempt);
-        this.wake();
+        this.slots.delete(key);
+        if (!this.refilled.delete(key)) this.wake();
       });
     this.inFlight.add(attempt);
   }
@@ -160,6 +220,10 @@ export class DeliveryPump {
       this.sweepFailures += 1;
     }
   }
+}
+
+function attemptKey(payloadId: number, series: number, attemptNo: number): string {
+  return `${payloadId}/${series}/${attemptNo}`;
 }
 
 interface Listener {

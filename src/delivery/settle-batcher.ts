@@ -1,5 +1,11 @@
 import type pg from 'pg';
-import { settlePayloads, type SettleRequest, type Settled } from './attempt-store.js';
+import {
+  settleAndClaim,
+  type ClaimedPayload,
+  type ClaimRequest,
+  type SettleRequest,
+  type Settled,
+} from './attempt-store.js';
 
 export interface SettleBatcherOptions {
   /** Most results written by one statement. Default 64. */
@@ -15,12 +21,27 @@ export interface SettleBatcherOptions {
 }
 
 /**
+ * Who fills the slots a batch frees (the delivery pump). Before a batch is
+ * written, `reserve` says what to claim in the same transaction (null:
+ * nothing), and sets that room aside; afterwards exactly one of `claimed` (with
+ * the payloads claimed, possibly none) or `release` (the statement failed)
+ * gives it back.
+ */
+export interface SlotClaimer {
+  reserve(requests: readonly SettleRequest[]): ClaimRequest | null;
+  claimed(claim: ClaimRequest, payloads: readonly ClaimedPayload[]): void;
+  release(claim: ClaimRequest): void;
+}
+
+/**
  * Writes payloads' next states in batches: a request is written at once when
  * fewer than `maxInFlight` statements are in flight; otherwise it waits with
  * the others that come meanwhile and they are written together by one
- * statement (asset_webhooks.settle_payloads) as soon as one finishes. A lone
+ * statement (asset_webhooks.settle_and_claim) as soon as one finishes. A lone
  * result never waits for company, and a busy service pays one statement, one
- * transaction and one commit for many payloads instead of one each.
+ * transaction and one commit for many payloads instead of one each. With a
+ * claimer, the same statement claims payloads for the slots the batch frees,
+ * so a slot is taken again one round trip after its attempt ends.
  *
  * A batch is one transaction: if its statement fails, every request in it
  * gets the error, as each would have alone, and the caller tries it again.
@@ -34,6 +55,7 @@ export class SettleBatcher {
     reject: (error: unknown) => void;
   }> = [];
   private inFlight = 0;
+  private claimer: SlotClaimer | undefined;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -41,6 +63,11 @@ export class SettleBatcher {
   ) {
     this.maxBatch = Math.max(1, options.maxBatch ?? 64);
     this.maxInFlight = Math.max(1, options.maxInFlight ?? 1);
+  }
+
+  /** Sets (or, with undefined, removes) who fills the slots batches free. */
+  claimWith(claimer: SlotClaimer | undefined): void {
+    this.claimer = claimer;
   }
 
   settle(request: SettleRequest): Promise<Settled> {
@@ -53,14 +80,21 @@ export class SettleBatcher {
   private write(): void {
     while (this.inFlight < this.maxInFlight && this.waiting.length > 0) {
       const batch = this.waiting.splice(0, this.maxBatch);
+      const requests = batch.map((entry) => entry.request);
+      const claimer = this.claimer;
+      const claim = claimer?.reserve(requests) ?? null;
       this.inFlight += 1;
-      settlePayloads(
-        this.pool,
-        batch.map((entry) => entry.request),
-      )
+      settleAndClaim(this.pool, requests, claim)
         .then(
-          (answers) => batch.forEach((entry, index) => entry.resolve(answers[index] as Settled)),
-          (error: unknown) => batch.forEach((entry) => entry.reject(error)),
+          ({ settled, claimed }) => {
+            // The claimed attempts have started: they are handed over before the results, so that their slots are counted first.
+            if (claim) claimer!.claimed(claim, claimed);
+            batch.forEach((entry, index) => entry.resolve(settled[index]!));
+          },
+          (error: unknown) => {
+            if (claim) claimer!.release(claim);
+            batch.forEach((entry) => entry.reject(error));
+          },
         )
         .finally(() => {
           this.inFlight -= 1;

@@ -11,8 +11,8 @@ import { eventually, startTestReceiver, type TestReceiver } from '../helpers/rec
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
-// Claiming and settling payloads (asset_webhooks.claim_payloads and
-// settle_payloads, sql/migrations/0017_delivery_isolation.sql), called
+// Claiming and settling payloads (asset_webhooks.claim_payloads,
+// settle_payloads and settle_and_claim, sql/migrations/0001_baseline.sql), called
 // directly against the real database and a real receiver, and the pump that
 // runs them.
 
@@ -302,6 +302,37 @@ describe('the delivery pump', () => {
       10_000,
       'every payload delivered',
     );
+  });
+
+  it('takes a freed slot again in the statement that settles its attempt, not with a claim of its own', async () => {
+    const { context } = await setUp([{ id: 'shop', concurrency: 2 }]);
+    await insertPayloads(db.pool, 'shop', 40);
+    let claims = 0;
+    const pool = new Proxy(db.pool, {
+      get(target, property, receiverOfGet) {
+        if (property !== 'query') return Reflect.get(target, property, receiverOfGet) as unknown;
+        return (text: unknown, ...rest: unknown[]) => {
+          if (typeof text === 'string' && text.includes('asset_webhooks.claim_payloads(')) claims += 1;
+          return (target.query as (...args: unknown[]) => unknown)(text, ...rest);
+        };
+      },
+    });
+    // No poll during the test: every claim but the first few comes from settling.
+    const pump = new DeliveryPump(
+      { ...context, pool },
+      { databaseUrl: db.url, ownLeaseHeldForMs: () => 0, pollMs: 600_000 },
+    );
+    pumps.push(pump);
+    pump.start();
+    await receiver.waitFor(40, 30_000);
+    await eventually(
+      async () => ((await states()).every((row) => row.status === 'delivered') ? true : undefined),
+      10_000,
+      'every payload delivered',
+    );
+    // One claim of its own per attempt would be 40 or more.
+    expect(claims).toBeGreaterThan(0);
+    expect(claims).toBeLessThanOrEqual(8);
   });
 
   it('with concurrency 3 and two pumps on one database, sends each payload once and at most 3 at a time', async () => {

@@ -149,7 +149,18 @@ describe('a webhook with a long backlog', () => {
     { timeout: 120_000 },
     async () => {
       const big = await receiver();
-      big.respond = () => new Promise<number>((resolve) => setTimeout(() => resolve(200), 20));
+      let open = 0;
+      let most = 0;
+      big.respond = () => {
+        open += 1;
+        most = Math.max(most, open);
+        return new Promise<number>((resolve) =>
+          setTimeout(() => {
+            open -= 1;
+            resolve(200);
+          }, 20),
+        );
+      };
       const small = await receiver();
       await db.pool.query(
         "insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency) values ('big', 'http://127.0.0.1/', true, 64)",
@@ -176,6 +187,9 @@ describe('a webhook with a long backlog', () => {
         "select count(*)::int as n from asset_webhooks.payloads where webhook_id = 'big' and status = 'pending'",
       );
       expect(backlog!.n).toBeGreaterThan(1000);
+      // The cap holds while settling statements take freed slots again, and it is what limits big.
+      expect(most).toBeLessThanOrEqual(16);
+      expect(most).toBeGreaterThanOrEqual(12);
     },
   );
 });

@@ -81,7 +81,7 @@ function request(
 function counting(pool: pg.Pool): { pool: pg.Pool; batches: number[] } {
   const batches: number[] = [];
   const query = (text: string, values: unknown[][]): Promise<pg.QueryResult> => {
-    if (text.includes('settle_payloads')) batches.push(values[0]!.length);
+    if (text.includes('settle_and_claim')) batches.push(values[0]!.length);
     return pool.query(text, values);
   };
   return { pool: { query } as unknown as pg.Pool, batches };
