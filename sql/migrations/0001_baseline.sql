@@ -621,7 +621,7 @@ declare
   v_room integer;
   v_ids bigint[];
   v_head bigint;
-  v_n integer;
+  v_all bigint[] := '{}';
 begin
   for w in
     select k.webhook_id, k.concurrency, k.failing_since is not null as failing
@@ -656,32 +656,38 @@ begin
                               order by q.payload_id + 0 limit v_room for update skip locked);
     end if;
     continue when cardinality(v_ids) = 0;
-    return query
-      with due as (
-        select q.payload_id, coalesce(q.next_attempt_at, p_now) <= p_now as due
-        from asset_webhooks.payloads q
-        where q.payload_id = any(v_ids) and q.status = 'pending' and p_now < q.series_started_at + v_window
-      ),
-      claimed as (
-        update asset_webhooks.payloads p
-        set dispatched = true,
-            attempts = case when d.due then p.attempts + 1 else p.attempts end,
-            last_attempt_at = case when d.due then p_now else p.last_attempt_at end,
-            next_attempt_at = case when d.due then null else p.next_attempt_at end
-        from due d
-        where p.payload_id = d.payload_id and p.payload_id = any(v_ids)
-        returning p.payload_id, p.webhook_id, p.series, p.attempts, p.series_started_at, d.due,
-                  case when d.due then p.body end as body
-      ),
-      started as (
-        insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
-        select c.payload_id, c.series, c.attempts, p_now from claimed c where c.due
-      )
-      select c.payload_id, c.webhook_id, c.series, c.attempts, c.series_started_at, c.body
-      from claimed c where c.due order by c.payload_id;
-    get diagnostics v_n = row_count;
-    v_claimed := v_claimed + v_n;
+    -- Counted whether due or not: p_max bounds requests, and a payload that
+    -- waits in its slot for its retry time takes none, so this errs low.
+    v_all := v_all || v_ids;
+    v_claimed := v_claimed + cardinality(v_ids);
   end loop;
+  -- One statement starts every attempt chosen above (their rows are locked):
+  -- its cost is per payload, not per webhook. In the order chosen, so the
+  -- last row names the webhook the next call's turn starts after.
+  return query
+    with due as (
+      select q.payload_id, coalesce(q.next_attempt_at, p_now) <= p_now as due, o.ord
+      from unnest(v_all) with ordinality as o(payload_id, ord)
+      join asset_webhooks.payloads q on q.payload_id = o.payload_id
+      where q.status = 'pending' and p_now < q.series_started_at + v_window
+    ),
+    claimed as (
+      update asset_webhooks.payloads p
+      set dispatched = true,
+          attempts = case when d.due then p.attempts + 1 else p.attempts end,
+          last_attempt_at = case when d.due then p_now else p.last_attempt_at end,
+          next_attempt_at = case when d.due then null else p.next_attempt_at end
+      from due d
+      where p.payload_id = d.payload_id
+      returning p.payload_id, p.webhook_id, p.series, p.attempts, p.series_started_at, d.due, d.ord,
+                case when d.due then p.body end as body
+    ),
+    started as (
+      insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
+      select c.payload_id, c.series, c.attempts, p_now from claimed c where c.due
+    )
+    select c.payload_id, c.webhook_id, c.series, c.attempts, c.series_started_at, c.body
+    from claimed c where c.due order by c.ord;
 end $$;
 
 -- The one statement that changes a pending payload's state after a claim:
