@@ -605,10 +605,11 @@ create function asset_webhooks.claim_payloads(p_now timestamptz, p_max integer, 
                                               p_expire_after_seconds integer)
 returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz, body text)
 language plpgsql
--- Its plans are cached like any function's: each statement reads through an
--- index that holds only the rows it asks for (payloads_in_flight,
--- payloads_queue, the primary key), so one plan serves every size of the
--- table, and planning every statement at every call cost more than running it.
+-- Planned at each call: a plan kept for the life of a session would keep the
+-- table's size from when it was made (a `run` process's connections live for
+-- days, from an empty table to millions of rows), while each new plan reads
+-- the table's size as it is now.
+set plan_cache_mode = force_custom_plan
 as $$
 #variable_conflict use_column
 declare
@@ -714,7 +715,8 @@ create function asset_webhooks.settle_payloads(
   p_receiver_failed boolean[], p_hold_until timestamptz[]
 ) returns table (idx integer, applied boolean)
 language plpgsql
--- Plans cached, as claim_payloads's: every statement reads payloads by primary key.
+-- Planned at each call, as claim_payloads.
+set plan_cache_mode = force_custom_plan
 as $$
 #variable_conflict use_column
 declare

@@ -1,0 +1,98 @@
+import pg from 'pg';
+import { beforeEach, expect, it } from 'vitest';
+import { settleAndClaim, type ClaimRequest } from '../../src/delivery/attempt-store.js';
+import { insertPayloads } from '../helpers/delivery.js';
+import { resetData } from '../helpers/seed.js';
+import { useTestDatabase } from '../helpers/test-database.js';
+
+// claim_payloads and settle_and_claim keep their plans for the life of a session, like any
+// function's. A `run` process's connections live for days, so plans made
+// while the payloads table was empty must not read the history it grows.
+// Rows read are counted from the server's table statistics of the
+// transaction.
+
+const db = useTestDatabase();
+
+beforeEach(async () => {
+  await resetData(db.pool);
+  await db.pool.query(
+    `insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency)
+     values ('shop', 'http://127.0.0.1/', true, 4), ('crm', 'http://127.0.0.1/', true, 1)`,
+  );
+});
+
+/** Heap rows of payloads the session's current transaction has read. */
+async function readInTransaction(session: pg.Client): Promise<number> {
+  const { rows } = await session.query<{ n: string }>(
+    `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_xact_user_tables
+     where relid = 'asset_webhooks.payloads'::regclass`,
+  );
+  return Number(rows[0]!.n);
+}
+
+it('claims and settles from a session whose plans were made while payloads was empty, reading only the rows it handles', async () => {
+  await db.pool.query('analyze asset_webhooks.payloads');
+  await db.pool.query('alter table asset_webhooks.payloads set (autovacuum_enabled = false)');
+  const session = new pg.Client({ connectionString: db.url });
+  await session.connect();
+  try {
+    // More calls than PostgreSQL makes custom plans for before it keeps a generic one.
+    const claim = (): ClaimRequest => ({ now: new Date(), max: 8, share: 8, after: null, expireAfterSeconds: 86_400 });
+    for (let i = 0; i < 12; i += 1) {
+      await session.query('select * from asset_webhooks.claim_payloads(now(), 8, 8, null, 86400)');
+      await settleAndClaim(session, [], claim());
+    }
+    // A history of delivered payloads, and a backlog of each webhook, with no statistics taken since.
+    const history = await insertPayloads(db.pool, 'shop', 60_000);
+    await db.pool.query("update asset_webhooks.payloads set status = 'delivered' where payload_id = any($1)", [
+      history,
+    ]);
+    await insertPayloads(db.pool, 'shop', 3_000);
+    await insertPayloads(db.pool, 'crm', 3_000);
+
+    await session.query('select pg_stat_force_next_flush()');
+    await session.query('begin');
+    const { rows: claimed } = await session.query<{
+      payload_id: number;
+      webhook_id: string;
+      series: number;
+      attempt: number;
+    }>('select * from asset_webhooks.claim_payloads(now(), 8, 8, null, 86400)');
+    const claimRead = await readInTransaction(session);
+    await session.query('commit');
+    expect(claimed.map((row) => row.webhook_id).sort()).toEqual(['crm', 'shop', 'shop', 'shop', 'shop']);
+    // The five payloads taken and the look-ups around them, where a scan reads 66,000.
+    expect(claimRead).toBeLessThan(200);
+
+    await session.query('select pg_stat_force_next_flush()');
+    await session.query('begin');
+    const { settled, claimed: next } = await settleAndClaim(
+      session,
+      claimed.map((row) => ({
+        payload: { payloadId: row.payload_id, series: row.series },
+        attemptNo: row.attempt,
+        result: {
+          durationMs: 1,
+          statusCode: 200,
+          errorClass: null,
+          errorMessage: null,
+          responseExcerpt: null,
+          outcome: 'delivered',
+        },
+        at: new Date(),
+        retryAt: null,
+        receiverFailed: false,
+        holdWebhookUntil: null,
+      })),
+      claim(),
+    );
+    const settleRead = await readInTransaction(session);
+    await session.query('commit');
+    expect(settled.every((answer) => answer.applied)).toBe(true);
+    expect(next).toHaveLength(5);
+    expect(settleRead).toBeLessThan(400);
+  } finally {
+    await session.end();
+    await db.pool.query('alter table asset_webhooks.payloads reset (autovacuum_enabled)');
+  }
+});
