@@ -48,6 +48,8 @@ export class DeliveryPump implements SlotClaimer {
   private reserved = 0;
   /** Attempts whose freed slot their settle statement claimed again: their end needs no claim of its own. */
   private refilled = new Set<string>();
+  /** A claim found no room only because another claim had set it aside: claim once that one is in. */
+  private claimAfterReserved = false;
   private claiming = false;
   private again = false;
   private cursor: string | null = null;
@@ -118,11 +120,19 @@ export class DeliveryPump implements SlotClaimer {
     this.reserved -= claim.max;
     for (const payload of payloads) this.send(payload);
     if (payloads.length > 0) this.cursor = payloads[payloads.length - 1]!.webhookId;
+    this.claimIfPutOff();
   }
 
   /** SlotClaimer: the batch's statement failed; a claim of the pump's own tries instead. */
   release(claim: ClaimRequest): void {
     this.reserved -= claim.max;
+    this.claimAfterReserved = false;
+    this.wake();
+  }
+
+  private claimIfPutOff(): void {
+    if (!this.claimAfterReserved) return;
+    this.claimAfterReserved = false;
     this.wake();
   }
 
@@ -153,7 +163,12 @@ export class DeliveryPump implements SlotClaimer {
     do {
       this.again = false;
       const free = this.room();
-      if (free <= 0 || this.stopped) return;
+      if (this.stopped) return;
+      if (free <= 0) {
+        // Work announced meanwhile may not be in the claim under way: look again once it is in.
+        if (this.reserved > 0) this.claimAfterReserved = true;
+        return;
+      }
       let claimed: ClaimedPayload[];
       this.reserved += free;
       try {
