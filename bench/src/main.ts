@@ -7,6 +7,7 @@ import { createPool } from '../../src/db/connect.js';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../../src/embedded/embedded-postgres.js';
 import { migrate } from '../../src/migrate/migrate.js';
 import { benchWebhooks } from './bench-webhooks.js';
+import { chaosMain } from './chaos.js';
 import { measureCoalesce, measureTenants } from './coalesce-bench.js';
 import type { CpuSplit } from './cpu.js';
 import { measureDelivery } from './delivery-bench.js';
@@ -25,6 +26,8 @@ const resultsDirectory = fileURLToPath(new URL('../../../bench/results/', import
  * repeated runs, with min and max in the results file.
  */
 export async function benchMain(argv: readonly string[]): Promise<void> {
+  // `--chaos`: recovery after crashes, a run of its own (bench/src/chaos.ts).
+  if (argv.includes('--chaos')) return chaosMain(argv);
   const options = new Command('bench')
     .option('--quick', 'smaller sizes; finishes in under five minutes')
     .option('--json', 'print the results as one JSON object on the last line')

@@ -160,13 +160,15 @@ async function untilWritten<T>(
   about: { payloadId: number; webhookId: string },
   write: () => Promise<T>,
 ): Promise<T> {
+  // Named, not spread: callers pass the claimed payload, whose body must not reach the log.
+  const fields = { payloadId: about.payloadId, webhookId: about.webhookId };
   let stopSeen: number | undefined;
   for (let retry = 0; ; retry += 1) {
     try {
       const written = await write();
       if (retry > 0)
         context.logger.info(
-          { ...about, retries: retry },
+          { ...fields, retries: retry },
           'recorded a delivery attempt once the database answered again',
         );
       return written;
@@ -176,7 +178,7 @@ async function untilWritten<T>(
       if (!worthRetrying(error) || (stopSeen !== undefined && now - stopSeen >= 10_000)) throw error;
       if (retry === 0)
         context.logger.warn(
-          { ...about, err: describeError(error) },
+          { ...fields, err: describeError(error) },
           'could not record a delivery attempt: the database is unreachable; trying again',
         );
       await new Promise((resolve) => setTimeout(resolve, Math.min(250 * 2 ** retry, 5000)));

@@ -90,6 +90,13 @@ describe.each([
       expect(attempts).toEqual([{ outcome: 'delivered', status_code: 200 }]);
       expect(receiver.requests).toHaveLength(1);
       expect(running.output.stderr).toContain('recorded a delivery attempt once the database answered again');
+      // The log names the payload; its body (the events, up to maxPayloadBytes) stays out of it.
+      const retryLines = running.output.stderr
+        .split('\n')
+        .filter((line) => line.includes('a delivery attempt'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(retryLines.length).toBeGreaterThanOrEqual(2);
+      for (const line of retryLines) expect(Object.keys(line)).not.toContain('body');
 
       // And it goes on: the next change is delivered.
       receiver.respond = () => 200;
