@@ -43,7 +43,7 @@ interface PayloadRow {
 
 async function payloadRows(): Promise<PayloadRow[]> {
   const { rows } = await db.pool.query<PayloadRow>(
-    'select payload_id, status, attempts, dead_letter_reason, body from asset_webhooks.payloads order by payload_id',
+    'select payload_id, status, attempts, dead_letter_reason, asset_webhooks.payload_body(p) as body from asset_webhooks.payloads p order by payload_id',
   );
   return rows;
 }
