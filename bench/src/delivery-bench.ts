@@ -58,7 +58,7 @@ export async function insertSamplePayloads(
   await pool.query(
     `with made as (
        insert into asset_webhooks.payloads (webhook_id, status, webhook_timestamp, byte_size, event_count, event_ids)
-       select w.webhook_id, 'pending', now(), 0, $4,
+       select w.webhook_id, 'open', now(), 0, $4,
               array(select asset_webhooks.event_id_of($1::bigint + k.n * $4 + i, now()) from generate_series(1, $4) i)
        from generate_series(0, $3::int * cardinality($2::text[]) - 1) as k(n)
        join unnest($2::text[]) with ordinality as w(webhook_id, pos) on w.pos = k.n % cardinality($2::text[]) + 1
@@ -72,9 +72,10 @@ export async function insertSamplePayloads(
      from made m cross join unnest(m.event_ids) with ordinality as e(event_id, i)`,
     [first!.seq, webhookIds, perWebhook, count],
   );
+  // Written open, so no pump takes them before all are there, then made due at once.
   await pool.query(
-    `update asset_webhooks.payloads p set byte_size = octet_length(asset_webhooks.payload_body(p))
-     where p.webhook_id = any($1::text[]) and p.status = 'pending' and p.byte_size = 0`,
+    `update asset_webhooks.payloads p set status = 'pending', byte_size = octet_length(asset_webhooks.payload_body(p))
+     where p.webhook_id = any($1::text[]) and p.status = 'open'`,
     [webhookIds],
   );
   const {

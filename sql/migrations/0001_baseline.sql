@@ -230,8 +230,9 @@ create table asset_webhooks.payloads (
 -- settles) and does not change event_ids. An UPDATE that leaves an
 -- out-of-line value alone keeps pointing at it, so a row that is toasted at
 -- all is toasted down to 1 kB, and event_ids goes out of line without a
--- compression attempt (random uuids do not compress): the row versions
--- delivery writes, and their WAL, then hold only the small columns.
+-- compression attempt (random uuids do not compress). PostgreSQL toasts a
+-- row only once it exceeds about 2 kB, though: a payload of 100 events (1.6
+-- kB of ids) stays under that, so its row versions carry event_ids inline.
 with (toast_tuple_target = 1024);
 alter table asset_webhooks.payloads alter column event_ids set storage external;
 
@@ -415,6 +416,10 @@ create table asset_webhooks.routing_webhooks (
 -- excluding check is derived when asked, by evaluating the stored definition
 -- against the stored values (asset_webhooks.excluding_check). Nothing is
 -- written per excluded webhook.
+-- An event's row is also its JSON in every payload that carries it
+-- (asset_webhooks.payload_body): event_id, occurred_at, atom_id, asset_id,
+-- asset_uuid and event_type never change once written, and retention keeps
+-- the row while such a payload exists.
 -- Events written by a backfill have no outbox row and no coalescing run: seq
 -- and run_id are null and backfill_id names the backfill; their routing holds
 -- the backfill's one webhook, which receives them. Every captured event has
