@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -5,6 +6,7 @@ import type pg from 'pg';
 import { pino } from 'pino';
 import { Agent, request } from 'undici';
 import { announcePayloadsReady } from '../../src/db/payloads-ready.js';
+import { serializeBody, serializeEvent } from '../../src/payload/serialize.js';
 import { startService } from '../../src/service/service.js';
 import { busyCpus, measuredSplit, postmasterOf, withCpu, type CpuSplit } from './cpu.js';
 import { startReceiverProcess } from './receiver-process.js';
@@ -34,67 +36,20 @@ const DELIVERY_PARTIES: readonly DeliveryParty[] = ['node', 'postgres', 'receive
 
 type CpuSamples = Record<string, number[]>;
 
-/**
- * Stores `perWebhook` payloads of `count` events for each of the webhooks, as
- * coalescing stores them: every payload its own events in
- * asset_webhooks.events (ids derived as a run derives them, from a seq and the
- * capture time, so they sort by time as real ones do), and the payload their
- * ids in order, its webhookTimestamp and the byte size of the body
- * asset_webhooks.payload_body assembles from them when it is sent. Payloads
- * are inserted `perWebhook` rounds of one per webhook, in webhook order.
- * Returns one payload's body, for the raw baseline to send.
- */
-export async function insertSamplePayloads(
-  pool: pg.Pool,
-  webhookIds: readonly string[],
-  perWebhook: number,
-  count: number,
-): Promise<string> {
-  const {
-    rows: [first],
-  } = await pool.query<{ seq: string }>(
-    'select coalesce(max(seq), 0)::text as seq from asset_webhooks.events where seq is not null',
+/** A payload of `count` events as coalescing writes it: its body and its events' ids. */
+export function samplePayload(count: number): { body: string; eventIds: string[] } {
+  const eventIds = Array.from({ length: count }, () => randomUUID());
+  const events = eventIds.map((eventId, i) =>
+    serializeEvent({
+      atomId: String(1000 + i),
+      eventId,
+      eventTimestamp: new Date().toISOString(),
+      assetId: String(i + 1),
+      assetUuid: randomUUID(),
+      eventType: 'EDITED',
+    }),
   );
-  await pool.query(
-    `with made as (
-       insert into asset_webhooks.payloads (webhook_id, status, webhook_timestamp, byte_size, event_count, event_ids)
-       select w.webhook_id, 'open', now(), 0, $4,
-              array(select asset_webhooks.event_id_of($1::bigint + k.n * $4 + i, now()) from generate_series(1, $4) i)
-       from generate_series(0, $3::int * cardinality($2::text[]) - 1) as k(n)
-       join unnest($2::text[]) with ordinality as w(webhook_id, pos) on w.pos = k.n % cardinality($2::text[]) + 1
-       order by k.n
-       returning payload_id, event_ids
-     )
-     insert into asset_webhooks.events
-       (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, coalesced_at, delivered_to, payload_ids)
-     select e.event_id, asset_webhooks.event_seq_of(e.event_id), now(), 'EDITED',
-            e.i, gen_random_uuid(), 1000 + e.i, now(), '{1}', array[m.payload_id]
-     from made m cross join unnest(m.event_ids) with ordinality as e(event_id, i)`,
-    [first!.seq, webhookIds, perWebhook, count],
-  );
-  // Written open, so no pump takes them before all are there, then made due at once.
-  await pool.query(
-    `update asset_webhooks.payloads p set status = 'pending', byte_size = octet_length(asset_webhooks.payload_body(p))
-     where p.webhook_id = any($1::text[]) and p.status = 'open'`,
-    [webhookIds],
-  );
-  const {
-    rows: [sample],
-  } = await pool.query<{ body: string }>(
-    `select asset_webhooks.payload_body(p) as body from asset_webhooks.payloads p
-     where p.webhook_id = $1 and p.status = 'pending' limit 1`,
-    [webhookIds[0]],
-  );
-  return sample!.body;
-}
-
-/** Deletes the webhooks' payloads and the events they carry. */
-export async function deleteSamplePayloads(pool: pg.Pool, webhookIds: readonly string[]): Promise<void> {
-  await pool.query(
-    `with gone as (delete from asset_webhooks.payloads where webhook_id = any($1::text[]) returning event_ids)
-     delete from asset_webhooks.events where event_id in (select unnest(event_ids) from gone)`,
-    [webhookIds],
-  );
+  return { body: serializeBody(events, new Date().toISOString()), eventIds };
 }
 
 /**
@@ -110,6 +65,7 @@ export async function measureDelivery(
   options: { payloads: number; concurrency: number; repeats: number },
 ): Promise<DeliveryBenchResult> {
   const receiver = await startReceiverProcess(false);
+  const { body, eventIds } = samplePayload(100);
   const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-bench-'));
   const configPath = path.join(directory, 'config.yaml');
   writeFileSync(
@@ -132,14 +88,15 @@ export async function measureDelivery(
   const serviceCpu: CpuSamples = {};
   const rawCpu: CpuSamples = {};
   const parties = { postmaster: await postmasterOf(pool), others: { receiver: receiver.pid } };
-  // One payload's body, for the raw loop: the same bytes the service sends.
-  let body = '';
   const setUp = async (payloads: number): Promise<void> => {
-    await deleteSamplePayloads(pool, ['bench']);
-    // Rows as coalescing writes them: each payload's events in
-    // asset_webhooks.events, which every claim assembles the body from, and
-    // the payload's event ids, which widen every row version delivery writes.
-    body = await insertSamplePayloads(pool, ['bench'], payloads, 100);
+    await pool.query("delete from asset_webhooks.payloads where webhook_id = 'bench'");
+    // Rows as coalescing writes them, event ids included: they widen every
+    // row version delivery writes, and so what each settle costs the database.
+    await pool.query(
+      `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
+       select 'bench', 'pending', $1, octet_length($1), 100, $3::uuid[] from generate_series(1, $2::int)`,
+      [body, payloads, eventIds],
+    );
   };
   const deliver = async (payloads: number): Promise<number> => {
     const before = await receiverCount(receiver.countUrl);
@@ -186,8 +143,8 @@ export async function measureDelivery(
     // is still being compiled and its connections opened. A full-size round:
     // a short one leaves the raw loop still warming up in its first measured
     // round, which would flatter the first pair's ratio.
-    await deliverAll(options.payloads);
     await rawUndici(receiver.url, body, options.payloads, options.concurrency);
+    await deliverAll(options.payloads);
     for (let repeat = 0; repeat < options.repeats; repeat += 1) {
       rawRates.push(
         await withCpu(rawCpu, options.payloads, parties, () =>

@@ -6,7 +6,7 @@ import path from 'node:path';
 import type pg from 'pg';
 import { announcePayloadsReady } from '../../src/db/payloads-ready.js';
 import { clearResults } from './coalesce-bench.js';
-import { insertSamplePayloads } from './delivery-bench.js';
+import { samplePayload } from './delivery-bench.js';
 import { startReceiverProcess } from './receiver-process.js';
 import { startRunProcess } from './run-process.js';
 import { latenciesOverInterval, percentile } from './stats.js';
@@ -96,7 +96,12 @@ export async function measureIsolation(
     - { id: stuck, url: "${stuck.url}/stuck", enabled: true, concurrency: 64, resourceTypes: [Resource, Project] }
 ${Array.from({ length: 9 }, (_, i) => `    - { id: healthy-${i}, url: "${new URL(healthy.url).origin}/h${i}", enabled: true, resourceTypes: [Resource, Project] }`).join('\n')}
 `);
-  await insertSamplePayloads(pool, ['stuck'], 200, 100);
+  const { body, eventIds } = samplePayload(100);
+  await pool.query(
+    `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
+     select 'stuck', 'pending', $1, octet_length($1), 100, $2::uuid[] from generate_series(1, 200)`,
+    [body, eventIds],
+  );
   const run = startRunProcess(databaseUrl, config.path);
   const committedAt = new Map<number, number>();
   try {
@@ -176,11 +181,12 @@ ${Array.from({ length: webhooks }, (_, i) => `    - { id: slow-${i}, url: "${rec
       60_000,
       'the service to record its webhooks',
     );
-    await insertSamplePayloads(
-      pool,
-      Array.from({ length: webhooks }, (_, w) => `slow-${w}`),
-      options.payloadsPerWebhook,
-      100,
+    const { body, eventIds } = samplePayload(100);
+    await pool.query(
+      `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
+       select 'slow-' || w, 'pending', $1, octet_length($1), 100, $2::uuid[]
+       from generate_series(1, $3::int) n, generate_series(0, $4::int - 1) w order by n, w`,
+      [body, eventIds, options.payloadsPerWebhook, webhooks],
     );
     const started = performance.now();
     await announcePayloadsReady(pool);

@@ -175,14 +175,8 @@ create table asset_webhooks.ticks (
 );
 create index ticks_created_at on asset_webhooks.ticks (created_at);
 
--- A payload: which events every attempt sends, in which order, and under
--- which webhookTimestamp. Its body is not stored: an event's JSON is made of
--- its row in asset_webhooks.events, written once however many webhooks
--- receive it, and asset_webhooks.payload_body assembles the body from the
--- payload's event_ids whenever an attempt is claimed. Neither the events
--- rows nor event_ids and webhook_timestamp change after sealing, so every
--- attempt sends the same bytes. `open` payloads are still being filled by a
--- running coalescing run and are never dispatched.
+-- A payload: the exact bytes that every attempt sends. `open` payloads are
+-- still being filled by a running coalescing run and are never dispatched.
 -- Each `run` process's delivery pump (src/delivery/pump.ts) claims due
 -- payloads with claim_payloads and writes every outcome with settle_payloads.
 -- The state of a pending payload in its webhook's queue:
@@ -203,13 +197,9 @@ create table asset_webhooks.payloads (
                       check (status in ('open', 'pending', 'delivered', 'dead_lettered')),
   -- true while the payload holds one of its webhook's slots (see above).
   dispatched          boolean not null default false,
-  -- The body's webhookTimestamp (milliseconds, as sent); null while open.
-  webhook_timestamp   timestamptz,
-  -- The length in bytes of the body payload_body assembles (0 while open).
+  body                text not null,
   byte_size           integer not null,
   event_count         integer not null,
-  -- The events the body carries, in order: each names a row of
-  -- asset_webhooks.events, which retention keeps while this payload exists.
   event_ids           uuid[] not null,
   -- The series counts redeliveries: 1 for the first series of attempts.
   series              integer not null default 1,
@@ -227,14 +217,23 @@ create table asset_webhooks.payloads (
   dead_letter_reason  text check (dead_letter_reason in ('rejected', 'retries_exhausted', 'expired', 'too_large', 'webhook_removed'))
 )
 -- Delivery writes two versions of every payload row (an attempt starts, then
--- settles) and does not change event_ids. An UPDATE that leaves an
+-- settles) and changes neither body nor event_ids. An UPDATE that leaves an
 -- out-of-line value alone keeps pointing at it, so a row that is toasted at
 -- all is toasted down to 1 kB, and event_ids goes out of line without a
--- compression attempt (random uuids do not compress). PostgreSQL toasts a
--- row only once it exceeds about 2 kB, though: a payload of 100 events (1.6
--- kB of ids) stays under that, so its row versions carry event_ids inline.
+-- compression attempt (random uuids do not compress): the row versions
+-- delivery writes, and their WAL, then hold only the small columns.
 with (toast_tuple_target = 1024);
 alter table asset_webhooks.payloads alter column event_ids set storage external;
+
+-- A coalescing run writes every routed event's JSON once per webhook that
+-- receives it; lz4 compresses it at a fraction of pglz's cost. A server built
+-- without lz4 keeps pglz: smaller on disk, slower to write.
+do $baseline$
+begin
+  alter table asset_webhooks.payloads alter column body set compression lz4;
+exception when feature_not_supported then
+  raise notice 'lz4 is not available on this server: payload bodies stay compressed with pglz';
+end $baseline$;
 
 -- Every index below answers one query by reading only the rows it asks for,
 -- whatever the table's history or statistics, so no path's cost grows with
@@ -416,10 +415,6 @@ create table asset_webhooks.routing_webhooks (
 -- excluding check is derived when asked, by evaluating the stored definition
 -- against the stored values (asset_webhooks.excluding_check). Nothing is
 -- written per excluded webhook.
--- An event's row is also its JSON in every payload that carries it
--- (asset_webhooks.payload_body): event_id, occurred_at, atom_id, asset_id,
--- asset_uuid and event_type never change once written, and retention keeps
--- the row while such a payload exists.
 -- Events written by a backfill have no outbox row and no coalescing run: seq
 -- and run_id are null and backfill_id names the backfill; their routing holds
 -- the backfill's one webhook, which receives them. Every captured event has
@@ -462,51 +457,13 @@ create table asset_webhooks.events (
   seen_field_values text[],
   backfill_id     bigint
 );
--- Investigation by time and by asset.
+-- Investigation by time and by asset; retention by coalesced_at.
 create index events_occurred_at on asset_webhooks.events (occurred_at);
 create index events_asset on asset_webhooks.events (asset_id, occurred_at);
--- By coalesced_at, in two halves that add up to one index. Events no payload
--- carries: retention deletes them by their age. Events payloads carry are
--- the bodies of those payloads and go with the last of them (retention finds
--- them through the payloads' event_ids), so the walk by age never reads an
--- event it must keep; this half serves the sealing of payloads a crashed run
--- left open (src/coalesce/persist.ts).
-create index events_uncarried on asset_webhooks.events (coalesced_at) where payload_ids is null;
-create index events_carried on asset_webhooks.events (coalesced_at) where payload_ids is not null;
+create index events_coalesced_at on asset_webhooks.events (coalesced_at);
 -- The events of one backfill (sql/runbooks/backfills.sql). Partial: captured
 -- events, nearly all of them, get no entry.
 create index events_backfill on asset_webhooks.events (backfill_id) where backfill_id is not null;
-
--- The body of a payload, exactly as every attempt sends it: {"count",
--- "events", "webhookTimestamp"}, each event {"atomId", "eventId",
--- "eventTimestamp", "assetId", "assetUuid", "eventType"} in the order of
--- event_ids, byte for byte what src/payload/serialize.ts makes of the same
--- values (a test compares the two on edge cases). Ids are JSON numbers with
--- the digits of their bigint text, so ids beyond 2^53 reach the receiver as
--- stored; timestamps are ISO-8601 UTC with milliseconds and Z; an event
--- without an atom has "atomId":null, one without an asset uuid "assetUuid":"".
--- Uuids and timestamps need no JSON escaping; the event type is escaped by
--- to_json. Each event is one probe of the events' primary key. The events of
--- an existing payload are kept by retention (src/maintenance/maintenance.ts),
--- so every event is found; count is the number of events written, so the
--- body stays well-formed JSON with count equal to the events' length even if
--- one were removed by hand.
-create function asset_webhooks.payload_body(p asset_webhooks.payloads) returns text
-language sql stable parallel safe as $$
-  select '{"count":' || count(*) || ',"events":['
-         || coalesce(string_agg(
-              '{"atomId":' || coalesce(e.atom_id::text, 'null')
-              || ',"eventId":"' || e.event_id::text
-              || '","eventTimestamp":"' || to_char(e.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-              || '","assetId":' || e.asset_id::text
-              || ',"assetUuid":"' || coalesce(e.asset_uuid::text, '')
-              || '","eventType":' || to_json(e.event_type)::text || '}',
-              ',' order by u.n), '')
-         || '],"webhookTimestamp":"'
-         || to_char(p.webhook_timestamp at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"}'
-  from unnest(p.event_ids) with ordinality as u(event_id, n)
-  join asset_webhooks.events e on e.event_id = u.event_id
-$$;
 
 -- The check that excludes the event from a webhook with this definition, in
 -- this order, or null when the webhook receives it: disabled (even
@@ -628,8 +585,7 @@ comment on view asset_webhooks.dead_letters is
 
 
 -- Claims up to p_max payloads that may be sent at p_now, starting their
--- attempts, and returns them (with their bodies, assembled by payload_body)
--- for the caller to send.
+-- attempts, and returns them (with their bodies) for the caller to send.
 --
 -- Webhooks take turns: they are visited in id order starting after p_after
 -- (the last webhook the caller was given), and each gives at most p_share
@@ -725,7 +681,7 @@ begin
       from due d
       where p.payload_id = d.payload_id
       returning p.payload_id, p.webhook_id, p.series, p.attempts, p.series_started_at, d.due, d.ord,
-                case when d.due then asset_webhooks.payload_body(p) end as body
+                case when d.due then p.body end as body
     ),
     started as (
       insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { batchBytes, type Batch } from '../coalesce/pack.js';
+import { batchBody, type Batch } from '../coalesce/pack.js';
 import type { RoutedWebhook } from '../coalesce/route.js';
 import { recordRouting } from '../coalesce/routing.js';
 
@@ -23,9 +23,7 @@ const PAYLOADS_PER_STATEMENT = 500;
 /**
  * Writes a chunk's payloads, every one sealed: pending, or dead-lettered as
  * too_large when its single event exceeds maxPayloadBytes (as coalescing does).
- * They carry no coalescing run. As coalescing's, they store their eventIds,
- * not a body: the events are written by insertBackfillEvents in the same
- * transaction, and asset_webhooks.payload_body assembles the body from them.
+ * They carry no coalescing run.
  */
 export async function insertBackfillPayloads(
   client: pg.PoolClient,
@@ -34,27 +32,27 @@ export async function insertBackfillPayloads(
 ): Promise<void> {
   for (let start = 0; start < batches.length; start += PAYLOADS_PER_STATEMENT) {
     const group = batches.slice(start, start + PAYLOADS_PER_STATEMENT);
-    const values: unknown[] = [webhookTimestamp];
+    const values: unknown[] = [];
     const rows = group.map((batch) => {
+      // Each body is a parameter of its own, not an element of a text[]: see upsertPayloads (src/coalesce/persist.ts).
       values.push(
         batch.payloadId,
         batch.webhookId,
-        batchBytes(batch),
-        batch.eventIds.length,
+        batchBody(batch, webhookTimestamp),
+        batch.events.length,
         `{${batch.eventIds.join(',')}}`,
         batch.tooLarge,
       );
       const n = values.length;
-      return `($${n - 5}::bigint, $${n - 4}::text, $${n - 3}::int, $${n - 2}::int, $${n - 1}::uuid[], $${n}::boolean)`;
+      return `($${n - 5}::bigint, $${n - 4}::text, $${n - 3}::text, $${n - 2}::int, $${n - 1}::uuid[], $${n}::boolean)`;
     });
     await client.query(
       `insert into asset_webhooks.payloads
-         (payload_id, webhook_id, status, webhook_timestamp, byte_size, event_count, event_ids, dead_letter_reason, dead_lettered_at)
+         (payload_id, webhook_id, status, body, byte_size, event_count, event_ids, dead_letter_reason, dead_lettered_at)
        overriding system value
-       select b.payload_id, b.webhook_id, case when b.too_large then 'dead_lettered' else 'pending' end, $1::timestamptz,
-              b.byte_size, b.event_count, b.event_ids,
-              case when b.too_large then 'too_large' end, case when b.too_large then clock_timestamp() end
-       from (values ${rows.join(', ')}) as b(payload_id, webhook_id, byte_size, event_count, event_ids, too_large)`,
+       select b.payload_id, b.webhook_id, case when b.too_large then 'dead_lettered' else 'pending' end, b.body, octet_length(b.body),
+              b.event_count, b.event_ids, case when b.too_large then 'too_large' end, case when b.too_large then clock_timestamp() end
+       from (values ${rows.join(', ')}) as b(payload_id, webhook_id, body, event_count, event_ids, too_large)`,
       values,
     );
   }

@@ -1,4 +1,4 @@
-import { bodyBytes } from '../payload/serialize.js';
+import { bodyBytes, serializeBody } from '../payload/serialize.js';
 
 /**
  * A payload being filled. It may span several chunks of one run: it is
@@ -11,9 +11,8 @@ export interface Batch {
   /** Its payload row exists (see upsertPayloads). */
   persisted: boolean;
   readonly webhookId: string;
-  /** The events it carries, in order; their JSON is stored once, in asset_webhooks.events. */
+  readonly events: string[];
   readonly eventIds: string[];
-  /** The serialized size of those events, added up: what the body's size is computed from. */
   eventBytes: number;
   /** Full: no further event fits. A sealed batch becomes a `pending` payload. */
   sealed: boolean;
@@ -40,16 +39,13 @@ export class Packer {
     private readonly limits: PackLimits,
   ) {}
 
-  /**
-   * Adds one event, given its JSON as serializeEvent makes it (only its size
-   * is kept: the body is assembled from the events rows when it is sent);
-   * returns the batch that carries it.
-   */
+  /** Adds one serialized event; returns the batch that carries it. */
   add(eventId: string, serializedEvent: string): Batch {
     const size = Buffer.byteLength(serializedEvent);
     if (bodyBytes(1, size) > this.limits.maxPayloadBytes) {
       // It can never fit: a batch of its own, dead-lettered instead of blocking the webhook.
       const alone = this.newBatch();
+      alone.events.push(serializedEvent);
       alone.eventIds.push(eventId);
       alone.eventBytes = size;
       alone.sealed = true;
@@ -59,8 +55,8 @@ export class Packer {
     let batch = this.current;
     if (
       batch &&
-      (batch.eventIds.length >= this.limits.batchSize ||
-        bodyBytes(batch.eventIds.length + 1, batch.eventBytes + size) > this.limits.maxPayloadBytes)
+      (batch.events.length >= this.limits.batchSize ||
+        bodyBytes(batch.events.length + 1, batch.eventBytes + size) > this.limits.maxPayloadBytes)
     ) {
       this.seal(batch);
       batch = null;
@@ -69,10 +65,11 @@ export class Packer {
       batch = this.newBatch();
       this.current = batch;
     }
+    batch.events.push(serializedEvent);
     batch.eventIds.push(eventId);
     batch.eventBytes += size;
     this.touched.add(batch);
-    if (batch.eventIds.length >= this.limits.batchSize) {
+    if (batch.events.length >= this.limits.batchSize) {
       this.seal(batch);
     }
     return batch;
@@ -95,6 +92,7 @@ export class Packer {
       payloadId: null,
       persisted: false,
       webhookId: this.webhookId,
+      events: [],
       eventIds: [],
       eventBytes: 0,
       sealed: false,
@@ -111,10 +109,7 @@ export class Packer {
   }
 }
 
-/**
- * The size in bytes of the body asset_webhooks.payload_body assembles for the
- * batch once it is stored: what its payload row records as byte_size.
- */
-export function batchBytes(batch: Batch): number {
-  return bodyBytes(batch.eventIds.length, batch.eventBytes);
+/** The body of a batch, generated now. */
+export function batchBody(batch: Batch, webhookTimestamp: string): string {
+  return serializeBody(batch.events, webhookTimestamp);
 }

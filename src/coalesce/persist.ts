@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { DecimalId, EventType } from '../interfaces.js';
-import { bodyBytes, serializeEvent } from '../payload/serialize.js';
-import { batchBytes, type Batch } from './pack.js';
+import { serializeBody, serializeEvent } from '../payload/serialize.js';
+import { batchBody, type Batch } from './pack.js';
 
 /**
  * Gives every batch that has no payload id yet one from the payloads' identity
@@ -21,17 +21,15 @@ export async function assignPayloadIds(client: pg.PoolClient, batches: readonly 
 }
 
 /**
- * Writes the batches of one chunk. A sealed batch is written whole (its
- * eventIds in order, count, webhookTimestamp and the byte size of the body
- * they make) and becomes `pending` (or, for a single event over the size cap,
- * dead-lettered as too_large). No body is written: each event's JSON is its
- * row in asset_webhooks.events, written once however many webhooks receive
- * it, and asset_webhooks.payload_body assembles the body when it is sent. A
- * batch still open is written once, as an `open` row without its events,
- * which is never dispatched: its events name it (events.payload_ids), and it
- * gets its eventIds when it is sealed, by a later chunk, the end of the run,
- * or after a crash by sealOpenPayloads. So a payload row is written at most
- * twice, however many chunks fill it.
+ * Writes the batches of one chunk. A sealed batch is written whole (body,
+ * count, eventIds) and becomes `pending` (or, for a single event over the size
+ * cap, dead-lettered as too_large). A batch still open is written once, as an
+ * `open` row without its events, which is never dispatched: its events name
+ * it (events.payload_ids), and it gets its body when it is sealed, by a later
+ * chunk, the end of the run, or after a crash by sealOpenPayloads. So a
+ * payload row is written at most twice, however many chunks fill it: writing
+ * an open payload's growing body at every chunk cost, with many webhooks each
+ * receiving a few events per chunk, a rewrite of every body per chunk.
  */
 export async function upsertPayloads(
   client: pg.PoolClient,
@@ -40,32 +38,35 @@ export async function upsertPayloads(
   webhookTimestamp: string,
 ): Promise<void> {
   const written = batches.filter((batch) => batch.sealed || !batch.persisted);
+  // Each body travels as a bind parameter of its own: packed into one text[]
+  // array literal, every quote of the JSON would be escaped by the driver and
+  // parsed again by PostgreSQL, which cost more than everything else here.
   for (let start = 0; start < written.length; start += PAYLOADS_PER_STATEMENT) {
     const group = written.slice(start, start + PAYLOADS_PER_STATEMENT);
-    const values: unknown[] = [runId, webhookTimestamp];
+    const values: unknown[] = [runId];
     const rows = group.map((batch) => {
+      const body = batch.sealed ? batchBody(batch, webhookTimestamp) : '';
       values.push(
         batch.payloadId,
         batch.webhookId,
         batch.tooLarge ? 'dead_lettered' : batch.sealed ? 'pending' : 'open',
-        batch.sealed ? batchBytes(batch) : 0,
-        batch.sealed ? batch.eventIds.length : 0,
+        body,
+        batch.sealed ? batch.events.length : 0,
         batch.sealed ? `{${batch.eventIds.join(',')}}` : '{}',
         batch.tooLarge,
       );
       const n = values.length;
-      return `($${n - 6}::bigint, $${n - 5}::text, $${n - 4}::text, $${n - 3}::int, $${n - 2}::int, $${n - 1}::uuid[], $${n}::boolean)`;
+      return `($${n - 6}::bigint, $${n - 5}::text, $${n - 4}::text, $${n - 3}::text, $${n - 2}::int, $${n - 1}::uuid[], $${n}::boolean)`;
     });
     await client.query(
       `insert into asset_webhooks.payloads
-         (payload_id, webhook_id, run_id, status, webhook_timestamp, byte_size, event_count, event_ids, dead_letter_reason, dead_lettered_at)
+         (payload_id, webhook_id, run_id, status, body, byte_size, event_count, event_ids, dead_letter_reason, dead_lettered_at)
        overriding system value
-       select b.payload_id, b.webhook_id, $1, b.status, case when b.status <> 'open' then $2::timestamptz end, b.byte_size,
-              b.event_count, b.event_ids,
+       select b.payload_id, b.webhook_id, $1, b.status, b.body, octet_length(b.body), b.event_count, b.event_ids,
               case when b.too_large then 'too_large' end, case when b.too_large then clock_timestamp() end
-       from (values ${rows.join(', ')}) as b(payload_id, webhook_id, status, byte_size, event_count, event_ids, too_large)
+       from (values ${rows.join(', ')}) as b(payload_id, webhook_id, status, body, event_count, event_ids, too_large)
        on conflict (payload_id) do update
-         set status = excluded.status, webhook_timestamp = excluded.webhook_timestamp, byte_size = excluded.byte_size,
+         set status = excluded.status, body = excluded.body, byte_size = excluded.byte_size,
              event_count = excluded.event_count, event_ids = excluded.event_ids`,
       values,
     );
@@ -74,11 +75,10 @@ export async function upsertPayloads(
 }
 
 /**
- * Seals the payloads a crashed run left `open`: each gets the events that
- * name it (written in the same transactions as the payload row), in order of
- * capture, with the time of sealing as its webhookTimestamp and the byte size
- * of the body they make, serialized as the run would have. Returns the
- * webhooks of the sealed payloads.
+ * Seals the payloads a crashed run left `open`: each gets the body of the
+ * events that name it (written in the same transactions as the payload row),
+ * in order of capture, serialized as the run would have, with the time of
+ * sealing as its webhookTimestamp. Returns the webhooks of the sealed payloads.
  */
 export async function sealOpenPayloads(
   client: pg.Pool | pg.PoolClient,
@@ -94,7 +94,7 @@ export async function sealOpenPayloads(
   const since = open.some((row) => row.since === null)
     ? null
     : new Date(Math.min(...open.map((row) => row.since!.getTime())));
-  // A run's events were coalesced after it started: events_carried bounds the search.
+  // A run's events were coalesced after it started: the index on coalesced_at bounds the search.
   const { rows: events } = await client.query<{
     payload_ids: Array<number | string>;
     event_id: string;
@@ -108,31 +108,28 @@ export async function sealOpenPayloads(
             to_char(e.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp,
             e.atom_id::text as atom_id, e.asset_id::text as asset_id, e.asset_uuid, e.event_type
      from asset_webhooks.events e
-     where e.payload_ids is not null and e.coalesced_at >= coalesce($2::timestamptz, '-infinity')
-       and e.payload_ids && $1::bigint[]
+     where e.coalesced_at >= coalesce($2::timestamptz, '-infinity') and e.payload_ids && $1::bigint[]
      order by e.seq`,
     [ids, since],
   );
   const sealedAt = webhookTimestamp();
   // Keyed by the id's decimal string: bigint[] elements come back as strings.
-  const members = new Map<string, { bytes: number; ids: string[] }>(
-    ids.map((id) => [String(id), { bytes: 0, ids: [] }]),
+  const members = new Map<string, { json: string[]; ids: string[] }>(
+    ids.map((id) => [String(id), { json: [], ids: [] }]),
   );
   for (const event of events) {
-    const bytes = Buffer.byteLength(
-      serializeEvent({
-        atomId: event.atom_id,
-        eventId: event.event_id,
-        eventTimestamp: event.event_timestamp,
-        assetId: event.asset_id,
-        assetUuid: event.asset_uuid ?? '',
-        eventType: event.event_type,
-      }),
-    );
+    const json = serializeEvent({
+      atomId: event.atom_id,
+      eventId: event.event_id,
+      eventTimestamp: event.event_timestamp,
+      assetId: event.asset_id,
+      assetUuid: event.asset_uuid ?? '',
+      eventType: event.event_type,
+    });
     for (const id of event.payload_ids) {
       const member = members.get(String(id));
       if (member) {
-        member.bytes += bytes;
+        member.json.push(json);
         member.ids.push(event.event_id);
       }
     }
@@ -140,9 +137,9 @@ export async function sealOpenPayloads(
   for (const [id, member] of members) {
     await client.query(
       `update asset_webhooks.payloads
-       set status = 'pending', webhook_timestamp = $2, byte_size = $3, event_count = $4, event_ids = $5::uuid[]
+       set status = 'pending', body = $2, byte_size = octet_length($2), event_count = $3, event_ids = $4::uuid[]
        where payload_id = $1 and status = 'open'`,
-      [id, sealedAt, bodyBytes(member.ids.length, member.bytes), member.ids.length, member.ids],
+      [id, serializeBody(member.json, sealedAt), member.ids.length, member.ids],
     );
   }
   return open.map((row) => row.webhook_id);
@@ -184,8 +181,7 @@ export async function consumeEvents(
   events: ConsumedEvents,
 ): Promise<void> {
   if (events.seqs.length === 0) return;
-  // One JSON document rather than a text[] of JSON strings: packed into an
-  // array literal, every quote would be escaped by the driver and parsed again.
+  // One JSON document rather than a text[] of JSON strings (see upsertPayloads).
   let document = '[';
   for (let i = 0; i < events.seqs.length; i += 1) {
     const collapsed = events.collapsedInto[i];

@@ -75,8 +75,6 @@ export interface OperatorDatabase {
     delivered_at: Date | null;
     dead_lettered_at: Date | null;
     dead_letter_reason: string | null;
-    /** The body's webhookTimestamp; null while the payload is open. */
-    webhook_timestamp: Date | null;
     byte_size: number;
   };
   'asset_webhooks.attempts': {

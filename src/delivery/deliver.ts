@@ -53,7 +53,7 @@ export interface DeliveryContext {
 }
 
 /**
- * Makes one claimed attempt: POST the body the claim assembled, classify the answer, let
+ * Makes one claimed attempt: POST the stored body, classify the answer, let
  * the retry policy decide the payload's next state, and write it
  * (asset_webhooks.settle_payloads). No step holds a row lock across the
  * network. An HTTP outcome never throws. Returns the attempt's result, or

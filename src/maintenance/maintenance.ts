@@ -20,8 +20,7 @@ export interface MaintenanceResult {
 /**
  * The periodic housekeeping of the service (once a minute):
  *  - consumed events, finished payloads, runs and ticks older than
- *    retentionDays are removed in small batches; an event that a payload
- *    carries stays as long as that payload (its body is made of it);
+ *    retentionDays are removed in small batches;
  *  - while payloads wait, a transaction open for longer than
  *    longTransactionSeconds is logged: the dead rows of every delivery stay
  *    until it ends, and delivering a backlog slows down more the longer it is.
@@ -53,19 +52,29 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
     }
     if (total > 0) deleted[name] = total;
   };
-  // Events that no payload carries (collapsed, or excluded for every webhook)
-  // go by their own age, through the partial index events_uncarried. Events
-  // that payloads carry are bodies waiting to be sent as long as one of those
-  // payloads exists (a paused webhook's backlog, a dead letter that can be
-  // redelivered): they go with the last of their payloads, below, so no batch
-  // ever reads the events it keeps.
   await purge(
     'events',
     `delete from asset_webhooks.events where event_id in (
-    select event_id from asset_webhooks.events
-    where payload_ids is null and coalesced_at < ${cutoff} order by coalesced_at limit $2)`,
+    select event_id from asset_webhooks.events where coalesced_at < ${cutoff} order by coalesced_at limit $2)`,
   );
-  await purgePayloads(pool, options.retentionDays, batchSize, deleted);
+  // A payload ends after it is created, so asking for created_at below the
+  // cutoff as well removes nothing that is due and lets payloads_created lead
+  // the way. Where an end time comes before the creation (a too_large payload,
+  // dead-lettered microseconds before its created_at in the statement that
+  // creates it; an end time from a Node clock behind the database's), the
+  // payload is purged that much later. Rows created before the cutoff that
+  // are not due (an old payload redelivered recently) are read again by each
+  // batch: few, and never more than the whole table the purge read before.
+  await purge(
+    'payloads',
+    `delete from asset_webhooks.payloads where payload_id in (
+    select payload_id from asset_webhooks.payloads
+    where created_at < ${cutoff}
+      and ((status = 'delivered' and delivered_at < ${cutoff})
+        or (status = 'dead_lettered' and dead_lettered_at < ${cutoff}))
+    order by created_at
+    limit $2)`,
+  );
   await purge(
     'coalesce_runs',
     `delete from asset_webhooks.coalesce_runs where run_id in (
@@ -84,88 +93,6 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
   );
   if (Object.keys(deleted).length > 0) logger.info({ deleted }, 'retention cleanup');
   return { deleted };
-}
-
-/**
- * Payloads that ended before the retention, and with them the events that no
- * remaining payload carries. A payload ends after it is created, so asking for
- * created_at below the cutoff as well removes nothing that is due and lets
- * payloads_created lead the way. Where an end time comes before the creation
- * (a too_large payload, dead-lettered microseconds before its created_at in
- * the statement that creates it; an end time from a Node clock behind the
- * database's), the payload is purged that much later. Rows created before the
- * cutoff that are not due (an old payload redelivered recently) are read again
- * by each batch: few, and never more than the whole table.
- *
- * An event goes with the last payload that carries it (events.payload_ids:
- * every webhook's), found through the purged payloads' event_ids, so the cost
- * is what is deleted. One that is not due yet itself (coalesced after the
- * cutoff, later in the run that created its payload) is left to the walk by
- * age: its payload_ids are cleared, which moves it to events_uncarried (its
- * outcome reads the same: the payload that carried it is gone either way). A
- * batch takes at most batchSize payloads and stops once they carry batchSize
- * events, so a statement touches at most batchSize + 99 events.
- */
-async function purgePayloads(
-  pool: pg.Pool,
-  retentionDays: number,
-  batchSize: number,
-  deleted: Record<string, number>,
-): Promise<void> {
-  const cutoff = `now() - make_interval(days => $1)`;
-  let payloads = 0;
-  let events = 0;
-  for (;;) {
-    const batch = await inTransaction(pool, async (client) => {
-      await client.query('set local enable_seqscan = off');
-      // One statement: it sees the payloads it deletes as they were, so the
-      // check for other carriers leaves them out by hand.
-      const { rows } = await client.query<{ due: number; payloads: number; events: number }>(
-        `with due as (
-           select payload_id, event_count, created_at from asset_webhooks.payloads
-           where created_at < ${cutoff}
-             and ((status = 'delivered' and delivered_at < ${cutoff})
-               or (status = 'dead_lettered' and dead_lettered_at < ${cutoff}))
-           order by created_at
-           limit $2
-         ),
-         picked as (
-           select d.payload_id
-           from (select payload_id, sum(event_count) over (order by created_at, payload_id) - event_count as before from due) d
-           where d.before < $2
-         ),
-         gone as (
-           delete from asset_webhooks.payloads p using picked k where p.payload_id = k.payload_id
-           returning p.payload_id, p.event_ids
-         ),
-         unneeded as (
-           select e.event_id, e.coalesced_at < ${cutoff} as due
-           from asset_webhooks.events e
-           where e.event_id in (select u.event_id from gone g cross join unnest(g.event_ids) as u(event_id))
-             and not exists (select 1 from asset_webhooks.payloads q
-                             where q.payload_id = any (e.payload_ids)
-                               and q.payload_id not in (select g.payload_id from gone g))
-         ),
-         purged as (
-           delete from asset_webhooks.events e using unneeded n where e.event_id = n.event_id and n.due
-           returning 1
-         ),
-         released as (
-           update asset_webhooks.events e set payload_ids = null from unneeded n where e.event_id = n.event_id and not n.due
-         )
-         select (select count(*) from due)::int as due, (select count(*) from gone)::int as payloads,
-                (select count(*) from purged)::int as events`,
-        [retentionDays, batchSize],
-      );
-      return rows[0]!;
-    });
-    payloads += batch.payloads;
-    events += batch.events;
-    // Done once a batch took every payload that was due.
-    if (batch.due < batchSize && batch.payloads >= batch.due) break;
-  }
-  if (payloads > 0) deleted.payloads = payloads;
-  if (events > 0) deleted.events = (deleted.events ?? 0) + events;
 }
 
 async function warnOfLongTransaction(options: MaintenanceOptions): Promise<void> {

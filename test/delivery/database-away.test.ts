@@ -53,8 +53,8 @@ async function awayFor(
   const {
     rows: [row],
   } = await db.pool.query<{ payload_id: number }>(
-    `insert into asset_webhooks.payloads (webhook_id, status, webhook_timestamp, byte_size, event_count, event_ids)
-     values ('shop', 'pending', now(), 51, 0, '{}'::uuid[]) returning payload_id`,
+    `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
+     values ('shop', 'pending', '{"n":1}', 7, 1, '{}'::uuid[]) returning payload_id`,
   );
   const [claimed] = await claimPayloads(db.pool, {
     now: new Date(),

@@ -26,8 +26,8 @@ beforeEach(async () => {
 /** `count` pending payloads of the webhook, the first `started` of them dispatched with attempt 1 started. */
 async function payloads(webhookId: string, count: number, started: number): Promise<number[]> {
   const { rows } = await db.pool.query<{ payload_id: number }>(
-    `insert into asset_webhooks.payloads (webhook_id, status, webhook_timestamp, byte_size, event_count, event_ids)
-     select $1, 'pending', now(), 51, 0, '{}'::uuid[] from generate_series(1, $2::int) n
+    `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
+     select $1, 'pending', '{"n":' || n || '}', 8, 1, '{}'::uuid[] from generate_series(1, $2::int) n
      returning payload_id`,
     [webhookId, count],
   );

@@ -31,8 +31,8 @@ describe('recording paused across run processes', () => {
   it('keeps the first start of a pause, and shifts the expiry base once when several processes resume at the same time', async () => {
     await syncWebhooks(db.pool, config(false), recorder);
     await db.pool.query(
-      `insert into asset_webhooks.payloads (webhook_id, status, webhook_timestamp, byte_size, event_count, event_ids, series_started_at)
-       values ('crm', 'pending', now(), 51, 0, '{}', now() - interval '3 hours')`,
+      `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids, series_started_at)
+       values ('crm', 'pending', '{}', 2, 0, '{}', now() - interval '3 hours')`,
     );
     await syncWebhooks(db.pool, config(true), recorder);
     const paused = await state();

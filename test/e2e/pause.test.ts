@@ -53,8 +53,8 @@ interface PayloadRow {
 
 async function payloads(): Promise<PayloadRow[]> {
   const { rows } = await db.pool.query<PayloadRow>(
-    `select payload_id::int, status, created_at, series_started_at, event_ids::text[], asset_webhooks.payload_body(p) as body
-     from asset_webhooks.payloads p where webhook_id = 'crm' order by payload_id`,
+    `select payload_id::int, status, created_at, series_started_at, event_ids::text[], body
+     from asset_webhooks.payloads where webhook_id = 'crm' order by payload_id`,
   );
   return rows;
 }

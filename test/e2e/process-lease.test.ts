@@ -170,9 +170,9 @@ it(
       const {
         rows: [payload],
       } = await db.pool.query<{ payload_id: number }>(
-        `insert into asset_webhooks.payloads (webhook_id, status, dispatched, webhook_timestamp, byte_size, event_count, event_ids,
+        `insert into asset_webhooks.payloads (webhook_id, status, dispatched, body, byte_size, event_count, event_ids,
                                             attempts, last_attempt_at, series_started_at)
-       values ('crm', 'pending', true, now(), 51, 0, '{}', 1, now() - interval '3 minutes', now() - interval '3 minutes')
+       values ('crm', 'pending', true, '{"count":0,"events":[]}', 23, 0, '{}', 1, now() - interval '3 minutes', now() - interval '3 minutes')
        returning payload_id`,
       );
       await db.pool.query(

@@ -118,7 +118,7 @@ describe('retention and expiry', () => {
 
   it('dead-letters a payload that waited past deadLetterAfterSeconds (a disabled webhook) as expired', async () => {
     await db.pool.query(
-      "insert into asset_webhooks.payloads (webhook_id, status, webhook_timestamp, byte_size, event_count, event_ids, series_started_at) values ('gone', 'pending', now(), 51, 0, '{}', now() - interval '2 days')",
+      "insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids, series_started_at) values ('gone', 'pending', '{}', 2, 0, '{}', now() - interval '2 days')",
     );
     const delivery = await testDelivery(db.pool, 'assetUpdater:\n  webhooks: []\n');
     try {

@@ -218,12 +218,11 @@ export async function load(url, context, nextLoad) {
       'a moment away from the minute boundary',
     );
     // Waiting, and no NOTIFY: as a payload whose wake-up was lost is left.
-    const webhookTimestamp = new Date().toISOString();
-    const body = JSON.stringify({ count: 0, events: [], webhookTimestamp });
+    const body = JSON.stringify({ count: 0, events: [], webhookTimestamp: new Date().toISOString() });
     await db.pool.query(
-      `insert into asset_webhooks.payloads (webhook_id, status, dispatched, webhook_timestamp, byte_size, event_count, event_ids)
-       values ('crm', 'pending', false, $1, $2, 0, '{}')`,
-      [webhookTimestamp, Buffer.byteLength(body)],
+      `insert into asset_webhooks.payloads (webhook_id, status, dispatched, body, byte_size, event_count, event_ids)
+       values ('crm', 'pending', false, $1, length($1), 0, '{}')`,
+      [body],
     );
     await receiver.waitFor(2, 10_000);
     expect(receiver.requests[1]!.body).toBe(body);

@@ -55,7 +55,7 @@ function verify(key: string, request: Pick<ReceivedRequest, 'headers' | 'body'>)
 
 async function storedBody(payloadId: number): Promise<string> {
   const { rows } = await db.pool.query<{ body: string }>(
-    'select asset_webhooks.payload_body(p) as body from asset_webhooks.payloads p where payload_id = $1',
+    'select body from asset_webhooks.payloads where payload_id = $1',
     [payloadId],
   );
   return rows[0]!.body;

@@ -34,11 +34,7 @@ export async function testDelivery(
   return { context, state, close: () => state.close() };
 }
 
-/**
- * Inserts `count` pending payloads of a webhook, as coalescing stores them:
- * payload n carries one event of its own, of asset n, in
- * asset_webhooks.events (see bodyNumber). Returns their ids in order.
- */
+/** Inserts `count` pending payloads of a webhook (bodies {"n":1}, {"n":2}, ...), returning their ids in order. */
 export async function insertPayloads(
   pool: pg.Pool,
   webhookId: string,
@@ -46,32 +42,11 @@ export async function insertPayloads(
   seriesStartedAt?: Date,
 ): Promise<number[]> {
   const { rows } = await pool.query<{ payload_id: number }>(
-    `with made as (
-       insert into asset_webhooks.payloads (webhook_id, status, webhook_timestamp, byte_size, event_count, event_ids, series_started_at)
-       select $1, 'pending', now(), 0, 1, array[gen_random_uuid()], coalesce($3::timestamptz, clock_timestamp())
-       from generate_series(1, $2::int) n
-       order by n
-       returning payload_id, event_ids
-     ),
-     numbered as (select m.*, row_number() over (order by m.payload_id) as n from made m),
-     carried as (
-       insert into asset_webhooks.events (event_id, occurred_at, event_type, asset_id, asset_uuid, atom_id, coalesced_at, payload_ids)
-       select m.event_ids[1], clock_timestamp(), 'EDITED', m.n, gen_random_uuid(), null, clock_timestamp(), array[m.payload_id]
-       from numbered m
-     )
-     select payload_id from made`,
+    `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids, series_started_at)
+     select $1, 'pending', '{"n":' || n || '}', 8, 1, '{}'::uuid[], coalesce($3::timestamptz, clock_timestamp())
+     from generate_series(1, $2::int) n
+     returning payload_id`,
     [webhookId, count, seriesStartedAt ?? null],
   );
-  const ids = rows.map((row) => row.payload_id).sort((a, b) => a - b);
-  await pool.query(
-    `update asset_webhooks.payloads p set byte_size = octet_length(asset_webhooks.payload_body(p))
-     where p.payload_id = any($1::bigint[])`,
-    [ids],
-  );
-  return ids;
-}
-
-/** Which payload of insertPayloads a body is: its one event's assetId. */
-export function bodyNumber(body: string): number {
-  return (JSON.parse(body) as { events: Array<{ assetId: number }> }).events[0]!.assetId;
+  return rows.map((row) => row.payload_id).sort((a, b) => a - b);
 }

@@ -58,7 +58,6 @@ export interface StoredPayload {
   payload_id: number;
   webhook_id: string;
   status: string;
-  /** As every attempt sends it (asset_webhooks.payload_body); null while the payload is open. */
   body: string;
   event_count: number;
   byte_size: number;
@@ -67,8 +66,7 @@ export interface StoredPayload {
 
 export async function payloads(pool: pg.Pool, webhookId?: string): Promise<StoredPayload[]> {
   const { rows } = await pool.query<StoredPayload>(
-    `select payload_id, webhook_id, status, asset_webhooks.payload_body(p) as body, event_count, byte_size, dead_letter_reason
-     from asset_webhooks.payloads p
+    `select payload_id, webhook_id, status, body, event_count, byte_size, dead_letter_reason from asset_webhooks.payloads
      where $1::text is null or webhook_id = $1 order by payload_id`,
     [webhookId ?? null],
   );

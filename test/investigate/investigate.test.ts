@@ -224,10 +224,9 @@ describe('dead letters', () => {
     expect(list.stdout).toMatch(new RegExp(`payload ${ids.deadPayload}\\s+webhook crm\\s+rejected`));
     const {
       rows: [before],
-    } = await db.pool.query<{ body: string }>(
-      'select asset_webhooks.payload_body(p) as body from asset_webhooks.payloads p where payload_id = $1',
-      [ids.deadPayload],
-    );
+    } = await db.pool.query<{ body: string }>('select body from asset_webhooks.payloads where payload_id = $1', [
+      ids.deadPayload,
+    ]);
     const redelivered = await runCli([
       'dead-letters',
       'redeliver',
@@ -248,7 +247,7 @@ describe('dead letters', () => {
     const {
       rows: [after],
     } = await db.pool.query<{ body: string; status: string; series: number; attempts: number }>(
-      'select asset_webhooks.payload_body(p) as body, status, series, attempts from asset_webhooks.payloads p where payload_id = $1',
+      'select body, status, series, attempts from asset_webhooks.payloads where payload_id = $1',
       [ids.deadPayload],
     );
     expect(after).toEqual({ body: before!.body, status: 'pending', series: 2, attempts: 0 });

@@ -32,8 +32,8 @@ it('purges expired history without reading the history it keeps, with statistics
   await db.pool.query('analyze asset_webhooks.payloads, asset_webhooks.events');
   // 3,000 payloads and events within the retention, 5 of each beyond it.
   await db.pool.query(
-    `insert into asset_webhooks.payloads (webhook_id, status, webhook_timestamp, byte_size, event_count, event_ids, created_at, delivered_at)
-     select 'crm', 'delivered', now(), 51, 0, '{}', now() - make_interval(days => case when n <= 5 then 40 else 1 end),
+    `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids, created_at, delivered_at)
+     select 'crm', 'delivered', '{}', 2, 0, '{}', now() - make_interval(days => case when n <= 5 then 40 else 1 end),
             now() - make_interval(days => case when n <= 5 then 40 else 1 end)
      from generate_series(1, 3005) n`,
   );
@@ -68,13 +68,13 @@ it('removes payloads, runs and ticks that ended before the retention, by when th
   const old = "now() - interval '40 days'";
   const recent = "now() - interval '1 day'";
   const { rows } = await db.pool.query<{ payload_id: number }>(
-    `insert into asset_webhooks.payloads (webhook_id, status, webhook_timestamp, byte_size, event_count, event_ids, created_at, delivered_at, dead_letter_reason, dead_lettered_at)
-     values ('crm', 'delivered', now(), 51, 0, '{}', ${old}, ${old}, null, null),
-            ('crm', 'dead_lettered', now(), 51, 0, '{}', ${old}, null, 'rejected', ${old}),
+    `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids, created_at, delivered_at, dead_letter_reason, dead_lettered_at)
+     values ('crm', 'delivered', '{}', 2, 0, '{}', ${old}, ${old}, null, null),
+            ('crm', 'dead_lettered', '{}', 2, 0, '{}', ${old}, null, 'rejected', ${old}),
             -- Old payloads an operator redelivered: they ended again recently.
-            ('crm', 'delivered', now(), 51, 0, '{}', ${old}, ${recent}, null, null),
-            ('crm', 'dead_lettered', now(), 51, 0, '{}', ${old}, null, 'rejected', ${recent}),
-            ('crm', 'pending', now(), 51, 0, '{}', ${old}, null, null, null)
+            ('crm', 'delivered', '{}', 2, 0, '{}', ${old}, ${recent}, null, null),
+            ('crm', 'dead_lettered', '{}', 2, 0, '{}', ${old}, null, 'rejected', ${recent}),
+            ('crm', 'pending', '{}', 2, 0, '{}', ${old}, null, null, null)
      returning payload_id`,
   );
   await db.pool.query(`insert into asset_webhooks.coalesce_runs (started_at) values (${old}), (${recent})`);

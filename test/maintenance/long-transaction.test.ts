@@ -42,8 +42,8 @@ it('names a long open transaction while payloads wait, and only then', async () 
     expect(logLines(quiet).filter((line) => line.msg.startsWith('a long open transaction'))).toEqual([]);
 
     await db.pool.query(
-      `insert into asset_webhooks.payloads (webhook_id, status, webhook_timestamp, byte_size, event_count, event_ids)
-       values ('crm', 'pending', now(), 51, 0, '{}')`,
+      `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
+       values ('crm', 'pending', '{}', 2, 0, '{}')`,
     );
     const warned = new PassThrough();
     await maintain(warned);
