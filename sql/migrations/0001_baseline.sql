@@ -197,7 +197,14 @@ create table asset_webhooks.payloads (
                       check (status in ('open', 'pending', 'delivered', 'dead_lettered')),
   -- true while the payload holds one of its webhook's slots (see above).
   dispatched          boolean not null default false,
+  -- The exact bytes every attempt sends; empty while `open`, and empty when
+  -- body_of names the payload that holds the same bytes.
   body                text not null,
+  -- A coalescing run that packs the same events at the same time for several
+  -- webhooks (identical filters: several receivers of everything, say) stores
+  -- their body once, on the first of those payloads; the others name it here.
+  -- That payload is kept as long as any payload names it (retention).
+  body_of             bigint,
   byte_size           integer not null,
   event_count         integer not null,
   event_ids           uuid[] not null,
@@ -225,8 +232,8 @@ create table asset_webhooks.payloads (
 with (toast_tuple_target = 1024);
 alter table asset_webhooks.payloads alter column event_ids set storage external;
 
--- A coalescing run writes every routed event's JSON once per webhook that
--- receives it; lz4 compresses it at a fraction of pglz's cost. A server built
+-- A coalescing run writes every routed event's JSON once per distinct body
+-- (see body_of); lz4 compresses it at a fraction of pglz's cost. A server built
 -- without lz4 keeps pglz: smaller on disk, slower to write.
 do $baseline$
 begin
@@ -260,6 +267,8 @@ create index payloads_queue on asset_webhooks.payloads (webhook_id, (payload_id 
 create index payloads_expiry on asset_webhooks.payloads (series_started_at) where status = 'pending' and not dispatched;
 -- Sealing the payloads a coalescing run left open (at the start of every run).
 create index payloads_open on asset_webhooks.payloads (webhook_id) where status = 'open';
+-- Retention keeps a payload whose body others name (body_of) until they are gone.
+create index payloads_body_of on asset_webhooks.payloads (body_of) where body_of is not null;
 -- `dead-letters` without --webhook: the newest first.
 create index payloads_dead_newest on asset_webhooks.payloads (dead_lettered_at) where status = 'dead_lettered';
 
@@ -681,7 +690,10 @@ begin
       from due d
       where p.payload_id = d.payload_id
       returning p.payload_id, p.webhook_id, p.series, p.attempts, p.series_started_at, d.due, d.ord,
-                case when d.due then p.body end as body
+                case when d.due then
+                  case when p.body_of is null then p.body
+                       else (select b.body from asset_webhooks.payloads b where b.payload_id = p.body_of) end
+                end as body
     ),
     started as (
       insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)

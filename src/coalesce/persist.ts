@@ -38,6 +38,10 @@ export async function upsertPayloads(
   webhookTimestamp: string,
 ): Promise<void> {
   const written = batches.filter((batch) => batch.sealed || !batch.persisted);
+  // Batches sealed here with the same events in the same order (webhooks whose
+  // filters agree) get the same timestamp, so the same bytes: the first
+  // carries the body, the others name it (payloads.body_of).
+  const bodies = new Map<string, { payloadId: number; bytes: number }>();
   // Each body travels as a bind parameter of its own: packed into one text[]
   // array literal, every quote of the JSON would be escaped by the driver and
   // parsed again by PostgreSQL, which cost more than everything else here.
@@ -45,28 +49,44 @@ export async function upsertPayloads(
     const group = written.slice(start, start + PAYLOADS_PER_STATEMENT);
     const values: unknown[] = [runId];
     const rows = group.map((batch) => {
-      const body = batch.sealed ? batchBody(batch, webhookTimestamp) : '';
+      const eventIds = batch.sealed ? `{${batch.eventIds.join(',')}}` : '{}';
+      let body = '';
+      let bodyOf: number | null = null;
+      let bytes = 0;
+      if (batch.sealed) {
+        const shared = batch.tooLarge ? undefined : bodies.get(eventIds);
+        if (shared) {
+          bodyOf = shared.payloadId;
+          bytes = shared.bytes;
+        } else {
+          body = batchBody(batch, webhookTimestamp);
+          bytes = Buffer.byteLength(body);
+          if (!batch.tooLarge) bodies.set(eventIds, { payloadId: batch.payloadId!, bytes });
+        }
+      }
       values.push(
         batch.payloadId,
         batch.webhookId,
         batch.tooLarge ? 'dead_lettered' : batch.sealed ? 'pending' : 'open',
         body,
+        bodyOf,
+        bytes,
         batch.sealed ? batch.events.length : 0,
-        batch.sealed ? `{${batch.eventIds.join(',')}}` : '{}',
+        eventIds,
         batch.tooLarge,
       );
       const n = values.length;
-      return `($${n - 6}::bigint, $${n - 5}::text, $${n - 4}::text, $${n - 3}::text, $${n - 2}::int, $${n - 1}::uuid[], $${n}::boolean)`;
+      return `($${n - 8}::bigint, $${n - 7}::text, $${n - 6}::text, $${n - 5}::text, $${n - 4}::bigint, $${n - 3}::int, $${n - 2}::int, $${n - 1}::uuid[], $${n}::boolean)`;
     });
     await client.query(
       `insert into asset_webhooks.payloads
-         (payload_id, webhook_id, run_id, status, body, byte_size, event_count, event_ids, dead_letter_reason, dead_lettered_at)
+         (payload_id, webhook_id, run_id, status, body, body_of, byte_size, event_count, event_ids, dead_letter_reason, dead_lettered_at)
        overriding system value
-       select b.payload_id, b.webhook_id, $1, b.status, b.body, octet_length(b.body), b.event_count, b.event_ids,
+       select b.payload_id, b.webhook_id, $1, b.status, b.body, b.body_of, b.byte_size, b.event_count, b.event_ids,
               case when b.too_large then 'too_large' end, case when b.too_large then clock_timestamp() end
-       from (values ${rows.join(', ')}) as b(payload_id, webhook_id, status, body, event_count, event_ids, too_large)
+       from (values ${rows.join(', ')}) as b(payload_id, webhook_id, status, body, body_of, byte_size, event_count, event_ids, too_large)
        on conflict (payload_id) do update
-         set status = excluded.status, body = excluded.body, byte_size = excluded.byte_size,
+         set status = excluded.status, body = excluded.body, body_of = excluded.body_of, byte_size = excluded.byte_size,
              event_count = excluded.event_count, event_ids = excluded.event_ids`,
       values,
     );
@@ -145,7 +165,7 @@ export async function sealOpenPayloads(
   return open.map((row) => row.webhook_id);
 }
 
-/** Payload rows per INSERT: 7 parameters each, well under PostgreSQL's 65,535. */
+/** Payload rows per INSERT: 9 parameters each, well under PostgreSQL's 65,535. */
 export const PAYLOADS_PER_STATEMENT = 500;
 
 /** The consumed events of one chunk, column by column (parallel arrays, one entry per event, in seq order). */

@@ -72,6 +72,8 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
     where created_at < ${cutoff}
       and ((status = 'delivered' and delivered_at < ${cutoff})
         or (status = 'dead_lettered' and dead_lettered_at < ${cutoff}))
+      -- A body other payloads still name stays (payloads.body_of).
+      and not exists (select 1 from asset_webhooks.payloads s where s.body_of = payloads.payload_id)
     order by created_at
     limit $2)`,
   );

@@ -1,3 +1,4 @@
+import { claimPayloads } from '../../src/delivery/attempt-store.js';
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -146,6 +147,43 @@ describe('coalescing', () => {
       }
       expect(own.flatMap(bodyEvents).map((e) => e.assetId)).toEqual(Array.from({ length: 1100 }, (_, i) => i + 1));
     }
+  });
+
+  it('stores one body for the payloads of webhooks whose filters agree, and each attempt sends it', async () => {
+    // crm and shop receive everything; search only CREATED, two a payload: its payloads carry other lists of events.
+    const hooks = [openWebhook('crm', { batchSize: 3 }), openWebhook('shop', { batchSize: 3 })];
+    const search = { ...openWebhook('search', { batchSize: 2 }), eventTypes: ['CREATED' as const] };
+    await registerWebhooks(db.pool, [...hooks, search]);
+    await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 6) g');
+    await db.pool.query("update assets set state = 'approved' where asset_id <= 3");
+    await runCoalesce(db.pool, [...hooks, search]);
+    const stored = await payloads(db.pool);
+    const crm = stored.filter((p) => p.webhook_id === 'crm');
+    const shop = stored.filter((p) => p.webhook_id === 'shop');
+    expect(crm).toHaveLength(3);
+    // The same events in the same order: shop's payloads name crm's bodies, and hold none of their own.
+    expect(shop.map((p) => p.body_of)).toEqual(crm.map((p) => p.payload_id));
+    expect(shop.map((p) => p.body)).toEqual(crm.map((p) => p.body));
+    expect(shop.map((p) => p.byte_size)).toEqual(crm.map((p) => Buffer.byteLength(p.body)));
+    const { rows: own } = await db.pool.query<{ n: number }>(
+      "select count(*)::int as n from asset_webhooks.payloads where webhook_id = 'shop' and body <> ''",
+    );
+    expect(own[0]!.n).toBe(0);
+    expect(crm.every((p) => p.body_of === null)).toBe(true);
+    const searchPayloads = stored.filter((p) => p.webhook_id === 'search');
+    expect(searchPayloads).toHaveLength(3);
+    expect(searchPayloads.every((p) => p.body_of === null)).toBe(true);
+    // A claim of a payload that names another's body sends that body.
+    const claimed = await claimPayloads(db.pool, {
+      now: new Date(),
+      max: 100,
+      share: 100,
+      after: null,
+      expireAfterSeconds: 86_400,
+    });
+    const byId = new Map(stored.map((p) => [p.payload_id, p.body]));
+    expect(claimed.filter((c) => c.webhookId === 'shop')).toHaveLength(1);
+    for (const c of claimed) expect(c.body).toBe(byId.get(c.payloadId));
   });
 
   it('excludes events of an asset purged since as asset_gone, but delivers PURGED', async () => {

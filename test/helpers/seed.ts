@@ -58,7 +58,9 @@ export interface StoredPayload {
   payload_id: number;
   webhook_id: string;
   status: string;
+  /** The body every attempt sends: its own, or that of the payload named by body_of. */
   body: string;
+  body_of: number | null;
   event_count: number;
   byte_size: number;
   dead_letter_reason: string | null;
@@ -66,8 +68,10 @@ export interface StoredPayload {
 
 export async function payloads(pool: pg.Pool, webhookId?: string): Promise<StoredPayload[]> {
   const { rows } = await pool.query<StoredPayload>(
-    `select payload_id, webhook_id, status, body, event_count, byte_size, dead_letter_reason from asset_webhooks.payloads
-     where $1::text is null or webhook_id = $1 order by payload_id`,
+    `select p.payload_id, p.webhook_id, p.status, coalesce(b.body, p.body) as body, p.body_of, p.event_count, p.byte_size,
+            p.dead_letter_reason
+     from asset_webhooks.payloads p left join asset_webhooks.payloads b on b.payload_id = p.body_of
+     where $1::text is null or p.webhook_id = $1 order by p.payload_id`,
     [webhookId ?? null],
   );
   return rows;
