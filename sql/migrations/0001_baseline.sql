@@ -633,11 +633,23 @@ declare
   v_head bigint;
   v_all bigint[] := '{}';
 begin
+  -- Only webhooks that had a free slot and a payload for it when this
+  -- statement began are visited: one statement over the configured webhooks,
+  -- however many are idle or full, instead of several per webhook. It only
+  -- filters: each visited webhook's slots are counted again under its lock.
   for w in
     select k.webhook_id, k.concurrency, k.failing_since is not null as failing
     from asset_webhooks.webhooks k
     -- A paused webhook's payloads, retries included, wait for its resume.
     where k.enabled and k.paused_since is null and (k.hold_until is null or k.hold_until <= p_now)
+      and (select count(*) from asset_webhooks.payloads f
+           where f.webhook_id = k.webhook_id and f.status = 'pending' and f.dispatched and f.next_attempt_at is null)
+          < case when k.failing_since is not null then 1 else k.concurrency end
+      and (exists (select 1 from asset_webhooks.payloads r
+                   where r.webhook_id = k.webhook_id and r.status = 'pending' and r.dispatched
+                     and r.next_attempt_at <= p_now)
+           or exists (select 1 from asset_webhooks.payloads h
+                      where h.webhook_id = k.webhook_id and h.status = 'pending' and not h.dispatched))
     order by k.webhook_id <= coalesce(p_after, ''), k.webhook_id
   loop
     exit when v_claimed >= p_max;
