@@ -7,7 +7,7 @@ import { expireWaiting, OWN_LEASE_SETTLE_MS, recoverOrphans } from '../../src/de
 import { createLogger } from '../../src/logging/logger.js';
 import { receiverConfig, type TestWebhook } from '../helpers/config.js';
 import { insertPayloads, testDelivery, type TestDelivery } from '../helpers/delivery.js';
-import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
+import { answerAfter, eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
@@ -338,18 +338,7 @@ describe('the delivery pump', () => {
   it('with concurrency 3 and two pumps on one database, sends each payload once and at most 3 at a time', async () => {
     const { context } = await setUp([{ id: 'shop', concurrency: 3 }]);
     const ids = await insertPayloads(db.pool, 'shop', 60);
-    let open = 0;
-    let most = 0;
-    receiver.respond = () => {
-      open += 1;
-      most = Math.max(most, open);
-      return new Promise<number>((resolve) =>
-        setTimeout(() => {
-          open -= 1;
-          resolve(200);
-        }, 20),
-      );
-    };
+    const concurrent = answerAfter(receiver, 20);
     for (let i = 0; i < 2; i += 1) {
       const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
       pumps.push(pump);
@@ -362,7 +351,7 @@ describe('the delivery pump', () => {
       'every payload delivered',
     );
     expect(receiver.requests.map((request) => request.body).sort()).toEqual(ids.map((_, i) => `{"n":${i + 1}}`).sort());
-    expect(most).toBeLessThanOrEqual(3);
-    expect(most).toBeGreaterThan(1);
+    expect(concurrent.most()).toBeLessThanOrEqual(3);
+    expect(concurrent.most()).toBeGreaterThan(1);
   });
 });

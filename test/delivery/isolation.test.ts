@@ -2,7 +2,13 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
 import { receiverConfig, type TestWebhook } from '../helpers/config.js';
 import { insertPayloads } from '../helpers/delivery.js';
-import { eventually, startTestReceiver, type ReceivedRequest, type TestReceiver } from '../helpers/receiver.js';
+import {
+  answerAfter,
+  eventually,
+  startTestReceiver,
+  type ReceivedRequest,
+  type TestReceiver,
+} from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -149,18 +155,7 @@ describe('a webhook with a long backlog', () => {
     { timeout: 120_000 },
     async () => {
       const big = await receiver();
-      let open = 0;
-      let most = 0;
-      big.respond = () => {
-        open += 1;
-        most = Math.max(most, open);
-        return new Promise<number>((resolve) =>
-          setTimeout(() => {
-            open -= 1;
-            resolve(200);
-          }, 20),
-        );
-      };
+      const concurrent = answerAfter(big, 20);
       const small = await receiver();
       await db.pool.query(
         "insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency) values ('big', 'http://127.0.0.1/', true, 64)",
@@ -188,8 +183,8 @@ describe('a webhook with a long backlog', () => {
       );
       expect(backlog!.n).toBeGreaterThan(1000);
       // The cap holds while settling statements take freed slots again (and big did send several at once).
-      expect(most).toBeLessThanOrEqual(16);
-      expect(most).toBeGreaterThanOrEqual(4);
+      expect(concurrent.most()).toBeLessThanOrEqual(16);
+      expect(concurrent.most()).toBeGreaterThanOrEqual(4);
     },
   );
 });

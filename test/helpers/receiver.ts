@@ -87,6 +87,23 @@ export async function startTestReceiver(path = '/hook'): Promise<TestReceiver> {
 }
 
 /** Polls until check() returns a value that is not undefined. */
+/** Makes the receiver answer 200 after `delayMs`, counting requests open at once; `most()` is the highest count seen. */
+export function answerAfter(receiver: TestReceiver, delayMs: number): { most(): number } {
+  let open = 0;
+  let most = 0;
+  receiver.respond = () => {
+    open += 1;
+    most = Math.max(most, open);
+    return new Promise<number>((resolve) =>
+      setTimeout(() => {
+        open -= 1;
+        resolve(200);
+      }, delayMs),
+    );
+  };
+  return { most: () => most };
+}
+
 export async function eventually<T>(
   check: () => Promise<T | undefined>,
   timeoutMs = 20_000,
