@@ -606,13 +606,27 @@ comment on view asset_webhooks.dead_letters is
 -- A queue payload whose retry time is ahead takes its slot and waits in it.
 -- Expired payloads are not claimed: the caller's expiry sweep settles them.
 --
+-- Standby: for the webhooks named in p_standby_for (those the caller has
+-- requests open to), up to p_standby payloads more than the concurrency are
+-- claimed and returned with standby = true: their attempts are started, but
+-- the caller sends one only when one of its own requests to that webhook has
+-- ended and that request's result is not yet written (or undoes it with
+-- abandon_attempt). Counting rows in flight this way never lets a receiver
+-- see more than its concurrency of requests at once: a row claimed while the
+-- webhook has its concurrency in flight is a standby, and a standby replaces a
+-- request that has ended but still counts until its result is written. No
+-- standby is claimed with concurrency 1 (strict order: the next payload waits
+-- for the previous one's delivery) or while failing_since is set.
+--
 -- Safe across processes: a webhook is claimed by one transaction at a time
 -- (a try-lock: a webhook being claimed elsewhere is skipped, not waited for),
 -- and payloads another transaction holds (a coalescing chunk) are skipped;
 -- with concurrency 1 only the head itself may be claimed, so strict order holds.
 create function asset_webhooks.claim_payloads(p_now timestamptz, p_max integer, p_share integer, p_after text,
-                                              p_expire_after_seconds integer)
-returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz, body text)
+                                              p_expire_after_seconds integer,
+                                              p_standby integer default 0, p_standby_for text[] default '{}')
+returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz,
+               body text, standby boolean)
 language plpgsql
 -- Planned at each call: a plan kept for the life of a session would keep the
 -- table's size from when it was made (a `run` process's connections live for
@@ -631,20 +645,29 @@ declare
   v_room integer;
   v_ids bigint[];
   v_head bigint;
+  v_limit integer;
   v_all bigint[] := '{}';
+  -- Per visited webhook that got payloads: how many may be sent at once now.
+  v_webhooks text[] := '{}';
+  v_sendable integer[] := '{}';
 begin
   -- Only webhooks that had a free slot and a payload for it when this
   -- statement began are visited: one statement over the configured webhooks,
   -- however many are idle or full, instead of several per webhook. It only
   -- filters: each visited webhook's slots are counted again under its lock.
   for w in
-    select k.webhook_id, k.concurrency, k.failing_since is not null as failing
+    select k.webhook_id, k.concurrency, k.failing_since is not null as failing,
+           case when k.failing_since is not null then 1
+                when k.concurrency > 1 and k.webhook_id = any(p_standby_for) then k.concurrency + greatest(p_standby, 0)
+                else k.concurrency end as slots
     from asset_webhooks.webhooks k
     -- A paused webhook's payloads, retries included, wait for its resume.
     where k.enabled and k.paused_since is null and (k.hold_until is null or k.hold_until <= p_now)
       and (select count(*) from asset_webhooks.payloads f
            where f.webhook_id = k.webhook_id and f.status = 'pending' and f.dispatched and f.next_attempt_at is null)
-          < case when k.failing_since is not null then 1 else k.concurrency end
+          < case when k.failing_since is not null then 1
+                 when k.concurrency > 1 and k.webhook_id = any(p_standby_for) then k.concurrency + greatest(p_standby, 0)
+                 else k.concurrency end
       and (exists (select 1 from asset_webhooks.payloads r
                    where r.webhook_id = k.webhook_id and r.status = 'pending' and r.dispatched
                      and r.next_attempt_at <= p_now)
@@ -657,13 +680,13 @@ begin
     select count(*) filter (where p.next_attempt_at is null), count(*) into v_in_flight, v_held
     from asset_webhooks.payloads p
     where p.webhook_id = w.webhook_id and p.status = 'pending' and p.dispatched;
-    v_take := least(case when w.failing then 1 else w.concurrency end - v_in_flight, p_share, p_max - v_claimed);
+    v_take := least(w.slots - v_in_flight, p_share, p_max - v_claimed);
     continue when v_take <= 0;
     v_ids := array(select q.payload_id from asset_webhooks.payloads q
                    where q.webhook_id = w.webhook_id and q.status = 'pending' and q.dispatched
                      and q.next_attempt_at <= p_now and p_now < q.series_started_at + v_window
                    order by q.payload_id limit v_take for update skip locked);
-    v_room := least(v_take - cardinality(v_ids), w.concurrency - v_held);
+    v_room := least(v_take - cardinality(v_ids), greatest(w.slots, w.concurrency) - v_held);
     if v_room > 0 and w.concurrency = 1 then
       select q.payload_id into v_head from asset_webhooks.payloads q
       where q.webhook_id = w.webhook_id and q.status = 'pending' and not q.dispatched
@@ -682,10 +705,13 @@ begin
     -- waits in its slot for its retry time takes none, so this errs low.
     v_all := v_all || v_ids;
     v_claimed := v_claimed + cardinality(v_ids);
+    v_webhooks := v_webhooks || w.webhook_id;
+    v_sendable := v_sendable || (case when w.failing then 1 else w.concurrency end - v_in_flight);
   end loop;
   -- One statement starts every attempt chosen above (their rows are locked):
   -- its cost is per payload, not per webhook. In the order chosen, so the
-  -- last row names the webhook the next call's turn starts after.
+  -- last row names the webhook the next call's turn starts after. A
+  -- webhook's started attempts beyond what it may send now are standbys.
   return query
     with due as (
       select q.payload_id, coalesce(q.next_attempt_at, p_now) <= p_now as due, o.ord
@@ -711,8 +737,11 @@ begin
       insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
       select c.payload_id, c.series, c.attempts, p_now from claimed c where c.due
     )
-    select c.payload_id, c.webhook_id, c.series, c.attempts, c.series_started_at, c.body
-    from claimed c where c.due order by c.ord;
+    select c.payload_id, c.webhook_id, c.series, c.attempts, c.series_started_at, c.body,
+           row_number() over (partition by c.webhook_id order by c.ord) > s.sendable
+    from claimed c
+    join unnest(v_webhooks, v_sendable) as s(webhook_id, sendable) on s.webhook_id = c.webhook_id
+    where c.due order by c.ord;
 end $$;
 
 -- The one statement that changes a pending payload's state after a claim:
@@ -727,6 +756,10 @@ end $$;
 -- process closed the attempt first) still records the attempt's result, as a
 -- plain failed try (outcome 'retry'), and answers applied = false.
 --
+-- p_started_at, when given, is when the attempt's request was sent: it
+-- replaces the claim's time as the attempt's start (a standby is sent after
+-- its claim: see claim_payloads).
+--
 -- A retry keeps its slot (dispatched) until its time; a final outcome frees
 -- it. p_receiver_failed (null: not the receiver's verdict) and p_hold_until
 -- update the webhook's health: the latest verdict of the batch wins (by
@@ -736,7 +769,7 @@ create function asset_webhooks.settle_payloads(
   p_payload_ids bigint[], p_series integer[], p_attempts integer[],
   p_duration_ms integer[], p_status_codes integer[], p_error_classes text[], p_error_messages text[], p_excerpts text[],
   p_outcomes text[], p_at timestamptz[], p_retry_at timestamptz[],
-  p_receiver_failed boolean[], p_hold_until timestamptz[]
+  p_receiver_failed boolean[], p_hold_until timestamptz[], p_started_at timestamptz[] default null
 ) returns table (idx integer, applied boolean)
 language plpgsql
 -- Planned at each call, as claim_payloads.
@@ -765,7 +798,8 @@ begin
 
   update asset_webhooks.attempts a
   set duration_ms = r.duration_ms, status_code = r.status_code, error_class = r.error_class, error_message = r.error_message,
-      response_excerpt = r.excerpt, outcome = case when v_applied[r.i] then r.outcome else 'retry' end
+      response_excerpt = r.excerpt, outcome = case when v_applied[r.i] then r.outcome else 'retry' end,
+      started_at = coalesce(p_started_at[r.i], a.started_at)
   -- One entry per attempt, its first: an UPDATE joined to several would take any one of them.
   from (select distinct on (u.payload_id, u.series, u.attempt) u.*
         from unnest(p_payload_ids, p_series, p_attempts, p_duration_ms, p_status_codes, p_error_classes, p_error_messages, p_excerpts, p_outcomes)
@@ -824,21 +858,25 @@ create function asset_webhooks.settle_and_claim(
   p_duration_ms integer[], p_status_codes integer[], p_error_classes text[], p_error_messages text[], p_excerpts text[],
   p_outcomes text[], p_at timestamptz[], p_retry_at timestamptz[],
   p_receiver_failed boolean[], p_hold_until timestamptz[],
-  p_now timestamptz, p_claim_max integer, p_claim_share integer, p_claim_after text, p_expire_after_seconds integer
+  p_now timestamptz, p_claim_max integer, p_claim_share integer, p_claim_after text, p_expire_after_seconds integer,
+  p_standby integer default 0, p_standby_for text[] default '{}', p_started_at timestamptz[] default null
 ) returns table (idx integer, applied boolean, payload_id bigint, webhook_id text, series integer, attempt integer,
-                 series_started_at timestamptz, body text)
+                 series_started_at timestamptz, body text, standby boolean)
 language plpgsql
 as $$
 begin
   return query
-    select s.idx, s.applied, null::bigint, null::text, null::integer, null::integer, null::timestamptz, null::text
+    select s.idx, s.applied, null::bigint, null::text, null::integer, null::integer, null::timestamptz, null::text,
+           null::boolean
     from asset_webhooks.settle_payloads(p_payload_ids, p_series, p_attempts, p_duration_ms, p_status_codes,
                                         p_error_classes, p_error_messages, p_excerpts, p_outcomes, p_at, p_retry_at,
-                                        p_receiver_failed, p_hold_until) s;
+                                        p_receiver_failed, p_hold_until, p_started_at) s;
   if p_claim_max > 0 then
     return query
-      select null::integer, null::boolean, c.payload_id, c.webhook_id, c.series, c.attempt, c.series_started_at, c.body
-      from asset_webhooks.claim_payloads(p_now, p_claim_max, p_claim_share, p_claim_after, p_expire_after_seconds) c;
+      select null::integer, null::boolean, c.payload_id, c.webhook_id, c.series, c.attempt, c.series_started_at, c.body,
+             c.standby
+      from asset_webhooks.claim_payloads(p_now, p_claim_max, p_claim_share, p_claim_after, p_expire_after_seconds,
+                                         p_standby, p_standby_for) c;
   end if;
 end $$;
 

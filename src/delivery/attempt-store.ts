@@ -17,6 +17,12 @@ export interface ClaimedPayload {
   readonly attemptNo: number;
   readonly seriesStartedAt: Date;
   readonly body: string;
+  /**
+   * Claimed ahead: its webhook had its concurrency in flight. Sent only in
+   * place of a request to the same webhook that has ended and whose result is
+   * not yet written, or given back (abandonAttempt). See ClaimRequest.standby.
+   */
+  readonly standby: boolean;
 }
 
 export interface ClaimRequest {
@@ -28,17 +34,28 @@ export interface ClaimRequest {
   /** The webhook the previous call ended with: this one starts after it. */
   readonly after: string | null;
   readonly expireAfterSeconds: number;
+  /**
+   * Standby payloads: up to `perWebhook` more than the concurrency, for each
+   * of `webhooks` (those the caller has requests open to), so that a request
+   * that ends is replaced without waiting for a claim. None when absent.
+   */
+  readonly standby?: { readonly perWebhook: number; readonly webhooks: readonly string[] } | undefined;
 }
 
 /** Claims due payloads and starts their attempts (asset_webhooks.claim_payloads). */
 export async function claimPayloads(client: pg.Pool | pg.ClientBase, request: ClaimRequest): Promise<ClaimedPayload[]> {
-  const { rows } = await client.query<ClaimedRow>('select * from asset_webhooks.claim_payloads($1, $2, $3, $4, $5)', [
-    request.now,
-    request.max,
-    request.share,
-    request.after,
-    Math.ceil(request.expireAfterSeconds),
-  ]);
+  const { rows } = await client.query<ClaimedRow>(
+    'select * from asset_webhooks.claim_payloads($1, $2, $3, $4, $5, $6, $7::text[])',
+    [
+      request.now,
+      request.max,
+      request.share,
+      request.after,
+      Math.ceil(request.expireAfterSeconds),
+      request.standby?.perWebhook ?? 0,
+      request.standby?.webhooks ?? [],
+    ],
+  );
   return rows.map(toClaimed);
 }
 
@@ -49,6 +66,7 @@ interface ClaimedRow {
   attempt: number;
   series_started_at: Date;
   body: string;
+  standby: boolean;
 }
 
 function toClaimed(row: ClaimedRow): ClaimedPayload {
@@ -59,6 +77,7 @@ function toClaimed(row: ClaimedRow): ClaimedPayload {
     attemptNo: row.attempt,
     seriesStartedAt: row.series_started_at,
     body: row.body,
+    standby: row.standby,
   };
 }
 
@@ -86,6 +105,8 @@ export interface SettleRequest {
   readonly receiverFailed: boolean | null;
   /** The receiver's Retry-After: no payload of the webhook is claimed before it. */
   readonly holdWebhookUntil: Date | null;
+  /** When the attempt's request was sent, recorded as its start; absent: the claim's time stays. */
+  readonly sentAt?: Date | null | undefined;
 }
 
 export interface Settled {
@@ -119,7 +140,7 @@ export async function settleAndClaim(
   const { rows } = await client.query<{ idx: number | null; applied: boolean | null } & ClaimedRow>(
     `select * from asset_webhooks.settle_and_claim($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[], $6::text[], $7::text[],
        $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::boolean[], $13::timestamptz[],
-       $14, $15, $16, $17, $18)`,
+       $14, $15, $16, $17, $18, $19, $20::text[], $21::timestamptz[])`,
     [
       column((r) => r.payload.payloadId),
       column((r) => r.payload.series),
@@ -139,6 +160,9 @@ export async function settleAndClaim(
       claim?.share ?? 0,
       claim?.after ?? null,
       Math.ceil(claim?.expireAfterSeconds ?? 0),
+      claim?.standby?.perWebhook ?? 0,
+      claim?.standby?.webhooks ?? [],
+      column((r) => r.sentAt ?? null),
     ],
   );
   const settled: Settled[] = new Array(requests.length);

@@ -59,14 +59,23 @@ export interface DeliveryContext {
  * network. An HTTP outcome never throws. Returns the attempt's result, or
  * null when the attempt was not made (the webhook is disabled, paused or gone
  * in this process's configuration: the claim is undone).
+ *
+ * `answered` is called once the request has ended, before its result is
+ * written, with whether the answer says the receiver is healthy (anything but
+ * a retryable failure): the pump sends a standby in its place then.
  */
-export async function deliverClaimed(claimed: ClaimedPayload, context: DeliveryContext): Promise<AttemptResult | null> {
+export async function deliverClaimed(
+  claimed: ClaimedPayload,
+  context: DeliveryContext,
+  answered?: (receiverHealthy: boolean) => void,
+): Promise<AttemptResult | null> {
   const webhook = context.webhook(claimed.webhookId);
   if (!sendsTo(webhook)) {
     // A reload disabled or paused it after the database chose the payload: put it back as it was.
     await untilWritten(context, claimed, () => abandonAttempt(context.pool, claimed));
     return null;
   }
+  const sentAt = context.now();
   const post = await send(context, webhook, claimed);
   if (post.kind === 'response' && (post.statusCode === 401 || post.statusCode === 403)) {
     // A key may have been rotated: read it again on the next attempt.
@@ -75,9 +84,18 @@ export async function deliverClaimed(claimed: ClaimedPayload, context: DeliveryC
   }
   const settings = context.settings();
   const classification = classifyResponse(post, settings.retryStatusCodes);
+  answered?.(receiverFailed(classification) === false);
   const now = context.now();
   const retryAfter = post.kind === 'response' ? parseRetryAfter(post.retryAfter, now) : null;
-  const { result, applied } = await settleAttempt(context, claimed, describe(post), classification, now, retryAfter);
+  const { result, applied } = await settleAttempt(
+    context,
+    claimed,
+    describe(post),
+    classification,
+    now,
+    retryAfter,
+    sentAt,
+  );
   const log = {
     payloadId: claimed.payloadId,
     attempt: claimed.attemptNo,
@@ -103,6 +121,16 @@ export async function deliverClaimed(claimed: ClaimedPayload, context: DeliveryC
 }
 
 /**
+ * Gives back a claimed attempt that will not be made (a standby nobody sent):
+ * the payload goes back to its queue as it was. Written like a result: while
+ * the database is away it is tried again, because until it is written the
+ * payload holds one of its webhook's slots.
+ */
+export async function releaseClaimed(claimed: ClaimedPayload, context: DeliveryContext): Promise<void> {
+  await untilWritten(context, claimed, () => abandonAttempt(context.pool, claimed));
+}
+
+/**
  * Decides an attempt's next state by the retry policy and writes it with the
  * attempt's result: the one path of every attempt outcome, crash recovery's
  * `interrupted` included. Returns the result as recorded.
@@ -114,6 +142,7 @@ export async function settleAttempt(
   classification: Classification,
   now: Date,
   retryAfter: Date | null = null,
+  sentAt: Date | null = null,
 ): Promise<{ result: AttemptResult; applied: boolean }> {
   const settings = context.settings();
   const next = nextState({
@@ -136,6 +165,7 @@ export async function settleAttempt(
     retryAt: next.kind === 'retry' ? next.at : null,
     receiverFailed: receiverFailed(classification),
     holdWebhookUntil: next.kind === 'retry' ? (next.holdWebhookUntil ?? null) : null,
+    sentAt,
   };
   const settled = await untilWritten(context, payload, () => context.settler.settle(request));
   // Superseded (an operator's redelivery, another process's recovery): the result is kept as a plain failed try.

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { describeError, KEEPALIVE } from '../db/connect.js';
 import { PAYLOADS_READY_CHANNEL } from '../db/payloads-ready.js';
 import { claimPayloads, type ClaimedPayload, type ClaimRequest, type SettleRequest } from './attempt-store.js';
-import { deliverClaimed, type DeliveryContext } from './deliver.js';
+import { deliverClaimed, releaseClaimed, type DeliveryContext } from './deliver.js';
 import { expireWaiting, recoverOrphans } from './recover.js';
 import type { SlotClaimer } from './settle-batcher.js';
 
@@ -15,6 +15,12 @@ export interface PumpOptions {
   readonly pollMs?: number;
   /** How often attempts of dead processes are closed and expired payloads dead-lettered. Default 5,000 ms. */
   readonly sweepMs?: number;
+  /**
+   * Standby payloads claimed per webhook of concurrency 2 or more beyond its
+   * concurrency, while this process has requests open to it. Default 2; 0
+   * turns standby off.
+   */
+  readonly standbyPerWebhook?: number;
 }
 
 /**
@@ -36,6 +42,18 @@ export interface PumpOptions {
  * (`reserved`) until its answer is in, and a slot is held from the claim of
  * an attempt until its result goes to be written.
  *
+ * Standby: while the pump has requests open to a webhook, claims also take
+ * a few of its payloads beyond its concurrency (see claim_payloads), which
+ * wait here unsent. When a request to that webhook ends with a healthy answer
+ * and its result is not yet handed to a statement, a standby is sent in its
+ * place at once: the receiver's concurrency is kept, because the ended
+ * request still counts in the database until its result is written, and a
+ * slot is taken again without waiting for the database. A standby that can no
+ * longer be sent that way (its webhook's receiver failed, no request of the
+ * pump is open to it, the pump stops) is given back to its queue. Standbys
+ * hold slots of maxRequestsInFlight like requests, which bounds the bodies
+ * kept in memory.
+ *
  * Nothing here runs in graphile-worker: coalescing and maintenance never wait
  * for delivery capacity, however many requests are in flight.
  */
@@ -50,6 +68,18 @@ export class DeliveryPump implements SlotClaimer {
   private refilled = new Set<string>();
   /** A claim found no room only because another claim had set it aside: claim once that one is in. */
   private claimAfterReserved = false;
+  /** Per webhook, the pump's requests sent and not yet ended. */
+  private open = new Map<string, number>();
+  /** Per webhook, standby payloads claimed and not sent, oldest first. */
+  private standbys = new Map<string, ClaimedPayload[]>();
+  private standbyCount = 0;
+  private standbysSent = 0;
+  /**
+   * Requests that ended with a healthy answer, no standby of their webhook at
+   * hand, and their results not yet handed to a statement: each may still be
+   * replaced by a standby that a claim brings (attemptKey → webhook).
+   */
+  private replaceable = new Map<string, string>();
   private claiming = false;
   private again = false;
   private cursor: string | null = null;
@@ -79,9 +109,20 @@ export class DeliveryPump implements SlotClaimer {
     this.wake();
   }
 
-  /** Requests in flight now. */
+  /** Requests in flight now (standbys are not). */
   get requestsInFlight(): number {
-    return this.slots.size;
+    return this.slots.size - this.standbyCount;
+  }
+
+  /** Standby payloads held now, and sent in place of ended requests since the start. */
+  get standby(): { readonly held: number; readonly sent: number } {
+    return { held: this.standbyCount, sent: this.standbysSent };
+  }
+
+  /** Sends a standby in place of a request that has ended. */
+  private sendStandby(payload: ClaimedPayload): void {
+    this.standbysSent += 1;
+    this.send(payload);
   }
 
   /** Room under maxRequestsInFlight not held or set aside. */
@@ -90,12 +131,16 @@ export class DeliveryPump implements SlotClaimer {
   }
 
   private claimRequest(max: number): ClaimRequest {
+    const perWebhook = this.options.standbyPerWebhook ?? 2;
+    const webhooks: string[] = [];
+    if (perWebhook > 0) for (const [webhookId, count] of this.open) if (count > 0) webhooks.push(webhookId);
     return {
       now: this.context.now(),
       max,
       share: Math.max(1, Math.ceil(max / 4)),
       after: this.cursor,
       expireAfterSeconds: this.context.settings().deadLetterAfterSeconds,
+      standby: webhooks.length > 0 ? { perWebhook, webhooks } : undefined,
     };
   }
 
@@ -105,6 +150,12 @@ export class DeliveryPump implements SlotClaimer {
     for (const request of requests) {
       if (request.attemptNo === null) continue;
       const key = attemptKey(request.payload.payloadId, request.payload.series, request.attemptNo);
+      // Once its result may be written, an ended request no longer counts in the database: nothing may replace it.
+      const webhookId = this.replaceable.get(key);
+      if (webhookId !== undefined) {
+        this.replaceable.delete(key);
+        this.releaseIfStranded(webhookId);
+      }
       if (this.slots.delete(key)) freed.push(key);
     }
     if (freed.length === 0 || this.stopped) return null;
@@ -118,8 +169,7 @@ export class DeliveryPump implements SlotClaimer {
   /** SlotClaimer: the batch's claim is in; its attempts have started. */
   claimed(claim: ClaimRequest, payloads: readonly ClaimedPayload[]): void {
     this.reserved -= claim.max;
-    for (const payload of payloads) this.send(payload);
-    if (payloads.length > 0) this.cursor = payloads[payloads.length - 1]!.webhookId;
+    this.accept(payloads);
     this.claimIfPutOff();
   }
 
@@ -149,14 +199,94 @@ export class DeliveryPump implements SlotClaimer {
     });
   }
 
-  /** Stops claiming and waits for the attempts in flight to be made and written. */
+  /** Stops claiming, gives back standbys, and waits for the attempts in flight to be made and written. */
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.poll);
     clearInterval(this.sweep);
+    for (const webhookId of [...this.standbys.keys()]) this.releaseStandbys(webhookId);
     await this.listener?.close();
     await this.sweeping;
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
+  /** Takes claimed payloads: sends each, or keeps it as a standby (sent at once if a request it may replace has ended). */
+  private accept(payloads: readonly ClaimedPayload[]): void {
+    const standbyFor = new Set<string>();
+    for (const payload of payloads) {
+      if (!payload.standby) {
+        this.send(payload);
+        continue;
+      }
+      this.slots.add(attemptKey(payload.payloadId, payload.series, payload.attemptNo));
+      const waiting = this.standbys.get(payload.webhookId);
+      if (waiting) waiting.push(payload);
+      else this.standbys.set(payload.webhookId, [payload]);
+      this.standbyCount += 1;
+      standbyFor.add(payload.webhookId);
+    }
+    for (const webhookId of standbyFor) {
+      for (const [key, ended] of this.replaceable) {
+        if (ended !== webhookId) continue;
+        const next = this.takeStandby(webhookId);
+        if (!next) break;
+        this.replaceable.delete(key);
+        this.sendStandby(next);
+      }
+      this.releaseIfStranded(webhookId);
+    }
+    if (payloads.length > 0) this.cursor = payloads[payloads.length - 1]!.webhookId;
+  }
+
+  /** A request has ended (its result not yet written): send a standby in its place, or keep it replaceable. */
+  private answered(payload: ClaimedPayload, key: string, receiverHealthy: boolean): void {
+    const webhookId = payload.webhookId;
+    const open = (this.open.get(webhookId) ?? 1) - 1;
+    if (open > 0) this.open.set(webhookId, open);
+    else this.open.delete(webhookId);
+    if (!receiverHealthy || this.stopped) {
+      // A failing or throttling receiver gets its retries' pace and one attempt at a time, not the standbys.
+      this.releaseStandbys(webhookId);
+      return;
+    }
+    const next = this.takeStandby(webhookId);
+    if (next) this.sendStandby(next);
+    else this.replaceable.set(key, webhookId);
+  }
+
+  private takeStandby(webhookId: string): ClaimedPayload | undefined {
+    const waiting = this.standbys.get(webhookId);
+    const next = waiting?.shift();
+    if (!next) return undefined;
+    if (waiting!.length === 0) this.standbys.delete(webhookId);
+    this.standbyCount -= 1;
+    return next;
+  }
+
+  /** Gives back a webhook's standbys once nothing of this pump could be replaced by them any more. */
+  private releaseIfStranded(webhookId: string): void {
+    if (!this.standbys.has(webhookId) || (this.open.get(webhookId) ?? 0) > 0) return;
+    for (const ended of this.replaceable.values()) if (ended === webhookId) return;
+    this.releaseStandbys(webhookId);
+  }
+
+  private releaseStandbys(webhookId: string): void {
+    for (let payload = this.takeStandby(webhookId); payload; payload = this.takeStandby(webhookId)) {
+      const key = attemptKey(payload.payloadId, payload.series, payload.attemptNo);
+      const released: Promise<void> = releaseClaimed(payload, this.context)
+        .catch((error: unknown) => {
+          // Stopping and the database still away: recovery closes the attempt once this process is gone.
+          this.context.logger.error(
+            { payloadId: payload.payloadId, webhookId: payload.webhookId, err: describeError(error) },
+            'could not give back a standby payload',
+          );
+        })
+        .finally(() => {
+          this.inFlight.delete(released);
+          this.slots.delete(key);
+        });
+      this.inFlight.add(released);
+    }
   }
 
   private async claimWhileFree(): Promise<void> {
@@ -188,19 +318,21 @@ export class DeliveryPump implements SlotClaimer {
       } finally {
         this.reserved -= free;
       }
-      for (const payload of claimed) this.send(payload);
-      if (claimed.length > 0) {
-        this.cursor = claimed[claimed.length - 1]!.webhookId;
-        // A webhook may have had more than its share: ask again while there is room.
-        this.again = true;
-      }
+      this.accept(claimed);
+      // A webhook may have had more than its share: ask again while there is room.
+      if (claimed.length > 0) this.again = true;
     } while (this.again && !this.stopped);
   }
 
   private send(payload: ClaimedPayload): void {
     const key = attemptKey(payload.payloadId, payload.series, payload.attemptNo);
     this.slots.add(key);
-    const attempt: Promise<void> = deliverClaimed(payload, this.context)
+    this.open.set(payload.webhookId, (this.open.get(payload.webhookId) ?? 0) + 1);
+    let ended = false;
+    const attempt: Promise<void> = deliverClaimed(payload, this.context, (receiverHealthy) => {
+      ended = true;
+      this.answered(payload, key, receiverHealthy);
+    })
       .then(
         () => {},
         (error: unknown) => {
@@ -213,6 +345,9 @@ export class DeliveryPump implements SlotClaimer {
         },
       )
       .finally(() => {
+        // Not made (its webhook disabled meanwhile), or failed before an answer.
+        if (!ended) this.answered(payload, key, false);
+        if (this.replaceable.delete(key)) this.releaseIfStranded(payload.webhookId);
         this.inFlight.delete(attempt);
         this.slots.delete(key);
         if (!this.refilled.delete(key)) this.wake();

@@ -59,7 +59,13 @@ async function setUp(
 
 function claim(
   now = new Date(),
-  options: { max?: number; share?: number; after?: string | null; expireAfterSeconds?: number } = {},
+  options: {
+    max?: number;
+    share?: number;
+    after?: string | null;
+    expireAfterSeconds?: number;
+    standby?: { perWebhook: number; webhooks: string[] };
+  } = {},
 ): Promise<ClaimedPayload[]> {
   return claimPayloads(db.pool, {
     now,
@@ -67,6 +73,7 @@ function claim(
     share: options.share ?? 100,
     after: options.after ?? null,
     expireAfterSeconds: options.expireAfterSeconds ?? 86_400,
+    standby: options.standby,
   });
 }
 
@@ -128,6 +135,51 @@ describe('claiming payloads', () => {
     expect(new Set(first.map((payload) => payload.webhookId))).toEqual(new Set(['big']));
     const second = await claim(new Date(), { max: 8, share: 8, after: first.at(-1)!.webhookId });
     expect(second[0]).toMatchObject({ webhookId: 'small', payloadId: single });
+  });
+
+  it('claims standbys beyond the concurrency only for the webhooks named, never with concurrency 1 or while failing', async () => {
+    const now = new Date();
+    const { context } = await setUp(
+      [
+        { id: 'shop', concurrency: 4 },
+        { id: 'crm', concurrency: 4 },
+        { id: 'erp', concurrency: 1 },
+      ],
+      { delaysSeconds: [600] },
+    );
+    for (const webhook of ['shop', 'crm', 'erp']) await insertPayloads(db.pool, webhook, 10);
+    const standby = { perWebhook: 2, webhooks: ['shop', 'erp'] };
+    const first = await claim(now, { standby });
+    const of = (webhookId: string, claimed: ClaimedPayload[]) =>
+      claimed.filter((payload) => payload.webhookId === webhookId).map((payload) => payload.standby);
+    // In payload order: the concurrency is sent, the rest waits as standby.
+    expect(of('shop', first)).toEqual([false, false, false, false, true, true]);
+    expect(of('crm', first)).toEqual([false, false, false, false]);
+    expect(of('erp', first)).toEqual([false]);
+    expect(await claim(now, { standby })).toEqual([]);
+    // A slot freed while the standbys are held: the next claim is a standby again, so at most 4 are ever sent.
+    const shop = first.filter((payload) => payload.webhookId === 'shop');
+    await settleAttempt(context, shop[0]!, ok, 'delivered', now);
+    expect((await claim(now, { standby })).map((payload) => [payload.webhookId, payload.standby])).toEqual([
+      ['shop', true],
+    ]);
+    // Failing: one attempt in flight, and no standby.
+    for (const payload of [...shop.slice(2), ...first.filter((p) => p.webhookId !== 'shop')])
+      await settleAttempt(context, payload, ok, 'delivered', now);
+    await settleAttempt(context, shop[1]!, unavailable, 'retryable', now);
+    const { rows } = await db.pool.query<{ payload_id: number; series: number; attempts: number }>(
+      `select payload_id, series, attempts from asset_webhooks.payloads
+       where webhook_id = 'shop' and dispatched and next_attempt_at is null`,
+    );
+    for (const row of rows)
+      await db.pool.query('select asset_webhooks.abandon_attempt($1, $2, $3)', [
+        row.payload_id,
+        row.series,
+        row.attempts,
+      ]);
+    const failing = await claim(now, { standby });
+    expect(of('shop', failing)).toEqual([false]);
+    expect(of('erp', failing)).toEqual([false]);
   });
 
   it('a failing webhook has at most one attempt in flight until one succeeds', async () => {
@@ -333,6 +385,98 @@ describe('the delivery pump', () => {
     // One claim of its own per attempt would be 40 or more.
     expect(claims).toBeGreaterThan(0);
     expect(claims).toBeLessThanOrEqual(8);
+  });
+
+  it('sends standbys in place of ended requests, never more than the concurrency at once, with two pumps and failures', async () => {
+    const { context } = await setUp([{ id: 'shop', concurrency: 4 }], { delaysSeconds: [1] });
+    const ids = await insertPayloads(db.pool, 'shop', 300);
+    let open = 0;
+    let most = 0;
+    receiver.respond = (_request, index) => {
+      open += 1;
+      most = Math.max(most, open);
+      // Answers at uneven times, so that requests end while standbys are being claimed; now and then a failure.
+      return new Promise<number>((resolve) =>
+        setTimeout(
+          () => {
+            open -= 1;
+            resolve(index % 23 === 7 ? 503 : 200);
+          },
+          (index * 7) % 13,
+        ),
+      );
+    };
+    const started: DeliveryPump[] = [];
+    for (let i = 0; i < 2; i += 1) {
+      const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0, pollMs: 200 });
+      pumps.push(pump);
+      started.push(pump);
+      pump.start();
+    }
+    await eventually(
+      async () => ((await states()).every((row) => row.status === 'delivered') ? true : undefined),
+      60_000,
+      'every payload delivered',
+    );
+    expect(most).toBeLessThanOrEqual(4);
+    expect(started.reduce((sum, pump) => sum + pump.standby.sent, 0)).toBeGreaterThan(0);
+    // Every attempt recorded was a request the receiver got: standbys given back left no attempt behind.
+    const { rows } = await db.pool.query<{ attempts: number; open: number }>(
+      'select count(*)::int as attempts, count(*) filter (where outcome is null)::int as open from asset_webhooks.attempts',
+    );
+    expect(rows[0]).toEqual({ attempts: receiver.requests.length, open: 0 });
+    const delivered = receiver.requests.filter((_, index) => index % 23 !== 7).map((request) => request.body);
+    expect(delivered.sort()).toEqual(ids.map((_, i) => `{"n":${i + 1}}`).sort());
+  });
+
+  it("records a standby's attempt as starting when its request was sent, not when it was claimed", async () => {
+    const { context } = await setUp([{ id: 'shop', concurrency: 2 }]);
+    const ids = await insertPayloads(db.pool, 'shop', 4);
+    answerAfter(receiver, 200);
+    const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
+    pumps.push(pump);
+    pump.start();
+    await eventually(
+      async () => ((await states()).every((row) => row.status === 'delivered') ? true : undefined),
+      10_000,
+      'every payload delivered',
+    );
+    expect(pump.standby.sent).toBe(2);
+    // The last two were claimed with the first two, and sent once those were answered, 200 ms or more later.
+    const { rows } = await db.pool.query<{ payload_id: number; started_at: Date }>(
+      'select payload_id, started_at from asset_webhooks.attempts order by payload_id',
+    );
+    expect(rows.map((row) => row.payload_id)).toEqual(ids);
+    const firstArrival = receiver.requests[0]!.at;
+    for (const row of rows.slice(2)) expect(row.started_at.getTime()).toBeGreaterThanOrEqual(firstArrival + 150);
+  });
+
+  it('gives back its standbys when it stops: their payloads wait in the queue, with no attempt recorded', async () => {
+    const { context } = await setUp([{ id: 'shop', concurrency: 4 }]);
+    await insertPayloads(db.pool, 'shop', 20);
+    answerAfter(receiver, 300);
+    const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
+    pump.start();
+    await eventually(
+      async () => (pump.standby.held === 2 && receiver.requests.length === 4 ? true : undefined),
+      10_000,
+      'four requests open and two standbys held',
+    );
+    await pump.stop();
+    // The requests open finished; nothing more was sent.
+    expect(receiver.requests).toHaveLength(4);
+    const { rows } = await db.pool.query<{ status: string; dispatched: boolean; n: number }>(
+      `select status, dispatched, count(*)::int as n from asset_webhooks.payloads group by 1, 2 order by 1, 2`,
+    );
+    const sent = receiver.requests.length;
+    expect(rows).toEqual([
+      { status: 'delivered', dispatched: false, n: sent },
+      { status: 'pending', dispatched: false, n: 20 - sent },
+    ]);
+    const { rows: attempts } = await db.pool.query<{ n: number }>(
+      'select count(*)::int as n from asset_webhooks.attempts',
+    );
+    expect(attempts[0]!.n).toBe(sent);
   });
 
   it('with concurrency 3 and two pumps on one database, sends each payload once and at most 3 at a time', async () => {
