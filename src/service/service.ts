@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
-import { Logger as WorkerLogger, run, type Runner, type TaskList } from 'graphile-worker';
+import { run, type Runner, type TaskList } from 'graphile-worker';
 import type { Logger } from 'pino';
 import { loadConfigFile } from '../config/load.js';
 import { configWarnings } from '../config/warnings.js';
@@ -9,6 +9,7 @@ import { databaseNowMs, recordTickOutcome, tick, tickPeriodMs } from '../coalesc
 import { assertReachable, createPool, describeError } from '../db/connect.js';
 import { DeliveryPump } from '../delivery/pump.js';
 import { UserError } from '../errors.js';
+import { workerLogger } from '../logging/worker-logger.js';
 import { runMaintenance } from '../maintenance/maintenance.js';
 import { assertBinding, captureGaps } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
@@ -352,13 +353,4 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
 function tickSlot(payload: unknown): number | null {
   const slot = (payload as { slot?: unknown } | null)?.slot;
   return typeof slot === 'number' && Number.isInteger(slot) ? slot : null;
-}
-
-/** graphile-worker's log lines through pino. */
-function workerLogger(logger: Logger): WorkerLogger {
-  const child = logger.child({ component: 'graphile-worker' });
-  return new WorkerLogger(() => (level, message, meta) => {
-    const method = level === 'error' ? 'error' : level === 'warning' ? 'warn' : level === 'info' ? 'debug' : 'trace';
-    child[method]({ ...meta }, message);
-  });
 }

@@ -107,3 +107,65 @@ describe.each([
     },
   );
 });
+
+/** A line of the service's JSON log. */
+interface LogLine {
+  readonly level: number;
+  readonly msg: string;
+  readonly component?: string;
+  readonly error?: unknown;
+}
+
+function graphileWorkerLines(log: string): LogLine[] {
+  return log
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line) as LogLine)
+    .filter((line) => line.component === 'graphile-worker');
+}
+
+// graphile-worker reports its notify listener's session ended by the restart,
+// the UNLISTEN it then tries on that session, and each refused reconnection at
+// its error level; it reconnects by itself, so they are warnings, not alerts.
+it(
+  'logs graphile-worker losing and regaining its connection across a server restart as warnings, never errors',
+  { timeout: 60_000 },
+  async () => {
+    await resetData(pool);
+    const configFile = path.join(tempDirectory('aw-restart-logs-'), 'config.yaml');
+    // No change is made, so the receiver is never called.
+    writeFileSync(configFile, receiverConfig([{ id: 'crm', url: 'http://127.0.0.1:9/hook' }]));
+    // debug: graphile-worker's info lines (such as its listener connecting) are logged at debug.
+    service = startCli(['run', '--database-url', server.tcpUrl, '--config', configFile], { LOG_LEVEL: 'debug' });
+    const running = service;
+    const listenerConnected = (): number =>
+      graphileWorkerLines(running.output.stderr).filter((line) => line.msg.startsWith('Worker connected')).length;
+    await eventually(async () => (listenerConnected() === 1 ? true : undefined), 20_000, 'the listener to connect');
+
+    await server.stop('fast');
+    // The lost session, then at least one refused reconnection.
+    const listenerErrors = (): LogLine[] =>
+      graphileWorkerLines(running.output.stderr).filter((line) => line.msg.startsWith('Error with notify listener'));
+    await eventually(
+      async () => (listenerErrors().length >= 2 ? true : undefined),
+      15_000,
+      'graphile-worker to report its listener lost twice',
+    );
+    await server.start();
+    await eventually(async () => (listenerConnected() === 2 ? true : undefined), 30_000, 'the listener to reconnect');
+
+    const lines = graphileWorkerLines(running.output.stderr);
+    // graphile-worker passes the error of a line as `error`.
+    const lost = lines.filter((line) => line.error !== undefined);
+    expect(lost.map((line) => line.msg)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^Error with notify listener .*: terminating connection due to administrator command/),
+        expect.stringMatching(/^Error with notify listener .*: connect ECONNREFUSED/),
+        expect.stringMatching(/^Error occurred attempting to UNLISTEN/),
+      ]),
+    );
+    expect(lost.map((line) => [line.level, line.msg])).toEqual(lost.map((line) => [40, line.msg]));
+    expect(lines.filter((line) => line.level >= 50).map((line) => line.msg)).toEqual([]);
+    expect(running.child.exitCode).toBeNull();
+  },
+);
