@@ -1,6 +1,6 @@
 import { Logger as WorkerLogger } from 'graphile-worker';
 import type { Level, Logger } from 'pino';
-import { isConnectionError } from '../db/connect.js';
+import { describeError, isConnectionError } from '../db/connect.js';
 
 /**
  * graphile-worker's log lines through pino, tagged `component: graphile-worker`:
@@ -10,7 +10,7 @@ import { isConnectionError } from '../db/connect.js';
 export function workerLogger(logger: Logger): WorkerLogger {
   const child = logger.child({ component: 'graphile-worker' });
   return new WorkerLogger(() => (level, message, meta) => {
-    child[workerLineLevel(level, meta)]({ ...meta }, message);
+    child[workerLineLevel(level, meta)](describeErrors(meta), message);
   });
 }
 
@@ -38,4 +38,16 @@ export function workerLineLevel(level: string, meta: Readonly<Record<string, unk
     default:
       return 'trace';
   }
+}
+
+/**
+ * The line's fields, with the errors graphile-worker passes (`error`,
+ * `fatalError`) as their messages: pino writes a plain Error object that is
+ * not under `err` as `{}`, which would lose what went wrong.
+ */
+function describeErrors(meta: Readonly<Record<string, unknown>> | undefined): Record<string, unknown> {
+  const fields: Record<string, unknown> = { ...meta };
+  for (const key of ['error', 'fatalError'])
+    if (fields[key] !== undefined && fields[key] !== null) fields[key] = describeError(fields[key]);
+  return fields;
 }

@@ -50,3 +50,15 @@ it.each([
   const line = JSON.parse(String(sink.read())) as { level: number; msg: string; component: string };
   expect(line).toMatchObject({ level: expected, msg: 'the message', component: 'graphile-worker' });
 });
+
+it("keeps the message and code of graphile-worker's errors in the line", () => {
+  const sink = new PassThrough();
+  const logger = workerLogger(createLogger({ level: 'trace', destination: sink }));
+  logger.error('Failed task', { error: syntaxError, fatalError: refused, job: 7 });
+  const line = JSON.parse(String(sink.read())) as Record<string, unknown>;
+  expect(line).toMatchObject({
+    error: 'syntax error at or near "selec" (42601)',
+    fatalError: 'connect ECONNREFUSED 127.0.0.1:5432',
+    job: 7,
+  });
+});
