@@ -659,7 +659,10 @@ begin
     select k.webhook_id, k.concurrency, k.failing_since is not null as failing,
            case when k.failing_since is not null then 1
                 when k.concurrency > 1 and k.webhook_id = any(p_standby_for) then k.concurrency + greatest(p_standby, 0)
-                else k.concurrency end as slots
+                else k.concurrency end as slots,
+           exists (select 1 from asset_webhooks.payloads r
+                   where r.webhook_id = k.webhook_id and r.status = 'pending' and r.dispatched
+                     and r.next_attempt_at <= p_now) as retry_due
     from asset_webhooks.webhooks k
     -- A paused webhook's payloads, retries included, wait for its resume.
     where k.enabled and k.paused_since is null and (k.hold_until is null or k.hold_until <= p_now)
@@ -682,10 +685,14 @@ begin
     where p.webhook_id = w.webhook_id and p.status = 'pending' and p.dispatched;
     v_take := least(w.slots - v_in_flight, p_share, p_max - v_claimed);
     continue when v_take <= 0;
-    v_ids := array(select q.payload_id from asset_webhooks.payloads q
-                   where q.webhook_id = w.webhook_id and q.status = 'pending' and q.dispatched
-                     and q.next_attempt_at <= p_now and p_now < q.series_started_at + v_window
-                   order by q.payload_id limit v_take for update skip locked);
+    -- Retries come due only with time: one that was not due when this
+    -- statement began is left to the next claim, and its query is skipped.
+    v_ids := case when w.retry_due then
+               array(select q.payload_id from asset_webhooks.payloads q
+                     where q.webhook_id = w.webhook_id and q.status = 'pending' and q.dispatched
+                       and q.next_attempt_at <= p_now and p_now < q.series_started_at + v_window
+                     order by q.payload_id limit v_take for update skip locked)
+             else '{}' end;
     v_room := least(v_take - cardinality(v_ids), greatest(w.slots, w.concurrency) - v_held);
     if v_room > 0 and w.concurrency = 1 then
       select q.payload_id into v_head from asset_webhooks.payloads q
@@ -922,14 +929,16 @@ language sql stable as $$
 $$;
 
 -- Undoes the start of a claimed attempt that will not be made after all (its
--- webhook was disabled, paused or removed by a reload the database had not seen yet):
--- the payload goes back to the queue as it was.
+-- webhook was disabled, paused or removed by a reload the database had not
+-- seen yet, or a standby nobody sent: see claim_payloads): the payload goes
+-- back to the queue as it was, its last attempt the one before.
 create function asset_webhooks.abandon_attempt(p_payload_id bigint, p_series integer, p_attempt integer) returns void
 language sql as $$
   delete from asset_webhooks.attempts
   where payload_id = p_payload_id and series = p_series and attempt_no = p_attempt and outcome is null;
-  update asset_webhooks.payloads set attempts = p_attempt - 1, dispatched = false
-  where payload_id = p_payload_id and series = p_series and attempts = p_attempt and status = 'pending';
+  update asset_webhooks.payloads p set attempts = p_attempt - 1, dispatched = false,
+    last_attempt_at = (select max(a.started_at) from asset_webhooks.attempts a where a.payload_id = p_payload_id)
+  where p.payload_id = p_payload_id and p.series = p_series and p.attempts = p_attempt and p.status = 'pending';
 $$;
 
 

@@ -98,6 +98,7 @@ export class DeliveryPump implements SlotClaimer {
 
   /** Starts claiming, listening and sweeping. */
   start(): void {
+    this.context.settler.claimWith?.(this);
     this.poll = setInterval(() => this.wake(), this.options.pollMs ?? 1000);
     this.sweep = setInterval(() => {
       this.sweeping ??= this.runSweep().finally(() => {
@@ -105,7 +106,6 @@ export class DeliveryPump implements SlotClaimer {
       });
     }, this.options.sweepMs ?? 5000);
     this.listener = listen(this.options.databaseUrl, () => this.wake(), this.context);
-    this.context.settler.claimWith?.(this);
     this.wake();
   }
 
@@ -208,6 +208,7 @@ export class DeliveryPump implements SlotClaimer {
     await this.listener?.close();
     await this.sweeping;
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    this.context.settler.claimWith?.(undefined);
   }
 
   /** Takes claimed payloads: sends each, or keeps it as a standby (sent at once if a request it may replace has ended). */

@@ -65,8 +65,14 @@ export class SettleBatcher {
     this.maxInFlight = Math.max(1, options.maxInFlight ?? 1);
   }
 
-  /** Sets (or, with undefined, removes) who fills the slots batches free. */
+  /**
+   * Sets (or, with undefined, removes) who fills the slots batches free. One
+   * at a time: the claimer learns from `reserve` which of its ended requests
+   * are being written, and a second claimer would never hear of its own.
+   */
   claimWith(claimer: SlotClaimer | undefined): void {
+    if (claimer !== undefined && this.claimer !== undefined && this.claimer !== claimer)
+      throw new Error('a settle batcher serves one delivery pump: give each pump a delivery context of its own');
     this.claimer = claimer;
   }
 

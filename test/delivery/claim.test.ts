@@ -388,7 +388,10 @@ describe('the delivery pump', () => {
   });
 
   it('sends standbys in place of ended requests, never more than the concurrency at once, with two pumps and failures', async () => {
-    const { context } = await setUp([{ id: 'shop', concurrency: 4 }], { delaysSeconds: [1] });
+    // A delivery context each, as two processes have.
+    const contexts = [];
+    for (let i = 0; i < 2; i += 1)
+      contexts.push((await setUp([{ id: 'shop', concurrency: 4 }], { delaysSeconds: [1] })).context);
     const ids = await insertPayloads(db.pool, 'shop', 300);
     let open = 0;
     let most = 0;
@@ -407,7 +410,7 @@ describe('the delivery pump', () => {
       );
     };
     const started: DeliveryPump[] = [];
-    for (let i = 0; i < 2; i += 1) {
+    for (const context of contexts) {
       const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0, pollMs: 200 });
       pumps.push(pump);
       started.push(pump);
@@ -477,13 +480,27 @@ describe('the delivery pump', () => {
       'select count(*)::int as n from asset_webhooks.attempts',
     );
     expect(attempts[0]!.n).toBe(sent);
+    const { rows: given } = await db.pool.query<{ attempts: number; last_attempt_at: Date | null }>(
+      "select attempts, last_attempt_at from asset_webhooks.payloads where status = 'pending'",
+    );
+    expect(new Set(given.map((row) => `${row.attempts} ${String(row.last_attempt_at)}`))).toEqual(new Set(['0 null']));
+  });
+
+  it('refuses a second pump on one delivery context: each learns which of its own results are being written', async () => {
+    const { context } = await setUp([{ id: 'shop' }]);
+    const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
+    pumps.push(pump);
+    pump.start();
+    const second = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
+    expect(() => second.start()).toThrow('a settle batcher serves one delivery pump');
   });
 
   it('with concurrency 3 and two pumps on one database, sends each payload once and at most 3 at a time', async () => {
-    const { context } = await setUp([{ id: 'shop', concurrency: 3 }]);
+    const contexts = [];
+    for (let i = 0; i < 2; i += 1) contexts.push((await setUp([{ id: 'shop', concurrency: 3 }])).context);
     const ids = await insertPayloads(db.pool, 'shop', 60);
     const concurrent = answerAfter(receiver, 20);
-    for (let i = 0; i < 2; i += 1) {
+    for (const context of contexts) {
       const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
       pumps.push(pump);
       pump.start();
