@@ -372,7 +372,8 @@ const settings = z
     /**
      * Delivery requests one `run` process keeps in flight at once, over all
      * webhooks, 1..10000. Default 256. Each webhook's `concurrency` bounds
-     * its own share.
+     * its own share. Standby payloads (claimed ahead, see DeliveryPump) count
+     * against it too, so it bounds the bodies a process holds.
      */
     maxRequestsInFlight: intRange(1, 10_000).default(256),
     /** How long events, outcomes and payloads are kept, 1..365 days. Default 14. */
