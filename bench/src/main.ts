@@ -121,7 +121,10 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
     });
     await pool.query('delete from asset_webhooks.webhooks');
     log('slow receivers: 20 webhooks answering after 100 ms, concurrency 4 each...');
-    const slowReceivers = await measureSlowReceivers(databaseUrl, pool, { payloadsPerWebhook: quick ? 200 : 400 });
+    const slowReceivers = await measureSlowReceivers(databaseUrl, pool, {
+      payloadsPerWebhook: quick ? 200 : 400,
+      repeats: sizes.repeats,
+    });
     await pool.query('delete from asset_webhooks.webhooks');
     log(`memory of the run process draining ${sizes.memoryEvents} events...`);
     const memory = await measureMemory(databaseUrl, pool, { events: sizes.memoryEvents, assets: sizes.assets });
@@ -147,7 +150,7 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
         payloads_per_second: Math.round(delivery.payloadsPerSecond.median),
         ratio_to_raw_undici: round(delivery.ratioToRawUndici.median, 3),
         isolation_p99_over_interval_ms: Math.round(isolation.p99OverIntervalMs),
-        slow_receivers_ratio_to_bound: round(slowReceivers.ratioToBound, 3),
+        slow_receivers_ratio_to_bound: round(slowReceivers.ratioToBound.median, 3),
       },
       latency: {
         p50_over_interval_ms: Math.round(latency.p50OverIntervalMs),
@@ -202,7 +205,7 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
       ['delivery.payloads_per_second', fmt(delivery.payloadsPerSecond, 0), '>= 2,000'],
       ['delivery.ratio_to_raw_undici', fmt(delivery.ratioToRawUndici), 'report'],
       ['delivery.isolation_p99_over_interval_ms', String(summary.delivery.isolation_p99_over_interval_ms), '<= 1,000'],
-      ['delivery.slow_receivers_ratio_to_bound', String(summary.delivery.slow_receivers_ratio_to_bound), '>= 0.9'],
+      ['delivery.slow_receivers_ratio_to_bound', fmt(slowReceivers.ratioToBound), '>= 0.9'],
       ['latency.p50_over_interval_ms', String(summary.latency.p50_over_interval_ms), 'report'],
       ['latency.p99_over_interval_ms', String(summary.latency.p99_over_interval_ms), '<= 1,000'],
       ['memory.peak_rss_mb', String(summary.memory.peak_rss_mb), '<= 256'],
