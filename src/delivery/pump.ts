@@ -48,7 +48,8 @@ export interface PumpOptions {
  * and its result is not yet handed to a statement, a standby is sent in its
  * place at once: the receiver's concurrency is kept, because the ended
  * request still counts in the database until its result is written, and a
- * slot is taken again without waiting for the database. A standby that can no
+ * slot is taken again without waiting for the database. A standby is sent
+ * within STANDBY_MAX_WAIT_MS of its claim or not at all. A standby that can no
  * longer be sent that way (its webhook's receiver failed, no request of the
  * pump is open to it, the pump stops) is given back to its queue. Standbys
  * hold slots of maxRequestsInFlight like requests, which bounds the bodies
@@ -70,10 +71,13 @@ export class DeliveryPump implements SlotClaimer {
   private claimAfterReserved = false;
   /** Per webhook, the pump's requests sent and not yet ended. */
   private open = new Map<string, number>();
-  /** Per webhook, standby payloads claimed and not sent, oldest first. */
-  private standbys = new Map<string, ClaimedPayload[]>();
+  /** Per webhook, standby payloads claimed and not sent, oldest first, with when they were claimed. */
+  private standbys = new Map<string, Array<{ payload: ClaimedPayload; claimedAt: number }>>();
+  /** Per webhook, how long its latest request took until it ended, ms. */
+  private lastRequestMs = new Map<string, number>();
   private standbyCount = 0;
   private standbysSent = 0;
+  private standbysGivenBack = 0;
   /**
    * Requests that ended with a healthy answer, no standby of their webhook at
    * hand, and their results not yet handed to a statement: each may still be
@@ -114,9 +118,9 @@ export class DeliveryPump implements SlotClaimer {
     return this.slots.size - this.standbyCount;
   }
 
-  /** Standby payloads held now, and sent in place of ended requests since the start. */
-  get standby(): { readonly held: number; readonly sent: number } {
-    return { held: this.standbyCount, sent: this.standbysSent };
+  /** Standby payloads held now, and since the start sent in place of ended requests or given back. */
+  get standby(): { readonly held: number; readonly sent: number; readonly givenBack: number } {
+    return { held: this.standbyCount, sent: this.standbysSent, givenBack: this.standbysGivenBack };
   }
 
   /** Sends a standby in place of a request that has ended. */
@@ -133,7 +137,9 @@ export class DeliveryPump implements SlotClaimer {
   private claimRequest(max: number): ClaimRequest {
     const perWebhook = this.options.standbyPerWebhook ?? 2;
     const webhooks: string[] = [];
-    if (perWebhook > 0) for (const [webhookId, count] of this.open) if (count > 0) webhooks.push(webhookId);
+    if (perWebhook > 0)
+      for (const [webhookId, count] of this.open)
+        if (count > 0 && (this.lastRequestMs.get(webhookId) ?? 0) < STANDBY_MAX_WAIT_MS / 2) webhooks.push(webhookId);
     return {
       now: this.context.now(),
       max,
@@ -169,7 +175,7 @@ export class DeliveryPump implements SlotClaimer {
   /** SlotClaimer: the batch's claim is in; its attempts have started. */
   claimed(claim: ClaimRequest, payloads: readonly ClaimedPayload[]): void {
     this.reserved -= claim.max;
-    this.accept(payloads);
+    this.accept(payloads, claim.now);
     this.claimIfPutOff();
   }
 
@@ -212,7 +218,7 @@ export class DeliveryPump implements SlotClaimer {
   }
 
   /** Takes claimed payloads: sends each, or keeps it as a standby (sent at once if a request it may replace has ended). */
-  private accept(payloads: readonly ClaimedPayload[]): void {
+  private accept(payloads: readonly ClaimedPayload[], claimedAt: Date): void {
     const standbyFor = new Set<string>();
     for (const payload of payloads) {
       if (!payload.standby) {
@@ -220,9 +226,10 @@ export class DeliveryPump implements SlotClaimer {
         continue;
       }
       this.slots.add(attemptKey(payload.payloadId, payload.series, payload.attemptNo));
+      const entry = { payload, claimedAt: claimedAt.getTime() };
       const waiting = this.standbys.get(payload.webhookId);
-      if (waiting) waiting.push(payload);
-      else this.standbys.set(payload.webhookId, [payload]);
+      if (waiting) waiting.push(entry);
+      else this.standbys.set(payload.webhookId, [entry]);
       this.standbyCount += 1;
       standbyFor.add(payload.webhookId);
     }
@@ -240,8 +247,9 @@ export class DeliveryPump implements SlotClaimer {
   }
 
   /** A request has ended (its result not yet written): send a standby in its place, or keep it replaceable. */
-  private answered(payload: ClaimedPayload, key: string, receiverHealthy: boolean): void {
+  private answered(payload: ClaimedPayload, key: string, receiverHealthy: boolean, requestMs: number): void {
     const webhookId = payload.webhookId;
+    this.lastRequestMs.set(webhookId, requestMs);
     const open = (this.open.get(webhookId) ?? 1) - 1;
     if (open > 0) this.open.set(webhookId, open);
     else this.open.delete(webhookId);
@@ -255,7 +263,20 @@ export class DeliveryPump implements SlotClaimer {
     else this.replaceable.set(key, webhookId);
   }
 
+  /**
+   * The webhook's oldest standby that may still be sent; older ones are given
+   * back. A standby is sent at most STANDBY_MAX_WAIT_MS after its claim.
+   */
   private takeStandby(webhookId: string): ClaimedPayload | undefined {
+    const now = this.context.now().getTime();
+    for (let next = this.nextStandby(webhookId); next; next = this.nextStandby(webhookId)) {
+      if (now - next.claimedAt <= STANDBY_MAX_WAIT_MS) return next.payload;
+      this.giveBack(next.payload);
+    }
+    return undefined;
+  }
+
+  private nextStandby(webhookId: string): { payload: ClaimedPayload; claimedAt: number } | undefined {
     const waiting = this.standbys.get(webhookId);
     const next = waiting?.shift();
     if (!next) return undefined;
@@ -272,22 +293,28 @@ export class DeliveryPump implements SlotClaimer {
   }
 
   private releaseStandbys(webhookId: string): void {
-    for (let payload = this.takeStandby(webhookId); payload; payload = this.takeStandby(webhookId)) {
-      const key = attemptKey(payload.payloadId, payload.series, payload.attemptNo);
-      const released: Promise<void> = releaseClaimed(payload, this.context)
-        .catch((error: unknown) => {
-          // Stopping and the database still away: recovery closes the attempt once this process is gone.
-          this.context.logger.error(
-            { payloadId: payload.payloadId, webhookId: payload.webhookId, err: describeError(error) },
-            'could not give back a standby payload',
-          );
-        })
-        .finally(() => {
-          this.inFlight.delete(released);
-          this.slots.delete(key);
-        });
-      this.inFlight.add(released);
-    }
+    for (let next = this.nextStandby(webhookId); next; next = this.nextStandby(webhookId)) this.giveBack(next.payload);
+  }
+
+  /** Gives a standby back to its queue; its slot is held until that is written. */
+  private giveBack(payload: ClaimedPayload): void {
+    this.standbysGivenBack += 1;
+    const key = attemptKey(payload.payloadId, payload.series, payload.attemptNo);
+    const released: Promise<void> = releaseClaimed(payload, this.context)
+      .catch((error: unknown) => {
+        // Stopping and the database still away: recovery closes the attempt once this process is gone.
+        this.context.logger.error(
+          { payloadId: payload.payloadId, webhookId: payload.webhookId, err: describeError(error) },
+          'could not give back a standby payload',
+        );
+      })
+      .finally(() => {
+        this.inFlight.delete(released);
+        this.slots.delete(key);
+        // Its slot is free in the database now.
+        this.wake();
+      });
+    this.inFlight.add(released);
   }
 
   private async claimWhileFree(): Promise<void> {
@@ -302,8 +329,9 @@ export class DeliveryPump implements SlotClaimer {
       }
       let claimed: ClaimedPayload[];
       this.reserved += free;
+      const request = this.claimRequest(free);
       try {
-        claimed = await claimPayloads(this.context.pool, this.claimRequest(free));
+        claimed = await claimPayloads(this.context.pool, request);
         if (this.claimFailures > 0)
           this.context.logger.info({ failedClaims: this.claimFailures }, 'delivery claims payloads again');
         this.claimFailures = 0;
@@ -319,7 +347,7 @@ export class DeliveryPump implements SlotClaimer {
       } finally {
         this.reserved -= free;
       }
-      this.accept(claimed);
+      this.accept(claimed, request.now);
       // A webhook may have had more than its share: ask again while there is room.
       if (claimed.length > 0) this.again = true;
     } while (this.again && !this.stopped);
@@ -330,9 +358,10 @@ export class DeliveryPump implements SlotClaimer {
     this.slots.add(key);
     this.open.set(payload.webhookId, (this.open.get(payload.webhookId) ?? 0) + 1);
     let ended = false;
+    const sentAt = performance.now();
     const attempt: Promise<void> = deliverClaimed(payload, this.context, (receiverHealthy) => {
       ended = true;
-      this.answered(payload, key, receiverHealthy);
+      this.answered(payload, key, receiverHealthy, performance.now() - sentAt);
     })
       .then(
         () => {},
@@ -347,7 +376,7 @@ export class DeliveryPump implements SlotClaimer {
       )
       .finally(() => {
         // Not made (its webhook disabled meanwhile), or failed before an answer.
-        if (!ended) this.answered(payload, key, false);
+        if (!ended) this.answered(payload, key, false, performance.now() - sentAt);
         if (this.replaceable.delete(key)) this.releaseIfStranded(payload.webhookId);
         this.inFlight.delete(attempt);
         this.slots.delete(key);
@@ -372,6 +401,17 @@ export class DeliveryPump implements SlotClaimer {
     }
   }
 }
+
+/**
+ * The longest a standby waits to be sent after its claim; older ones are
+ * given back. Crash recovery takes an attempt of a process that lost its
+ * lease for interrupted requestTimeoutSeconds + 5 s after it started (see
+ * processGoneGrace): a request sent this long after its claim still ends, by
+ * its timeout, before that. Standbys are claimed only for webhooks whose
+ * latest request took under half of it, so that slow receivers do not claim
+ * standbys only to give them back.
+ */
+const STANDBY_MAX_WAIT_MS = 2000;
 
 function attemptKey(payloadId: number, series: number, attemptNo: number): string {
   return `${payloadId}/${series}/${attemptNo}`;

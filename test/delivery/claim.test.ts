@@ -40,12 +40,13 @@ async function setUp(
     delaysSeconds?: number[];
     clock?: () => Date;
     logger?: ReturnType<typeof createLogger>;
+    requestTimeoutSeconds?: number;
   } = {},
 ): Promise<TestDelivery> {
   const yaml = receiverConfig(
     webhooks.map((webhook) => ({ url: receiver.url, ...webhook })),
     {
-      requestTimeoutSeconds: 2,
+      requestTimeoutSeconds: options.requestTimeoutSeconds ?? 2,
       retry: {
         deadLetterAfterSeconds: options.deadLetterAfterSeconds ?? 86_400,
         ...(options.delaysSeconds ? { delaysSeconds: options.delaysSeconds } : {}),
@@ -452,6 +453,30 @@ describe('the delivery pump', () => {
     expect(rows.map((row) => row.payload_id)).toEqual(ids);
     const firstArrival = receiver.requests[0]!.at;
     for (const row of rows.slice(2)) expect(row.started_at.getTime()).toBeGreaterThanOrEqual(firstArrival + 150);
+  });
+
+  it('gives back a standby not sent within two seconds of its claim, and claims none for a receiver that slow', async () => {
+    const { context } = await setUp([{ id: 'shop', concurrency: 2 }], { requestTimeoutSeconds: 10 });
+    await insertPayloads(db.pool, 'shop', 6);
+    answerAfter(receiver, 2500);
+    const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
+    pumps.push(pump);
+    pump.start();
+    // Nothing is known of the receiver yet: the first claim takes two standbys.
+    await eventually(async () => (pump.standby.held === 2 ? true : undefined), 10_000, 'two standbys held');
+    await eventually(
+      async () => ((await states()).every((row) => row.status === 'delivered') ? true : undefined),
+      20_000,
+      'every payload delivered',
+    );
+    // The first two, and no more once the receiver's first answers took 2.5 s.
+    expect(pump.standby).toEqual({ held: 0, sent: 0, givenBack: 2 });
+    // Each payload was sent once, in one attempt: the standbys' claims were given back, not recorded.
+    expect(receiver.requests).toHaveLength(6);
+    const { rows } = await db.pool.query<{ attempts: number; n: number }>(
+      'select attempt_no as attempts, count(*)::int as n from asset_webhooks.attempts group by 1',
+    );
+    expect(rows).toEqual([{ attempts: 1, n: 6 }]);
   });
 
   it('gives back its standbys when it stops: their payloads wait in the queue, with no attempt recorded', async () => {
