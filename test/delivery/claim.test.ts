@@ -396,15 +396,20 @@ describe('the delivery pump', () => {
     const ids = await insertPayloads(db.pool, 'shop', 300);
     let open = 0;
     let most = 0;
-    receiver.respond = (_request, index) => {
+    // The first request of every 23rd payload fails (its retry, the only one configured, succeeds).
+    const failed = new Set<string>();
+    const fails = (body: string): boolean =>
+      Number(/\d+/.exec(body)![0]) % 23 === 7 && !failed.has(body) && failed.add(body).size > 0;
+    receiver.respond = (request, index) => {
       open += 1;
       most = Math.max(most, open);
-      // Answers at uneven times, so that requests end while standbys are being claimed; now and then a failure.
+      const status = fails(request.body) ? 503 : 200;
+      // Answers at uneven times, so that requests end while standbys are being claimed.
       return new Promise<number>((resolve) =>
         setTimeout(
           () => {
             open -= 1;
-            resolve(index % 23 === 7 ? 503 : 200);
+            resolve(status);
           },
           (index * 7) % 13,
         ),
@@ -429,8 +434,10 @@ describe('the delivery pump', () => {
       'select count(*)::int as attempts, count(*) filter (where outcome is null)::int as open from asset_webhooks.attempts',
     );
     expect(rows[0]).toEqual({ attempts: receiver.requests.length, open: 0 });
-    const delivered = receiver.requests.filter((_, index) => index % 23 !== 7).map((request) => request.body);
-    expect(delivered.sort()).toEqual(ids.map((_, i) => `{"n":${i + 1}}`).sort());
+    expect(failed.size).toBe(13);
+    // Every payload once, and the failed ones twice.
+    const bodies = ids.map((_, i) => `{"n":${i + 1}}`);
+    expect(receiver.requests.map((request) => request.body).sort()).toEqual([...bodies, ...failed].sort());
   });
 
   it("records a standby's attempt as starting when its request was sent, not when it was claimed", async () => {
