@@ -89,7 +89,15 @@ describe.each([
       const { rows: attempts } = await pool.query('select outcome, status_code from asset_webhooks.attempts');
       expect(attempts).toEqual([{ outcome: 'delivered', status_code: 200 }]);
       expect(receiver.requests).toHaveLength(1);
-      expect(running.output.stderr).toContain('recorded a delivery attempt once the database answered again');
+      // Logged once the write has committed: the line may reach the pipe after the row is seen.
+      await eventually(
+        async () =>
+          running.output.stderr.includes('recorded a delivery attempt once the database answered again')
+            ? true
+            : undefined,
+        10_000,
+        'the late write to be logged',
+      );
       // The log names the payload; its body (the events, up to maxPayloadBytes) stays out of it.
       const retryLines = running.output.stderr
         .split('\n')
