@@ -178,7 +178,6 @@ async function measureSlowReceiversOnce(
   pool: pg.Pool,
   payloadsPerWebhook: number,
 ): Promise<{ payloadsPerSecond: number; bound: number }> {
-  const options = { payloadsPerWebhook };
   const webhooks = 20;
   const concurrency = 4;
   const answerMs = 100;
@@ -193,7 +192,7 @@ async function measureSlowReceiversOnce(
 ${Array.from({ length: webhooks }, (_, i) => `    - { id: slow-${i}, url: "${receiver.url}/s${i}", enabled: true, concurrency: ${concurrency} }`).join('\n')}
 `);
   const run = startRunProcess(databaseUrl, config.path);
-  const total = webhooks * options.payloadsPerWebhook;
+  const total = webhooks * payloadsPerWebhook;
   let seconds: number;
   try {
     await waitFor(
@@ -211,7 +210,7 @@ ${Array.from({ length: webhooks }, (_, i) => `    - { id: slow-${i}, url: "${rec
       `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
        select 'slow-' || w, 'pending', $1, octet_length($1), 100, $2::uuid[]
        from generate_series(1, $3::int) n, generate_series(0, $4::int - 1) w order by n, w`,
-      [body, eventIds, options.payloadsPerWebhook, webhooks],
+      [body, eventIds, payloadsPerWebhook, webhooks],
     );
     const started = performance.now();
     await announcePayloadsReady(pool);

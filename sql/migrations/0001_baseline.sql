@@ -645,7 +645,6 @@ declare
   v_room integer;
   v_ids bigint[];
   v_head bigint;
-  v_limit integer;
   v_all bigint[] := '{}';
   -- Per visited webhook that got payloads: how many may be sent at once now.
   v_webhooks text[] := '{}';
@@ -656,24 +655,24 @@ begin
   -- however many are idle or full, instead of several per webhook. It only
   -- filters: each visited webhook's slots are counted again under its lock.
   for w in
-    select k.webhook_id, k.concurrency, k.failing_since is not null as failing,
-           case when k.failing_since is not null then 1
-                when k.concurrency > 1 and k.webhook_id = any(p_standby_for) then k.concurrency + greatest(p_standby, 0)
-                else k.concurrency end as slots,
-           exists (select 1 from asset_webhooks.payloads r
-                   where r.webhook_id = k.webhook_id and r.status = 'pending' and r.dispatched
-                     and r.next_attempt_at <= p_now) as retry_due
+    -- sendable: requests that may be open at once; slots: attempts that may
+    -- be started, standbys included.
+    select k.webhook_id, k.concurrency, l.sendable, l.slots, l.retry_due
     from asset_webhooks.webhooks k
+    cross join lateral (select case when k.failing_since is not null then 1 else k.concurrency end as sendable) s
+    cross join lateral (
+      select s.sendable,
+             s.sendable + case when k.failing_since is null and k.concurrency > 1 and k.webhook_id = any(p_standby_for)
+                               then greatest(p_standby, 0) else 0 end as slots,
+             exists (select 1 from asset_webhooks.payloads r
+                     where r.webhook_id = k.webhook_id and r.status = 'pending' and r.dispatched
+                       and r.next_attempt_at <= p_now) as retry_due) l
     -- A paused webhook's payloads, retries included, wait for its resume.
     where k.enabled and k.paused_since is null and (k.hold_until is null or k.hold_until <= p_now)
       and (select count(*) from asset_webhooks.payloads f
            where f.webhook_id = k.webhook_id and f.status = 'pending' and f.dispatched and f.next_attempt_at is null)
-          < case when k.failing_since is not null then 1
-                 when k.concurrency > 1 and k.webhook_id = any(p_standby_for) then k.concurrency + greatest(p_standby, 0)
-                 else k.concurrency end
-      and (exists (select 1 from asset_webhooks.payloads r
-                   where r.webhook_id = k.webhook_id and r.status = 'pending' and r.dispatched
-                     and r.next_attempt_at <= p_now)
+          < l.slots
+      and (l.retry_due
            or exists (select 1 from asset_webhooks.payloads h
                       where h.webhook_id = k.webhook_id and h.status = 'pending' and not h.dispatched))
     order by k.webhook_id <= coalesce(p_after, ''), k.webhook_id
@@ -693,6 +692,7 @@ begin
                        and q.next_attempt_at <= p_now and p_now < q.series_started_at + v_window
                      order by q.payload_id limit v_take for update skip locked)
              else '{}' end;
+    -- Waiting retries hold slots of the concurrency, not of the failing limit.
     v_room := least(v_take - cardinality(v_ids), greatest(w.slots, w.concurrency) - v_held);
     if v_room > 0 and w.concurrency = 1 then
       select q.payload_id into v_head from asset_webhooks.payloads q
@@ -713,7 +713,7 @@ begin
     v_all := v_all || v_ids;
     v_claimed := v_claimed + cardinality(v_ids);
     v_webhooks := v_webhooks || w.webhook_id;
-    v_sendable := v_sendable || (case when w.failing then 1 else w.concurrency end - v_in_flight);
+    v_sendable := v_sendable || (w.sendable - v_in_flight);
   end loop;
   -- One statement starts every attempt chosen above (their rows are locked):
   -- its cost is per payload, not per webhook. In the order chosen, so the

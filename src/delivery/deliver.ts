@@ -72,7 +72,7 @@ export async function deliverClaimed(
   const webhook = context.webhook(claimed.webhookId);
   if (!sendsTo(webhook)) {
     // A reload disabled or paused it after the database chose the payload: put it back as it was.
-    await untilWritten(context, claimed, () => abandonAttempt(context.pool, claimed));
+    await releaseClaimed(claimed, context);
     return null;
   }
   const sentAt = context.now();
@@ -121,8 +121,8 @@ export async function deliverClaimed(
 }
 
 /**
- * Gives back a claimed attempt that will not be made (a standby nobody sent):
- * the payload goes back to its queue as it was. Written like a result: while
+ * Gives back a claimed attempt that will not be made (its webhook no longer
+ * sends, or a standby nobody sent): the payload goes back to its queue as it was. Written like a result: while
  * the database is away it is tried again, because until it is written the
  * payload holds one of its webhook's slots.
  */

@@ -85,6 +85,22 @@ async function states(): Promise<Array<{ payload_id: number; status: string; dis
   return rows;
 }
 
+/** A pump on `context` (its test's: stopped after it), started. */
+function startPump(context: TestDelivery['context'], options: { pollMs?: number } = {}): DeliveryPump {
+  const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0, ...options });
+  pumps.push(pump);
+  pump.start();
+  return pump;
+}
+
+async function allDelivered(timeoutMs: number): Promise<void> {
+  await eventually(
+    async () => ((await states()).every((row) => row.status === 'delivered') ? true : undefined),
+    timeoutMs,
+    'every payload delivered',
+  );
+}
+
 const ok = { durationMs: 5, statusCode: 200, errorClass: null, errorMessage: null, responseExcerpt: null } as const;
 const unavailable = { ...ok, statusCode: 503 } as const;
 
@@ -342,9 +358,7 @@ describe('the delivery pump', () => {
   it('delivers a backlog in order with concurrency 1, one attempt each', async () => {
     const { context } = await setUp([{ id: 'shop' }]);
     const ids = await insertPayloads(db.pool, 'shop', 50);
-    const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
-    pumps.push(pump);
-    pump.start();
+    const pump = startPump(context);
     await receiver.waitFor(50, 30_000);
     expect(receiver.requests.map((request) => request.body)).toEqual(ids.map((_, i) => `{"n":${i + 1}}`));
     await eventually(
@@ -371,18 +385,9 @@ describe('the delivery pump', () => {
       },
     });
     // No poll during the test: every claim but the first few comes from settling.
-    const pump = new DeliveryPump(
-      { ...context, pool },
-      { databaseUrl: db.url, ownLeaseHeldForMs: () => 0, pollMs: 600_000 },
-    );
-    pumps.push(pump);
-    pump.start();
+    startPump({ ...context, pool }, { pollMs: 600_000 });
     await receiver.waitFor(40, 30_000);
-    await eventually(
-      async () => ((await states()).every((row) => row.status === 'delivered') ? true : undefined),
-      10_000,
-      'every payload delivered',
-    );
+    await allDelivered(10_000);
     // One claim of its own per attempt would be 40 or more.
     expect(claims).toBeGreaterThan(0);
     expect(claims).toBeLessThanOrEqual(8);
@@ -415,18 +420,8 @@ describe('the delivery pump', () => {
         ),
       );
     };
-    const started: DeliveryPump[] = [];
-    for (const context of contexts) {
-      const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0, pollMs: 200 });
-      pumps.push(pump);
-      started.push(pump);
-      pump.start();
-    }
-    await eventually(
-      async () => ((await states()).every((row) => row.status === 'delivered') ? true : undefined),
-      60_000,
-      'every payload delivered',
-    );
+    const started = contexts.map((context) => startPump(context, { pollMs: 200 }));
+    await allDelivered(60_000);
     expect(most).toBeLessThanOrEqual(4);
     expect(started.reduce((sum, pump) => sum + pump.standby.sent, 0)).toBeGreaterThan(0);
     // Every attempt recorded was a request the receiver got: standbys given back left no attempt behind.
@@ -444,14 +439,8 @@ describe('the delivery pump', () => {
     const { context } = await setUp([{ id: 'shop', concurrency: 2 }]);
     const ids = await insertPayloads(db.pool, 'shop', 4);
     answerAfter(receiver, 200);
-    const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
-    pumps.push(pump);
-    pump.start();
-    await eventually(
-      async () => ((await states()).every((row) => row.status === 'delivered') ? true : undefined),
-      10_000,
-      'every payload delivered',
-    );
+    const pump = startPump(context);
+    await allDelivered(10_000);
     expect(pump.standby.sent).toBe(2);
     // The last two were claimed with the first two, and sent once those were answered, 200 ms or more later.
     const { rows } = await db.pool.query<{ payload_id: number; started_at: Date }>(
@@ -466,16 +455,10 @@ describe('the delivery pump', () => {
     const { context } = await setUp([{ id: 'shop', concurrency: 2 }], { requestTimeoutSeconds: 10 });
     await insertPayloads(db.pool, 'shop', 6);
     answerAfter(receiver, 2500);
-    const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
-    pumps.push(pump);
-    pump.start();
+    const pump = startPump(context);
     // Nothing is known of the receiver yet: the first claim takes two standbys.
     await eventually(async () => (pump.standby.held === 2 ? true : undefined), 10_000, 'two standbys held');
-    await eventually(
-      async () => ((await states()).every((row) => row.status === 'delivered') ? true : undefined),
-      20_000,
-      'every payload delivered',
-    );
+    await allDelivered(20_000);
     // The first two, and no more once the receiver's first answers took 2.5 s.
     expect(pump.standby).toEqual({ held: 0, sent: 0, givenBack: 2 });
     // Each payload was sent once, in one attempt: the standbys' claims were given back, not recorded.
@@ -520,9 +503,7 @@ describe('the delivery pump', () => {
 
   it('refuses a second pump on one delivery context: each learns which of its own results are being written', async () => {
     const { context } = await setUp([{ id: 'shop' }]);
-    const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
-    pumps.push(pump);
-    pump.start();
+    startPump(context);
     const second = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
     expect(() => second.start()).toThrow('a settle batcher serves one delivery pump');
   });
@@ -532,17 +513,9 @@ describe('the delivery pump', () => {
     for (let i = 0; i < 2; i += 1) contexts.push((await setUp([{ id: 'shop', concurrency: 3 }])).context);
     const ids = await insertPayloads(db.pool, 'shop', 60);
     const concurrent = answerAfter(receiver, 20);
-    for (const context of contexts) {
-      const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
-      pumps.push(pump);
-      pump.start();
-    }
+    for (const context of contexts) startPump(context);
     await receiver.waitFor(60, 30_000);
-    await eventually(
-      async () => ((await states()).every((row) => row.status === 'delivered') ? true : undefined),
-      10_000,
-      'every payload delivered',
-    );
+    await allDelivered(10_000);
     expect(receiver.requests.map((request) => request.body).sort()).toEqual(ids.map((_, i) => `{"n":${i + 1}}`).sort());
     expect(concurrent.most()).toBeLessThanOrEqual(3);
     expect(concurrent.most()).toBeGreaterThan(1);

@@ -4,7 +4,7 @@ import { redeliver } from '../../src/investigate/dead-letters.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { receiverConfig, type TestConfigOptions, type TestWebhook } from '../helpers/config.js';
 import { openWebhook, resetData, runCoalesce } from '../helpers/seed.js';
-import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
+import { answerAfter, eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
@@ -340,23 +340,12 @@ describe('delivery through the running service', () => {
 
   it('keeps at most `concurrency` payloads of a webhook in flight, and uses them', async () => {
     const crm = await receiver();
-    let inFlight = 0;
-    let most = 0;
-    crm.respond = () => {
-      inFlight += 1;
-      most = Math.max(most, inFlight);
-      return new Promise<number>((resolve) =>
-        setTimeout(() => {
-          inFlight -= 1;
-          resolve(200);
-        }, 300),
-      );
-    };
+    const concurrent = answerAfter(crm, 300);
     running = await startTestService(db.url, config([{ id: 'crm', url: crm.url, batchSize: 1, concurrency: 3 }]));
     await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 12) g');
     await settled(12);
     expect(crm.requests).toHaveLength(12);
-    expect(most).toBe(3);
+    expect(concurrent.most()).toBe(3);
   });
 
   it("keeps a full payload's event ids out of line, where delivery's row versions only point at them", async () => {
