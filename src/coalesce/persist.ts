@@ -3,6 +3,12 @@ import type { DecimalId, EventType } from '../interfaces.js';
 import { serializeBody, serializeEvent } from '../payload/serialize.js';
 import { batchBody, type Batch } from './pack.js';
 
+/** One statement, ready to run: built at once, so that later routing cannot change what it writes. */
+export interface Statement {
+  readonly text: string;
+  readonly values: readonly unknown[];
+}
+
 /**
  * Gives every batch that has no payload id yet one from the payloads' identity
  * sequence, so routes can name their payload before anything is written.
@@ -10,26 +16,46 @@ import { batchBody, type Batch } from './pack.js';
 export async function assignPayloadIds(client: pg.PoolClient, batches: readonly Batch[]): Promise<void> {
   const missing = batches.filter((batch) => batch.payloadId === null);
   if (missing.length === 0) return;
-  const { rows } = await client.query<{ id: number }>(
-    `select nextval(pg_get_serial_sequence('asset_webhooks.payloads', 'payload_id')) as id
-     from generate_series(1, $1::int)`,
-    [missing.length],
-  );
+  const ids = await nextPayloadIds(client, missing.length);
   missing.forEach((batch, index) => {
-    batch.payloadId = rows[index]!.id;
+    batch.payloadId = ids[index]!;
   });
 }
 
+async function nextPayloadIds(client: pg.Pool | pg.PoolClient, count: number): Promise<number[]> {
+  const { rows } = await client.query<{ id: number }>(
+    `select nextval(pg_get_serial_sequence('asset_webhooks.payloads', 'payload_id')) as id
+     from generate_series(1, $1::int)`,
+    [count],
+  );
+  return rows.map((row) => row.id);
+}
+
 /**
- * Writes the batches of one chunk. A sealed batch is written whole (body,
- * count, eventIds) and becomes `pending` (or, for a single event over the size
- * cap, dead-lettered as too_large). A batch still open is written once, as an
- * `open` row without its events, which is never dispatched: its events name
- * it (events.payload_ids), and it gets its body when it is sealed, by a later
- * chunk, the end of the run, or after a crash by sealOpenPayloads. So a
- * payload row is written at most twice, however many chunks fill it: writing
- * an open payload's growing body at every chunk cost, with many webhooks each
- * receiving a few events per chunk, a rewrite of every body per chunk.
+ * Payload ids taken from the sequence ahead of need, a block at a time, so
+ * that a coalescing run names its payloads without a statement per chunk. Ids
+ * taken and never used leave gaps, as any rolled-back nextval does.
+ */
+export class PayloadIdBlock {
+  private ids: number[] = [];
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly blockSize = 1024,
+  ) {}
+
+  /** As assignPayloadIds, from the block; fetches another block only when this one runs out. */
+  async assign(batches: readonly Batch[]): Promise<void> {
+    const missing = batches.filter((batch) => batch.payloadId === null);
+    if (missing.length > this.ids.length)
+      this.ids.push(...(await nextPayloadIds(this.pool, Math.max(this.blockSize, missing.length - this.ids.length))));
+    for (const batch of missing) batch.payloadId = this.ids.shift()!;
+  }
+}
+
+/**
+ * Writes the batches of one chunk (see payloadInserts). Used where nothing
+ * routes meanwhile: a coalescing chunk's statements are built before its write.
  */
 export async function upsertPayloads(
   client: pg.PoolClient,
@@ -37,61 +63,100 @@ export async function upsertPayloads(
   batches: readonly Batch[],
   webhookTimestamp: string,
 ): Promise<void> {
+  for (const insert of payloadInserts(batches, webhookTimestamp)) {
+    const { text, values } = renderPayloadInsert(insert, 2);
+    await client.query(text, [runId, ...values]);
+  }
+}
+
+/** The rows of one INSERT into payloads: 9 bind parameters each (see renderPayloadInsert). */
+type PayloadInsert = unknown[][];
+
+/**
+ * The payload rows that write the batches of one chunk, in groups of one
+ * statement each, built now: a batch routing adds to later is written as it
+ * is at this call. A sealed batch is written whole (body, count, eventIds) and
+ * becomes `pending` (or, for a single event over the size cap, dead-lettered
+ * as too_large). A batch still open is written once, as an `open` row without
+ * its events, which is never dispatched: its events name it
+ * (events.payload_ids), and it gets its body when it is sealed, by a later
+ * chunk, the end of the run, or after a crash by sealOpenPayloads. So a
+ * payload row is written at most twice, however many chunks fill it: writing
+ * an open payload's growing body at every chunk cost, with many webhooks each
+ * receiving a few events per chunk, a rewrite of every body per chunk. Every
+ * batch must have its payload id. The batches count as persisted from this
+ * call: the caller writes the rows before any later chunk's.
+ */
+function payloadInserts(batches: readonly Batch[], webhookTimestamp: string): PayloadInsert[] {
   const written = batches.filter((batch) => batch.sealed || !batch.persisted);
+  const inserts: PayloadInsert[] = [];
   // Batches sealed here with the same events in the same order (webhooks whose
   // filters agree) get the same timestamp, so the same bytes: the first
   // carries the body, the others name it (payloads.body_of).
   const bodies = new Map<string, { payloadId: number; bytes: number }>();
-  // Each body travels as a bind parameter of its own: packed into one text[]
-  // array literal, every quote of the JSON would be escaped by the driver and
-  // parsed again by PostgreSQL, which cost more than everything else here.
   for (let start = 0; start < written.length; start += PAYLOADS_PER_STATEMENT) {
     const group = written.slice(start, start + PAYLOADS_PER_STATEMENT);
-    const values: unknown[] = [runId];
-    const rows = group.map((batch) => {
-      const eventIds = batch.sealed ? `{${batch.eventIds.join(',')}}` : '{}';
-      let body = '';
-      let bodyOf: number | null = null;
-      let bytes = 0;
-      if (batch.sealed) {
-        const shared = batch.tooLarge ? undefined : bodies.get(eventIds);
-        if (shared) {
-          bodyOf = shared.payloadId;
-          bytes = shared.bytes;
-        } else {
-          body = batchBody(batch, webhookTimestamp);
-          bytes = Buffer.byteLength(body);
-          if (!batch.tooLarge) bodies.set(eventIds, { payloadId: batch.payloadId!, bytes });
+    inserts.push(
+      group.map((batch) => {
+        const eventIds = batch.sealed ? `{${batch.eventIds.join(',')}}` : '{}';
+        let body = '';
+        let bodyOf: number | null = null;
+        let bytes = 0;
+        if (batch.sealed) {
+          const shared = batch.tooLarge ? undefined : bodies.get(eventIds);
+          if (shared) {
+            bodyOf = shared.payloadId;
+            bytes = shared.bytes;
+          } else {
+            body = batchBody(batch, webhookTimestamp);
+            bytes = Buffer.byteLength(body);
+            if (!batch.tooLarge) bodies.set(eventIds, { payloadId: batch.payloadId!, bytes });
+          }
         }
-      }
-      values.push(
-        batch.payloadId,
-        batch.webhookId,
-        batch.tooLarge ? 'dead_lettered' : batch.sealed ? 'pending' : 'open',
-        body,
-        bodyOf,
-        bytes,
-        batch.sealed ? batch.events.length : 0,
-        eventIds,
-        batch.tooLarge,
-      );
-      const n = values.length;
-      return `($${n - 8}::bigint, $${n - 7}::text, $${n - 6}::text, $${n - 5}::text, $${n - 4}::bigint, $${n - 3}::int, $${n - 2}::int, $${n - 1}::uuid[], $${n}::boolean)`;
-    });
-    await client.query(
-      `insert into asset_webhooks.payloads
+        return [
+          batch.payloadId,
+          batch.webhookId,
+          batch.tooLarge ? 'dead_lettered' : batch.sealed ? 'pending' : 'open',
+          body,
+          bodyOf,
+          bytes,
+          batch.sealed ? batch.events.length : 0,
+          eventIds,
+          batch.tooLarge,
+        ];
+      }),
+    );
+  }
+  for (const batch of written) batch.persisted = true;
+  return inserts;
+}
+
+/**
+ * One INSERT of payload rows, its parameters numbered from `first`; the run's
+ * id is `$1`. Each body travels as a bind parameter of its own: packed into
+ * one text[] array literal, every quote of the JSON would be escaped by the
+ * driver and parsed again by PostgreSQL, which cost more than everything else
+ * here.
+ */
+function renderPayloadInsert(rows: PayloadInsert, first: number): Statement {
+  const values: unknown[] = [];
+  const tuples = rows.map((row) => {
+    const n = first + values.length;
+    values.push(...row);
+    return `($${n}::bigint, $${n + 1}::text, $${n + 2}::text, $${n + 3}::text, $${n + 4}::bigint, $${n + 5}::int, $${n + 6}::int, $${n + 7}::uuid[], $${n + 8}::boolean)`;
+  });
+  return {
+    text: `insert into asset_webhooks.payloads
          (payload_id, webhook_id, run_id, status, body, body_of, byte_size, event_count, event_ids, dead_letter_reason, dead_lettered_at)
        overriding system value
        select b.payload_id, b.webhook_id, $1, b.status, b.body, b.body_of, b.byte_size, b.event_count, b.event_ids,
               case when b.too_large then 'too_large' end, case when b.too_large then clock_timestamp() end
-       from (values ${rows.join(', ')}) as b(payload_id, webhook_id, status, body, body_of, byte_size, event_count, event_ids, too_large)
+       from (values ${tuples.join(', ')}) as b(payload_id, webhook_id, status, body, body_of, byte_size, event_count, event_ids, too_large)
        on conflict (payload_id) do update
          set status = excluded.status, body = excluded.body, body_of = excluded.body_of, byte_size = excluded.byte_size,
              event_count = excluded.event_count, event_ids = excluded.event_ids`,
-      values,
-    );
-  }
-  for (const batch of written) batch.persisted = true;
+    values,
+  };
 }
 
 /**
@@ -190,9 +255,43 @@ export interface ConsumedEvents {
 }
 
 /**
+ * The CTEs `consumed` and `moved`, which move the events from the outbox to
+ * asset_webhooks.events: $1 the run, $2 the seqs, $3 the JSON document of
+ * their routes, $4 and $5 the first and last seq, $6 the routing.
+ *
+ * The range lets the planner walk the index: with `= any` alone it scanned
+ * the whole outbox. The list is only a filter (`+ 0`), hashed once: as an
+ * index condition as well, it costs a descent of the primary key per row,
+ * and with statistics taken while the outbox was smaller the planner would
+ * scan the whole outbox for every chunk. The document is read as `json`, not
+ * `jsonb`: read once, `jsonb`'s conversion to its binary form cost twice the
+ * time of `json`'s parse.
+ */
+const CONSUME_CTES = `consumed as (
+       delete from asset_webhooks.outbox o
+       where o.seq between $4 and $5 and o.seq + 0 = any($2::bigint[])
+       returning o.*
+     ),
+     moved as (
+       insert into asset_webhooks.events
+         (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, collapsed_into,
+          routing_id, delivered_to, payload_ids, asset_gone, seen_supertype, seen_parent_id, seen_state, seen_schema_id, seen_type_id,
+          seen_domain_id, seen_keywords, seen_field_names, seen_field_values)
+       select r.event_id, c.seq, c.occurred_at, c.event_type, c.asset_id, coalesce(c.asset_uuid, r.asset_uuid), r.atom_id, $1,
+              clock_timestamp(), r.collapsed_into,
+              $6, r.delivered_to, r.payload_ids, coalesce(r.asset_gone, false), r.seen_supertype, r.seen_parent_id, r.seen_state, r.seen_schema_id,
+              r.seen_type_id, r.seen_domain_id, r.seen_keywords, r.seen_field_names, r.seen_field_values
+       from consumed c
+       join json_to_recordset($3::json) as r(seq bigint, event_id uuid, atom_id bigint, asset_uuid uuid, collapsed_into uuid,
+         delivered_to integer[], payload_ids bigint[], asset_gone boolean, seen_supertype text, seen_parent_id bigint, seen_state text,
+         seen_schema_id bigint, seen_type_id bigint, seen_domain_id bigint, seen_keywords text[], seen_field_names text[], seen_field_values text[])
+         on r.seq = c.seq
+     )`;
+
+/**
  * Moves the claimed rows from the outbox to asset_webhooks.events with their
- * routes, in one statement. Runs in the chunk's transaction, after the claim.
- * `routingId` is the configuration the run routes by (see recordRouting).
+ * routes, in one statement (see chunkStatements). `routingId` is the
+ * configuration the run routes by (see recordRouting).
  */
 export async function consumeEvents(
   client: pg.PoolClient,
@@ -201,7 +300,51 @@ export async function consumeEvents(
   events: ConsumedEvents,
 ): Promise<void> {
   if (events.seqs.length === 0) return;
-  // One JSON document rather than a text[] of JSON strings (see upsertPayloads).
+  await client.query(`with ${CONSUME_CTES} select 1`, [runId, ...consumeValues(routingId, events)]);
+}
+
+/**
+ * The statements that write one coalescing chunk, in order, built now (see
+ * payloadInserts): one statement when the chunk's payload rows fit one
+ * INSERT, as they nearly always do, so that its transaction is the
+ * statement's own. It moves the chunk's events from the outbox to `events`
+ * with their routes, writes its payloads, and counts the events on the run
+ * (so a run that dies later still shows what it committed) and the routing's
+ * last use (retention purges by it). `events` must not be empty.
+ */
+export function chunkStatements(
+  runId: number,
+  routingId: number,
+  events: ConsumedEvents,
+  batches: readonly Batch[],
+  webhookTimestamp: string,
+): Statement[] {
+  const inserts = payloadInserts(batches, webhookTimestamp);
+  const last = inserts.pop();
+  const statements = inserts.map((rows) => {
+    const { text, values } = renderPayloadInsert(rows, 2);
+    return { text, values: [runId, ...values] };
+  });
+  // $1 the run, $2-$6 the events (consumeValues), $7 their count, then the payload rows.
+  const values: unknown[] = [runId, ...consumeValues(routingId, events), events.seqs.length];
+  let payloads = '';
+  if (last) {
+    const insert = renderPayloadInsert(last, values.length + 1);
+    values.push(...insert.values);
+    payloads = `written as (${insert.text}),`;
+  }
+  statements.push({
+    text: `with ${CONSUME_CTES}, ${payloads}
+       used as (update asset_webhooks.routings set last_used_at = clock_timestamp() where routing_id = $6)
+     update asset_webhooks.coalesce_runs set events = events + $7 where run_id = $1`,
+    values,
+  });
+  return statements;
+}
+
+/** $2-$6 of CONSUME_CTES. */
+function consumeValues(routingId: number, events: ConsumedEvents): unknown[] {
+  // One JSON document rather than a text[] of JSON strings (see renderPayloadInsert).
   let document = '[';
   for (let i = 0; i < events.seqs.length; i += 1) {
     const collapsed = events.collapsedInto[i];
@@ -212,31 +355,5 @@ export async function consumeEvents(
       `${events.routes[i]}"collapsed_into":${collapsed ? `"${collapsed}"` : 'null'}}`;
   }
   document += ']';
-  await client.query(
-    `with consumed as (
-       delete from asset_webhooks.outbox o
-       -- Only the range is an index condition (see the note below the statement).
-       where o.seq between $4 and $5 and o.seq + 0 = any($2::bigint[])
-       returning o.*
-     )
-     insert into asset_webhooks.events
-       (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, collapsed_into,
-        routing_id, delivered_to, payload_ids, asset_gone, seen_supertype, seen_parent_id, seen_state, seen_schema_id, seen_type_id,
-        seen_domain_id, seen_keywords, seen_field_names, seen_field_values)
-     select r.event_id, c.seq, c.occurred_at, c.event_type, c.asset_id, coalesce(c.asset_uuid, r.asset_uuid), r.atom_id, $1,
-            clock_timestamp(), r.collapsed_into,
-            $6, r.delivered_to, r.payload_ids, coalesce(r.asset_gone, false), r.seen_supertype, r.seen_parent_id, r.seen_state, r.seen_schema_id,
-            r.seen_type_id, r.seen_domain_id, r.seen_keywords, r.seen_field_names, r.seen_field_values
-     from consumed c
-     join jsonb_to_recordset($3::jsonb) as r(seq bigint, event_id uuid, atom_id bigint, asset_uuid uuid, collapsed_into uuid,
-       delivered_to integer[], payload_ids bigint[], asset_gone boolean, seen_supertype text, seen_parent_id bigint, seen_state text,
-       seen_schema_id bigint, seen_type_id bigint, seen_domain_id bigint, seen_keywords text[], seen_field_names text[], seen_field_values text[])
-       on r.seq = c.seq`,
-    // The range lets the planner walk the index: with `= any` alone it scanned
-    // the whole outbox. The list is only a filter (`+ 0`), hashed once: as an
-    // index condition as well, it costs a descent of the primary key per row,
-    // and with statistics taken while the outbox was smaller the planner
-    // would scan the whole outbox for every chunk.
-    [runId, events.seqs, document, events.seqs[0], events.seqs[events.seqs.length - 1], routingId],
-  );
+  return [events.seqs, document, events.seqs[0], events.seqs[events.seqs.length - 1], routingId];
 }

@@ -7,7 +7,7 @@ import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
 import { claimChunk, outboxHighWater, recordRunStart, type Chunk, type ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
 import { Packer, type Batch } from './pack.js';
-import { assignPayloadIds, consumeEvents, sealOpenPayloads, upsertPayloads } from './persist.js';
+import { chunkStatements, PayloadIdBlock, sealOpenPayloads, upsertPayloads, type Statement } from './persist.js';
 import { RoutingIndex } from '../filters/routing-index.js';
 import type { Route, RoutedWebhook } from './route.js';
 import { recordRouting } from './routing.js';
@@ -25,8 +25,8 @@ export interface CoalesceOptions {
   readonly webhooks: readonly RoutedWebhook[];
   readonly maxPayloadBytes: number;
   /**
-   * Outbox rows per chunk transaction; memory is bounded by it (two chunks are
-   * in memory at once: one written, the next read). Default 2,000: larger
+   * Outbox rows per chunk transaction; memory is bounded by it (three chunks
+   * are in memory at once: one written, one routed, one read). Default 2,000: larger
    * chunks raise the peak memory of a drain for no gain in time, smaller ones
    * cost time (bench/README.md).
    */
@@ -134,33 +134,39 @@ async function runLocked(
 
   if (start !== null) {
     const { maxSeq, ids } = start;
-    // Chunks are written one after the other on `writer`, each in its own
-    // transaction, while the session reads the next chunk: the read and the
-    // write of neighbouring chunks run on both cores at once.
+    // Three stages run at once, each on a chunk of its own: the session reads
+    // chunk N+2, this process routes chunk N+1 and builds its statements, and
+    // `writer` writes chunk N in its own transaction. Chunks are written one
+    // after the other, in order; a chunk's statements are built before any
+    // later chunk is routed, so they write the batches as that chunk left them.
     const writer = await pool.connect();
+    // A chunk lost to a server crash after commit is lost whole, outbox
+    // deletions included, and coalesced again by the next run with the same
+    // eventIds: waiting for the WAL flush buys nothing here. Set for the
+    // session, so that a chunk of one statement needs no other.
+    await writer.query('set synchronous_commit = off');
+    const payloadIdBlock = new PayloadIdBlock(pool);
     const done: Promise<Chunk | null> = Promise.resolve(null);
     let next: Promise<Chunk | null> = claimChunk(session, ids, maxSeq, 0, chunkSize);
+    let writing: Promise<void> = Promise.resolve();
     let failed = false;
     try {
       for (;;) {
         const chunk = await next;
         if (chunk === null || chunk.read === 0) break;
         next = chunk.read < chunkSize ? done : claimChunk(session, ids, maxSeq, chunk.lastSeq, chunkSize);
-        // If the write below fails, this read is abandoned; its own failure is not the run's.
+        // If a write fails, this read is abandoned; its own failure is not the run's.
         next.catch(() => {});
         deferred += chunk.deferred;
         const rows = chunk.events;
         if (rows.length === 0) continue;
-        const sealed = await inTransaction(writer, async (client) => {
-          // A chunk lost to a server crash after commit is lost whole, outbox
-          // deletions included, and coalesced again by the next run with the
-          // same eventIds: waiting for the WAL flush buys nothing here.
-          await client.query('set local synchronous_commit = off');
-          const routed = routeChunk(rows, routing, routes);
-          const batches = packers.flatMap((packer) => packer.drain());
-          await assignPayloadIds(client, batches);
-          await upsertPayloads(client, runId, batches, isoTimestamp(now()));
-          await consumeEvents(client, runId, routing.routingId, {
+        const routed = routeChunk(rows, routing, routes);
+        const batches = packers.flatMap((packer) => packer.drain());
+        await payloadIdBlock.assign(batches);
+        const statements = chunkStatements(
+          runId,
+          routing.routingId,
+          {
             seqs: rows.map((row) => row.seq),
             eventIds: rows.map((row) => row.eventId),
             atomIds: routed.atomIds,
@@ -168,27 +174,29 @@ async function runLocked(
             assetUuids: rows.map((row) => (row.assetUuidCaptured ? null : row.assetUuid)),
             collapsedInto: routed.collapsed,
             routes: routed.routes.map(routeJson),
-          });
-          for (const batch of batches) payloadIds.add(batch.payloadId!);
-          // Counted with the chunk, so a run that dies later still shows what it committed.
-          // The routing's last use covers every event written with it (retention purges by it).
-          await client.query(
-            `with used as (update asset_webhooks.routings set last_used_at = clock_timestamp() where routing_id = $3)
-             update asset_webhooks.coalesce_runs set events = events + $2 where run_id = $1`,
-            [runId, rows.length, routing.routingId],
-          );
-          return batches.filter((batch) => batch.sealed).map((batch) => batch.webhookId);
+          },
+          batches,
+          isoTimestamp(now()),
+        );
+        const sealed = batches.some((batch) => batch.sealed);
+        const written = batches.map((batch) => batch.payloadId!);
+        await writing;
+        writing = writeChunk(writer, statements, sealed).then(() => {
+          for (const id of written) payloadIds.add(id);
+          events += rows.length;
+          chunks += 1;
+          logger.debug({ events: rows.length }, 'coalesced a chunk');
         });
-        await announceSealed(writer, sealed);
-        events += rows.length;
-        chunks += 1;
-        logger.debug({ events: rows.length }, 'coalesced a chunk');
+        // Awaited before the next chunk is written or the run ends; a failure is the run's then.
+        writing.catch(() => {});
       }
+      await writing;
+      await writer.query('reset synchronous_commit');
     } catch (error) {
       failed = true;
       throw error;
     } finally {
-      await next.catch(() => {});
+      await Promise.allSettled([next, writing]);
       // After a failure the connection may be in any state: close it rather than reuse it.
       writer.release(failed);
     }
@@ -214,6 +222,22 @@ async function runLocked(
     );
   if (events > 0) logger.info({ events, payloads: payloadIds.size, chunks }, 'coalescing run done');
   return { runId, events, payloads: payloadIds.size, chunks, deferred, routes };
+}
+
+/**
+ * Runs one chunk's statements in one transaction (a single statement is its
+ * own), then wakes the delivery pumps if it sealed payloads. One statement is
+ * also one round trip: the writer then waits for nothing this process does
+ * meanwhile, such as routing the next chunk.
+ */
+async function writeChunk(writer: pg.PoolClient, statements: readonly Statement[], sealed: boolean): Promise<void> {
+  const [only] = statements;
+  if (statements.length === 1) await writer.query(only!.text, only!.values as unknown[]);
+  else
+    await inTransaction(writer, async (client) => {
+      for (const statement of statements) await client.query(statement.text, statement.values as unknown[]);
+    });
+  if (sealed) await announcePayloadsReady(writer);
 }
 
 /**

@@ -493,8 +493,10 @@ it('a run that fails after some chunks shows what it committed, and the runbook 
 
 /**
  * A run in chunks of one row whose first chunk's write waits on a lock of the
- * events table, while the second chunk is read; `meanwhile` runs once that
- * read is done (a late transaction commits there), then the write goes on.
+ * events table, while the run reads ahead as far as it does (the second chunk
+ * routed, the third read); `meanwhile` runs once those reads are done (a late
+ * transaction commits there), then the write goes on, and the fourth chunk is
+ * read after `meanwhile`.
  */
 async function runWithFirstWriteHeld(webhooks: Parameters<typeof runCoalesce>[1], meanwhile: () => Promise<unknown>) {
   const blocker = await db.pool.connect();
@@ -506,13 +508,17 @@ async function runWithFirstWriteHeld(webhooks: Parameters<typeof runCoalesce>[1]
       async () => {
         const { rows } = await db.pool.query<{ waiting: number; claiming: number }>(
           `select count(*) filter (where wait_event_type = 'Lock')::int as waiting,
-                count(*) filter (where query like '%with claimed as materialized%' and state = 'active')::int as claiming
+                count(*) filter (where query like '%with claimed as materialized%'
+                                   and (state = 'active' or state_change > clock_timestamp() - interval '500 milliseconds'))::int as claiming
          from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`,
         );
+        // The read session has been idle for half a second: the reads the run
+        // makes ahead of a held write are done (the next one starts as soon as
+        // the one before it returns).
         return rows[0]!.waiting > 0 && rows[0]!.claiming === 0 ? true : undefined;
       },
       20_000,
-      'the first chunk to wait for its write, with the second read',
+      'the first chunk to wait for its write, with the next two read',
     );
     await meanwhile();
     await blocker.query('commit');
@@ -526,21 +532,22 @@ async function runWithFirstWriteHeld(webhooks: Parameters<typeof runCoalesce>[1]
 it("a transaction whose first change of an asset a run passed before it committed has its later changes of that asset wait too: the asset's events stay in order", async () => {
   const crm = openWebhook('crm');
   await registerWebhooks(db.pool, [crm]);
-  await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 4) g');
+  await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 5) g');
   await runCoalesce(db.pool, [crm]);
   const late = await db.pool.connect();
   try {
     // Outbox, in seq order: an edit of asset 2, the late transaction's edit of
-    // asset 1, an edit of asset 3, the late transaction's trashing of asset 1
-    // (not an edit: nothing else would defer it), an edit of asset 4.
+    // asset 1, edits of assets 3 and 5, the late transaction's trashing of
+    // asset 1 (not an edit: nothing else would defer it), an edit of asset 4.
     await db.pool.query("update assets set title = 'b' where asset_id = 2");
     await late.query('begin');
     await late.query("update assets set title = 'late' where asset_id = 1");
     await db.pool.query("update assets set title = 'c' where asset_id = 3");
+    await db.pool.query("update assets set title = 'e' where asset_id = 5");
     await late.query('update assets set trashed_at = now() where asset_id = 1');
     await db.pool.query("update assets set title = 'd' where asset_id = 4");
     // The second chunk passes the late edit while it is not committed; the
-    // late transaction commits before the third is read.
+    // late transaction commits before the fourth is read.
     expect((await runWithFirstWriteHeld([crm], () => late.query('commit'))).deferred).toBe(1);
   } finally {
     await late.query('rollback').catch(() => {});
@@ -562,21 +569,21 @@ it("a transaction whose first change of an asset a run passed before it committe
 it("an edit that commits while a run goes on, later than the run's latest edit of its asset, waits for the next run: never two EDITED of one asset in a run", async () => {
   const crm = openWebhook('crm');
   await registerWebhooks(db.pool, [crm]);
-  await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 3) g');
+  await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 4) g');
   await runCoalesce(db.pool, [crm]);
-  // Outbox, in seq order: an edit of asset 1 (committed), one of asset 2
-  // (committed), a keyword of asset 1 and its trashing (in a transaction left
-  // open), an edit of asset 3.
+  // Outbox, in seq order: edits of assets 1, 2 and 4 (committed), a keyword of
+  // asset 1 and its trashing (in a transaction left open), an edit of asset 3.
   await db.pool.query("update assets set title = 'a' where asset_id = 1");
   await db.pool.query("update assets set title = 'b' where asset_id = 2");
+  await db.pool.query("update assets set title = 'd' where asset_id = 4");
   const late = await db.pool.connect();
   try {
     await late.query('begin');
     await late.query("insert into asset_keywords (asset_id, value) values (1, 'late')");
     await late.query('update assets set trashed_at = now() where asset_id = 1');
     await db.pool.query("update assets set title = 'c' where asset_id = 3");
-    // The late transaction commits before the third chunk is read. The third
-    // chunk then holds only the deferred edit: the run goes on to the fourth.
+    // The late transaction commits before the fourth chunk is read. The fourth
+    // chunk then holds only the deferred edit: the run goes on to the fifth.
     await runWithFirstWriteHeld([crm], () => late.query('commit'));
   } finally {
     await late.query('rollback').catch(() => {});
@@ -587,15 +594,16 @@ it("an edit that commits while a run goes on, later than the run's latest edit o
     `select run_id::int, asset_id::int, count(*)::int as edits from asset_webhooks.events
      where event_type = 'EDITED' and collapsed_into is null group by run_id, asset_id order by run_id, asset_id`,
   );
-  // Run 2 sends the three committed edits; run 3 the late keyword edit of asset 1.
+  // Run 2 sends the four committed edits; run 3 the late keyword edit of asset 1.
   expect(rows.map(({ asset_id, edits }) => [asset_id, edits])).toEqual([
     [1, 1],
     [2, 1],
     [3, 1],
+    [4, 1],
     [1, 1],
   ]);
-  expect(new Set(rows.slice(0, 3).map((row) => row.run_id)).size).toBe(1);
-  expect(rows[3]!.run_id).toBeGreaterThan(rows[0]!.run_id);
+  expect(new Set(rows.slice(0, 4).map((row) => row.run_id)).size).toBe(1);
+  expect(rows[4]!.run_id).toBeGreaterThan(rows[0]!.run_id);
   // The trashing, read by the run in a chunk after the deferred edit, waits with
   // it: asset 1's events reach the receiver in the order they happened.
   const carried = (await payloads(db.pool))
@@ -606,5 +614,5 @@ it("an edit that commits while a run goes on, later than the run's latest edit o
   const { rows: trashed } = await db.pool.query<{ run_id: number }>(
     "select run_id::int from asset_webhooks.events where event_type = 'DELETED'",
   );
-  expect(trashed).toEqual([{ run_id: rows[3]!.run_id }]);
+  expect(trashed).toEqual([{ run_id: rows[4]!.run_id }]);
 });
