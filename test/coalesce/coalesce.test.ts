@@ -616,3 +616,41 @@ it("an edit that commits while a run goes on, later than the run's latest edit o
   );
   expect(trashed).toEqual([{ run_id: rows[4]!.run_id }]);
 });
+
+it("writes each chunk's payloads as that chunk left them: a batch a later chunk fills is not written with events that chunk has not committed", async () => {
+  // A batch of three, one event per chunk: the third chunk seals the batch
+  // the first two wrote as open. The first write is held while the second
+  // chunk is routed, and the third chunk's write fails.
+  const crm = openWebhook('crm', { batchSize: 3 });
+  await registerWebhooks(db.pool, [crm]);
+  await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 3) g');
+  await db.pool.query(`
+    create function public.aw_test_refuse_asset_3() returns trigger language plpgsql as $$
+    begin
+      if new.asset_id = 3 then raise exception 'the third chunk fails'; end if;
+      return new;
+    end $$;
+    create trigger aw_test_refuse_asset_3 before insert on asset_webhooks.events
+      for each row execute function public.aw_test_refuse_asset_3();`);
+  try {
+    await expect(runWithFirstWriteHeld([crm], async () => {})).rejects.toThrow('the third chunk fails');
+  } finally {
+    await db.pool.query('drop function public.aw_test_refuse_asset_3() cascade');
+  }
+  // The second chunk committed the batch as open, without its body: the
+  // sealing by the third chunk was not written, so no payload carries an
+  // event that is still in the outbox.
+  const { rows: stored } = await db.pool.query<{ status: string; event_count: number }>(
+    "select status, event_count from asset_webhooks.payloads where webhook_id = 'crm'",
+  );
+  expect(stored).toEqual([{ status: 'open', event_count: 0 }]);
+  const { rows: moved } = await db.pool.query<{ asset_id: number }>(
+    'select asset_id::int from asset_webhooks.events order by seq',
+  );
+  expect(moved.map((row) => row.asset_id)).toEqual([1, 2]);
+
+  // The next run seals the open payload with the two events that name it, and sends the third once.
+  await runCoalesce(db.pool, [crm]);
+  const sent = (await payloads(db.pool)).map((payload) => bodyEvents(payload).map((e) => e.assetId));
+  expect(sent).toEqual([[1, 2], [3]]);
+});
