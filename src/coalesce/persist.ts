@@ -6,7 +6,7 @@ import { batchBody, type Batch } from './pack.js';
 /** One statement, ready to run: built at once, so that later routing cannot change what it writes. */
 export interface Statement {
   readonly text: string;
-  readonly values: readonly unknown[];
+  readonly values: unknown[];
 }
 
 /**
@@ -15,14 +15,17 @@ export interface Statement {
  */
 export async function assignPayloadIds(client: pg.PoolClient, batches: readonly Batch[]): Promise<void> {
   const missing = batches.filter((batch) => batch.payloadId === null);
-  if (missing.length === 0) return;
-  const ids = await nextPayloadIds(client, missing.length);
-  missing.forEach((batch, index) => {
+  if (missing.length > 0) assignIds(missing, await nextPayloadIds(client, missing.length));
+}
+
+/** Gives `batches` the first of `ids`, in order. */
+function assignIds(batches: readonly Batch[], ids: readonly number[]): void {
+  batches.forEach((batch, index) => {
     batch.payloadId = ids[index]!;
   });
 }
 
-async function nextPayloadIds(client: pg.Pool | pg.PoolClient, count: number): Promise<number[]> {
+async function nextPayloadIds(client: pg.PoolClient, count: number): Promise<number[]> {
   const { rows } = await client.query<{ id: number }>(
     `select nextval(pg_get_serial_sequence('asset_webhooks.payloads', 'payload_id')) as id
      from generate_series(1, $1::int)`,
@@ -34,13 +37,17 @@ async function nextPayloadIds(client: pg.Pool | pg.PoolClient, count: number): P
 /**
  * Payload ids taken from the sequence ahead of need, a block at a time, so
  * that a coalescing run names its payloads without a statement per chunk. Ids
- * taken and never used leave gaps, as any rolled-back nextval does.
+ * taken and never used leave gaps, as any rolled-back nextval does. The ids
+ * of one run still rise in the order it writes its payloads; a backfill
+ * writing meanwhile draws ids of its own, and the two interleave, each in
+ * order within itself (see backfill).
  */
 export class PayloadIdBlock {
   private ids: number[] = [];
 
+  /** `client` draws the blocks: the run's session, so that a run needs no connection beyond its two. */
   constructor(
-    private readonly pool: pg.Pool,
+    private readonly client: pg.PoolClient,
     private readonly blockSize = 1024,
   ) {}
 
@@ -48,8 +55,8 @@ export class PayloadIdBlock {
   async assign(batches: readonly Batch[]): Promise<void> {
     const missing = batches.filter((batch) => batch.payloadId === null);
     if (missing.length > this.ids.length)
-      this.ids.push(...(await nextPayloadIds(this.pool, Math.max(this.blockSize, missing.length - this.ids.length))));
-    for (const batch of missing) batch.payloadId = this.ids.shift()!;
+      this.ids.push(...(await nextPayloadIds(this.client, Math.max(this.blockSize, missing.length - this.ids.length))));
+    assignIds(missing, this.ids.splice(0, missing.length));
   }
 }
 
@@ -63,10 +70,16 @@ export async function upsertPayloads(
   batches: readonly Batch[],
   webhookTimestamp: string,
 ): Promise<void> {
-  for (const insert of payloadInserts(batches, webhookTimestamp)) {
-    const { text, values } = renderPayloadInsert(insert, 2);
-    await client.query(text, [runId, ...values]);
+  for (const rows of payloadInserts(batches, webhookTimestamp)) {
+    const { text, values } = payloadStatement(runId, rows);
+    await client.query(text, values);
   }
+}
+
+/** One INSERT of payload rows as a statement of its own. */
+function payloadStatement(runId: number, rows: PayloadInsert): Statement {
+  const { text, values } = renderPayloadInsert(rows, 2);
+  return { text, values: [runId, ...values] };
 }
 
 /** The rows of one INSERT into payloads: 9 bind parameters each (see renderPayloadInsert). */
@@ -289,23 +302,9 @@ const CONSUME_CTES = `consumed as (
      )`;
 
 /**
- * Moves the claimed rows from the outbox to asset_webhooks.events with their
- * routes, in one statement (see chunkStatements). `routingId` is the
- * configuration the run routes by (see recordRouting).
- */
-export async function consumeEvents(
-  client: pg.PoolClient,
-  runId: number,
-  routingId: number,
-  events: ConsumedEvents,
-): Promise<void> {
-  if (events.seqs.length === 0) return;
-  await client.query(`with ${CONSUME_CTES} select 1`, [runId, ...consumeValues(routingId, events)]);
-}
-
-/**
  * The statements that write one coalescing chunk, in order, built now (see
- * payloadInserts): one statement when the chunk's payload rows fit one
+ * payloadInserts). `routingId` is the configuration the run routes by (see
+ * recordRouting). One statement when the chunk's payload rows fit one
  * INSERT, as they nearly always do, so that its transaction is the
  * statement's own. It moves the chunk's events from the outbox to `events`
  * with their routes, writes its payloads, and counts the events on the run
@@ -321,10 +320,7 @@ export function chunkStatements(
 ): Statement[] {
   const inserts = payloadInserts(batches, webhookTimestamp);
   const last = inserts.pop();
-  const statements = inserts.map((rows) => {
-    const { text, values } = renderPayloadInsert(rows, 2);
-    return { text, values: [runId, ...values] };
-  });
+  const statements = inserts.map((rows) => payloadStatement(runId, rows));
   // $1 the run, $2-$6 the events (consumeValues), $7 their count, then the payload rows.
   const values: unknown[] = [runId, ...consumeValues(routingId, events), events.seqs.length];
   let payloads = '';

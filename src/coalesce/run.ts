@@ -145,7 +145,7 @@ async function runLocked(
     // eventIds: waiting for the WAL flush buys nothing here. Set for the
     // session, so that a chunk of one statement needs no other.
     await writer.query('set synchronous_commit = off');
-    const payloadIdBlock = new PayloadIdBlock(pool);
+    const payloadIdBlock = new PayloadIdBlock(session);
     const done: Promise<Chunk | null> = Promise.resolve(null);
     let next: Promise<Chunk | null> = claimChunk(session, ids, maxSeq, 0, chunkSize);
     let writing: Promise<void> = Promise.resolve();
@@ -212,9 +212,9 @@ async function runLocked(
       'update asset_webhooks.coalesce_runs set finished_at = clock_timestamp(), payloads = $2 where run_id = $1',
       [runId, payloadIds.size],
     );
-    return batches.map((batch) => batch.webhookId);
+    return batches.length > 0;
   });
-  await announceSealed(session, lastSealed);
+  if (lastSealed) await announcePayloadsReady(session);
   if (deferred > 0)
     logger.info(
       { deferred },
@@ -226,28 +226,19 @@ async function runLocked(
 
 /**
  * Runs one chunk's statements in one transaction (a single statement is its
- * own), then wakes the delivery pumps if it sealed payloads. One statement is
+ * own), then, if it sealed payloads, wakes the delivery pumps of every process
+ * so that they are sent without waiting for a poll. One statement is
  * also one round trip: the writer then waits for nothing this process does
  * meanwhile, such as routing the next chunk.
  */
 async function writeChunk(writer: pg.PoolClient, statements: readonly Statement[], sealed: boolean): Promise<void> {
   const [only] = statements;
-  if (statements.length === 1) await writer.query(only!.text, only!.values as unknown[]);
+  if (statements.length === 1) await writer.query(only!.text, only!.values);
   else
     await inTransaction(writer, async (client) => {
-      for (const statement of statements) await client.query(statement.text, statement.values as unknown[]);
+      for (const statement of statements) await client.query(statement.text, statement.values);
     });
   if (sealed) await announcePayloadsReady(writer);
-}
-
-/**
- * Wakes the delivery pumps of every process once the transaction that sealed
- * the webhooks' payloads has committed, so that they are sent without waiting
- * for a poll.
- */
-async function announceSealed(client: pg.PoolClient, webhookIds: readonly string[]): Promise<void> {
-  if (webhookIds.length === 0) return;
-  await announcePayloadsReady(client);
 }
 
 /** What a run routes by: the recorded configuration, its index, and a packer per webhook (same positions). */

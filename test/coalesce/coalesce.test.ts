@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { claimChunk, outboxHighWater, recordRunStart } from '../../src/coalesce/claim.js';
 import { PAYLOADS_PER_STATEMENT } from '../../src/coalesce/persist.js';
+import { createPool } from '../../src/db/connect.js';
 import { PAYLOADS_READY_CHANNEL } from '../../src/db/payloads-ready.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { coalesce } from '../../src/coalesce/run.js';
@@ -653,4 +654,36 @@ it("writes each chunk's payloads as that chunk left them: a batch a later chunk 
   await runCoalesce(db.pool, [crm]);
   const sent = (await payloads(db.pool)).map((payload) => bodyEvents(payload).map((e) => e.assetId));
   expect(sent).toEqual([[1, 2], [3]]);
+});
+
+it('runs on two connections and gives them back committing synchronously, as delivery needs its attempt records', async () => {
+  const crm = openWebhook('crm', { batchSize: 1 });
+  await registerWebhooks(db.pool, [crm]);
+  await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 20) g');
+  const pool = createPool(db.url, { max: 2 });
+  try {
+    const result = await coalesce({
+      pool,
+      webhooks: [crm],
+      maxPayloadBytes: 16 * 1024 * 1024,
+      chunkSize: 5,
+      logger: silentLogger,
+    });
+    expect(result).toMatchObject({ events: 20, payloads: 20, chunks: 4 });
+    // Both connections of the pool, the run's session and its writer.
+    const clients = [await pool.connect(), await pool.connect()];
+    try {
+      const settings = await Promise.all(
+        clients.map(
+          async (client) =>
+            (await client.query<{ s: string }>("select current_setting('synchronous_commit') as s")).rows[0]!.s,
+        ),
+      );
+      expect(settings).toEqual(['on', 'on']);
+    } finally {
+      for (const client of clients) client.release();
+    }
+  } finally {
+    await pool.end();
+  }
 });

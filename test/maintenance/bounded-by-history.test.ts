@@ -2,7 +2,7 @@ import pg from 'pg';
 import { beforeEach, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { claimChunk, outboxHighWater, recordRunStart } from '../../src/coalesce/claim.js';
-import { consumeEvents } from '../../src/coalesce/persist.js';
+import { chunkStatements } from '../../src/coalesce/persist.js';
 import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -145,14 +145,22 @@ it('consumes a chunk of a large outbox backlog reading only that chunk, when its
   try {
     await session.query('select pg_stat_force_next_flush()');
     await session.query('begin');
-    await consumeEvents(session as unknown as pg.PoolClient, 1, 1, {
-      seqs,
-      eventIds: seqs.map((seq) => `00000000-0000-7000-8000-${seq.toString(16).padStart(12, '0')}`),
-      atomIds: seqs.map(() => null),
-      assetUuids: seqs.map(() => null),
-      collapsedInto: seqs.map(() => null),
-      routes: seqs.map(() => ''),
-    });
+    // The chunk's statement as a run writes it, with no payloads.
+    const [statement] = chunkStatements(
+      1,
+      1,
+      {
+        seqs,
+        eventIds: seqs.map((seq) => `00000000-0000-7000-8000-${seq.toString(16).padStart(12, '0')}`),
+        atomIds: seqs.map(() => null),
+        assetUuids: seqs.map(() => null),
+        collapsedInto: seqs.map(() => null),
+        routes: seqs.map(() => ''),
+      },
+      [],
+      new Date().toISOString(),
+    );
+    await session.query(statement!.text, statement!.values);
     const { rows } = await session.query<{ n: string; deleted: string }>(
       `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n, n_tup_del as deleted from pg_stat_xact_user_tables
        where relid = 'asset_webhooks.outbox'::regclass`,
