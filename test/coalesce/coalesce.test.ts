@@ -1,11 +1,11 @@
 import { claimPayloads } from '../../src/delivery/attempt-store.js';
 import { execFile } from 'node:child_process';
+import pg from 'pg';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { claimChunk, outboxHighWater, recordRunStart } from '../../src/coalesce/claim.js';
 import { PAYLOADS_PER_STATEMENT } from '../../src/coalesce/persist.js';
-import { createPool } from '../../src/db/connect.js';
 import { PAYLOADS_READY_CHANNEL } from '../../src/db/payloads-ready.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { coalesce } from '../../src/coalesce/run.js';
@@ -660,7 +660,8 @@ it('runs on two connections and gives them back committing synchronously, as del
   const crm = openWebhook('crm', { batchSize: 1 });
   await registerWebhooks(db.pool, [crm]);
   await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 20) g');
-  const pool = createPool(db.url, { max: 2 });
+  // Connections that commit synchronously whatever the test server's default.
+  const pool = new pg.Pool({ connectionString: db.url, max: 2, options: '-c synchronous_commit=on' });
   try {
     const result = await coalesce({
       pool,
