@@ -11,7 +11,7 @@ import { chunkStatements, PayloadIdBlock, sealOpenPayloads, upsertPayloads, type
 import { RoutingIndex } from '../filters/routing-index.js';
 import type { Route, RoutedWebhook } from './route.js';
 import { recordRouting } from './routing.js';
-import { SeenValues } from './seen.js';
+import { NOTHING_SEEN, SeenValues, type SeenRow } from './seen.js';
 
 /**
  * Only one coalescing run at a time per database, whatever schedules it: runs
@@ -173,7 +173,12 @@ async function runLocked(
             // Only where the outbox has none: the events row takes the outbox's otherwise.
             assetUuids: rows.map((row) => (row.assetUuidCaptured ? null : row.assetUuid)),
             collapsedInto: routed.collapsed,
-            routes: routed.routes.map(routeJson),
+            seen: routed.routes.map((route) => route.seen),
+            deliveredTo: routed.routes.map((route) => (route.positions.length === 0 ? null : route.positions)),
+            // The batches have their payload ids by now.
+            payloadIds: routed.routes.map((route) =>
+              route.batches.length === 0 ? null : route.batches.map((batch) => batch.payloadId!),
+            ),
           },
           batches,
           isoTimestamp(now()),
@@ -251,8 +256,8 @@ interface Routing {
 
 /** One event's routes as stored: what routing saw, and the webhooks (positions) and batches that carry it. */
 interface RoutedEvent {
-  /** The seen_ members (SeenValues.json), empty when no check reads them. */
-  readonly seen: string;
+  /** What routing saw of the asset (SeenValues.of). */
+  readonly seen: SeenRow;
   readonly positions: number[];
   readonly batches: Batch[];
 }
@@ -293,7 +298,7 @@ function routeChunk(
     if (into !== null) {
       // Collapsed for every webhook, before any check: nothing to evaluate or keep.
       merged += 1;
-      routes[i] = { seen: '', positions: [], batches: [] };
+      routes[i] = { seen: NOTHING_SEEN, positions: [], batches: [] };
       continue;
     }
     const receivers = index.deliveringTo(row.eventType, row.asset);
@@ -316,7 +321,7 @@ function routeChunk(
     delivered += receivers.length;
     if (row.eventType !== 'PURGED' && row.asset === null) gone += index.enabledCount;
     else excluded += index.enabledCount - receivers.length;
-    routes[i] = { seen: row.eventType === 'PURGED' ? '' : seen.json(row.asset), positions, batches };
+    routes[i] = { seen: row.eventType === 'PURGED' ? NOTHING_SEEN : seen.of(row.asset), positions, batches };
   }
   const add = (route: Route, n: number): void => {
     if (n > 0) counts[route] = (counts[route] ?? 0) + n;
@@ -327,13 +332,4 @@ function routeChunk(
   add('collapsed', merged * index.size);
   add('disabled', (rows.length - merged) * disabled);
   return { routes, atomIds, collapsed };
-}
-
-/** The routes members of one event's JSON document (see consumeEvents), once its batches have payload ids. */
-function routeJson(route: RoutedEvent): string {
-  if (route.positions.length === 0) return route.seen;
-  let payloadIds = '';
-  for (let k = 0; k < route.batches.length; k += 1)
-    payloadIds += (k === 0 ? '' : ',') + String(route.batches[k]!.payloadId);
-  return `${route.seen}"delivered_to":[${route.positions.join(',')}],"payload_ids":[${payloadIds}],`;
 }

@@ -1,4 +1,4 @@
-import type { AssetState } from '../interfaces.js';
+import type { AssetState, DecimalId } from '../interfaces.js';
 import type { RoutedWebhook } from './route.js';
 
 /**
@@ -35,37 +35,67 @@ export class SeenValues {
   }
 
   /**
-   * The seen_ members of an event's JSON document (see consumeEvents), each
-   * followed by a comma; `asset` null when the asset was gone. Empty lists
+   * What routing saw of `asset` as the events row stores it; `asset` null
+   * when the asset was gone. Values no enabled check reads, and empty lists,
    * are null.
    */
-  json(asset: AssetState | null): string {
-    if (asset === null) return '"asset_gone":true,';
-    // Absent members are null columns.
-    let json = `"seen_supertype":${JSON.stringify(asset.supertype)},`;
-    if (asset.parentId !== null) json += `"seen_parent_id":${scalar(asset.parentId)},`;
-    if (this.state && asset.state !== null) json += `"seen_state":${JSON.stringify(asset.state)},`;
-    if (this.schemaId && asset.schemaId !== null) json += `"seen_schema_id":${scalar(asset.schemaId)},`;
-    if (this.typeId && asset.typeId !== null) json += `"seen_type_id":${scalar(asset.typeId)},`;
-    if (this.domainId && asset.domainId !== null) json += `"seen_domain_id":${scalar(asset.domainId)},`;
-    if (this.keywords && asset.keywords.length > 0) json += `"seen_keywords":${JSON.stringify(asset.keywords)},`;
+  of(asset: AssetState | null): SeenRow {
+    if (asset === null) return ASSET_GONE;
+    let names: string[] | null = null;
+    let values: string[] | null = null;
     if (this.allFields || this.fieldNames.size > 0) {
-      const names: string[] = [];
-      const values: string[] = [];
       for (let i = 0; i < asset.fieldNames.length; i += 1) {
         if (this.allFields || this.fieldNames.has(asset.fieldNames[i]!)) {
-          names.push(asset.fieldNames[i]!);
-          values.push(asset.fieldValues[i]!);
+          (names ??= []).push(asset.fieldNames[i]!);
+          (values ??= []).push(asset.fieldValues[i]!);
         }
       }
-      if (names.length > 0)
-        json += `"seen_field_names":${JSON.stringify(names)},"seen_field_values":${JSON.stringify(values)},`;
     }
-    return json;
+    return {
+      asset_gone: false,
+      seen_supertype: asset.supertype,
+      seen_parent_id: asset.parentId,
+      seen_state: this.state ? asset.state : null,
+      seen_schema_id: this.schemaId ? asset.schemaId : null,
+      seen_type_id: this.typeId ? asset.typeId : null,
+      seen_domain_id: this.domainId ? asset.domainId : null,
+      seen_keywords: this.keywords && asset.keywords.length > 0 ? asset.keywords : null,
+      seen_field_names: names,
+      seen_field_values: values,
+    };
   }
 }
 
-/** A number as a JSON number, a string as a JSON string (ids may come as either). */
-function scalar(value: string | number): string {
-  return typeof value === 'number' ? String(value) : JSON.stringify(value);
+/**
+ * The seen_ columns of one asset_webhooks.events row, and asset_gone (named
+ * as the columns, so a row can be written as it is). Every member is always
+ * present: one shape for every event.
+ */
+export interface SeenRow {
+  readonly asset_gone: boolean;
+  readonly seen_supertype: string | null;
+  readonly seen_parent_id: DecimalId | null;
+  readonly seen_state: string | null;
+  readonly seen_schema_id: DecimalId | null;
+  readonly seen_type_id: DecimalId | null;
+  readonly seen_domain_id: DecimalId | null;
+  readonly seen_keywords: readonly string[] | null;
+  readonly seen_field_names: readonly string[] | null;
+  readonly seen_field_values: readonly string[] | null;
 }
+
+/** What is stored of an event no check reads (collapsed, PURGED): nothing. */
+export const NOTHING_SEEN: SeenRow = {
+  asset_gone: false,
+  seen_supertype: null,
+  seen_parent_id: null,
+  seen_state: null,
+  seen_schema_id: null,
+  seen_type_id: null,
+  seen_domain_id: null,
+  seen_keywords: null,
+  seen_field_names: null,
+  seen_field_values: null,
+};
+
+const ASSET_GONE: SeenRow = { ...NOTHING_SEEN, asset_gone: true };

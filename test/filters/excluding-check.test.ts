@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { RoutedWebhook } from '../../src/coalesce/route.js';
-import { SeenValues } from '../../src/coalesce/seen.js';
+import { NOTHING_SEEN, SeenValues } from '../../src/coalesce/seen.js';
 import { readAssetState } from '../../src/db/asset-state.js';
 import { referenceEvaluate } from '../../src/filters/reference.js';
 import { EVENT_TYPES, type AssetState, type EventType, type ExclusionCheck } from '../../src/interfaces.js';
@@ -47,7 +47,9 @@ describe('asset_webhooks.excluding_check', () => {
                   filters: webhook.filters,
                 }),
               );
-              rows.push(`{${eventType === 'PURGED' ? '' : seen.json(asset)}"event_type":"${eventType}"}`);
+              rows.push(
+                JSON.stringify({ ...(eventType === 'PURGED' ? NOTHING_SEEN : seen.of(asset)), event_type: eventType }),
+              );
               wanted.push(expected(webhook, eventType, asset));
             }
           }

@@ -3,6 +3,7 @@ import { beforeEach, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { claimChunk, outboxHighWater, recordRunStart } from '../../src/coalesce/claim.js';
 import { chunkStatements } from '../../src/coalesce/persist.js';
+import { NOTHING_SEEN } from '../../src/coalesce/seen.js';
 import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -155,7 +156,9 @@ it('consumes a chunk of a large outbox backlog reading only that chunk, when its
         atomIds: seqs.map(() => null),
         assetUuids: seqs.map(() => null),
         collapsedInto: seqs.map(() => null),
-        routes: seqs.map(() => ''),
+        seen: seqs.map(() => NOTHING_SEEN),
+        deliveredTo: seqs.map(() => null),
+        payloadIds: seqs.map(() => null),
       },
       [],
       new Date().toISOString(),
