@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { DecimalId, EventType } from '../interfaces.js';
 import { serializeBody, serializeEvent } from '../payload/serialize.js';
-import { arrayLiteral } from '../db/array-literal.js';
+import { arrayLiteral, listLiteral } from '../db/array-literal.js';
 import { batchBody, type Batch } from './pack.js';
 import type { SeenRow } from './seen.js';
 
@@ -280,8 +280,9 @@ export interface ConsumedEvents {
  * index condition as well, it costs a descent of the primary key per row,
  * and with statistics taken while the outbox was smaller the planner would
  * scan the whole outbox for every chunk. The events' columns come as one
- * array each, the lists of an event (its receivers, what it saw of keywords
- * and fields) as the text of their own array literals: unnest and array_in
+ * array each (arrayLiteral), the lists of an event (its receivers, what it
+ * saw of keywords and fields) as the text of their own array literals
+ * (listLiteral), cast row by row: unnest and array_in
  * cost PostgreSQL about a quarter of what json_to_recordset did for the same
  * rows, which builds a hash table for every object it reads.
  */
@@ -349,25 +350,25 @@ export function chunkStatements(
 }
 
 /** $2-$5 and $7-$22 of CONSUME_CTES ($6 is the statement's own). */
-function consumeValues(routingId: number, events: ConsumedEvents): { head: unknown[]; columns: unknown[] } {
+function consumeValues(routingId: number, events: ConsumedEvents): { head: unknown[]; columns: string[] } {
   const { seqs, seen } = events;
   const n = seqs.length;
-  const lists = (): Array<string | null> => new Array<string | null>(n);
-  const deliveredTo = lists();
-  const payloadIds = lists();
-  const keywords = lists();
-  const fieldNames = lists();
-  const fieldValues = lists();
+  const column = (): Array<string | null> => new Array<string | null>(n);
+  const deliveredTo = column();
+  const payloadIds = column();
+  const keywords = column();
+  const fieldNames = column();
+  const fieldValues = column();
   for (let i = 0; i < n; i += 1) {
     const row = seen[i]!;
-    deliveredTo[i] = arrayLiteral(events.deliveredTo[i]!);
-    payloadIds[i] = arrayLiteral(events.payloadIds[i]!);
-    keywords[i] = arrayLiteral(row.seen_keywords);
-    fieldNames[i] = arrayLiteral(row.seen_field_names);
-    fieldValues[i] = arrayLiteral(row.seen_field_values);
+    deliveredTo[i] = listLiteral(events.deliveredTo[i]!);
+    payloadIds[i] = listLiteral(events.payloadIds[i]!);
+    keywords[i] = listLiteral(row.seen_keywords);
+    fieldNames[i] = listLiteral(row.seen_field_names);
+    fieldValues[i] = listLiteral(row.seen_field_values);
   }
   return {
-    head: [seqs, seqs[0], seqs[n - 1], routingId],
+    head: [arrayLiteral(seqs), seqs[0], seqs[n - 1], routingId],
     columns: [
       events.eventIds,
       events.atomIds,
@@ -385,6 +386,6 @@ function consumeValues(routingId: number, events: ConsumedEvents): { head: unkno
       keywords,
       fieldNames,
       fieldValues,
-    ],
+    ].map(arrayLiteral),
   };
 }
