@@ -282,9 +282,9 @@ export interface ConsumedEvents {
  * scan the whole outbox for every chunk. The events' columns come as one
  * array each (arrayLiteral), the lists of an event (its receivers, what it
  * saw of keywords and fields) as the text of their own array literals
- * (listLiteral), cast row by row: unnest and array_in
- * cost PostgreSQL about a quarter of what json_to_recordset did for the same
- * rows, which builds a hash table for every object it reads.
+ * (listLiteral), cast row by row: unnest and array_in cost PostgreSQL about
+ * a quarter of what json_to_recordset does for the same rows, which builds a
+ * hash table for every object it reads.
  */
 const CONSUME_CTES = `consumed as (
        delete from asset_webhooks.outbox o
