@@ -388,9 +388,14 @@ describe('the delivery pump', () => {
     startPump({ ...context, pool }, { pollMs: 600_000 });
     await receiver.waitFor(40, 30_000);
     await allDelivered(10_000);
-    // One claim of its own per attempt would be 40 or more.
+    // One claim of its own per attempt would be 40 or more. Alone it takes
+    // 3-4. A settle statement that finds the pump's room reserved by a claim
+    // under way leaves its slot to the pump, which claims again itself; on a
+    // loaded machine that happens more often (9 claims once, in a CI pass
+    // running test files side by side). At most half the attempts may have
+    // needed a claim of their own.
     expect(claims).toBeGreaterThan(0);
-    expect(claims).toBeLessThanOrEqual(8);
+    expect(claims).toBeLessThanOrEqual(20);
   });
 
   it('sends standbys in place of ended requests, never more than the concurrency at once, with two pumps and failures', async () => {
