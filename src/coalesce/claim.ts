@@ -80,6 +80,14 @@ export async function recordRunStart(session: pg.PoolClient, maxSeq: number): Pr
   return ids;
 }
 
+/** Which of an asset's lists the run's checks read (see SeenValues.reads). */
+export interface StateReads {
+  readonly keywords: boolean;
+  readonly fields: boolean;
+}
+
+export const READ_ALL_STATE: StateReads = { keywords: true, fields: true };
+
 /** One chunk of the outbox as read: the events to coalesce now, and where the read stopped. */
 export interface Chunk {
   readonly events: ClaimedEvent[];
@@ -116,6 +124,9 @@ export interface Chunk {
  * transaction cannot be told apart in the outbox: the capture trigger writes
  * them in subtransactions, each with an xid of its own.)
  *
+ * `reads` says which of the asset's lists some check reads; a list no check
+ * reads is given as empty, and its part of the binding's view is not computed.
+ *
  * This must run on the session that ran recordRunStart for this run, with the
  * EventIds it returned.
  */
@@ -125,6 +136,7 @@ export async function claimChunk(
   maxSeq: number,
   afterSeq: number,
   limit: number,
+  reads: StateReads = READ_ALL_STATE,
 ): Promise<Chunk> {
   const { rows } = await session.query<ClaimRow & { deferred: boolean }>(
     `with claimed as materialized (
@@ -139,7 +151,13 @@ export async function claimChunk(
        where c.seq <= $1
      ),
      states as materialized (
-       select s.* from asset_webhooks.asset_state s
+       -- Only the columns some check reads: the planner then drops the parts
+       -- of the view that compute the others (the reference binding's
+       -- aggregates of keywords and of fields, one index probe each per asset).
+       select s.asset_id, s.asset_uuid, s.supertype, s.parent_id, s.state, s.schema_id, s.type_id, s.domain_id, s.latest_atom_id,
+              ${reads.keywords ? 's.keywords' : "'{}'::text[] as keywords"},
+              ${reads.fields ? 's.field_names, s.field_values' : "'{}'::text[] as field_names, '{}'::text[] as field_values"}
+       from asset_webhooks.asset_state s
        where s.asset_id in (select distinct asset_id from claimed)
      ),
      covered as (

@@ -147,14 +147,15 @@ async function runLocked(
     await writer.query('set synchronous_commit = off');
     const payloadIdBlock = new PayloadIdBlock(session);
     const done: Promise<Chunk | null> = Promise.resolve(null);
-    let next: Promise<Chunk | null> = claimChunk(session, ids, maxSeq, 0, chunkSize);
+    const reads = routing.seen.reads;
+    let next: Promise<Chunk | null> = claimChunk(session, ids, maxSeq, 0, chunkSize, reads);
     let writing: Promise<void> = Promise.resolve();
     let failed = false;
     try {
       for (;;) {
         const chunk = await next;
         if (chunk === null || chunk.read === 0) break;
-        next = chunk.read < chunkSize ? done : claimChunk(session, ids, maxSeq, chunk.lastSeq, chunkSize);
+        next = chunk.read < chunkSize ? done : claimChunk(session, ids, maxSeq, chunk.lastSeq, chunkSize, reads);
         // If a write fails, this read is abandoned; its own failure is not the run's.
         next.catch(() => {});
         deferred += chunk.deferred;

@@ -1,4 +1,5 @@
 import type { AssetState, DecimalId } from '../interfaces.js';
+import type { StateReads } from './claim.js';
 import type { RoutedWebhook } from './route.js';
 
 /**
@@ -20,6 +21,8 @@ export class SeenValues {
   private readonly keywords: boolean;
   private readonly allFields: boolean;
   private readonly fieldNames: ReadonlySet<string>;
+  /** Which of an asset's lists some enabled webhook's filters read: the others need not be read at all. */
+  readonly reads: StateReads;
 
   constructor(webhooks: readonly RoutedWebhook[]) {
     const groups = webhooks.filter((webhook) => webhook.enabled).flatMap((webhook) => webhook.filters);
@@ -32,6 +35,7 @@ export class SeenValues {
     const fields = groups.filter((group) => group.filterKind === 'additionalFields');
     this.allFields = fields.some((group) => group.fieldName === undefined);
     this.fieldNames = new Set(fields.flatMap((group) => (group.fieldName === undefined ? [] : [group.fieldName])));
+    this.reads = { keywords: this.keywords, fields: fields.length > 0 };
   }
 
   /**

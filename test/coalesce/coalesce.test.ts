@@ -4,7 +4,9 @@ import pg from 'pg';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { claimChunk, outboxHighWater, recordRunStart } from '../../src/coalesce/claim.js';
+import { claimChunk, outboxHighWater, recordRunStart, type StateReads } from '../../src/coalesce/claim.js';
+import type { RoutedWebhook } from '../../src/coalesce/route.js';
+import { SeenValues } from '../../src/coalesce/seen.js';
 import { PAYLOADS_PER_STATEMENT } from '../../src/coalesce/persist.js';
 import { PAYLOADS_READY_CHANNEL } from '../../src/db/payloads-ready.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -687,4 +689,63 @@ it('runs on two connections and gives them back committing synchronously, as del
   } finally {
     await pool.end();
   }
+});
+
+it("reads an asset's keywords and fields only when some enabled webhook's filters read them", async () => {
+  await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 20) g');
+  await db.pool.query("insert into asset_keywords (asset_id, value) select g, 'summer' from generate_series(1, 20) g");
+  await db.pool.query(
+    "insert into asset_additional_fields (asset_id, name, value) select g, 'campaign', '2026' from generate_series(1, 20) g",
+  );
+  const session = new pg.Client({ connectionString: db.url });
+  await session.connect();
+  try {
+    const maxSeq = (await outboxHighWater(db.pool))!;
+    const ids = await recordRunStart(session as unknown as pg.PoolClient, maxSeq);
+    // Index scans of each list's table, in a transaction whose own counts hold only the claim's.
+    const claimed = async (reads: StateReads) => {
+      await session.query('select pg_stat_force_next_flush()');
+      await session.query('begin');
+      try {
+        const chunk = await claimChunk(session as unknown as pg.PoolClient, ids, maxSeq, 0, 100, reads);
+        const { rows } = await session.query<{ relname: string; scans: string }>(
+          `select relname, coalesce(idx_scan, 0) + coalesce(seq_scan, 0) as scans from pg_stat_xact_user_tables
+           where relname in ('asset_keywords', 'asset_additional_fields') order by relname`,
+        );
+        const asset = chunk.events[0]!.asset!;
+        return {
+          scans: Object.fromEntries(rows.map((row) => [row.relname, Number(row.scans)])),
+          keywords: asset.keywords,
+          fields: asset.fieldNames,
+        };
+      } finally {
+        await session.query('rollback');
+      }
+    };
+    expect(await claimed({ keywords: true, fields: true })).toEqual({
+      scans: { asset_additional_fields: 20, asset_keywords: 20 },
+      keywords: ['summer'],
+      fields: ['campaign'],
+    });
+    expect(await claimed({ keywords: false, fields: true })).toEqual({
+      scans: { asset_additional_fields: 20, asset_keywords: 0 },
+      keywords: [],
+      fields: ['campaign'],
+    });
+    expect(await claimed({ keywords: false, fields: false })).toEqual({
+      scans: { asset_additional_fields: 0, asset_keywords: 0 },
+      keywords: [],
+      fields: [],
+    });
+  } finally {
+    await session.end();
+  }
+  // What a run reads follows its enabled webhooks' filters.
+  expect(new SeenValues([openWebhook('crm')]).reads).toEqual({ keywords: false, fields: false });
+  const tagged: RoutedWebhook = {
+    ...openWebhook('shop'),
+    filters: [{ filterKind: 'keywords', condition: 'ANY', value: ['summer'] }],
+  };
+  expect(new SeenValues([tagged]).reads).toEqual({ keywords: true, fields: false });
+  expect(new SeenValues([{ ...tagged, enabled: false }]).reads).toEqual({ keywords: false, fields: false });
 });
