@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { assetStateColumns, assetStateFromRow, type AssetStateRow } from '../db/asset-state.js';
+import { ASSET_STATE_COLUMNS, assetStateColumns, assetStateFromRow, type AssetStateRow } from '../db/asset-state.js';
 import type { AssetState, DecimalId, EventType } from '../interfaces.js';
 import { EventIds, millisOf } from './event-ids.js';
 
@@ -88,6 +88,17 @@ export interface StateReads {
 
 export const READ_ALL_STATE: StateReads = { keywords: true, fields: true };
 
+/** The view's columns as the claim reads them (alias `s`): a list no check reads as an empty one. */
+function readColumns(reads: StateReads): string {
+  const unread = new Set([
+    ...(reads.keywords ? [] : ['keywords']),
+    ...(reads.fields ? [] : ['field_names', 'field_values']),
+  ]);
+  return ASSET_STATE_COLUMNS.map(([name, type]) => (unread.has(name) ? `'{}'::${type} as ${name}` : `s.${name}`)).join(
+    ', ',
+  );
+}
+
 /** One chunk of the outbox as read: the events to coalesce now, and where the read stopped. */
 export interface Chunk {
   readonly events: ClaimedEvent[];
@@ -154,9 +165,7 @@ export async function claimChunk(
        -- Only the columns some check reads: the planner then drops the parts
        -- of the view that compute the others (the reference binding's
        -- aggregates of keywords and of fields, one index probe each per asset).
-       select s.asset_id, s.asset_uuid, s.supertype, s.parent_id, s.state, s.schema_id, s.type_id, s.domain_id, s.latest_atom_id,
-              ${reads.keywords ? 's.keywords' : "'{}'::text[] as keywords"},
-              ${reads.fields ? 's.field_names, s.field_values' : "'{}'::text[] as field_names, '{}'::text[] as field_values"}
+       select ${readColumns(reads)}
        from asset_webhooks.asset_state s
        where s.asset_id in (select distinct asset_id from claimed)
      ),

@@ -264,10 +264,11 @@ export interface ConsumedEvents {
   readonly seen: readonly SeenRow[];
   /**
    * The routing positions of the webhooks that receive each event, and in the
-   * same order the payloads that carry it to them; null when none does.
+   * same order the payloads that carry it to them; empty when none does
+   * (stored as null, see listLiteral).
    */
-  readonly deliveredTo: ReadonlyArray<readonly number[] | null>;
-  readonly payloadIds: ReadonlyArray<readonly number[] | null>;
+  readonly deliveredTo: ReadonlyArray<readonly number[]>;
+  readonly payloadIds: ReadonlyArray<readonly number[]>;
 }
 
 /**

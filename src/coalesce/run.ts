@@ -175,11 +175,9 @@ async function runLocked(
             assetUuids: rows.map((row) => (row.assetUuidCaptured ? null : row.assetUuid)),
             collapsedInto: routed.collapsed,
             seen: routed.routes.map((route) => route.seen),
-            deliveredTo: routed.routes.map((route) => (route.positions.length === 0 ? null : route.positions)),
+            deliveredTo: routed.routes.map((route) => route.positions),
             // The batches have their payload ids by now.
-            payloadIds: routed.routes.map((route) =>
-              route.batches.length === 0 ? null : route.batches.map((batch) => batch.payloadId!),
-            ),
+            payloadIds: routed.routes.map((route) => route.batches.map((batch) => batch.payloadId!)),
           },
           batches,
           isoTimestamp(now()),

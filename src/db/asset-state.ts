@@ -3,7 +3,7 @@ import type { AssetState, DecimalId } from '../interfaces.js';
 
 /**
  * A row of the binding's view asset_webhooks.asset_state, as node-postgres
- * returns it when selected with ASSET_STATE_COLUMNS: its bigints as text.
+ * returns it when selected with assetStateColumns: its bigints as text.
  */
 export interface AssetStateRow {
   asset_id: DecimalId;
@@ -21,15 +21,33 @@ export interface AssetStateRow {
 }
 
 /**
+ * The columns every binding's asset_webhooks.asset_state view must have, with
+ * their types (format_type spelling). The coalescer and `explain` read them by
+ * name; other columns are allowed and ignored.
+ */
+export const ASSET_STATE_COLUMNS: ReadonlyArray<readonly [name: string, type: string]> = [
+  ['asset_id', 'bigint'],
+  ['asset_uuid', 'uuid'],
+  ['supertype', 'text'],
+  ['parent_id', 'bigint'],
+  ['state', 'text'],
+  ['schema_id', 'bigint'],
+  ['type_id', 'bigint'],
+  ['domain_id', 'bigint'],
+  ['latest_atom_id', 'bigint'],
+  ['keywords', 'text[]'],
+  ['field_names', 'text[]'],
+  ['field_values', 'text[]'],
+];
+
+/**
  * The select list of asset_state rows for a table alias: the view's bigints
  * as text, so that ids beyond 2^53 stay exact (see src/db/connect.ts).
  */
 export function assetStateColumns(alias: string): string {
-  return (
-    `${alias}.asset_id::text as asset_id, ${alias}.asset_uuid, ${alias}.supertype, ${alias}.parent_id::text as parent_id, ${alias}.state, ` +
-    `${alias}.schema_id::text as schema_id, ${alias}.type_id::text as type_id, ${alias}.domain_id::text as domain_id, ` +
-    `${alias}.latest_atom_id::text as latest_atom_id, ${alias}.keywords, ${alias}.field_names, ${alias}.field_values`
-  );
+  return ASSET_STATE_COLUMNS.map(([name, type]) =>
+    type === 'bigint' ? `${alias}.${name}::text as ${name}` : `${alias}.${name}`,
+  ).join(', ');
 }
 
 /** The filters' view of one asset_state row (also used by the coalescer's claim). */

@@ -1,25 +1,6 @@
 import type pg from 'pg';
+import { ASSET_STATE_COLUMNS } from '../db/asset-state.js';
 import { UserError } from '../errors.js';
-
-/**
- * The columns every binding's asset_webhooks.asset_state view must have, with
- * their types (format_type spelling). The coalescer and `explain` read them by
- * name; other columns are allowed and ignored.
- */
-export const ASSET_STATE_COLUMNS: ReadonlyArray<readonly [name: string, type: string]> = [
-  ['asset_id', 'bigint'],
-  ['asset_uuid', 'uuid'],
-  ['supertype', 'text'],
-  ['parent_id', 'bigint'],
-  ['state', 'text'],
-  ['schema_id', 'bigint'],
-  ['type_id', 'bigint'],
-  ['domain_id', 'bigint'],
-  ['latest_atom_id', 'bigint'],
-  ['keywords', 'text[]'],
-  ['field_names', 'text[]'],
-  ['field_values', 'text[]'],
-];
 
 /** What is wrong with the installed binding's view, one line per problem; empty when nothing is. */
 export async function bindingProblems(client: pg.Pool | pg.PoolClient): Promise<string[]> {
