@@ -593,6 +593,20 @@ comment on view asset_webhooks.dead_letters is
 
 
 
+-- A series' start as the retry policy reads it: to the millisecond, rounded
+-- up. The policy (src/delivery/policy/next-state.ts) counts the delivery
+-- window from it in a JavaScript Date, which keeps milliseconds, where the
+-- database keeps microseconds. Read rounded down, the policy's window would
+-- end up to a millisecond before the database's: a retry due at its end
+-- could then be claimed and its failure dead-lettered as expired before
+-- deadLetterAfterSeconds had passed. Rounded up, the policy's window ends at
+-- the database's or within a millisecond after it, and the database's exact
+-- checks (the claim's, the expiry sweep's) decide in between.
+create function asset_webhooks.series_start_as_read(p_started_at timestamptz) returns timestamptz
+language sql stable parallel safe as $$
+  select date_trunc('milliseconds', p_started_at + interval '999 microseconds')
+$$;
+
 -- Claims up to p_max payloads that may be sent at p_now, starting their
 -- attempts, and returns them (with their bodies) for the caller to send.
 --
@@ -744,7 +758,7 @@ begin
       insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
       select c.payload_id, c.series, c.attempts, p_now from claimed c where c.due
     )
-    select c.payload_id, c.webhook_id, c.series, c.attempts, c.series_started_at, c.body,
+    select c.payload_id, c.webhook_id, c.series, c.attempts, asset_webhooks.series_start_as_read(c.series_started_at), c.body,
            row_number() over (partition by c.webhook_id order by c.ord) > s.sendable
     from claimed c
     join unnest(v_webhooks, v_sendable) as s(webhook_id, sendable) on s.webhook_id = c.webhook_id
@@ -897,7 +911,7 @@ end $$;
 create function asset_webhooks.orphaned_attempts(p_now timestamptz, p_grace_seconds integer, p_nameless_after_seconds integer)
 returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz)
 language sql volatile as $$
-  select p.payload_id, p.webhook_id, p.series, p.attempts, p.series_started_at
+  select p.payload_id, p.webhook_id, p.series, p.attempts, asset_webhooks.series_start_as_read(p.series_started_at)
   from asset_webhooks.payloads p
   join asset_webhooks.attempts a on a.payload_id = p.payload_id and a.series = p.series and a.attempt_no = p.attempts
   where p.status = 'pending' and p.dispatched and p.next_attempt_at is null and a.outcome is null

@@ -15,6 +15,7 @@ export interface ClaimedPayload {
   readonly series: number;
   /** The attempt being made, counted from 1 within the series. */
   readonly attemptNo: number;
+  /** The series' start to the millisecond, rounded up (asset_webhooks.series_start_as_read): what the retry policy counts the window from. */
   readonly seriesStartedAt: Date;
   readonly body: string;
   /**

@@ -132,6 +132,33 @@ describe('claiming payloads', () => {
     expect(again.map((payload) => [payload.payloadId, payload.attemptNo])).toEqual([[ids[0], 2]]);
   });
 
+  it('never dead-letters a payload as expired before its window has passed, when the series started between two milliseconds', async () => {
+    // The start keeps microseconds in the database: 0.8 ms past a millisecond.
+    const start = new Date(Math.floor(Date.now() / 1000) * 1000);
+    const at = (ms: number): Date => new Date(start.getTime() + ms);
+    const { context } = await setUp([{ id: 'shop' }], { delaysSeconds: [1, 1, 1, 1], deadLetterAfterSeconds: 3 });
+    const [id] = await insertPayloads(db.pool, 'shop', 1);
+    await db.pool.query(
+      "update asset_webhooks.payloads set series_started_at = $2::timestamptz + interval '800 microseconds' where payload_id = $1",
+      [id, start],
+    );
+    const [first] = await claim(at(0), { expireAfterSeconds: 3 });
+    // The policy reads the start rounded up, never before the database's.
+    expect(first!.seriesStartedAt).toEqual(at(1));
+    // A failure 2.5 s in is retried at the window's end as the policy reads it: not before the database's.
+    await settleAttempt(context, first!, unavailable, 'retryable', at(2500));
+    const {
+      rows: [retry],
+    } = await db.pool.query<{ due: boolean }>(
+      "select next_attempt_at >= series_started_at + interval '3 seconds' as due from asset_webhooks.payloads where payload_id = $1",
+      [id],
+    );
+    expect(retry!.due).toBe(true);
+    // So no claim between the two ends takes it: the expiry sweep ends it at the database's end.
+    expect(await claim(at(3000), { expireAfterSeconds: 3 })).toEqual([]);
+    expect(await claim(at(3001), { expireAfterSeconds: 3 })).toEqual([]);
+  });
+
   it('two processes claiming at once never exceed the concurrency and never take a payload twice', async () => {
     await setUp([{ id: 'shop', concurrency: 5 }]);
     await insertPayloads(db.pool, 'shop', 20);

@@ -14,7 +14,12 @@ export interface NextStateInput {
   readonly classification: Classification;
   /** Attempts made in this series, including the one just finished (1 for the first). */
   readonly attemptsMade: number;
-  /** Start of the series: the payload's creation, or an operator's redelivery. */
+  /**
+   * Start of the series: the payload's creation, or an operator's redelivery,
+   * as the database gives it to the millisecond, rounded up
+   * (asset_webhooks.series_start_as_read), so the window never ends here
+   * before it ends in the database.
+   */
   readonly createdAt: Date;
   /** When the attempt finished: the clock of the caller, never read here. */
   readonly now: Date;
