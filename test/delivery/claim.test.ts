@@ -1,6 +1,11 @@
 import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { claimPayloads, settlePayloads, type ClaimedPayload } from '../../src/delivery/attempt-store.js';
+import {
+  claimPayloads,
+  expiredPayloads,
+  settlePayloads,
+  type ClaimedPayload,
+} from '../../src/delivery/attempt-store.js';
 import { deliverClaimed, settleAttempt } from '../../src/delivery/deliver.js';
 import { DeliveryPump } from '../../src/delivery/pump.js';
 import { expireWaiting, OWN_LEASE_SETTLE_MS, recoverOrphans } from '../../src/delivery/recover.js';
@@ -157,6 +162,8 @@ describe('claiming payloads', () => {
     // So no claim between the two ends takes it: the expiry sweep ends it at the database's end.
     expect(await claim(at(3000), { expireAfterSeconds: 3 })).toEqual([]);
     expect(await claim(at(3001), { expireAfterSeconds: 3 })).toEqual([]);
+    expect(await expiredPayloads(db.pool, at(3000), 3, 10)).toEqual([]);
+    expect(await expiredPayloads(db.pool, at(3001), 3, 10)).toEqual([{ payloadId: id, series: 1 }]);
   });
 
   it('two processes claiming at once never exceed the concurrency and never take a payload twice', async () => {
