@@ -117,7 +117,11 @@ export class HttpSender {
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
       keepAliveTimeout: KEEP_ALIVE_MS,
-      // No redirect interceptor is composed: undici 7 then never follows a 3xx.
+      // HTTP/1.1 only (undici offers h2 by ALPN unless told not to): the
+      // timeouts, the response body limit and the handling of misbehaving
+      // receivers are specified and tested over HTTP/1.1.
+      allowH2: false,
+      // No redirect interceptor is composed: undici then never follows a 3xx.
     });
   }
 
