@@ -2,6 +2,7 @@ import { awsProvider } from './aws-provider.js';
 import { envProvider } from './env-provider.js';
 import { fileProvider } from './file-provider.js';
 import { gcpProvider } from './gcp-provider.js';
+import { requireSdk } from './sdk.js';
 import { SecretResolutionError, type SecretProvider, type SecretResolver, type SecretsConfig } from './types.js';
 
 /**
@@ -9,6 +10,8 @@ import { SecretResolutionError, type SecretProvider, type SecretResolver, type S
  *
  * @throws Error when the provider's own section is missing (directory, gcp,
  *   aws): the configuration schema refuses such a document, so this is a bug.
+ * @throws UserError `secrets_sdk_missing` when the gcp or aws provider's SDK
+ *   is not installed (see sdk.ts).
  */
 export function createProvider(config: SecretsConfig, env: NodeJS.ProcessEnv = process.env): SecretProvider {
   switch (config.provider) {
@@ -21,9 +24,11 @@ export function createProvider(config: SecretsConfig, env: NodeJS.ProcessEnv = p
     case 'gcp':
       if (config.gcp === undefined)
         throw new Error('expected secrets.gcp.projectId for secrets provider gcp, got none');
+      requireSdk('gcp');
       return gcpProvider(config.gcp);
     case 'aws':
       if (config.aws === undefined) throw new Error('expected secrets.aws.region for secrets provider aws, got none');
+      requireSdk('aws');
       return awsProvider(config.aws);
   }
 }

@@ -28,11 +28,12 @@ export class ServiceState {
     const settings = config.assetUpdater;
     this.routed = routedWebhooks(settings.webhooks);
     this.byId = new Map(settings.webhooks.map((webhook) => [webhook.id, webhook]));
+    // First: it throws when the provider's SDK is missing, and then no sender is left open.
+    this.secrets = createSecretResolver(settings.secrets);
     this.sender = new HttpSender({
       timeoutMs: settings.requestTimeoutSeconds * 1000,
       allowPrivateAddresses: settings.network.allowPrivateAddresses,
     });
-    this.secrets = createSecretResolver(settings.secrets);
   }
 
   get settings(): Config['assetUpdater'] {

@@ -93,13 +93,14 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     throw error;
   };
 
+  // Before any connection: it refuses a secrets provider whose SDK is not installed.
+  let state = new ServiceState(config);
+  started.add(() => state.close());
   // Every attempt this process starts records its id, and its lease tells
   // crash recovery whether the process still lives (asset_webhooks.process_gone).
   const processId = randomUUID();
   const pool = createPool(options.databaseUrl, { max: 12, applicationName: runApplicationName(processId) });
   started.add(() => pool.end());
-  let state = new ServiceState(config);
-  started.add(() => state.close());
   // Coalescing starts at the first interval boundary after this moment, by the database's clock.
   let notBefore: number;
   try {
