@@ -4,6 +4,7 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts', 'bench/test/**/*.test.ts'],
     globalSetup: ['test/setup/global-setup.ts'],
+    setupFiles: ['test/setup/payload-schema.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // Two cores: test files run in parallel, each in its own database.

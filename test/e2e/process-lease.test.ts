@@ -16,6 +16,7 @@ import { eventually, startTestReceiver } from '../helpers/receiver.js';
 import { resetData, silentLogger } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
+import { oneEventBody } from '../helpers/payload-schema.js';
 
 // Each `run` process holds a lease (a session advisory lock keyed by its id)
 // and records its id on every attempt it starts, so that an attempt left
@@ -172,8 +173,9 @@ it(
       } = await db.pool.query<{ payload_id: number }>(
         `insert into asset_webhooks.payloads (webhook_id, status, dispatched, body, byte_size, event_count, event_ids,
                                             attempts, last_attempt_at, series_started_at)
-       values ('crm', 'pending', true, '{"count":0,"events":[]}', 23, 0, '{}', 1, now() - interval '3 minutes', now() - interval '3 minutes')
+       values ('crm', 'pending', true, $1, length($1), 1, '{}', 1, now() - interval '3 minutes', now() - interval '3 minutes')
        returning payload_id`,
+        [oneEventBody()],
       );
       await db.pool.query(
         `insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at, process_id)

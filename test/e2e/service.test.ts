@@ -7,6 +7,7 @@ import { freePort } from '../../src/embedded/embedded-postgres.js';
 import { runCli, startCli, type CliProcess } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
 import { databaseProxy } from '../helpers/database-proxy.js';
+import { oneEventBody } from '../helpers/payload-schema.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -218,10 +219,10 @@ export async function load(url, context, nextLoad) {
       'a moment away from the minute boundary',
     );
     // Waiting, and no NOTIFY: as a payload whose wake-up was lost is left.
-    const body = JSON.stringify({ count: 0, events: [], webhookTimestamp: new Date().toISOString() });
+    const body = oneEventBody();
     await db.pool.query(
       `insert into asset_webhooks.payloads (webhook_id, status, dispatched, body, byte_size, event_count, event_ids)
-       values ('crm', 'pending', false, $1, length($1), 0, '{}')`,
+       values ('crm', 'pending', false, $1, length($1), 1, '{}')`,
       [body],
     );
     await receiver.waitFor(2, 10_000);

@@ -1,4 +1,5 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { checkReceivedBody } from './payload-schema.js';
 
 export interface ReceivedRequest {
   readonly at: number;
@@ -66,6 +67,7 @@ export async function startTestReceiver(path = '/hook'): Promise<TestReceiver> {
         headers: request.headers,
         body: Buffer.concat(chunks).toString('utf8'),
       };
+      if (received.method === 'POST') checkReceivedBody(received.body);
       requests.push(received);
       for (const waiter of waiters.filter((w) => requests.length >= w.count)) {
         waiters.splice(waiters.indexOf(waiter), 1);

@@ -1,0 +1,64 @@
+// A minimal asset-webhooks receiver in Node.js: verifies the Standard Webhooks
+// signature, deduplicates by eventId, applies events per asset in
+// eventTimestamp order, and answers 2xx only once the events are stored.
+//
+//   npm install standardwebhooks
+//   WEBHOOK_SECRET='whsec_...' PORT=8080 node receiver-node.mjs
+//
+// The in-memory maps stand in for your database: keep both in durable storage
+// and update them in the same transaction as the change they record.
+import { createServer } from 'node:http';
+import { Webhook } from 'standardwebhooks';
+
+const webhook = new Webhook(process.env.WEBHOOK_SECRET);
+const seenEventIds = new Set();
+/** assetUuid -> the latest eventTimestamp applied (removals included). */
+const appliedAt = new Map();
+/** The service sends at most 16 MB per payload; anything larger is not from it. */
+const MAX_BODY_BYTES = 16 * 1024 * 1024;
+
+function apply(event) {
+  if (seenEventIds.has(event.eventId)) return 'duplicate';
+  seenEventIds.add(event.eventId);
+  const previous = appliedAt.get(event.assetUuid);
+  if (previous !== undefined && previous > event.eventTimestamp) return 'older';
+  appliedAt.set(event.assetUuid, event.eventTimestamp);
+  switch (event.eventType) {
+    case 'PURGED':
+      return 'removed'; // delete your copy for good
+    case 'DELETED':
+      return 'archived'; // hide it: it may come back with a later EDITED
+    default:
+      return 'upserted'; // CREATED, EDITED, REVERSION: fetch or refresh the asset
+  }
+}
+
+const server = createServer((request, response) => {
+  if (request.method !== 'POST') return void response.writeHead(405).end();
+  const chunks = [];
+  let size = 0;
+  request.on('data', (chunk) => {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) request.destroy();
+    else chunks.push(chunk);
+  });
+  request.on('end', () => {
+    const body = Buffer.concat(chunks).toString('utf8');
+    let payload;
+    try {
+      // Throws unless one of the webhook-signature entries matches the exact
+      // body and the webhook-timestamp is within five minutes.
+      payload = webhook.verify(body, request.headers);
+    } catch {
+      // A 4xx is final: the payload is dead-lettered, not retried.
+      return void response.writeHead(401).end();
+    }
+    const results = payload.events.map(apply);
+    console.log(`accepted ${request.headers['webhook-id']} with ${payload.count} events: ${results.join(',')}`);
+    response.writeHead(204).end();
+  });
+});
+
+server.listen(Number(process.env.PORT ?? 8080), process.env.HOST ?? '127.0.0.1', () => {
+  console.log(`listening on ${server.address().port}`);
+});
