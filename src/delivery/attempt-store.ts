@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { isConnectionError } from '../db/connect.js';
 import type { DeadLetterReason } from '../interfaces.js';
+import { isLocalFault } from './local-fault.js';
 import { storableText } from './storable-text.js';
 
 /**
@@ -192,13 +193,15 @@ export async function settleAndClaim(
 
 /**
  * Whether a write that failed with this error may succeed as it is when tried
- * again: a lost connection (isConnectionError), or a deadlock or
- * serialisation conflict the same statement resolves when run again. Any
- * other failure is the statement's own (a value the database refuses, say).
+ * again: a lost connection (isConnectionError), a connection this process
+ * could not open for want of file descriptors or memory (isLocalFault), or a
+ * deadlock or serialisation conflict the same statement resolves when run
+ * again. Any other failure is the statement's own (a value the database
+ * refuses, say).
  */
 export function isTransientWriteError(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
-  return isConnectionError(error) || code === '40P01' || code === '40001';
+  return isConnectionError(error) || isLocalFault(error) || code === '40P01' || code === '40001';
 }
 
 /**

@@ -10,7 +10,8 @@ import {
   type ClaimedPayload,
   type SettleRequest,
 } from './attempt-store.js';
-import { isLocalFault, storableMessage, type HttpSender, type PostResult } from './http/sender.js';
+import { storableMessage, type HttpSender, type PostResult } from './http/sender.js';
+import { isLocalFault } from './local-fault.js';
 import { signedHeaders } from './http/signing.js';
 import { classifyResponse, type Classification } from './policy/classify.js';
 import { nextState, receiverFailed } from './policy/next-state.js';

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import ipaddr from 'ipaddr.js';
 import { Agent, request, type Dispatcher } from 'undici';
 import { refusal } from '../../net/addresses.js';
+import { isLocalFault } from '../local-fault.js';
 import { storableBytes, storableText } from '../storable-text.js';
 import { AddressRefusedError, guardedLookup } from './address-guard.js';
 
@@ -49,7 +50,8 @@ export type PostResult =
  * - `secret_unavailable`: set by the caller when the API key could not be resolved.
  * - `local_fault`: this process ran out of a resource of its own for the
  *   request (file descriptors: EMFILE, ENFILE; memory: ENOMEM, ENOBUFS, an
- *   allocation failure). No fault of the receiver's: see isLocalFault.
+ *   allocation failure). No fault of the receiver's: see isLocalFault
+ *   (src/delivery/local-fault.ts).
  * - `other`: anything else; the message says what.
  */
 export type ErrorClass =
@@ -358,23 +360,6 @@ function property(item: unknown, key: 'code' | 'name' | 'message'): string {
   const value: unknown = (item as Record<typeof key, unknown>)[key];
   return typeof value === 'string' ? value : '';
 }
-
-/**
- * Whether the error, or one of its causes, says this process ran out of a
- * resource of its own: file descriptors (EMFILE, ENFILE) or memory (ENOMEM,
- * ENOBUFS, Node's ERR_MEMORY_ALLOCATION_FAILED, a buffer or array that could
- * not be allocated). Such a request may never have left the process, and it
- * says nothing of the receiver.
- */
-export function isLocalFault(error: unknown): boolean {
-  return causes(error).some((item) => {
-    const code = property(item, 'code');
-    if (LOCAL_FAULT_CODES.has(code)) return true;
-    return item instanceof RangeError && /allocation failed|Array buffer allocation/i.test(property(item, 'message'));
-  });
-}
-
-const LOCAL_FAULT_CODES = new Set(['EMFILE', 'ENFILE', 'ENOMEM', 'ENOBUFS', 'ERR_MEMORY_ALLOCATION_FAILED']);
 
 function classifyError(error: unknown): ErrorClass {
   if (isLocalFault(error)) return 'local_fault';
