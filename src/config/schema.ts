@@ -393,16 +393,24 @@ const settings = z
         /**
          * 4xx status codes retried like a 5xx instead of dead-lettered as
          * rejected (receivers that throttle: 408, 429), each 400..499. Default
-         * none: every 4xx is rejected.
+         * none: every 4xx is rejected. Says nothing of Retry-After.
          */
         retryStatusCodes: z
           .array(intRange(400, 499), { error: 'expected a list of status codes 400..499' })
           .default(() => []),
+        /**
+         * When true, a retried response's Retry-After lengthens the next delay
+         * (never shortens it), for at most one hour and never past the delivery
+         * window, and holds the webhook's other payloads until then. Default
+         * false: every retry follows delaysSeconds, as the specification says.
+         */
+        honorRetryAfter: z.boolean({ error: 'expected true or false' }).default(false),
       })
       .default(() => ({
         delaysSeconds: [...DEFAULT_RETRY_DELAYS_SECONDS],
         deadLetterAfterSeconds: 86_400,
         retryStatusCodes: [],
+        honorRetryAfter: false,
       })),
     network: z
       .strictObject({

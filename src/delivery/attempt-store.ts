@@ -1,5 +1,8 @@
 import type pg from 'pg';
+import { isConnectionError } from '../db/connect.js';
 import type { DeadLetterReason } from '../interfaces.js';
+import { isLocalFault } from './local-fault.js';
+import { storableText } from './storable-text.js';
 
 /**
  * The database side of delivery: claiming payloads, writing their next state
@@ -85,6 +88,11 @@ function toClaimed(row: ClaimedRow): ClaimedPayload {
 export interface AttemptResult {
   readonly durationMs: number | null;
   readonly statusCode: number | null;
+  /**
+   * Why the attempt failed when no status says it: the sender's ErrorClass,
+   * `interrupted` (crash recovery), or `unrecordable` (the result as made
+   * could not be written: see SettleBatcher).
+   */
   readonly errorClass: string | null;
   readonly errorMessage: string | null;
   readonly responseExcerpt: string | null;
@@ -148,9 +156,10 @@ export async function settleAndClaim(
       column((r) => r.attemptNo),
       column((r) => r.result.durationMs),
       column((r) => r.result.statusCode),
-      column((r) => r.result.errorClass),
-      column((r) => r.result.errorMessage),
-      column((r) => r.result.responseExcerpt),
+      // Whatever a receiver or a library said, a text column can hold it.
+      column((r) => storableText(r.result.errorClass)),
+      column((r) => storableText(r.result.errorMessage)),
+      column((r) => storableText(r.result.responseExcerpt)),
       column((r) => r.result.outcome),
       column((r) => r.at),
       column((r) => r.retryAt),
@@ -180,6 +189,37 @@ export async function settleAndClaim(
     throw new Error(`settle_payloads answered ${answered} of ${requests.length} results`);
   }
   return { settled, claimed };
+}
+
+/**
+ * Whether a write that failed with this error may succeed as it is when tried
+ * again: a lost connection (isConnectionError), a connection this process
+ * could not open for want of file descriptors or memory (isLocalFault), or a
+ * deadlock or serialisation conflict the same statement resolves when run
+ * again. Any other failure is the statement's own (a value the database
+ * refuses, say).
+ */
+export function isTransientWriteError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return isConnectionError(error) || isLocalFault(error) || code === '40P01' || code === '40001';
+}
+
+/**
+ * How many attempts of the payload's series before `attemptNo` failed for
+ * want of local resources (errorClass `local_fault`): those do not count
+ * against retry.delaysSeconds.
+ */
+export async function localFaultsBefore(
+  client: pg.Pool | pg.ClientBase,
+  payload: { readonly payloadId: number; readonly series: number },
+  attemptNo: number,
+): Promise<number> {
+  const { rows } = await client.query<{ n: number }>(
+    `select count(*)::int as n from asset_webhooks.attempts
+     where payload_id = $1 and series = $2 and attempt_no < $3 and error_class = 'local_fault'`,
+    [payload.payloadId, payload.series, attemptNo],
+  );
+  return rows[0]?.n ?? 0;
 }
 
 /** Undoes the claim of an attempt that will not be made (see asset_webhooks.abandon_attempt). */

@@ -1,9 +1,17 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import { describeError, isConnectionError } from '../db/connect.js';
+import { describeError } from '../db/connect.js';
 import type { SecretResolver } from '../secrets/types.js';
-import { abandonAttempt, type AttemptResult, type ClaimedPayload, type SettleRequest } from './attempt-store.js';
-import type { HttpSender, PostResult } from './http/sender.js';
+import {
+  abandonAttempt,
+  isTransientWriteError,
+  localFaultsBefore,
+  type AttemptResult,
+  type ClaimedPayload,
+  type SettleRequest,
+} from './attempt-store.js';
+import { storableMessage, type HttpSender, type PostResult } from './http/sender.js';
+import { isLocalFault } from './local-fault.js';
 import { signedHeaders } from './http/signing.js';
 import { classifyResponse, type Classification } from './policy/classify.js';
 import { nextState, receiverFailed } from './policy/next-state.js';
@@ -28,6 +36,8 @@ export interface DeliverySettings {
   readonly deadLetterAfterSeconds: number;
   /** 4xx codes retried like a 5xx (retry.retryStatusCodes). */
   readonly retryStatusCodes: readonly number[];
+  /** retry.honorRetryAfter: a retried response's Retry-After lengthens the next delay. Default false. */
+  readonly honorRetryAfter?: boolean | undefined;
   /** requestTimeoutSeconds: how long a live process's request may last. */
   readonly requestTimeoutSeconds: number;
   /** maxRequestsInFlight: this process's cap over all webhooks. */
@@ -86,7 +96,9 @@ export async function deliverClaimed(
   const classification = classifyResponse(post, settings.retryStatusCodes);
   answered?.(receiverFailed(classification) === false);
   const now = context.now();
-  const retryAfter = post.kind === 'response' ? parseRetryAfter(post.retryAfter, now) : null;
+  // Without retry.honorRetryAfter every retry follows delaysSeconds, as the specification says.
+  const retryAfter =
+    settings.honorRetryAfter === true && post.kind === 'response' ? parseRetryAfter(post.retryAfter, now) : null;
   const { result, applied } = await settleAttempt(
     context,
     claimed,
@@ -145,9 +157,14 @@ export async function settleAttempt(
   sentAt: Date | null = null,
 ): Promise<{ result: AttemptResult; applied: boolean }> {
   const settings = context.settings();
+  // Attempts that failed for want of this process's resources are no failure of the receiver's: they do not count.
+  const uncounted =
+    classification === 'retryable' && payload.attemptNo > 1
+      ? await untilWritten(context, payload, () => localFaultsBefore(context.pool, payload, payload.attemptNo))
+      : 0;
   const next = nextState({
     classification,
-    attemptsMade: payload.attemptNo,
+    attemptsMade: Math.max(1, payload.attemptNo - uncounted),
     createdAt: payload.seriesStartedAt,
     now,
     delaysSeconds: settings.delaysSeconds,
@@ -175,7 +192,8 @@ export async function settleAttempt(
 }
 
 /**
- * Writes what a receiver already answered. While the database cannot be
+ * Writes what a receiver already answered (or reads what deciding it needs).
+ * While the database cannot be
  * reached (every way a connection fails: see isConnectionError), or the
  * write lost a deadlock or serialisation conflict, the result stays in
  * memory and the write is tried again, with pauses growing to five seconds,
@@ -205,7 +223,7 @@ async function untilWritten<T>(
     } catch (error) {
       const now = performance.now();
       if (context.stopping?.aborted === true) stopSeen ??= now;
-      if (!worthRetrying(error) || (stopSeen !== undefined && now - stopSeen >= 10_000)) throw error;
+      if (!isTransientWriteError(error) || (stopSeen !== undefined && now - stopSeen >= 10_000)) throw error;
       if (retry === 0)
         context.logger.warn(
           { ...fields, err: describeError(error) },
@@ -216,12 +234,6 @@ async function untilWritten<T>(
   }
 }
 
-/** A lost connection, or a conflict that the same statement resolves when run again. */
-function worthRetrying(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return isConnectionError(error) || code === '40P01' || code === '40001';
-}
-
 /** Whether attempts may start for the webhook: configured, enabled and not paused. */
 function sendsTo(webhook: DeliveryWebhook | undefined): webhook is DeliveryWebhook {
   return webhook !== undefined && webhook.enabled && webhook.paused !== true;
@@ -230,7 +242,8 @@ function sendsTo(webhook: DeliveryWebhook | undefined): webhook is DeliveryWebho
 /**
  * Resolves the API key and the signing keys, signs and posts; a secret that
  * cannot be resolved, or signing keys that are malformed, fail this attempt as
- * retryable.
+ * retryable. Never throws: running out of file descriptors or memory on the
+ * way is a `local_fault`, anything else unforeseen `other`.
  */
 async function send(
   context: DeliveryContext,
@@ -246,12 +259,25 @@ async function send(
   } catch (error) {
     return {
       kind: 'error',
-      errorClass: 'secret_unavailable',
-      message: error instanceof Error ? error.message : String(error),
+      errorClass: isLocalFault(error) ? 'local_fault' : 'secret_unavailable',
+      message: storableMessage(error instanceof Error ? error.message : String(error)),
       durationMs: 0,
     };
   }
-  return context.sender.post({ url: webhook.url, body, headers });
+  try {
+    return await context.sender.post({ url: webhook.url, body, headers });
+  } catch (error) {
+    // Only the error's name and code: its message is not the sender's, which alone scrubs header values from what it records.
+    const { name, code } = (error ?? {}) as { name?: unknown; code?: unknown };
+    return {
+      kind: 'error',
+      errorClass: isLocalFault(error) ? 'local_fault' : 'other',
+      message: storableMessage(
+        `the request could not be made: ${String(name ?? 'error')} ${String(code ?? '')}`.trim(),
+      ),
+      durationMs: 0,
+    };
+  }
 }
 
 function describe(post: PostResult): Omit<AttemptResult, 'outcome'> {

@@ -1,5 +1,8 @@
 import type pg from 'pg';
+import { describeError } from '../db/connect.js';
+import { storableMessage } from './http/sender.js';
 import {
+  isTransientWriteError,
   settleAndClaim,
   type ClaimedPayload,
   type ClaimRequest,
@@ -43,8 +46,16 @@ export interface SlotClaimer {
  * claimer, the same statement claims payloads for the slots the batch frees,
  * so a slot is taken again one round trip after its attempt ends.
  *
- * A batch is one transaction: if its statement fails, every request in it
- * gets the error, as each would have alone, and the caller tries it again.
+ * A batch is one transaction, so one result the database refuses would fail
+ * the others with it. When a batch's statement fails because the connection
+ * was lost or it lost a deadlock or serialisation conflict
+ * (isTransientWriteError), every request in it gets the error and the caller
+ * tries it again. When it fails for any other reason, the batch is split and
+ * each result written alone, so the others are written whatever one of them
+ * holds. A result that still cannot be written is written as an
+ * `unrecordable` result (see unrecordable): the attempt is closed as failed
+ * with the reason, and the payload goes on with the next state its policy
+ * decided. Only if that fails too does its request get the error.
  */
 export class SettleBatcher {
   private readonly maxBatch: number;
@@ -97,9 +108,14 @@ export class SettleBatcher {
             if (claim) claimer!.claimed(claim, claimed);
             batch.forEach((entry, index) => entry.resolve(settled[index]!));
           },
-          (error: unknown) => {
+          async (error: unknown) => {
             if (claim) claimer!.release(claim);
-            batch.forEach((entry) => entry.reject(error));
+            if (isTransientWriteError(error)) {
+              batch.forEach((entry) => entry.reject(error));
+              return;
+            }
+            // One at a time: this is the rare path, and it must not crowd out the batches behind it.
+            for (const entry of batch) await this.writeAlone(entry, batch.length === 1 ? error : undefined);
           },
         )
         .finally(() => {
@@ -108,4 +124,68 @@ export class SettleBatcher {
         });
     }
   }
+
+  /**
+   * Writes one result by itself; if the database refuses it (or already did:
+   * `refused`), writes it as unrecordable instead. Settles the entry either way.
+   */
+  private async writeAlone(
+    entry: { request: SettleRequest; resolve: (settled: Settled) => void; reject: (error: unknown) => void },
+    refused?: unknown,
+  ): Promise<void> {
+    let error = refused;
+    if (error === undefined) {
+      try {
+        entry.resolve((await settleAndClaim(this.pool, [entry.request], null)).settled[0]!);
+        return;
+      } catch (alone) {
+        if (isTransientWriteError(alone)) {
+          entry.reject(alone);
+          return;
+        }
+        error = alone;
+      }
+    }
+    try {
+      entry.resolve((await settleAndClaim(this.pool, [unrecordable(entry.request, error)], null)).settled[0]!);
+    } catch (fallback) {
+      entry.reject(fallback);
+    }
+  }
+}
+
+/** The largest value of a PostgreSQL integer column. */
+const MAX_INT4 = 2 ** 31 - 1;
+
+/**
+ * A result the database refused, as it can always be written: the attempt
+ * failed as `unrecordable`, its message saying why (the database's error,
+ * and the status or error class the attempt had); no excerpt; numbers an
+ * integer column cannot hold and dates that are not valid left out. The
+ * payload's next state is the one its policy decided (a retry whose time is
+ * not a valid date is due at once), so it goes on with its schedule.
+ */
+export function unrecordable(request: SettleRequest, error: unknown): SettleRequest {
+  const { result } = request;
+  const int = (value: number | null): number | null =>
+    value !== null && Number.isInteger(value) && Math.abs(value) <= MAX_INT4 ? value : null;
+  const date = (value: Date | null | undefined): Date | null =>
+    value instanceof Date && Number.isFinite(value.getTime()) ? value : null;
+  const had = result.statusCode !== null ? `status ${String(result.statusCode).slice(0, 16)}` : result.errorClass;
+  return {
+    ...request,
+    result: {
+      durationMs: int(result.durationMs),
+      statusCode: int(result.statusCode),
+      errorClass: 'unrecordable',
+      errorMessage: storableMessage(
+        `the attempt's result${had ? ` (${had})` : ''} could not be recorded: ${describeError(error)}`,
+      ),
+      responseExcerpt: null,
+      outcome: result.outcome,
+    },
+    retryAt: result.outcome === 'retry' ? (date(request.retryAt) ?? request.at) : null,
+    holdWebhookUntil: date(request.holdWebhookUntil),
+    sentAt: date(request.sentAt),
+  };
 }

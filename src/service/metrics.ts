@@ -42,6 +42,16 @@ export class ServiceMetrics {
     buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [this.registry],
   });
+  readonly localFaults = new Counter({
+    name: 'asset_webhooks_delivery_local_faults_total',
+    help:
+      'Delivery attempts that failed because this process ran out of file descriptors or memory (error class local_fault). ' +
+      'They are retried after a few seconds without counting against the retries; /readyz is not ready while they happen.',
+    labelNames: ['webhook'],
+    registers: [this.registry],
+  });
+  /** performance.now() of the latest local fault, if any. */
+  private lastLocalFaultMs: number | undefined;
   readonly secretFailures = new Counter({
     name: 'asset_webhooks_secret_resolution_failures_total',
     help: 'Delivery attempts that failed because a secret (the API key, or the signing keys) could not be resolved or was malformed.',
@@ -173,6 +183,15 @@ export class ServiceMetrics {
     this.deliveryAttempts.inc({ webhook: webhookId, outcome: result.outcome });
     if (result.durationMs !== null) this.deliveryDuration.observe({ webhook: webhookId }, result.durationMs / 1000);
     if (result.errorClass === 'secret_unavailable') this.secretFailures.inc({ webhook: webhookId });
+    if (result.errorClass === 'local_fault') {
+      this.localFaults.inc({ webhook: webhookId });
+      this.lastLocalFaultMs = performance.now();
+    }
+  }
+
+  /** Seconds since an attempt of this process last failed as local_fault, or null when none has. */
+  secondsSinceLocalFault(): number | null {
+    return this.lastLocalFaultMs === undefined ? null : (performance.now() - this.lastLocalFaultMs) / 1000;
   }
 
   /** Delivery requests in flight in this process, read from the pump at scrape time. */

@@ -142,7 +142,12 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     try {
       const server = await startHttpServer(
         options.httpPort,
-        { pool, workerRunning: () => workerRunning, configLoaded: () => true },
+        {
+          pool,
+          workerRunning: () => workerRunning,
+          configLoaded: () => true,
+          secondsSinceLocalFault: () => metrics.secondsSinceLocalFault(),
+        },
         metrics,
       );
       httpServer = server;

@@ -191,7 +191,7 @@ describe('a webhook with a long backlog', () => {
 
 describe('a receiver that throttles', () => {
   it(
-    "a 429 with Retry-After under retryStatusCodes is retried no earlier than Retry-After, and the webhook's other payloads wait too",
+    "a 429 with Retry-After under retryStatusCodes and honorRetryAfter is retried no earlier than Retry-After, and the webhook's other payloads wait too",
     { timeout: 60_000 },
     async () => {
       const throttling = await receiver();
@@ -201,7 +201,7 @@ describe('a receiver that throttles', () => {
         config(
           [{ id: 'crm', url: throttling.url, concurrency: 4 }],
           {},
-          { delaysSeconds: [1, 1], retryStatusCodes: [429] },
+          { delaysSeconds: [1, 1], retryStatusCodes: [429], honorRetryAfter: true },
         ),
       );
       await commitAsset(1);

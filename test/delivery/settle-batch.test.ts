@@ -189,28 +189,111 @@ describe('settling attempts in batches', () => {
     expect(attempts.rows).toEqual([{ outcome: 'delivered' }]);
   });
 
-  it('fails every result of a failing batch and changes nothing; the next batch is written', async () => {
+  it('writes the other results of a batch one of which the database refuses; the refused one gets the error', async () => {
     await webhooks([{ id: 'shop', concurrency: 3 }]);
     const ids = await payloads('shop', 3, 3);
     const batcher = new SettleBatcher(db.pool, { maxInFlight: 1 });
     const first = batcher.settle(request(ids[0]!));
-    // An outcome the attempts table refuses fails the statement, and with it its whole batch.
-    const failing = [
-      batcher.settle(request(ids[1]!)),
-      batcher.settle(request(ids[2]!, { outcome: 'lost' as AttemptResult['outcome'] })),
-    ];
+    // An outcome the attempts table refuses fails the statement; written alone, and as unrecordable, it still fails.
+    const second = batcher.settle(request(ids[1]!));
+    const refused = batcher.settle(request(ids[2]!, { outcome: 'lost' as AttemptResult['outcome'] }));
     await expect(first).resolves.toEqual({ applied: true });
-    for (const result of await Promise.allSettled(failing)) {
-      expect(result).toMatchObject({
-        status: 'rejected',
-        reason: { message: expect.stringMatching(/attempts_outcome_check/) },
-      });
-    }
+    await expect(second).resolves.toEqual({ applied: true });
+    await expect(refused).rejects.toThrow(/attempts_outcome_check/);
     expect(await payloadRows(ids.slice(1))).toEqual([
-      { payload_id: ids[1], status: 'pending', dispatched: true, attempts: 1, dead_letter_reason: null },
+      { payload_id: ids[1], status: 'delivered', dispatched: false, attempts: 1, dead_letter_reason: null },
       { payload_id: ids[2], status: 'pending', dispatched: true, attempts: 1, dead_letter_reason: null },
     ]);
-    await expect(batcher.settle(request(ids[1]!))).resolves.toEqual({ applied: true });
+    await expect(batcher.settle(request(ids[2]!))).resolves.toEqual({ applied: true });
+  });
+
+  it('records a result the database refuses as an unrecordable failed attempt, and writes the rest of its batch', async () => {
+    await webhooks([{ id: 'shop', concurrency: 8 }]);
+    const ids = await payloads('shop', 8, 8);
+    const { pool, batches } = counting(db.pool);
+    const batcher = new SettleBatcher(pool, { maxInFlight: 1 });
+    const retryAt = new Date(Date.now() + 60_000);
+    // Held back by the first statement, the other seven go together in one batch.
+    const first = batcher.settle(request(ids[0]!));
+    const rest = ids.slice(1).map((id, index) => {
+      if (index === 2)
+        // A retry time past what a Date holds (22007 in the database).
+        return batcher.settle(
+          request(id, { statusCode: 503, outcome: 'retry', responseExcerpt: 'busy' }, { retryAt: new Date(NaN) }),
+        );
+      if (index === 4)
+        // A number no integer column holds (22003).
+        return batcher.settle(request(id, { durationMs: 2 ** 40, statusCode: 500, outcome: 'retry' }, { retryAt }));
+      return batcher.settle(request(id));
+    });
+    await expect(first).resolves.toEqual({ applied: true });
+    expect(await Promise.all(rest)).toEqual(rest.map(() => ({ applied: true })));
+    // The batch of seven, then each alone, then the two refused ones as unrecordable.
+    expect(batches).toEqual([1, 7, 1, 1, 1, 1, 1, 1, 1, 1, 1]);
+    const { rows } = await db.pool.query<{
+      payload_id: number;
+      status: string;
+      dispatched: boolean;
+      due: boolean | null;
+      outcome: string;
+      status_code: number | null;
+      duration_ms: number | null;
+      error_class: string | null;
+      error_message: string | null;
+      response_excerpt: string | null;
+    }>(
+      `select p.payload_id, p.status, p.dispatched, p.next_attempt_at <= now() as due, a.outcome, a.status_code,
+              a.duration_ms, a.error_class, a.error_message, a.response_excerpt
+       from asset_webhooks.payloads p join asset_webhooks.attempts a using (payload_id) order by p.payload_id`,
+    );
+    expect(rows.filter((row) => row.status === 'delivered').map((row) => row.payload_id)).toEqual(
+      ids.filter((_, index) => index !== 3 && index !== 5),
+    );
+    const [nan, huge] = [rows.find((row) => row.payload_id === ids[3]), rows.find((row) => row.payload_id === ids[5])];
+    // Each goes on with its schedule: retried (at once when its time was not a date), its attempt closed as failed with the reason.
+    expect(nan).toMatchObject({
+      status: 'pending',
+      dispatched: true,
+      due: true,
+      outcome: 'retry',
+      status_code: 503,
+      error_class: 'unrecordable',
+      response_excerpt: null,
+    });
+    expect(nan!.error_message).toMatch(/^the attempt's result \(status 503\) could not be recorded: .*22007/);
+    expect(huge).toMatchObject({
+      status: 'pending',
+      dispatched: true,
+      due: false,
+      outcome: 'retry',
+      status_code: 500,
+      duration_ms: null,
+      error_class: 'unrecordable',
+    });
+    expect(huge!.error_message).toMatch(/out of range.*22003/);
+    const open = await db.pool.query('select 1 from asset_webhooks.attempts where outcome is null');
+    expect(open.rows).toEqual([]);
+  });
+
+  it('stores what a receiver answered whatever its bytes: NUL and lone surrogates are replaced', async () => {
+    await webhooks([{ id: 'shop', concurrency: 2 }]);
+    const ids = await payloads('shop', 2, 2);
+    await settlePayloads(db.pool, [
+      request(ids[0]!, { responseExcerpt: 'ok\u0000!' }),
+      request(ids[1]!, {
+        statusCode: 500,
+        outcome: 'retry',
+        responseExcerpt: 'error\u0000page \ud800',
+        errorMessage: 'bad\u0000',
+      }),
+    ]);
+    const { rows } = await db.pool.query(
+      'select p.status, a.response_excerpt, a.error_message from asset_webhooks.payloads p join asset_webhooks.attempts a using (payload_id) order by payload_id',
+    );
+    expect(rows).toEqual([
+      { status: 'delivered', response_excerpt: 'ok\ufffd!', error_message: null },
+      { status: 'pending', response_excerpt: 'error\ufffdpage \ufffd', error_message: 'bad\ufffd' },
+    ]);
   });
 
   it('reads only the payloads it settles, whatever the statistics say', async () => {

@@ -2,6 +2,8 @@ import { performance } from 'node:perf_hooks';
 import ipaddr from 'ipaddr.js';
 import { Agent, request, type Dispatcher } from 'undici';
 import { refusal } from '../../net/addresses.js';
+import { isLocalFault } from '../local-fault.js';
+import { storableBytes, storableText } from '../storable-text.js';
 import { AddressRefusedError, guardedLookup } from './address-guard.js';
 
 /**
@@ -13,11 +15,22 @@ export type PostResult =
       readonly kind: 'response';
       readonly statusCode: number;
       readonly durationMs: number;
+      /** Storable text (see storableText): NUL and bytes that are not UTF-8 are replaced. */
       readonly responseExcerpt: string;
-      /** The response's Retry-After header as sent, if any (see policy/retry-after.ts). */
+      /**
+       * The response's Retry-After header as sent, if any (see
+       * policy/retry-after.ts); several headers are joined with ", " as
+       * HTTP joins repeated fields.
+       */
       readonly retryAfter?: string;
     }
-  | { readonly kind: 'error'; readonly errorClass: ErrorClass; readonly message: string; readonly durationMs: number };
+  | {
+      readonly kind: 'error';
+      readonly errorClass: ErrorClass;
+      /** Storable text (see storableText), at most MAX_MESSAGE_LENGTH characters. */
+      readonly message: string;
+      readonly durationMs: number;
+    };
 
 /**
  * Why an attempt got no status. Stable names, recorded with the attempt and
@@ -30,10 +43,15 @@ export type PostResult =
  * - `address_refused`: the address guard refused the address (private, metadata).
  * - `invalid_url`: not an http or https URL.
  * - `invalid_response`: the bytes were not an HTTP response (including an
- *   unsolicited `100 Continue`, see {@link HttpSender}).
+ *   unsolicited `100 Continue`, see {@link HttpSender}), or its status is
+ *   outside 100..599.
  * - `invalid_request`: undici refused the request itself (e.g. a header value
  *   with a line break).
  * - `secret_unavailable`: set by the caller when the API key could not be resolved.
+ * - `local_fault`: this process ran out of a resource of its own for the
+ *   request (file descriptors: EMFILE, ENFILE; memory: ENOMEM, ENOBUFS, an
+ *   allocation failure). No fault of the receiver's: see isLocalFault
+ *   (src/delivery/local-fault.ts).
  * - `other`: anything else; the message says what.
  */
 export type ErrorClass =
@@ -47,6 +65,7 @@ export type ErrorClass =
   | 'invalid_response'
   | 'invalid_request'
   | 'secret_unavailable'
+  | 'local_fault'
   | 'other';
 
 export interface SenderOptions {
@@ -78,6 +97,10 @@ const MIN_REDACTED_LENGTH = 4;
 
 const MAX_MESSAGE_LENGTH = 500;
 
+/** The statuses HTTP defines (RFC 9110, section 15): anything else is not a response we read. */
+const MIN_STATUS = 100;
+const MAX_STATUS = 599;
+
 /**
  * POSTs payloads to receivers through one shared undici Agent: a keep-alive
  * pool per origin, connections checked by the address guard.
@@ -94,6 +117,11 @@ const MAX_MESSAGE_LENGTH = 500;
  *   after, so a receiver answering gigabytes costs one chunk of memory.
  * - Once the status line has arrived, the status decides the outcome: a body
  *   that then breaks, or is cut by the deadline, only shortens the excerpt.
+ * - Whatever the receiver sends is data, never a fault: a status outside
+ *   100..599 is an `invalid_response`; the excerpt and every message are
+ *   storable text (storableText), so no answer can make the statement that
+ *   records it fail; the Retry-After header is passed on as sent, for
+ *   parseRetryAfter to read or ignore.
  * - 1xx: undici never sends `Expect: 100-continue`, so a `100 Continue` is
  *   unsolicited; undici drops the connection (`invalid_response`, retried).
  *   Other informational responses (102, 103) are skipped and the final status
@@ -148,13 +176,23 @@ export class HttpSender {
         });
         statusCode = response.statusCode;
         body = response.body;
-        const header = response.headers['retry-after'];
-        retryAfter = Array.isArray(header) ? header[0] : header;
+        const header: unknown = response.headers['retry-after'];
+        retryAfter = Array.isArray(header) ? header.join(', ') : typeof header === 'string' ? header : undefined;
       } catch (error) {
         return {
           kind: 'error',
           errorClass: classifyError(error),
-          message: redact(errorMessage(error), secrets).slice(0, MAX_MESSAGE_LENGTH),
+          message: storableMessage(redact(errorMessage(error), secrets)),
+          durationMs: elapsed(),
+        };
+      }
+      if (!Number.isInteger(statusCode) || statusCode < MIN_STATUS || statusCode > MAX_STATUS) {
+        body.on('error', () => {});
+        body.destroy();
+        return {
+          kind: 'error',
+          errorClass: 'invalid_response',
+          message: `expected a status ${MIN_STATUS}..${MAX_STATUS}, got ${String(statusCode).slice(0, 16)}`,
           durationMs: elapsed(),
         };
       }
@@ -277,7 +315,7 @@ async function readExcerpt(body: ResponseBody, max: number, secrets: readonly Bu
     body.on('error', () => {});
     body.destroy();
   }
-  return redactExcerpt(Buffer.concat(chunks), max, secrets).toString('utf8');
+  return storableBytes(redactExcerpt(Buffer.concat(chunks), max, secrets));
 }
 
 const REDACTED = Buffer.from('[redacted]');
@@ -328,6 +366,7 @@ function property(item: unknown, key: 'code' | 'name' | 'message'): string {
 }
 
 function classifyError(error: unknown): ErrorClass {
+  if (isLocalFault(error)) return 'local_fault';
   for (const item of causes(error)) {
     if (item instanceof AddressRefusedError) return 'address_refused';
     const code = property(item, 'code');
@@ -407,4 +446,9 @@ function secretForms(values: readonly string[]): Buffer[] {
  */
 function redact(message: string, secrets: readonly Buffer[]): string {
   return redactExcerpt(Buffer.from(message, 'utf8'), Number.MAX_SAFE_INTEGER, secrets).toString('utf8');
+}
+
+/** A message as recorded: cut to MAX_MESSAGE_LENGTH, then made storable (a surrogate pair cut in two is replaced). */
+export function storableMessage(message: string): string {
+  return storableText(message.slice(0, MAX_MESSAGE_LENGTH));
 }

@@ -9,10 +9,25 @@ export type NextState =
 /** The longest a receiver's Retry-After may hold a payload and its webhook back: one hour. */
 export const MAX_RETRY_AFTER_SECONDS = 3600;
 
+/**
+ * The delay before an attempt that failed for want of local resources
+ * (`local_fault`) is made again: long enough that a process out of file
+ * descriptors does not spin through its queue, short enough that deliveries
+ * resume soon after the resources are back.
+ */
+export const LOCAL_FAULT_RETRY_SECONDS = 5;
+
+/** The largest time a Date holds (ECMAScript's time value range). */
+const MAX_TIME_MS = 8.64e15;
+
 export interface NextStateInput {
   /** The attempt's result as {@link classifyResponse} classified it. */
   readonly classification: Classification;
-  /** Attempts made in this series, including the one just finished (1 for the first). */
+  /**
+   * Attempts made in this series that count against delaysSeconds, including
+   * the one just finished (1 for the first): attempts that failed as
+   * `local_fault` do not count.
+   */
   readonly attemptsMade: number;
   /**
    * Start of the series: the payload's creation, or an operator's redelivery,
@@ -27,7 +42,11 @@ export interface NextStateInput {
   readonly delaysSeconds: readonly number[];
   /** retry.deadLetterAfterSeconds: the series' delivery window, from createdAt. */
   readonly deadLetterAfterSeconds: number;
-  /** The moment the response's Retry-After asked for (see parseRetryAfter), if any. */
+  /**
+   * The moment the response's Retry-After asked for (see parseRetryAfter),
+   * when retry.honorRetryAfter is true; null or absent otherwise. An invalid
+   * Date counts as absent.
+   */
   readonly retryAfter?: Date | null;
 }
 
@@ -58,6 +77,9 @@ export interface NextStateInput {
  * 5. `interrupted` (the process died or stopped mid-request, so the
  *    receiver may never have seen it) → retry at once, within the window,
  *    whatever delays are left: it was no failure of the receiver's.
+ *    `local_fault` (this process ran out of file descriptors or memory) →
+ *    retry after LOCAL_FAULT_RETRY_SECONDS, within the window, whatever
+ *    delays are left; the caller does not count it in attemptsMade.
  * 6. Otherwise → retry at now + delaysSeconds[attemptsMade - 1], or at the
  *    moment the response's Retry-After named if that is later (a Retry-After
  *    lengthens the delay, never shortens it; it counts for at most
@@ -69,8 +91,13 @@ export interface NextStateInput {
  * The delay counts from the end of the failed attempt (`now`), not from when
  * it was scheduled, so a slow receiver cannot make retries bunch up.
  *
- * @throws RangeError when attemptsMade is not an integer of at least 1 (a bug
- *   in the caller, not a delivery outcome).
+ * Every Date it returns is valid, whatever the delays, the window and the
+ * Retry-After (a delay that is not a number counts as 0, a window that is not
+ * a number as 0 seconds; times past the largest a Date holds are that time).
+ *
+ * @throws RangeError when attemptsMade is not an integer of at least 1, or
+ *   now or createdAt is an invalid Date (a bug in the caller, not a delivery
+ *   outcome).
  */
 export function nextState(input: NextStateInput): NextState {
   if (!Number.isInteger(input.attemptsMade) || input.attemptsMade < 1) {
@@ -78,30 +105,47 @@ export function nextState(input: NextStateInput): NextState {
       `expected attemptsMade to be an integer of at least 1 (the attempt just made counts), got ${input.attemptsMade}`,
     );
   }
+  const now = input.now.getTime();
+  if (!Number.isFinite(now) || !Number.isFinite(input.createdAt.getTime())) {
+    throw new RangeError(
+      `expected now and createdAt to be valid Dates, got ${String(input.now)} and ${String(input.createdAt)}`,
+    );
+  }
   if (input.classification === 'delivered') return { kind: 'delivered' };
   if (input.classification === 'rejected') return { kind: 'dead_letter', reason: 'rejected' };
   const end = deadline(input.createdAt, input.deadLetterAfterSeconds);
-  const now = input.now.getTime();
   if (input.classification === 'interrupted') {
     return now >= end ? { kind: 'dead_letter', reason: 'expired' } : { kind: 'retry', at: input.now };
+  }
+  if (input.classification === 'local_fault') {
+    return now >= end
+      ? { kind: 'dead_letter', reason: 'expired' }
+      : { kind: 'retry', at: dateAt(Math.min(now + LOCAL_FAULT_RETRY_SECONDS * 1000, end)) };
   }
   const delay = input.delaysSeconds[input.attemptsMade - 1];
   if (delay === undefined) return { kind: 'dead_letter', reason: 'retries_exhausted' };
   if (now >= end) return { kind: 'dead_letter', reason: 'expired' };
-  const scheduled = Math.min(now + delay * 1000, end);
-  if (!input.retryAfter) return { kind: 'retry', at: new Date(scheduled) };
-  const hold = Math.min(Math.max(input.retryAfter.getTime(), now), now + MAX_RETRY_AFTER_SECONDS * 1000, end);
-  return { kind: 'retry', at: new Date(Math.max(scheduled, hold)), holdWebhookUntil: new Date(hold) };
+  const scheduled = Math.min(now + (Number.isNaN(delay) ? 0 : Math.max(0, delay)) * 1000, end);
+  const asked = input.retryAfter?.getTime();
+  if (asked === undefined || Number.isNaN(asked)) return { kind: 'retry', at: dateAt(scheduled) };
+  const hold = Math.min(Math.max(asked, now), now + MAX_RETRY_AFTER_SECONDS * 1000, end);
+  return { kind: 'retry', at: dateAt(Math.max(scheduled, hold)), holdWebhookUntil: dateAt(hold) };
+}
+
+/** A Date at ms, which is never NaN here, held within the range a Date holds. */
+function dateAt(ms: number): Date {
+  return new Date(Math.min(Math.max(ms, -MAX_TIME_MS), MAX_TIME_MS));
 }
 
 /**
  * What an attempt says of its receiver's health (asset_webhooks.webhooks
  * failing_since): true when it failed (timeout, connection error, 5xx, a
  * retried 4xx), false when the receiver answered otherwise, null when the
- * attempt says nothing of the receiver (interrupted by our own process).
+ * attempt says nothing of the receiver (interrupted by our own process, or
+ * failed for want of this process's own resources).
  */
 export function receiverFailed(classification: Classification): boolean | null {
-  if (classification === 'interrupted') return null;
+  if (classification === 'interrupted' || classification === 'local_fault') return null;
   return classification === 'retryable';
 }
 
@@ -115,6 +159,7 @@ export function isExpired(createdAt: Date, now: Date, deadLetterAfterSeconds: nu
   return now.getTime() >= deadline(createdAt, deadLetterAfterSeconds);
 }
 
+/** The end of the window in ms: never NaN (a window that is not a number is 0 s), possibly ±Infinity. */
 function deadline(createdAt: Date, deadLetterAfterSeconds: number): number {
-  return createdAt.getTime() + deadLetterAfterSeconds * 1000;
+  return createdAt.getTime() + (Number.isNaN(deadLetterAfterSeconds) ? 0 : deadLetterAfterSeconds) * 1000;
 }

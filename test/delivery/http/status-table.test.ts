@@ -70,13 +70,20 @@ describe('every status class against a real receiver, through the sender and the
     [503, 'retryable'],
     [504, 'retryable'],
     [599, 'retryable'],
-    [600, 'retryable'],
-    [999, 'retryable'],
   ] as const)('a receiver answering %i: %s', async (status, expected) => {
     const result = await post(`/status/${status}`);
     expect(result).toMatchObject({ kind: 'response', statusCode: status });
     expect(classifyResponse(result)).toBe(expected);
   });
+
+  it.each([600, 999])(
+    'a receiver answering %i, a status HTTP does not define: invalid_response, retryable',
+    async (status) => {
+      const result = await post(`/status/${status}`);
+      expect(result).toMatchObject({ kind: 'error', errorClass: 'invalid_response' });
+      expect(classifyResponse(result)).toBe('retryable');
+    },
+  );
 
   it('keeps the start of the response body as the excerpt', async () => {
     expect(await post('/status/503')).toMatchObject({

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { ErrorClass, PostResult } from '../../../src/delivery/http/sender.js';
+import { isLocalFault } from '../../../src/delivery/local-fault.js';
 import { classifyResponse } from '../../../src/delivery/policy/classify.js';
+import { receiverFailed } from '../../../src/delivery/policy/next-state.js';
 
 const response = (statusCode: number): PostResult => ({
   kind: 'response',
@@ -63,5 +65,32 @@ describe('classifying a transport failure', () => {
     'other',
   ] as const)('%s is retryable', (errorClass) => {
     expect(classifyResponse(failure(errorClass))).toBe('retryable');
+  });
+});
+
+describe('a local fault: this process out of file descriptors or memory', () => {
+  it('is its own classification, not a failure of the receiver', () => {
+    expect(classifyResponse(failure('local_fault'))).toBe('local_fault');
+    expect(receiverFailed('local_fault')).toBeNull();
+  });
+
+  it.each([
+    ['EMFILE', Object.assign(new Error('connect EMFILE 127.0.0.1:80'), { code: 'EMFILE' })],
+    ['ENFILE in a cause', new TypeError('fetch failed', { cause: Object.assign(new Error('x'), { code: 'ENFILE' }) })],
+    ['ENOMEM', Object.assign(new Error('spawn ENOMEM'), { code: 'ENOMEM' })],
+    ['ENOBUFS', Object.assign(new Error('write ENOBUFS'), { code: 'ENOBUFS' })],
+    ['an allocation failure', new RangeError('Array buffer allocation failed')],
+    ['one of several errors', new AggregateError([new Error('a'), Object.assign(new Error('b'), { code: 'EMFILE' })])],
+  ])('%s is one', (_name, error) => {
+    expect(isLocalFault(error)).toBe(true);
+  });
+
+  it.each([
+    ['ECONNREFUSED', Object.assign(new Error('refused'), { code: 'ECONNREFUSED' })],
+    ['a RangeError of another kind', new RangeError('Invalid time value')],
+    ['a string', 'EMFILE'],
+    ['null', null],
+  ])('%s is not', (_name, error) => {
+    expect(isLocalFault(error)).toBe(false);
   });
 });
