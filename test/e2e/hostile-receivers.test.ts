@@ -1,4 +1,5 @@
 import { readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { runCli, startCli, type CliProcess } from '../helpers/cli.js';
@@ -558,12 +559,16 @@ function healthyProblems(receiver: TestReceiver, routed: readonly string[]): str
   const events = healthyEvents(receiver);
   const problems = exactlyOnce(routed, countByEvent(events.map((event) => event.eventId)));
   const limit = (INTERVAL_SECONDS + 1) * 1000;
-  const late = events
-    .map((event) => event.at - Date.parse(event.eventTimestamp))
-    .filter((latency) => latency > limit)
-    .sort((a, b) => b - a);
-  if (late.length > 0)
-    problems.push(`${late.length} of ${events.length} events arrived later than ${limit} ms (latest ${late[0]} ms)`);
+  const latencies = events.map((event) => event.at - Date.parse(event.eventTimestamp)).sort((a, b) => a - b);
+  const late = latencies.filter((latency) => latency > limit);
+  if (late.length > 0) {
+    const at = (share: number): number =>
+      latencies[Math.min(latencies.length - 1, Math.floor(share * latencies.length))]!;
+    problems.push(
+      `${late.length} of ${events.length} events arrived later than ${limit} ms ` +
+        `(latency median ${at(0.5)} ms, 90th percentile ${at(0.9)} ms, latest ${latencies.at(-1)} ms)`,
+    );
+  }
   return problems;
 }
 
@@ -804,6 +809,10 @@ it(
     if (report.length > 0 || healthy.length > 0)
       process.stderr.write(
         `hostile receivers, rows that failed:\n${report.join('\n')}\nhealthy: ${healthy.join('; ') || 'ok'}\n` +
+          `load average ${os
+            .loadavg()
+            .map((load) => load.toFixed(1))
+            .join(' ')} on ${os.availableParallelism()} cores\n` +
           `run's warnings and errors (first 40):\n${troubleLines(first.output.stderr + second.output.stderr)
             .slice(0, 40)
             .join('\n')}\n`,
@@ -841,6 +850,10 @@ it(
     if (report.length > 0 || healthy.length > 0)
       process.stderr.write(
         `honorRetryAfter, rows that failed:\n${report.join('\n')}\nhealthy: ${healthy.join('; ') || 'ok'}\n` +
+          `load average ${os
+            .loadavg()
+            .map((load) => load.toFixed(1))
+            .join(' ')} on ${os.availableParallelism()} cores\n` +
           `run's warnings and errors (first 20):\n${troubleLines(run.output.stderr).slice(0, 20).join('\n')}\n`,
       );
   },
