@@ -33,6 +33,9 @@ export class ServiceState {
     this.sender = new HttpSender({
       timeoutMs: settings.requestTimeoutSeconds * 1000,
       allowPrivateAddresses: settings.network.allowPrivateAddresses,
+      proxy: settings.network.proxy,
+      // The edge of the process: HTTPS_PROXY and NO_PROXY apply when network.proxy is unset.
+      env: process.env,
     });
   }
 

@@ -466,4 +466,20 @@ export const badDocuments: readonly (readonly [string, string, string])[] = [
     '.yaml:3:1: expected a single YAML or JSON document, got a second one',
   ],
   ['a JSON syntax error', '{ "assetUpdater": { "webhooks": [ } }', '.yaml:1:'],
+  // network.proxy
+  [
+    'a proxy url with credentials',
+    valid('', '  network: { proxy: "http://user:hunter2@proxy.internal:3128" }\n'),
+    'assetUpdater.network.proxy: expected a proxy url without user or password',
+  ],
+  [
+    'a proxy url that is not http://',
+    valid('', '  network: { proxy: "socks5://proxy.internal:1080" }\n'),
+    'assetUpdater.network.proxy: expected an http:// URL of a proxy',
+  ],
+  [
+    'a proxy url with a path',
+    valid('', '  network: { proxy: "http://proxy.internal:3128/x" }\n'),
+    'assetUpdater.network.proxy: expected a proxy url of a scheme, host and port only',
+  ],
 ];

@@ -1,10 +1,11 @@
 import { performance } from 'node:perf_hooks';
 import ipaddr from 'ipaddr.js';
-import { Agent, request, type Dispatcher } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import { refusal } from '../../net/addresses.js';
 import { isLocalFault } from '../local-fault.js';
 import { storableBytes, storableText } from '../storable-text.js';
-import { AddressRefusedError, guardedLookup } from './address-guard.js';
+import { AddressRefusedError } from './address-guard.js';
+import { checkBeforeProxy, createEgress } from './egress.js';
 
 /**
  * The result of one POST: the receiver's status, or why there was none.
@@ -48,6 +49,8 @@ export type PostResult =
  * - `invalid_request`: undici refused the request itself (e.g. a header value
  *   with a line break).
  * - `secret_unavailable`: set by the caller when the API key could not be resolved.
+ * - `proxy`: the proxy (network.proxy, HTTPS_PROXY) refused to open the
+ *   tunnel to the receiver (a CONNECT answered other than 200).
  * - `local_fault`: this process ran out of a resource of its own for the
  *   request (file descriptors: EMFILE, ENFILE; memory: ENOMEM, ENOBUFS, an
  *   allocation failure). No fault of the receiver's: see isLocalFault
@@ -66,6 +69,7 @@ export type ErrorClass =
   | 'invalid_request'
   | 'secret_unavailable'
   | 'local_fault'
+  | 'proxy'
   | 'other';
 
 export interface SenderOptions {
@@ -79,6 +83,13 @@ export interface SenderOptions {
   readonly allowPrivateAddresses: boolean;
   /** Bytes of the response body kept as the excerpt; the rest is never read. Default 1024. */
   readonly maxResponseBytes?: number;
+  /** network.proxy: every request goes through this HTTP CONNECT proxy. */
+  readonly proxy?: string | undefined;
+  /**
+   * Where HTTPS_PROXY, HTTP_PROXY and NO_PROXY are read when `proxy` is unset
+   * (the service passes process.env). Default: none, so requests go directly.
+   */
+  readonly env?: NodeJS.ProcessEnv;
 }
 
 export interface PostRequest {
@@ -131,7 +142,9 @@ const MAX_STATUS = 599;
  *   (one may be the API key) in any form secretForms lists.
  */
 export class HttpSender {
-  private readonly agent: Agent;
+  private readonly agent: Dispatcher;
+  private readonly proxied: boolean;
+  private readonly egress: string | null;
   private readonly timeoutMs: number;
   private readonly allowPrivateAddresses: boolean;
   private readonly maxResponseBytes: number;
@@ -140,17 +153,21 @@ export class HttpSender {
     this.timeoutMs = options.timeoutMs;
     this.allowPrivateAddresses = options.allowPrivateAddresses;
     this.maxResponseBytes = Math.max(0, options.maxResponseBytes ?? 1024);
-    this.agent = new Agent({
-      connect: { timeout: options.timeoutMs, lookup: guardedLookup(options.allowPrivateAddresses) },
-      headersTimeout: options.timeoutMs,
-      bodyTimeout: options.timeoutMs,
-      keepAliveTimeout: KEEP_ALIVE_MS,
-      // HTTP/1.1 only (undici offers h2 by ALPN unless told not to): the
-      // timeouts, the response body limit and the handling of misbehaving
-      // receivers are specified and tested over HTTP/1.1.
-      allowH2: false,
-      // No redirect interceptor is composed: undici then never follows a 3xx.
+    const egress = createEgress({
+      timeoutMs: options.timeoutMs,
+      allowPrivateAddresses: options.allowPrivateAddresses,
+      keepAliveMs: KEEP_ALIVE_MS,
+      proxy: options.proxy,
+      env: options.env ?? {},
     });
+    this.agent = egress.dispatcher;
+    this.proxied = egress.proxied;
+    this.egress = egress.describe;
+  }
+
+  /** The proxy requests go through (its origin, never credentials), or null when they go directly. */
+  get proxy(): string | null {
+    return this.egress;
   }
 
   async post(target: PostRequest): Promise<PostResult> {
@@ -158,6 +175,21 @@ export class HttpSender {
     const elapsed = (): number => performance.now() - started;
     const refused = this.checkUrl(target.url);
     if (refused) return { kind: 'error', ...refused, durationMs: elapsed() };
+    if (this.proxied) {
+      // The proxy resolves the name: the guard checks what it resolves to here, first.
+      const hostname = new URL(target.url).hostname;
+      const error = ipaddr.isValid(hostname.replace(/^\[|\]$/g, ''))
+        ? null
+        : await checkBeforeProxy(hostname, this.allowPrivateAddresses);
+      if (error) {
+        return {
+          kind: 'error',
+          errorClass: classifyError(error),
+          message: storableMessage(errorMessage(error)),
+          durationMs: elapsed(),
+        };
+      }
+    }
 
     const headers = requestHeaders(target.headers);
     const secrets = secretForms(Object.values(target.headers));
@@ -369,6 +401,7 @@ function classifyError(error: unknown): ErrorClass {
   if (isLocalFault(error)) return 'local_fault';
   for (const item of causes(error)) {
     if (item instanceof AddressRefusedError) return 'address_refused';
+    if (/^Proxy response \(\d+\)/.test(property(item, 'message'))) return 'proxy';
     const code = property(item, 'code');
     const name = property(item, 'name');
     if (name === 'TimeoutError' || name === 'AbortError' || code === 'ETIMEDOUT' || code.endsWith('_TIMEOUT'))
@@ -387,6 +420,7 @@ function classifyError(error: unknown): ErrorClass {
     if (
       name === 'HTTPParserError' ||
       code.startsWith('HPE_') ||
+      code === 'UND_ERR_HEADERS_OVERFLOW' ||
       (code === 'UND_ERR_SOCKET' && /^bad (response|upgrade)$/.test(property(item, 'message')))
     )
       return 'invalid_response';
