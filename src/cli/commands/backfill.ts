@@ -2,6 +2,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { backfill, type BackfillProgress, type BackfillResult } from '../../backfill/backfill.js';
 import { loadConfiguredWebhook } from '../../config/load.js';
 import { UserError } from '../../errors.js';
+import { BINDING_VIEW_COLUMNS } from '../../db/asset-state.js';
 import { assertBinding } from '../../migrate/binding-check.js';
 import { withDatabase } from '../database.js';
 
@@ -100,7 +101,8 @@ export function registerBackfill(program: Command): void {
         process.on('SIGINT', stop).on('SIGTERM', stop);
         let printed = 0;
         const result = await withDatabase(options.databaseUrl, async (pool) => {
-          await assertBinding(pool);
+          // in_trash too: a backfill sends only assets that are not in the Trash.
+          await assertBinding(pool, BINDING_VIEW_COLUMNS);
           const {
             rows: [known],
           } = await pool.query<{ enabled: boolean }>(
