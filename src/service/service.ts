@@ -164,6 +164,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     ownLeaseHeldForMs: () => heldLease.heldForMs(),
   });
   metrics.trackRequestsInFlight(() => pump.requestsInFlight);
+  metrics.trackInterval(() => state.settings.intervalSeconds);
 
   const taskList: TaskList = {
     coalesce: async (payload) => {
