@@ -4,7 +4,9 @@ import pg from 'pg';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { runCli } from '../helpers/cli.js';
-import { eventually } from '../helpers/receiver.js';
+import { receiverConfig } from '../helpers/config.js';
+import { eventually, startTestReceiver } from '../helpers/receiver.js';
+import { startTestService } from '../helpers/service.js';
 import { bodyEvents, openWebhook, payloads, registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -173,16 +175,83 @@ describe('an asset purged or trashed while a backfill runs', () => {
   );
 });
 
+describe('a backfill write in progress', () => {
+  it(
+    "holds back the sending of a PURGED coalesced meanwhile until the backfill's EDITED of the asset is committed",
+    { timeout: 120_000 },
+    async () => {
+      const receiver = await startTestReceiver();
+      const configText = receiverConfig([{ id: 'crm', url: receiver.url, batchSize: 2 }]);
+      const config = path.join(tempDirectory('aw-backfill-claim-'), 'config.yaml');
+      writeFileSync(config, configText);
+      const service = await startTestService(db.url, configText);
+      const gate = new pg.Client({ connectionString: db.url });
+      try {
+        const delivered = async (): Promise<true | undefined> =>
+          (await payloads(db.pool, 'crm')).every((payload) => payload.status === 'delivered') ? true : undefined;
+        await eventually(delivered, 30_000, 'the captured events delivered');
+        // The gate holds the write's second read of its assets (see backfill), after its payload ids are drawn.
+        await installGate('end as check');
+        await gate.connect();
+        await gate.query('select pg_advisory_lock(4242)');
+        const running = runCli([
+          'backfill',
+          '--webhook',
+          'crm',
+          '--json',
+          '--config',
+          config,
+          '--database-url',
+          db.url,
+        ]);
+        await readWaitingAtGate();
+        // Purged after the write's read began: its EDITED goes out, and must go first.
+        await db.pool.query('delete from assets where asset_id = 2');
+        await eventually(
+          async () =>
+            (await payloads(db.pool, 'crm')).some((payload) =>
+              bodyEvents(payload).some((event) => event.eventType === 'PURGED'),
+            )
+              ? true
+              : undefined,
+          30_000,
+          'the PURGED coalesced by the service',
+        );
+        // Time for the service's pump (it polls every second) to send the PURGED if it could.
+        await new Promise((resolve) => setTimeout(resolve, 3000));
+        await gate.query('select pg_advisory_unlock(4242)');
+        const result = await running;
+        expect(result.code).toBe(0);
+        expect(JSON.parse(result.stdout)).toMatchObject({ status: 'completed', eventsSent: 5 });
+        await eventually(delivered, 30_000, 'every payload delivered');
+      } finally {
+        await gate.end();
+        await service.stop();
+        await receiver.close();
+      }
+      const received = receiver.requests.flatMap(
+        (request) => (JSON.parse(request.body) as { events: Array<{ assetId: number; eventType: string }> }).events,
+      );
+      expect(received.filter((event) => event.assetId === 2).map((event) => event.eventType)).toEqual([
+        'CREATED',
+        'EDITED',
+        'PURGED',
+      ]);
+    },
+  );
+});
+
 /**
- * The binding's view, with a gate that holds the backfill's read (the only
- * query that selects `as read_at`) after its snapshot is taken, for as long
- * as the test holds advisory lock 4242. Nothing else waits on it.
+ * The binding's view, with a gate that holds the query whose text holds
+ * `marker` (by default the backfill's read, the only query that selects
+ * `as read_at`) after its snapshot is taken, for as long as the test holds
+ * advisory lock 4242. Nothing else waits on it.
  */
-async function installGate(): Promise<void> {
+async function installGate(marker = 'as read_at'): Promise<void> {
   await db.pool.query(`
         create or replace function public.backfill_gate() returns boolean language plpgsql volatile as $$
         begin
-          if strpos(current_query(), 'as read_at') > 0 then
+          if strpos(current_query(), '${marker}') > 0 then
             perform pg_advisory_lock_shared(4242);
             perform pg_advisory_unlock_shared(4242);
           end if;
