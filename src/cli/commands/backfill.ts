@@ -55,8 +55,8 @@ export function registerBackfill(program: Command): void {
   program
     .command('backfill')
     .description(
-      'Send one EDITED event with a new eventId, to one webhook only, for every asset that passes its checks now (or for each listed asset ' +
-        'that does), in payloads after those already waiting for it. Interrupted (Ctrl-C, a kill), the same command resumes without sending an asset twice; ' +
+      'Send one EDITED event with a new eventId, to one webhook only, for every asset that is not in the Trash and passes its checks now ' +
+        '(or for each listed asset that is and does), in payloads after those already waiting for it. Interrupted (Ctrl-C, a kill), the same command resumes without sending an asset twice; ' +
         'once completed, the same command starts a new backfill. Progress on stderr.',
     )
     .requiredOption('--webhook <id>', 'the webhook, as configured')
