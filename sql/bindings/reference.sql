@@ -351,7 +351,11 @@ end $$;
 -- binding defines this view with exactly these columns and types:
 --   asset_id bigint, asset_uuid uuid, supertype text, parent_id bigint,
 --   state text, schema_id bigint, type_id bigint, domain_id bigint,
---   latest_atom_id bigint, keywords text[], field_names text[], field_values text[]
+--   latest_atom_id bigint, keywords text[], field_names text[], field_values text[],
+--   in_trash boolean
+-- in_trash is true while the asset is in the Trash (here: trashed_at is set);
+-- backfill sends only assets for which it is not true. A schema without a
+-- Trash gives false.
 -- field_names and field_values are parallel arrays (one entry per additional
 -- field value); both come from one lateral read of the fields (three correlated
 -- subqueries read them twice). The arrays are in no particular order: filters
@@ -361,7 +365,8 @@ create or replace view asset_webhooks.asset_state as
 select a.asset_id, a.asset_uuid, a.supertype, a.parent_id, a.state, a.schema_id, a.type_id, a.domain_id, a.latest_atom_id,
        coalesce(k.keywords, '{}'::text[]) as keywords,
        coalesce(f.field_names, '{}'::text[]) as field_names,
-       coalesce(f.field_values, '{}'::text[]) as field_values
+       coalesce(f.field_values, '{}'::text[]) as field_values,
+       a.trashed_at is not null as in_trash
 from public.assets a
 left join lateral (select array_agg(k.value) as keywords
                    from public.asset_keywords k where k.asset_id = a.asset_id) k on true

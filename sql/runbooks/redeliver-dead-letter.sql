@@ -33,7 +33,12 @@ commit;
 select pg_notify('asset_webhooks_payloads_ready', '');
 select case when w.webhook_id is null then 'WARNING: the service has never run with webhook ' || p.webhook_id
             || '; the payload waits, and expires after retry.deadLetterAfterSeconds'
-            when not w.enabled then 'WARNING: webhook ' || p.webhook_id || ' is disabled or no longer configured; the payload'
+            when exists (select 1 from asset_webhooks.process_configurations)
+                 and not exists (select 1 from asset_webhooks.process_configurations c where p.webhook_id = any (c.webhook_ids))
+              then 'WARNING: webhook ' || p.webhook_id || ' is in the configuration of no running process (removed); the payload'
+                   || ' is dead-lettered again as webhook_removed before the next coalescing run: send it to another webhook with'
+                   || ' asset-webhooks dead-letters redeliver ' || p.payload_id || ' --to WEBHOOK_ID'
+            when not w.enabled then 'WARNING: webhook ' || p.webhook_id || ' is disabled; the payload'
             || ' waits until it is enabled (then SIGHUP), and expires after retry.deadLetterAfterSeconds'
             else 'a running service sends it' end as next
 from asset_webhooks.payloads p left join asset_webhooks.webhooks w using (webhook_id)

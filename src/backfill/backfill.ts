@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import type pg from 'pg';
-import { Packer } from '../coalesce/pack.js';
+import { Packer, type Batch } from '../coalesce/pack.js';
 import { assignPayloadIds } from '../coalesce/persist.js';
 import { announcePayloadsReady } from '../db/payloads-ready.js';
 import type { WebhookConfig } from '../config/schema.js';
 import { inTransaction } from '../db/transaction.js';
 import { compileWebhook } from '../filters/compile.js';
-import { assetStateColumns, assetStateFromRow, type AssetStateRow } from '../db/asset-state.js';
+import { assetStateColumns, assetStateFromRow, IN_TRASH_COLUMN, type AssetStateRow } from '../db/asset-state.js';
 import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
 import { insertBackfillEvents, insertBackfillPayloads, type BackfillEvent } from './persist.js';
 import {
@@ -23,9 +23,11 @@ import {
 /**
  * A backfill: one EDITED event with a new eventId, to one webhook only, for
  * every asset of the binding's asset_state view (or each listed asset) that
- * passes the webhook's checks now, as coalescing would evaluate an EDITED of
- * it (src/filters/compile.ts). The event carries the asset's latest atom and,
- * as eventTimestamp, the time its state was read.
+ * is not in the Trash (the view's in_trash) and passes the webhook's checks
+ * now, as coalescing would evaluate an EDITED of it (src/filters/compile.ts).
+ * Receivers take an EDITED as the asset being back, so a trashed asset is
+ * never sent. The event carries the asset's latest atom and, as
+ * eventTimestamp, the time its state was read.
  *
  * The assets are read in ascending asset_id, a chunk at a time after the last
  * one done (keyset pagination): memory holds one read chunk and the events of
@@ -42,6 +44,16 @@ import {
  * backfill, and a backfilled EDITED is never collapsed with a captured one.
  * Payloads that a coalescing run writes while a backfill goes on interleave
  * with the backfill's, each in order within itself.
+ *
+ * An asset purged or trashed after it was read must not get its EDITED after
+ * its PURGED or DELETED: the receiver would take it as back. So a write draws
+ * its payload ids first, then reads again, in a later statement, which of its
+ * assets still exist outside the Trash, and leaves out the others. A change
+ * committed after that read is coalesced by a run that starts after it, and
+ * draws its payload ids after it, so its payload comes after the write's.
+ * The write also holds the webhook's claim lock (claim_payloads skips a
+ * webhook whose lock is taken) until it commits: a payload coalesced
+ * meanwhile cannot be sent before the write's, which are not visible yet.
  */
 export interface BackfillOptions {
   readonly pool: pg.Pool;
@@ -107,6 +119,15 @@ interface PendingEvent extends Omit<BackfillEvent, 'batch'> {
 interface ReadRow extends AssetStateRow {
   asset_key: string;
   read_at: string;
+  in_trash: boolean | null;
+}
+
+/** How a write's events are cut: what it commits, and the position it leaves. */
+interface WritePlan {
+  readonly batches: Batch[];
+  readonly events: BackfillEvent[];
+  readonly carried: PendingEvent[];
+  readonly position: { readonly lastAssetId: string | null; readonly read: number; readonly excluded: number };
 }
 
 export async function backfill(options: BackfillOptions): Promise<BackfillResult> {
@@ -172,57 +193,96 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
     let readCursor = totals.lastAssetId;
 
     /**
-     * Packs the gathered events and commits the payloads that are full (all,
-     * when `completed`), their events and the position up to the last asset
-     * they cover. The events of the payload still open are carried to the
-     * next write, not committed: their assets lie after the committed
+     * Packs the gathered events: the payloads that are full (all, when
+     * `completed`) are written, with their events and the position up to the
+     * last asset they cover. The events of the payload still open are carried
+     * to the next write, not committed: their assets lie after the committed
      * position, so a crash reads them again. Every payload but a backfill's
-     * last is therefore full. A dry run does the same, writing nothing.
+     * last is therefore full.
      */
-    const write = async (completed: boolean): Promise<void> => {
+    const plan = (completed: boolean): WritePlan => {
       const packer = new Packer(webhook.id, limits);
       const carriers = pending.map((event) => packer.add(event.eventId, event.json));
       if (completed) packer.finish();
       const open = completed ? undefined : packer.drain().find((batch) => !batch.sealed);
       const cut = open === undefined ? pending.length : carriers.indexOf(open);
-      const writtenBatches = [...new Set(carriers.slice(0, cut))];
-      const events: BackfillEvent[] = pending
-        .slice(0, cut)
-        .map((event, index) => ({ ...event, batch: carriers[index]! }));
       const carried = pending.slice(cut);
-      const position =
-        carried.length === 0
-          ? { lastAssetId: readCursor, read: pendingRead, excluded: pendingExcluded }
-          : {
-              lastAssetId: carried[0]!.previousAssetId,
-              read: carried[0]!.readBefore,
-              excluded: carried[0]!.excludedBefore,
-            };
+      return {
+        batches: [...new Set(carriers.slice(0, cut))],
+        events: pending.slice(0, cut).map((event, index) => ({ ...event, batch: carriers[index]! })),
+        carried,
+        position:
+          carried.length === 0
+            ? { lastAssetId: readCursor, read: pendingRead, excluded: pendingExcluded }
+            : {
+                lastAssetId: carried[0]!.previousAssetId,
+                read: carried[0]!.readBefore,
+                excluded: carried[0]!.excludedBefore,
+              },
+      };
+    };
+
+    /** Turns the gathered events of assets gone or trashed since they were read into exclusions. */
+    const leaveOut = (changed: ReadonlyMap<string, string>): void => {
+      let dropped = 0;
+      pending = pending.flatMap((event) => {
+        const check = changed.get(event.assetId);
+        if (check !== undefined) {
+          dropped += 1;
+          excludedBy[check] = (excludedBy[check] ?? 0) + 1;
+          return [];
+        }
+        return [dropped === 0 ? event : { ...event, excludedBefore: event.excludedBefore + dropped }];
+      });
+      pendingExcluded += dropped;
+    };
+
+    /**
+     * Commits what plan() cuts, in one transaction, leaving out the assets
+     * purged or trashed since they were read (see backfill). A dry run
+     * changes nothing and reads nothing again.
+     */
+    const write = async (completed: boolean): Promise<void> => {
+      let cut = plan(completed);
       const from = totals.lastAssetId;
-      if (!dryRun && (position.lastAssetId !== from || completed)) {
+      if (!dryRun && (cut.position.lastAssetId !== from || completed)) {
         const backfillId = totals.backfillId!;
         await inTransaction(session, async (client) => {
-          await assignPayloadIds(client, writtenBatches);
-          await insertBackfillPayloads(client, writtenBatches, isoTimestamp(new Date()));
-          await insertBackfillEvents(client, backfillId, webhook, events);
-          if (position.lastAssetId === null) await completeBackfill(client, backfillId);
+          await client.query("select pg_advisory_xact_lock(hashtextextended('asset_webhooks.claim:' || $1, 0))", [
+            webhook.id,
+          ]);
+          // Ids first, the assets' state after: see backfill. Each pass leaves out at least one asset.
+          for (;;) {
+            await assignPayloadIds(client, cut.batches);
+            const changed = await changedSinceRead(client, cut.events);
+            if (changed.size === 0) break;
+            leaveOut(changed);
+            cut = plan(completed);
+          }
+          // What was left out may leave no full payload: nothing to commit.
+          if (cut.position.lastAssetId === from && !completed) return;
+          await insertBackfillPayloads(client, cut.batches, isoTimestamp(new Date()));
+          await insertBackfillEvents(client, backfillId, webhook, cut.events);
+          if (cut.position.lastAssetId === null) await completeBackfill(client, backfillId);
           else {
             await recordChunk(client, backfillId, from, {
-              lastAssetId: position.lastAssetId,
-              assetsRead: position.read,
-              eventsSent: events.length,
-              excluded: position.excluded,
-              payloads: writtenBatches.length,
+              lastAssetId: cut.position.lastAssetId,
+              assetsRead: cut.position.read,
+              eventsSent: cut.events.length,
+              excluded: cut.position.excluded,
+              payloads: cut.batches.length,
               completed,
             });
           }
         });
+        if (cut.position.lastAssetId === from && !completed) return;
         // The pumps are woken once committed; if this fails, their next poll finds the payloads.
-        if (writtenBatches.length > 0) await announcePayloadsReady(pool).catch(() => {});
+        if (cut.batches.length > 0) await announcePayloadsReady(pool).catch(() => {});
       }
-      totals.payloads += writtenBatches.length;
+      const { position, carried } = cut;
+      totals.payloads += cut.batches.length;
       totals.assetsRead += position.read;
-      totals.eventsSent += events.length;
+      totals.eventsSent += cut.events.length;
       totals.excluded += position.excluded;
       totals.lastAssetId = position.lastAssetId;
       pending = carried.map((event) => ({
@@ -240,7 +300,7 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
       const rows = await readAssets(session, readCursor, listed, READ_SIZE);
       for (const state of rows) {
         const asset = assetStateFromRow(state);
-        const check = compiled.evaluate('EDITED', asset);
+        const check = state.in_trash === true ? IN_TRASH_COLUMN[0] : compiled.evaluate('EDITED', asset);
         if (check !== null) {
           pendingExcluded += 1;
           excludedBy[check] = (excludedBy[check] ?? 0) + 1;
@@ -302,7 +362,7 @@ async function readAssets(
   if (after !== null) conditions.push(`s.asset_id > $${parameters.push(after)}::bigint`);
   if (listed !== null) conditions.push(`s.asset_id = any($${parameters.push(listed)}::bigint[])`);
   const { rows } = await client.query<ReadRow>(
-    `select ${assetStateColumns('s')}, s.asset_id::text as asset_key,
+    `select ${assetStateColumns('s')}, s.asset_id::text as asset_key, s.in_trash,
             to_char(statement_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as read_at
      from asset_webhooks.asset_state s
      ${conditions.length === 0 ? '' : `where ${conditions.join(' and ')}`}
@@ -311,6 +371,22 @@ async function readAssets(
     parameters,
   );
   return rows;
+}
+
+/**
+ * The assets of `events` that, read now, no longer exist (asset_gone) or are
+ * in the Trash (in_trash), by asset id.
+ */
+async function changedSinceRead(client: pg.PoolClient, events: readonly BackfillEvent[]): Promise<Map<string, string>> {
+  if (events.length === 0) return new Map();
+  const { rows } = await client.query<{ id: string; check: string }>(
+    `select g.id::text as id, case when s.asset_id is null then 'asset_gone' else 'in_trash' end as check
+     from unnest($1::bigint[]) as g(id)
+     left join asset_webhooks.asset_state s on s.asset_id = g.id
+     where s.asset_id is null or s.in_trash`,
+    [events.map((event) => event.assetId)],
+  );
+  return new Map(rows.map((row) => [row.id, row.check]));
 }
 
 /** The listed assets that do not exist: the first 100 and how many. */

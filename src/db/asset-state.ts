@@ -41,6 +41,20 @@ export const ASSET_STATE_COLUMNS: ReadonlyArray<readonly [name: string, type: st
 ];
 
 /**
+ * The column of the view that says whether the asset is in the Trash (true
+ * while it is; false or null when it is not). `backfill` reads it, to send
+ * only assets that are not in the Trash; the coalescer and `explain` do not,
+ * so a binding installed before the column existed still runs.
+ */
+export const IN_TRASH_COLUMN: readonly [name: string, type: string] = ['in_trash', 'boolean'];
+
+/** Every column a binding's view must have: what the coalescer reads, and in_trash. `migrate --binding` refuses a view without one of them. */
+export const BINDING_VIEW_COLUMNS: ReadonlyArray<readonly [name: string, type: string]> = [
+  ...ASSET_STATE_COLUMNS,
+  IN_TRASH_COLUMN,
+];
+
+/**
  * The select list of asset_state rows for a table alias: the view's bigints
  * as text, so that ids beyond 2^53 stay exact (see src/db/connect.ts).
  */

@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
 import type { DeadLetterReason } from '../interfaces.js';
-import type { WebhookState } from './dead-letters.js';
+import { assertMoveTarget, readWebhookState, type WebhookState } from './webhook-state.js';
 
 /** Every dead-letter reason, for `--reason`; the check below fails to compile when the type gains one that is missing here. */
 export const DEAD_LETTER_REASONS = [
@@ -33,12 +33,16 @@ export interface DeadLetterSelection {
 }
 
 export interface BulkRedelivery {
+  /** The webhook whose dead letters were chosen. */
   readonly webhookId: string;
+  /** The webhook they were moved to (`--to-webhook`); null when they stay with webhookId. */
+  readonly movedTo: string | null;
   /** Payloads started again (with dryRun: that would be). */
   readonly count: number;
   readonly firstPayloadId: number | null;
   readonly lastPayloadId: number | null;
   readonly dryRun: boolean;
+  /** Of the webhook they are sent to: movedTo, or else webhookId. */
   readonly webhookState: WebhookState;
 }
 
@@ -56,6 +60,14 @@ const MATCHING = `p.webhook_id = $1 and p.status = 'dead_lettered'
  * so with concurrency 1 they go out in payload order (after any payload of a
  * lower id still waiting). With dryRun nothing is changed and the count is of
  * what would be started.
+ *
+ * With `moveTo`, each moves to that webhook as `dead-letters redeliver
+ * PAYLOAD_ID --to` moves one (its webhook_id changes; the redelivery records
+ * where it came from): for the dead letters of a webhook removed from the
+ * configuration, which sent back to it would be dead-lettered again as
+ * webhook_removed. The webhook must be one the running service sends to
+ * (checked in a dry run too); in its queue they take their places by payload
+ * id, before the payloads created after them.
  */
 export async function redeliverDeadLetters(
   pool: pg.Pool,
@@ -63,10 +75,13 @@ export async function redeliverDeadLetters(
   {
     dryRun = false,
     requestedBy = `${os.userInfo().username}@${os.hostname()}`,
-  }: { dryRun?: boolean; requestedBy?: string } = {},
+    moveTo,
+  }: { dryRun?: boolean; requestedBy?: string; moveTo?: string | undefined } = {},
 ): Promise<BulkRedelivery> {
   const parameters = [selection.webhookId, selection.from ?? null, selection.to ?? null, selection.reason ?? null];
+  const target = moveTo === undefined || moveTo === selection.webhookId ? null : moveTo;
   const counted = await inTransaction(pool, async (client) => {
+    if (target !== null) await assertMoveTarget(client, '--to-webhook', target);
     if (dryRun) {
       const {
         rows: [row],
@@ -87,34 +102,28 @@ export async function redeliverDeadLetters(
     } = await client.query<{ count: number; first: number | null; last: number | null }>(
       `with started as (
          update asset_webhooks.payloads t
-         set status = 'pending', series = t.series + 1, series_started_at = clock_timestamp(), attempts = 0, dispatched = false,
-             next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
+         set webhook_id = coalesce($6, t.webhook_id), status = 'pending', series = t.series + 1, series_started_at = clock_timestamp(),
+             attempts = 0, dispatched = false, next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
          from (select p.payload_id, p.dead_letter_reason from asset_webhooks.payloads p where ${MATCHING}) dead
          where t.payload_id = dead.payload_id
          returning t.payload_id, t.series, dead.dead_letter_reason as previous_reason
        ),
        recorded as (
-         insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason)
-         select s.payload_id, s.series, $5, s.previous_reason from started s
+         insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason, moved_from)
+         select s.payload_id, s.series, $5, s.previous_reason, case when $6::text is not null then $1 end from started s
        )
        select count(*)::int as count, min(payload_id) as first, max(payload_id) as last from started`,
-      [...parameters, requestedBy],
+      [...parameters, requestedBy, target],
     );
     return row!;
   });
-  const {
-    rows: [webhook],
-  } = await pool.query<{ enabled: boolean; paused: boolean }>(
-    'select enabled, paused_since is not null as paused from asset_webhooks.webhooks where webhook_id = $1',
-    [selection.webhookId],
-  );
-  const webhookState: WebhookState =
-    webhook === undefined ? 'not_configured' : !webhook.enabled ? 'disabled' : webhook.paused ? 'paused' : 'enabled';
+  const webhookState = await readWebhookState(pool, target ?? selection.webhookId);
   // The pumps are woken once committed, as after a single redelivery; if this
   // fails, their next poll finds the payloads.
   if (!dryRun && counted.count > 0) await announcePayloadsReady(pool).catch(() => {});
   return {
     webhookId: selection.webhookId,
+    movedTo: target,
     count: counted.count,
     firstPayloadId: counted.first,
     lastPayloadId: counted.last,

@@ -4,6 +4,7 @@ import { operatorDb } from '../db/kysely.js';
 import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
 import { UserError } from '../errors.js';
+import { assertMoveTarget, readWebhookState, type WebhookState } from './webhook-state.js';
 
 export interface DeadLetter {
   readonly payloadId: number;
@@ -59,15 +60,7 @@ export function renderDeadLetters(letters: readonly DeadLetter[]): string {
     .join('\n');
 }
 
-/**
- * Whether the running service sends to the webhook, as it last wrote
- * asset_webhooks.webhooks: `disabled` (also a webhook removed from the
- * configuration) and `not_configured` (no service has run with it) mean a
- * redelivered payload waits, and expires after retry.deadLetterAfterSeconds
- * unless the webhook is enabled meanwhile; `paused`: it waits without
- * expiring until the webhook is resumed.
- */
-export type WebhookState = 'enabled' | 'paused' | 'disabled' | 'not_configured';
+export type { WebhookState } from './webhook-state.js';
 
 export interface Redelivery {
   readonly series: number;
@@ -94,6 +87,8 @@ export async function redeliver(
   payloadId: number,
   requestedBy = `${os.userInfo().username}@${os.hostname()}`,
   to?: string,
+  /** The option that named `to`, for its error message. */
+  toOption = '--to',
 ): Promise<Redelivery> {
   const redelivered = await inTransaction(pool, async (client) => {
     const { rows } = await client.query<{
@@ -118,32 +113,11 @@ export async function redeliver(
       );
     }
     const webhookId = to ?? payload.webhook_id;
-    // Locked against a concurrent recording of the configuration that would disable it.
-    const {
-      rows: [webhook],
-    } = await client.query<{ enabled: boolean; paused: boolean }>(
-      'select enabled, paused_since is not null as paused from asset_webhooks.webhooks where webhook_id = $1 for share',
-      [webhookId],
-    );
-    const webhookState: WebhookState =
-      webhook === undefined ? 'not_configured' : !webhook.enabled ? 'disabled' : webhook.paused ? 'paused' : 'enabled';
-    // A paused webhook is enabled: the moved payload waits for its resume without expiring.
-    if (to !== undefined && (webhookState === 'disabled' || webhookState === 'not_configured')) {
-      const { rows: enabled } = await client.query<{ webhook_id: string }>(
-        'select webhook_id from asset_webhooks.webhooks where enabled order by webhook_id limit 21',
-      );
-      const shown =
-        enabled.length === 0
-          ? 'none'
-          : enabled
-              .slice(0, 20)
-              .map((row) => row.webhook_id)
-              .join(', ') + (enabled.length > 20 ? ', ...' : '');
-      throw new UserError(
-        'webhook_not_enabled',
-        `--to: expected an enabled webhook of the running service (${shown}), got ${JSON.stringify(to)} (${webhookState === 'disabled' ? 'disabled or no longer configured' : 'never run with'})`,
-      );
-    }
+    // A move is refused unless the webhook is sent to; either way its row is locked against a concurrent recording of the configuration.
+    const webhookState =
+      to === undefined
+        ? await readWebhookState(client, webhookId, { lock: true })
+        : await assertMoveTarget(client, toOption, to);
     const movedFrom = webhookId === payload.webhook_id ? null : payload.webhook_id;
     const series = payload.series + 1;
     await client.query(

@@ -1,9 +1,17 @@
 import type pg from 'pg';
-import { ASSET_STATE_COLUMNS } from '../db/asset-state.js';
+import { ASSET_STATE_COLUMNS, IN_TRASH_COLUMN } from '../db/asset-state.js';
 import { UserError } from '../errors.js';
 
-/** What is wrong with the installed binding's view, one line per problem; empty when nothing is. */
-export async function bindingProblems(client: pg.Pool | pg.PoolClient): Promise<string[]> {
+/**
+ * What is wrong with the installed binding's view, one line per problem; empty
+ * when nothing is. `columns`: those the caller reads (default: those the
+ * coalescer and `explain` read; `migrate --binding` and `backfill` ask for
+ * BINDING_VIEW_COLUMNS, in_trash included).
+ */
+export async function bindingProblems(
+  client: pg.Pool | pg.PoolClient,
+  columns: ReadonlyArray<readonly [name: string, type: string]> = ASSET_STATE_COLUMNS,
+): Promise<string[]> {
   const { rows } = await client.query<{ name: string | null; type: string | null; exists: boolean }>(
     `select a.attname as name, format_type(a.atttypid, a.atttypmod) as type, v.oid is not null as exists
      from (select to_regclass('asset_webhooks.asset_state') as oid) v
@@ -16,19 +24,27 @@ export async function bindingProblems(client: pg.Pool | pg.PoolClient): Promise<
   }
   const actual = new Map(rows.map((row) => [row.name, row.type]));
   const problems: string[] = [];
-  for (const [name, type] of ASSET_STATE_COLUMNS) {
+  for (const [name, type] of columns) {
     const got = actual.get(name);
     if (got !== type)
       problems.push(
-        `view asset_webhooks.asset_state, column ${name}: expected ${type}, got ${got ?? 'no such column'}`,
+        `view asset_webhooks.asset_state, column ${name}: expected ${type}, got ${got ?? 'no such column'}` +
+          (name === IN_TRASH_COLUMN[0] && got === undefined ? IN_TRASH_HINT : ''),
       );
   }
   return problems;
 }
 
-/** Refuses a database whose binding view is missing or does not have the columns the service reads. */
-export async function assertBinding(client: pg.Pool | pg.PoolClient): Promise<void> {
-  const problems = await bindingProblems(client);
+/** Said of a view without in_trash: a binding written before the column existed. */
+const IN_TRASH_HINT =
+  ' (true while the asset is in the Trash, which backfill needs: add it to the view, see docs/writing-a-binding.md, and run `asset-webhooks migrate --binding FILE` again)';
+
+/** Refuses a database whose binding view is missing or does not have `columns` (default: those the service reads). */
+export async function assertBinding(
+  client: pg.Pool | pg.PoolClient,
+  columns: ReadonlyArray<readonly [name: string, type: string]> = ASSET_STATE_COLUMNS,
+): Promise<void> {
+  const problems = await bindingProblems(client, columns);
   if (problems.length > 0)
     throw new UserError(
       problems.length === 1 && problems[0]!.includes('got none') ? 'binding_missing' : 'binding_invalid',

@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { SchemaVersionError, UserError } from '../errors.js';
 import { describeError } from '../db/connect.js';
 import { inTransaction } from '../db/transaction.js';
+import { BINDING_VIEW_COLUMNS } from '../db/asset-state.js';
 import { assertBinding, captureGaps } from './binding-check.js';
 import { codeSchemaVersion, loadMigrations, referenceBindingPath, type Migration } from './sql-files.js';
 
@@ -80,7 +81,7 @@ export async function migrate(
         // Checked before it commits: a binding whose view the service cannot read is rolled back.
         await inShortLockTries(client, async () => {
           await runBindingSql(client, bindingSql);
-          await assertBinding(client);
+          await assertBinding(client, BINDING_VIEW_COLUMNS);
         });
       }
     } finally {

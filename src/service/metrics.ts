@@ -206,6 +206,22 @@ export class ServiceMetrics {
     });
   }
 
+  /**
+   * The intervalSeconds of this process's configuration, read at scrape time
+   * so a reload shows at once: alerts on how long events wait compare with it
+   * (deploy/prometheus/alerts.yaml).
+   */
+  trackInterval(read: () => number): void {
+    new Gauge({
+      name: 'asset_webhooks_interval_seconds',
+      help: "The configured intervalSeconds of this process's document: how often events are coalesced and sent.",
+      registers: [this.registry],
+      collect() {
+        this.set(read());
+      },
+    });
+  }
+
   /** Records one coalescing run. */
   recordRun(result: { events: number; payloads: number; routes: Record<string, number> }): void {
     this.eventsCoalesced.inc(result.events);

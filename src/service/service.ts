@@ -6,12 +6,13 @@ import { loadConfigFile } from '../config/load.js';
 import { configWarnings } from '../config/warnings.js';
 import { coalesce } from '../coalesce/run.js';
 import { databaseNowMs, recordTickOutcome, tick, tickPeriodMs } from '../coalesce/schedule.js';
+import { IN_TRASH_COLUMN } from '../db/asset-state.js';
 import { assertReachable, createPool, describeError } from '../db/connect.js';
 import { DeliveryPump } from '../delivery/pump.js';
 import { UserError } from '../errors.js';
 import { workerLogger } from '../logging/worker-logger.js';
 import { runMaintenance } from '../maintenance/maintenance.js';
-import { assertBinding, captureGaps } from '../migrate/binding-check.js';
+import { assertBinding, bindingProblems, captureGaps } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
 import { MAINTENANCE_CRONTAB } from './crontab.js';
 import { startHttpServer } from './http-server.js';
@@ -109,6 +110,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     await assertBinding(pool);
     for (const warning of configWarnings(config)) logger.warn({ warning }, 'configuration');
     for (const gap of await captureGaps(pool)) logger.warn({ gap }, 'capture: changes can go uncaptured');
+    for (const problem of await bindingProblems(pool, [IN_TRASH_COLUMN]))
+      logger.warn({ problem }, 'binding: backfill is refused until the view has this column');
   } catch (error) {
     return failedStart(error);
   }
@@ -167,6 +170,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     ownLeaseHeldForMs: () => heldLease.heldForMs(),
   });
   metrics.trackRequestsInFlight(() => pump.requestsInFlight);
+  metrics.trackInterval(() => state.settings.intervalSeconds);
 
   const taskList: TaskList = {
     coalesce: async (payload) => {

@@ -102,6 +102,7 @@ function servedNames(exposition: string): Set<string> {
 describe('deploy/ monitoring files', () => {
   let running: TestService;
   let served: Set<string>;
+  let exposition: string;
 
   beforeAll(async () => {
     const port = await freePort();
@@ -113,7 +114,8 @@ describe('deploy/ monitoring files', () => {
     );
     const response = await fetch(`http://127.0.0.1:${port}/metrics`);
     expect(response.status).toBe(200);
-    served = servedNames(await response.text());
+    exposition = await response.text();
+    served = servedNames(exposition);
   }, 60_000);
   afterAll(async () => {
     await running?.stop();
@@ -167,5 +169,29 @@ describe('deploy/ monitoring files', () => {
       expect(['critical', 'warning', 'info'], rule.alert).toContain(rule.labels.severity);
       expect(rule.annotations.summary, rule.alert).toBeTruthy();
     }
+  });
+
+  it('fires the outbox-age alert relative to the configured interval, served by every process', () => {
+    // The service above runs with intervalSeconds: 1.
+    expect(exposition).toMatch(/^asset_webhooks_interval_seconds 1$/m);
+    const rule = alertExpressions().find((expression) => expression.where === 'alerts.yaml AssetWebhooksOutboxAge');
+    expect(rule).toBeDefined();
+    // The threshold side of the comparison reads the interval: no fixed age that an interval above it would exceed.
+    const [, threshold] = rule!.expr.split(/\s>\s/);
+    expect(threshold, rule!.expr).toBeDefined();
+    expect(metricNames({ where: rule!.where, expr: threshold! })).toEqual(['asset_webhooks_interval_seconds']);
+  });
+
+  it('docs/operations.md gives the thresholds the rules use', () => {
+    const operations = readFileSync(fileURLToPath(new URL('../../docs/operations.md', import.meta.url)), 'utf8');
+    const row = (metric: string): string =>
+      operations.split('\n').find((line) => line.startsWith(`| \`${metric}\``)) ?? `(no row for ${metric})`;
+    const oldest = alertExpressions().find(
+      (expression) => expression.where === 'alerts.yaml AssetWebhooksOldestTransaction',
+    );
+    const seconds = Number(/>\s*(\d+)\s*$/.exec(oldest!.expr)?.[1]);
+    expect(seconds).toBeGreaterThan(0);
+    expect(row('asset_webhooks_oldest_transaction_age_seconds')).toContain(`above ${seconds / 60} minutes`);
+    expect(row('asset_webhooks_outbox_oldest_age_seconds')).toContain('two intervals plus 8 minutes');
   });
 });

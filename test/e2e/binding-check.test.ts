@@ -36,6 +36,24 @@ const expectedProblems = [
   'view asset_webhooks.asset_state, column field_values: expected text[], got no such column',
 ];
 
+/** What a binding view without in_trash (written before the column existed) is told. */
+const noInTrash =
+  'view asset_webhooks.asset_state, column in_trash: expected boolean, got no such column (true while the asset is in the Trash, ' +
+  'which backfill needs: add it to the view, see docs/writing-a-binding.md, and run `asset-webhooks migrate --binding FILE` again)';
+
+// The reference binding's view as it was before in_trash.
+const viewWithoutInTrash = `
+create or replace view asset_webhooks.asset_state as
+select a.asset_id, a.asset_uuid, a.supertype, a.parent_id, a.state, a.schema_id, a.type_id, a.domain_id, a.latest_atom_id,
+       coalesce(k.keywords, '{}'::text[]) as keywords,
+       coalesce(f.field_names, '{}'::text[]) as field_names,
+       coalesce(f.field_values, '{}'::text[]) as field_values
+from public.assets a
+left join lateral (select array_agg(k.value) as keywords from public.asset_keywords k where k.asset_id = a.asset_id) k on true
+left join lateral (select array_agg(f.name) as field_names, array_agg(f.value) as field_values
+                   from public.asset_additional_fields f where f.asset_id = a.asset_id) f on true;
+`;
+
 describe('a database never migrated', () => {
   it('every command but migrate says to run migrate, in one line (exit 1)', async () => {
     const config = path.join(directory, 'unmigrated.yaml');
@@ -95,7 +113,7 @@ describe('the binding view check', () => {
     writeFileSync(file, badView);
     const result = await runCli(['migrate', '--database-url', db.url, '--binding', file]);
     expect(result.code).toBe(1);
-    for (const problem of expectedProblems) expect(result.stderr).toContain(problem);
+    for (const problem of [...expectedProblems, noInTrash]) expect(result.stderr).toContain(problem);
     expect(result.stderr).not.toMatch(/\n\s+at /);
     const { rows } = await db.pool.query(
       "select to_regclass('public.things')::text as things, to_regclass('asset_webhooks.asset_state')::text as view",
@@ -179,4 +197,59 @@ describe('the binding view check', () => {
     expect(result.code).not.toBe(0);
     for (const problem of expectedProblems) expect(result.stderr).toContain(problem);
   });
+
+  it(
+    'a view without in_trash: migrate refuses it, naming the column; installed by an older release, run warns, explain reads it, backfill refuses',
+    { timeout: 120_000 },
+    async () => {
+      await db.pool.query('drop view asset_webhooks.asset_state');
+      const file = path.join(directory, 'binding-without-in-trash.sql');
+      writeFileSync(file, viewWithoutInTrash);
+      const refused = await runCli(['migrate', '--database-url', db.url, '--binding', file]);
+      expect({ code: refused.code, stderr: refused.stderr }).toEqual({ code: 1, stderr: `${noInTrash}\n` });
+      const { rows } = await db.pool.query("select to_regclass('asset_webhooks.asset_state')::text as view");
+      expect(rows).toEqual([{ view: null }]);
+
+      // As a release before the column left it.
+      await db.pool.query(viewWithoutInTrash);
+      await db.pool.query('insert into public.assets (asset_id) values (1) on conflict do nothing');
+      const configText =
+        'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n';
+      const config = path.join(directory, 'old-binding.yaml');
+      writeFileSync(config, configText);
+      let log = '';
+      const sink = new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          log += chunk.toString();
+          done();
+        },
+      });
+      const service = await startTestService(db.url, configText, createLogger({ level: 'warn', destination: sink }));
+      await service.stop();
+      const warnings = log
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { msg: string; problem?: string })
+        .filter((line) => line.problem !== undefined)
+        .map(({ msg, problem }) => ({ msg, problem }));
+      expect(warnings).toEqual([
+        { msg: 'binding: backfill is refused until the view has this column', problem: noInTrash },
+      ]);
+
+      const explained = await runCli([
+        'explain',
+        '--webhook',
+        'crm',
+        '--asset',
+        '1',
+        '--config',
+        config,
+        '--database-url',
+        db.url,
+      ]);
+      expect({ code: explained.code, stderr: explained.stderr }).toEqual({ code: 0, stderr: '' });
+      const backfilled = await runCli(['backfill', '--webhook', 'crm', '--config', config, '--database-url', db.url]);
+      expect({ code: backfilled.code, stderr: backfilled.stderr }).toEqual({ code: 1, stderr: `${noInTrash}\n` });
+    },
+  );
 });

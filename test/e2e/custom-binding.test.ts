@@ -18,7 +18,8 @@ create table if not exists public.media_items (
   kind      text not null,
   status    text,
   version   bigint not null default 1,
-  tags      text[] not null default '{}'
+  tags      text[] not null default '{}',
+  archived  boolean not null default false
 );
 
 create or replace function asset_webhooks.media_capture()
@@ -53,7 +54,8 @@ create or replace trigger media_capture_delete after delete on public.media_item
 create or replace view asset_webhooks.asset_state as
 select i.item_id as asset_id, i.item_uuid as asset_uuid, i.kind as supertype, null::bigint as parent_id,
        i.status as state, null::bigint as schema_id, null::bigint as type_id, null::bigint as domain_id,
-       i.version as latest_atom_id, i.tags as keywords, '{}'::text[] as field_names, '{}'::text[] as field_values
+       i.version as latest_atom_id, i.tags as keywords, '{}'::text[] as field_names, '{}'::text[] as field_values,
+       i.archived as in_trash
 from public.media_items i;
 `;
 
@@ -192,5 +194,27 @@ describe('migrate --binding FILE with a binding of another asset schema', () => 
       ['CREATED', 1, one, 1],
       ['EDITED', 1, one, 1],
     ]);
+
+    // A backfill reads the Trash from the view's in_trash (here: archived items).
+    await db.pool.query(
+      "insert into media_items (kind, status, tags, archived) values ('Image', 'draft', '{summer}', true)",
+    );
+    const backfilled = await runCli([
+      'backfill',
+      '--webhook',
+      'images',
+      '--json',
+      '--config',
+      configFile,
+      '--database-url',
+      db.url,
+    ]);
+    expect(backfilled.stderr).toBe('');
+    expect(JSON.parse(backfilled.stdout)).toMatchObject({
+      status: 'completed',
+      assetsRead: 4,
+      eventsSent: 1,
+      excludedBy: { resource_type: 1, 'filter:1': 1, in_trash: 1 },
+    });
   });
 });

@@ -183,6 +183,108 @@ describe('a webhook whose url changed', () => {
     expect(failing.requests).toHaveLength(1);
   }, 120_000);
 
+  it('bulk redelivery of webhook_removed dead letters: back to the old id says they are dead-lettered again (they are); --to-webhook moves them all, sent in order', async () => {
+    const failing = await receiver(503);
+    const fixed = await receiver(200);
+    const oldId = defaultWebhookId(failing.url);
+    const newId = defaultWebhookId(fixed.url);
+    const first = run(writeConfig([{ url: failing.url }]));
+    await running(first);
+    // Three payloads for the old url: the first is tried (503) and holds the other two behind it.
+    await createAsset(1, failing);
+    for (const [assetId, payloads] of [
+      [2, 2],
+      [3, 3],
+    ] as const) {
+      await db.pool.query('insert into assets (asset_id) values ($1)', [assetId]);
+      await eventually(
+        async () => ((await payloadsOf(oldId)).length === payloads ? true : undefined),
+        30_000,
+        `payload ${payloads} of the old id`,
+      );
+    }
+    await stop(first);
+    const second = run(writeConfig([{ url: fixed.url }]));
+    await running(second);
+    const removed = await payloadsOf(oldId);
+    expect(removed.map((payload) => payload.dead_letter_reason)).toEqual(Array(3).fill('webhook_removed'));
+    const [firstId, lastId] = [removed[0]!.payload_id, removed[2]!.payload_id];
+    const redeliver = (...args: string[]) =>
+      runCli([
+        'dead-letters',
+        'redeliver',
+        '--webhook',
+        oldId,
+        '--reason',
+        'webhook_removed',
+        ...args,
+        '--database-url',
+        db.url,
+      ]);
+
+    // Back to the removed webhook: the warning says what happens, and it happens.
+    const back = await redeliver();
+    expect(back.code).toBe(0);
+    expect(back.stderr).toBe(
+      `warning: webhook ${oldId} is in the configuration of no running process (removed): the payloads are dead-lettered again as ` +
+        'webhook_removed when a run process next records its configuration (before its next coalescing run); to send them to another ' +
+        `webhook: asset-webhooks dead-letters redeliver --webhook ${oldId} --reason webhook_removed --to-webhook WEBHOOK_ID\n`,
+    );
+    expect(back.stdout).toBe(
+      `3 dead letters of webhook ${oldId} queued for redelivery (payloads ${firstId} to ${lastId}), sent in payload order; they are not sent: the webhook is removed\n`,
+    );
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ n: number }>(
+          "select count(*)::int as n from asset_webhooks.payloads where webhook_id = $1 and status = 'dead_lettered' and dead_letter_reason = 'webhook_removed' and series = 2",
+          [oldId],
+        );
+        return rows[0]!.n === 3 ? true : undefined;
+      },
+      20_000,
+      'the payloads dead-lettered again as webhook_removed',
+    );
+    expect(failing.requests).toHaveLength(1);
+
+    // A dry run checks the target and changes nothing; a webhook the service does not send to is refused.
+    const dry = await redeliver('--to-webhook', newId, '--dry-run');
+    expect(dry.stdout).toBe(
+      `3 dead letters of webhook ${oldId} would be moved to webhook ${newId} and queued for redelivery (payloads ${firstId} to ${lastId}); dry run, nothing changed\n`,
+    );
+    const nowhere = await redeliver('--to-webhook', 'nowhere');
+    expect({ code: nowhere.code, stderr: nowhere.stderr }).toEqual({
+      code: 1,
+      stderr: `--to-webhook: expected an enabled webhook of the running service (${newId}), got "nowhere" (never run with)\n`,
+    });
+    expect(fixed.requests).toHaveLength(0);
+
+    // To the new webhook, in one command: all of them, in payload order, the same bodies.
+    const moved = await redeliver('--to-webhook', newId);
+    expect(moved.stderr).toBe('');
+    expect(moved.code).toBe(0);
+    expect(moved.stdout).toBe(
+      `3 dead letters of webhook ${oldId} moved to webhook ${newId} and queued for redelivery (payloads ${firstId} to ${lastId}), sent in payload order; a running service sends them\n`,
+    );
+    await fixed.waitFor(3, 30_000);
+    expect(fixed.requests[0]!.body).toBe(failing.requests[0]!.body);
+    expect(
+      fixed.requests.map(
+        (request) => (JSON.parse(request.body) as { events: Array<{ assetId: number }> }).events[0]!.assetId,
+      ),
+    ).toEqual([1, 2, 3]);
+    await eventually(
+      async () =>
+        (await payloadsOf(newId)).filter((payload) => payload.status === 'delivered').length === 3 ? true : undefined,
+      20_000,
+      'the moved payloads delivered',
+    );
+    expect((await payloadsOf(newId)).map((payload) => payload.payload_id)).toEqual(removed.map((p) => p.payload_id));
+    const { rows: records } = await db.pool.query(
+      'select series, previous_reason, moved_from from asset_webhooks.redeliveries where series = 3 order by payload_id',
+    );
+    expect(records).toEqual(Array(3).fill({ series: 3, previous_reason: 'webhook_removed', moved_from: oldId }));
+  }, 120_000);
+
   it("leaves the old id's payloads waiting while another running process still has it, and dead-letters them once it stops", async () => {
     const failing = await receiver(503);
     const fixed = await receiver(200);
@@ -246,7 +348,7 @@ describe('a webhook whose url changed', () => {
       [payload!.payload_id],
     );
     for (const [to, why] of [
-      ['off', 'disabled or no longer configured'],
+      ['off', 'disabled'],
       ['nowhere', 'never run with'],
     ] as const) {
       const result = await runCli([

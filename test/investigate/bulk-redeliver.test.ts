@@ -213,7 +213,12 @@ describe('dead-letters redeliver --webhook', () => {
         ],
         [
           ['--webhook', 'crm', '--to', 'crm-v2'],
-          '--to: expected an ISO-8601 time such as 2026-11-22T09:00:00Z (UTC when no offset is given), got "crm-v2"',
+          '--to: expected an ISO-8601 time such as 2026-11-22T09:00:00Z (UTC when no offset is given), got "crm-v2" ' +
+            '(with --webhook, --to ends the time window; to move the dead letters to another webhook: --to-webhook WEBHOOK_ID)',
+        ],
+        [
+          ['5', '--to', 'crm-v2', '--to-webhook', 'crm-v3'],
+          '--to-webhook: expected either --to WEBHOOK_ID or --to-webhook WEBHOOK_ID with PAYLOAD_ID 5, got both',
         ],
         [
           ['--webhook', 'crm', '--from', at(10), '--to', at(5)],

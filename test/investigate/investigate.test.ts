@@ -276,7 +276,7 @@ describe('dead letters', () => {
         ),
       );
       expect(result.stderr).toMatch(
-        /^warning: webhook crm is disabled or no longer configured: the payload waits until the webhook is enabled .* dead-lettered as expired if that takes longer than retry\.deadLetterAfterSeconds; to send it to another webhook: asset-webhooks dead-letters redeliver \d+ --to WEBHOOK_ID\n$/,
+        /^warning: webhook crm is disabled: the payload waits until the webhook is enabled .* and is dead-lettered as expired if that takes longer than retry\.deadLetterAfterSeconds; to send it to another webhook: asset-webhooks dead-letters redeliver \d+ --to WEBHOOK_ID\n$/,
       );
     } finally {
       await db.pool.query("update asset_webhooks.webhooks set enabled = true where webhook_id = 'crm'");

@@ -10,7 +10,13 @@ describe('what `dead-letters redeliver` is asked, by its arguments', () => {
       'PAYLOAD_ID --to: --to names the webhook it moves to',
       5,
       { to: 'crm-v2' },
-      { kind: 'moved', payloadId: 5, toWebhookId: 'crm-v2' },
+      { kind: 'moved', payloadId: 5, toWebhookId: 'crm-v2', option: '--to' },
+    ],
+    [
+      'PAYLOAD_ID --to-webhook: the same as --to',
+      5,
+      { toWebhook: 'crm-v2' },
+      { kind: 'moved', payloadId: 5, toWebhookId: 'crm-v2', option: '--to-webhook' },
     ],
     [
       '--webhook alone: every dead letter of it',
@@ -19,6 +25,23 @@ describe('what `dead-letters redeliver` is asked, by its arguments', () => {
       {
         kind: 'bulk',
         selection: { webhookId: 'crm', from: undefined, to: undefined, reason: undefined },
+        moveTo: undefined,
+        dryRun: false,
+      },
+    ],
+    [
+      '--webhook --to-webhook: every dead letter of it, moved to that webhook; --to still ends the window',
+      undefined,
+      { webhook: 'crm', to: '2026-11-21T00:00:00Z', reason: 'webhook_removed', toWebhook: 'crm-v2' },
+      {
+        kind: 'bulk',
+        selection: {
+          webhookId: 'crm',
+          from: undefined,
+          to: new Date('2026-11-21T00:00:00Z'),
+          reason: 'webhook_removed',
+        },
+        moveTo: 'crm-v2',
         dryRun: false,
       },
     ],
@@ -29,6 +52,7 @@ describe('what `dead-letters redeliver` is asked, by its arguments', () => {
       {
         kind: 'bulk',
         selection: { webhookId: 'crm', from, to: new Date('2026-11-20T23:00:00Z'), reason: 'expired' },
+        moveTo: undefined,
         dryRun: true,
       },
     ],
@@ -42,7 +66,12 @@ describe('what `dead-letters redeliver` is asked, by its arguments', () => {
     [5, { from }, /^--from: goes with --webhook ID/],
     [5, { reason: 'expired' }, /^--reason: goes with --webhook ID/],
     [5, { dryRun: true }, /^--dry-run: goes with --webhook ID/],
-    [undefined, { webhook: 'crm', to: 'crm-v2' }, /^--to: expected an ISO-8601 time/],
+    [undefined, { webhook: 'crm', to: 'crm-v2' }, /^--to: expected an ISO-8601 time.* --to-webhook WEBHOOK_ID\)$/],
+    [
+      5,
+      { to: 'crm-v2', toWebhook: 'crm-v3' },
+      /^--to-webhook: expected either --to WEBHOOK_ID or --to-webhook WEBHOOK_ID/,
+    ],
     [undefined, { webhook: 'crm', from, to: '2026-11-19T00:00:00Z' }, /^--from: expected a time before --to/],
     [
       undefined,

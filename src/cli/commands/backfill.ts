@@ -2,6 +2,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { backfill, type BackfillProgress, type BackfillResult } from '../../backfill/backfill.js';
 import { loadConfiguredWebhook } from '../../config/load.js';
 import { UserError } from '../../errors.js';
+import { BINDING_VIEW_COLUMNS } from '../../db/asset-state.js';
 import { assertBinding } from '../../migrate/binding-check.js';
 import { withDatabase } from '../database.js';
 
@@ -54,8 +55,8 @@ export function registerBackfill(program: Command): void {
   program
     .command('backfill')
     .description(
-      'Send one EDITED event with a new eventId, to one webhook only, for every asset that passes its checks now (or for each listed asset ' +
-        'that does), in payloads after those already waiting for it. Interrupted (Ctrl-C, a kill), the same command resumes without sending an asset twice; ' +
+      'Send one EDITED event with a new eventId, to one webhook only, for every asset that is not in the Trash and passes its checks now ' +
+        '(or for each listed asset that is and does), in payloads after those already waiting for it. Interrupted (Ctrl-C, a kill), the same command resumes without sending an asset twice; ' +
         'once completed, the same command starts a new backfill. Progress on stderr.',
     )
     .requiredOption('--webhook <id>', 'the webhook, as configured')
@@ -100,7 +101,8 @@ export function registerBackfill(program: Command): void {
         process.on('SIGINT', stop).on('SIGTERM', stop);
         let printed = 0;
         const result = await withDatabase(options.databaseUrl, async (pool) => {
-          await assertBinding(pool);
+          // in_trash too: a backfill sends only assets that are not in the Trash.
+          await assertBinding(pool, BINDING_VIEW_COLUMNS);
           const {
             rows: [known],
           } = await pool.query<{ enabled: boolean }>(
