@@ -193,8 +193,8 @@ export async function settleAttempt(
 
 /**
  * Writes what a receiver already answered (or reads what deciding it needs).
- * While the database cannot be
- * reached (every way a connection fails: see isConnectionError), or the
+ * While the database cannot be reached (every way a connection fails, this
+ * process out of descriptors to open one: see isTransientWriteError), or the
  * write lost a deadlock or serialisation conflict, the result stays in
  * memory and the write is tried again, with pauses growing to five seconds,
  * for as long as the process runs: crash recovery leaves an attempt alone

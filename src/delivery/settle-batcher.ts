@@ -47,10 +47,11 @@ export interface SlotClaimer {
  * so a slot is taken again one round trip after its attempt ends.
  *
  * A batch is one transaction, so one result the database refuses would fail
- * the others with it. When a batch's statement fails because the connection
- * was lost or it lost a deadlock or serialisation conflict
- * (isTransientWriteError), every request in it gets the error and the caller
- * tries it again. When it fails for any other reason, the batch is split and
+ * the others with it. When a batch's statement fails in a way that the same
+ * statement may not when run again (isTransientWriteError: a lost
+ * connection, one this process could not open for want of descriptors, a
+ * deadlock), every request in it gets the error and the caller tries it
+ * again. When it fails for any other reason, the batch is split and
  * each result written alone, so the others are written whatever one of them
  * holds. A result that still cannot be written is written as an
  * `unrecordable` result (see unrecordable): the attempt is closed as failed

@@ -34,7 +34,12 @@ describe('defaults: a key left out takes the default docs/configuration.md gives
       maxPayloadBytes: 16_777_216,
       requestTimeoutSeconds: 30,
       retentionDays: 14,
-      retry: { delaysSeconds: [60, 120, 240, 480, 480], deadLetterAfterSeconds: 86_400 },
+      retry: {
+        delaysSeconds: [60, 120, 240, 480, 480],
+        deadLetterAfterSeconds: 86_400,
+        retryStatusCodes: [],
+        honorRetryAfter: false,
+      },
       network: { allowPrivateAddresses: false },
       secrets: { provider: 'env', cacheSeconds: 300 },
     });
@@ -94,6 +99,17 @@ describe('normalization', () => {
     expect(
       settings('', '  retry: { delaysSeconds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] }\n').retry.delaysSeconds,
     ).toHaveLength(10);
+  });
+
+  it('reads retry.honorRetryAfter as a real boolean, independent of retryStatusCodes', () => {
+    expect(settings('', '  retry: { honorRetryAfter: true }\n').retry).toMatchObject({
+      honorRetryAfter: true,
+      retryStatusCodes: [],
+    });
+    expect(settings('', '  retry: { retryStatusCodes: [429] }\n').retry.honorRetryAfter).toBe(false);
+    expect(problems(oneWebhook('', '  retry: { honorRetryAfter: "yes" }\n'))).toEqual([
+      'assetUpdater.retry.honorRetryAfter: expected true or false, got "yes"',
+    ]);
   });
 
   it('accepts ordinary custom headers, values with spaces and punctuation', () => {

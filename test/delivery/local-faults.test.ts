@@ -135,20 +135,6 @@ it(
     for (const socket of held) socket.destroy();
     await hog.close();
 
-    const notReady = await eventually<{ status: number; body: { status: string; check?: string; reason?: string } }>(
-      async () => {
-        const answer = await readyz().catch(() => undefined);
-        return answer?.status === 503 ? answer : undefined;
-      },
-      20_000,
-      '/readyz to answer',
-    );
-    expect(notReady.body).toMatchObject({ status: 'unavailable', check: 'local_resources' });
-    expect(notReady.body.reason).toMatch(/file descriptors or memory/);
-    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    const faults = /^asset_webhooks_delivery_local_faults_total\{webhook="crm"\} (\d+)$/m.exec(metrics);
-    expect(Number(faults?.[1])).toBeGreaterThanOrEqual(1);
-
     // One retry is configured: a local fault and the receiver's 503 would have used up two.
     const settled = await eventually(
       async () => {
@@ -162,6 +148,20 @@ it(
       'the payload to be delivered or dead-lettered',
     );
     expect(settled).toEqual({ status: 'delivered', dead_letter_reason: null });
+    const notReady = await eventually<{ status: number; body: { status: string; check?: string; reason?: string } }>(
+      async () => {
+        const answer = await readyz().catch(() => undefined);
+        return answer?.status === 503 ? answer : undefined;
+      },
+      20_000,
+      '/readyz to answer 503',
+    );
+    expect(notReady.body).toMatchObject({ status: 'unavailable', check: 'local_resources' });
+    expect(notReady.body.reason).toMatch(/file descriptors or memory/);
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const faults = /^asset_webhooks_delivery_local_faults_total\{webhook="crm"\} (\d+)$/m.exec(metrics);
+    expect(Number(faults?.[1])).toBeGreaterThanOrEqual(1);
+
     const made = await attempts('crm');
     // Local faults, then the receiver's 503 (its one retry), then its 200.
     expect(made.slice(-2)).toEqual([

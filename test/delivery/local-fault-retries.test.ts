@@ -1,0 +1,88 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { claimPayloads, type AttemptResult } from '../../src/delivery/attempt-store.js';
+import { settleAttempt } from '../../src/delivery/deliver.js';
+import type { Classification } from '../../src/delivery/policy/classify.js';
+import { LOCAL_FAULT_RETRY_SECONDS } from '../../src/delivery/policy/next-state.js';
+import { receiverConfig } from '../helpers/config.js';
+import { insertPayloads, testDelivery, type TestDelivery } from '../helpers/delivery.js';
+import { resetData } from '../helpers/seed.js';
+import { useTestDatabase } from '../helpers/test-database.js';
+
+// Attempts that failed for want of the process's own file descriptors or
+// memory do not count against retry.delaysSeconds, with the real database
+// counting them (asset_webhooks.attempts) and a clock the test moves.
+
+const db = useTestDatabase();
+let delivery: TestDelivery | undefined;
+
+beforeEach(async () => {
+  await resetData(db.pool);
+});
+afterEach(async () => {
+  await delivery?.close();
+  delivery = undefined;
+});
+
+const failed: Record<'local_fault' | 'retryable', Omit<AttemptResult, 'outcome'>> = {
+  local_fault: {
+    durationMs: 1,
+    statusCode: null,
+    errorClass: 'local_fault',
+    errorMessage: 'connect EMFILE 127.0.0.1:9',
+    responseExcerpt: null,
+  },
+  retryable: { durationMs: 1, statusCode: 503, errorClass: null, errorMessage: null, responseExcerpt: null },
+};
+
+describe('local faults and the retry schedule', () => {
+  it('three local faults, then a 503: the one retry of delaysSeconds [60] is still there; a second 503 uses it up', async () => {
+    let now = new Date('2026-11-22T12:00:00.000Z');
+    delivery = await testDelivery(
+      db.pool,
+      receiverConfig([{ id: 'crm', url: 'http://127.0.0.1:9/hook' }], { retry: { delaysSeconds: [60] } }),
+      { clock: () => now },
+    );
+    await insertPayloads(db.pool, 'crm', 1, now);
+    const outcomes: Array<{ outcome: string; retryInSeconds: number | null }> = [];
+    const steps: Array<'local_fault' | 'retryable'> = [
+      'local_fault',
+      'local_fault',
+      'local_fault',
+      'retryable',
+      'retryable',
+    ];
+    for (const step of steps) {
+      const [claimed] = await claimPayloads(db.pool, {
+        now,
+        max: 1,
+        share: 1,
+        after: null,
+        expireAfterSeconds: 86_400,
+      });
+      expect(claimed).toBeDefined();
+      const { result } = await settleAttempt(delivery.context, claimed!, failed[step], step as Classification, now);
+      const { rows } = await db.pool.query<{ next_attempt_at: Date | null }>(
+        'select next_attempt_at from asset_webhooks.payloads where payload_id = $1',
+        [claimed!.payloadId],
+      );
+      const next = rows[0]!.next_attempt_at;
+      outcomes.push({
+        outcome: result.outcome,
+        retryInSeconds: next === null ? null : (next.getTime() - now.getTime()) / 1000,
+      });
+      if (next !== null) now = next;
+    }
+    expect(outcomes).toEqual([
+      { outcome: 'retry', retryInSeconds: LOCAL_FAULT_RETRY_SECONDS },
+      { outcome: 'retry', retryInSeconds: LOCAL_FAULT_RETRY_SECONDS },
+      { outcome: 'retry', retryInSeconds: LOCAL_FAULT_RETRY_SECONDS },
+      { outcome: 'retry', retryInSeconds: 60 },
+      { outcome: 'retries_exhausted', retryInSeconds: null },
+    ]);
+    // Each attempt is recorded with its class.
+    const { rows } = await db.pool.query<{ error_class: string | null }>(
+      'select error_class from asset_webhooks.attempts order by attempt_no',
+    );
+    expect(rows.map((row) => row.error_class)).toEqual(['local_fault', 'local_fault', 'local_fault', null, null]);
+  });
+});
