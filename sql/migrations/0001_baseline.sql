@@ -315,7 +315,8 @@ as $$ select pg_try_advisory_xact_lock(asset_webhooks.process_lease_key(p_proces
 
 -- Every delivery attempt. The row is written before the request is sent, so a
 -- crash mid-attempt leaves a row without a result (outcome null) rather than
--- no row.
+-- no row. A standby's row (see claim_payloads) is written when it is claimed,
+-- before it is known whether it will be sent at all: `sent` says so.
 create table asset_webhooks.attempts (
   payload_id        bigint not null references asset_webhooks.payloads (payload_id) on delete cascade,
   series            integer not null,
@@ -332,6 +333,11 @@ create table asset_webhooks.attempts (
   -- application_name records null; crash recovery then closes such an
   -- attempt only once it is old (orphaned_attempts, src/delivery/recover.ts).
   process_id        text default asset_webhooks.process_of_session(),
+  -- False for a standby claimed and not yet reported sent (by the process's
+  -- next settle_and_claim after it sent it, or by its own result). Crash
+  -- recovery undoes such an attempt instead of closing it: a request that
+  -- never left its process is not an attempt.
+  sent              boolean not null default true,
   primary key (payload_id, series, attempt_no)
 );
 comment on column asset_webhooks.attempts.process_id is
@@ -622,9 +628,10 @@ $$;
 --
 -- Standby: for the webhooks named in p_standby_for (those the caller has
 -- requests open to), up to p_standby payloads more than the concurrency are
--- claimed and returned with standby = true: their attempts are started, but
--- the caller sends one only when one of its own requests to that webhook has
--- ended and that request's result is not yet written (or undoes it with
+-- claimed and returned with standby = true: their attempts are started, not
+-- yet sent (attempts.sent false), and the caller sends one only when one of
+-- its own requests to that webhook has ended and that request's result is not
+-- yet written, and says so in its next settle_and_claim (or undoes it with
 -- abandon_attempt). Counting rows in flight this way never lets a receiver
 -- see more than its concurrency of requests at once: a row claimed while the
 -- webhook has its concurrency in flight is a standby, and a standby replaces a
@@ -754,15 +761,19 @@ begin
                        else (select b.body from asset_webhooks.payloads b where b.payload_id = p.body_of) end
                 end as body
     ),
+    ranked as (
+      select c.*, row_number() over (partition by c.webhook_id order by c.ord) > s.sendable as standby
+      from claimed c
+      join unnest(v_webhooks, v_sendable) as s(webhook_id, sendable) on s.webhook_id = c.webhook_id
+      where c.due
+    ),
     started as (
-      insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
-      select c.payload_id, c.series, c.attempts, p_now from claimed c where c.due
+      insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at, sent)
+      select r.payload_id, r.series, r.attempts, p_now, not r.standby from ranked r
     )
-    select c.payload_id, c.webhook_id, c.series, c.attempts, asset_webhooks.series_start_as_read(c.series_started_at), c.body,
-           row_number() over (partition by c.webhook_id order by c.ord) > s.sendable
-    from claimed c
-    join unnest(v_webhooks, v_sendable) as s(webhook_id, sendable) on s.webhook_id = c.webhook_id
-    where c.due order by c.ord;
+    select r.payload_id, r.webhook_id, r.series, r.attempts, asset_webhooks.series_start_as_read(r.series_started_at), r.body,
+           r.standby
+    from ranked r order by r.ord;
 end $$;
 
 -- The one statement that changes a pending payload's state after a claim:
@@ -874,18 +885,26 @@ end $$;
 -- then the claimed payloads (idx null). p_claim_max 0 claims nothing. The
 -- claim never waits: its advisory locks are try-locks and its row locks skip
 -- locked rows, so it adds no lock wait to the settle.
+--
+-- p_sent_payload_ids, p_sent_series and p_sent_attempts name standbys the
+-- caller has sent since its previous statement: their attempts are marked
+-- sent first (see attempts.sent).
 create function asset_webhooks.settle_and_claim(
   p_payload_ids bigint[], p_series integer[], p_attempts integer[],
   p_duration_ms integer[], p_status_codes integer[], p_error_classes text[], p_error_messages text[], p_excerpts text[],
   p_outcomes text[], p_at timestamptz[], p_retry_at timestamptz[],
   p_receiver_failed boolean[], p_hold_until timestamptz[],
   p_now timestamptz, p_claim_max integer, p_claim_share integer, p_claim_after text, p_expire_after_seconds integer,
-  p_standby integer default 0, p_standby_for text[] default '{}', p_started_at timestamptz[] default null
+  p_standby integer default 0, p_standby_for text[] default '{}', p_started_at timestamptz[] default null,
+  p_sent_payload_ids bigint[] default '{}', p_sent_series integer[] default '{}', p_sent_attempts integer[] default '{}'
 ) returns table (idx integer, applied boolean, payload_id bigint, webhook_id text, series integer, attempt integer,
                  series_started_at timestamptz, body text, standby boolean)
 language plpgsql
 as $$
 begin
+  update asset_webhooks.attempts a set sent = true
+  from unnest(p_sent_payload_ids, p_sent_series, p_sent_attempts) as s(payload_id, series, attempt)
+  where a.payload_id = s.payload_id and a.series = s.series and a.attempt_no = s.attempt and not a.sent;
   return query
     select s.idx, s.applied, null::bigint, null::text, null::integer, null::integer, null::timestamptz, null::text,
            null::boolean
@@ -905,13 +924,16 @@ end $$;
 -- process_gone) and the attempt started more than p_grace_seconds before
 -- p_now; or, for an attempt that names no process (a session named
 -- otherwise), started more than p_nameless_after_seconds before. Crash
--- recovery closes them through settle_payloads as interrupted. Call it in a
--- transaction of its own: process_gone holds each lease it finds free until
--- the transaction ends.
+-- recovery closes them through settle_payloads as interrupted, or, when
+-- `sent` is false (a standby never reported sent), undoes them with
+-- abandon_attempt. Call it in a transaction of its own: process_gone holds
+-- each lease it finds free until the transaction ends.
 create function asset_webhooks.orphaned_attempts(p_now timestamptz, p_grace_seconds integer, p_nameless_after_seconds integer)
-returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz)
+returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz,
+               sent boolean)
 language sql volatile as $$
-  select p.payload_id, p.webhook_id, p.series, p.attempts, asset_webhooks.series_start_as_read(p.series_started_at)
+  select p.payload_id, p.webhook_id, p.series, p.attempts, asset_webhooks.series_start_as_read(p.series_started_at),
+         a.sent
   from asset_webhooks.payloads p
   join asset_webhooks.attempts a on a.payload_id = p.payload_id and a.series = p.series and a.attempt_no = p.attempts
   where p.status = 'pending' and p.dispatched and p.next_attempt_at is null and a.outcome is null
@@ -944,8 +966,9 @@ $$;
 
 -- Undoes the start of a claimed attempt that will not be made after all (its
 -- webhook was disabled, paused or removed by a reload the database had not
--- seen yet, or a standby nobody sent: see claim_payloads): the payload goes
--- back to the queue as it was, its last attempt the one before.
+-- seen yet, or a standby nobody sent, given back by its process or, once
+-- the process is gone, by crash recovery: see claim_payloads): the payload
+-- goes back to the queue as it was, its last attempt the one before.
 create function asset_webhooks.abandon_attempt(p_payload_id bigint, p_series integer, p_attempt integer) returns void
 language sql as $$
   delete from asset_webhooks.attempts
