@@ -108,6 +108,21 @@ begin
     $body$$f$, v_key);
 end $baseline$;
 
+-- This installation: one row, written by the migration that creates the
+-- schema. installation_id is random, so two databases migrated separately
+-- (two installations, or one rebuilt from scratch) never share it, while a
+-- copy of a database (a restored backup, CREATE DATABASE ... TEMPLATE) keeps
+-- it together with the payloads it holds. Payload ids start again in every
+-- database; a signed delivery's webhook-id names the payload within its
+-- installation (src/delivery/http/signing.ts), so receivers that deduplicate
+-- on it never take one installation's payload for another's.
+create table asset_webhooks.installation (
+  singleton        boolean primary key default true check (singleton),
+  installation_id  text not null default substr(md5(gen_random_uuid()::text), 1, 16),
+  created_at       timestamptz not null default now()
+);
+insert into asset_webhooks.installation default values;
+
 -- The outbox as operators read it: rows not coalesced yet, with their eventId.
 create view asset_webhooks.waiting_events as
 select o.seq,

@@ -57,6 +57,7 @@ export class ServiceState {
 /** A delivery context that always reads the current state (reloads swap it), and time from `clock`. */
 export function deliveryContext(
   pool: pg.Pool,
+  installationId: string,
   current: () => ServiceState,
   logger: Logger,
   metrics: ServiceMetrics,
@@ -65,6 +66,7 @@ export function deliveryContext(
 ): DeliveryContext {
   return {
     pool,
+    installationId,
     settler: new SettleBatcher(pool),
     get sender() {
       return current().sender;

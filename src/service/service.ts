@@ -7,6 +7,7 @@ import { configWarnings } from '../config/warnings.js';
 import { coalesce } from '../coalesce/run.js';
 import { databaseNowMs, recordTickOutcome, tick, tickPeriodMs } from '../coalesce/schedule.js';
 import { assertReachable, createPool, describeError } from '../db/connect.js';
+import { readInstallationId } from '../db/installation.js';
 import { DeliveryPump } from '../delivery/pump.js';
 import { UserError } from '../errors.js';
 import { workerLogger } from '../logging/worker-logger.js';
@@ -102,10 +103,12 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   started.add(() => state.close());
   // Coalescing starts at the first interval boundary after this moment, by the database's clock.
   let notBefore: number;
+  let installationId: string;
   try {
     await assertReachable(pool, options.databaseUrl);
     await assertSchemaCurrent(pool);
     await assertBinding(pool);
+    installationId = await readInstallationId(pool);
     for (const warning of configWarnings(config)) logger.warn({ warning }, 'configuration');
     for (const gap of await captureGaps(pool)) logger.warn({ gap }, 'capture: changes can go uncaptured');
   } catch (error) {
@@ -133,7 +136,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   }
   const metrics = new ServiceMetrics(pool);
   const shutdown = new AbortController();
-  const delivery = deliveryContext(pool, () => state, logger, metrics, shutdown.signal, clock);
+  const delivery = deliveryContext(pool, installationId, () => state, logger, metrics, shutdown.signal, clock);
 
   let workerRunning = false;
   let httpServer: Server | undefined;
