@@ -999,13 +999,20 @@ comment on column asset_webhooks.payloads.dead_letter_reason is
   'too_large (one event over maxPayloadBytes), webhook_removed (the webhook left the configuration of every running run process)';
 
 -- The webhooks in the configuration of each running `run` process, written
--- by record_configuration. A row lives as long as its process's lease
--- (asset_webhooks.process_gone); rows of gone processes are removed by the
--- next recording.
+-- by record_configuration. A process deletes its row when it stops cleanly
+-- (src/service/service.ts). A row whose process's lease is free
+-- (asset_webhooks.process_gone) is removed by a recording once the lease has
+-- stayed free for the grace crash recovery waits (see record_configuration).
 create table asset_webhooks.process_configurations (
-  process_id   text primary key,
-  webhook_ids  text[] not null,
-  recorded_at  timestamptz not null default now()
+  process_id        text primary key,
+  webhook_ids       text[] not null,
+  recorded_at       timestamptz not null default now(),
+  -- When a recording first found the process's lease free; null while it is
+  -- held. Cleared by the next recording that finds the lease held, and by the
+  -- process itself whenever it takes its lease again
+  -- (src/service/process-lease.ts), so a free spell that ended is never
+  -- added to a later one.
+  lease_free_since  timestamptz
 );
 
 -- Records the webhooks of one `run` process's configuration (at its start, at
@@ -1021,21 +1028,38 @@ create table asset_webhooks.process_configurations (
 -- sending. A webhook that is configured but disabled is not removed: its
 -- payloads wait, and expire. Payloads still `open` belong to a coalescing run
 -- in progress and are left to it; the next recording catches them once sealed.
--- A stop with an unchanged document removes nothing: its lease ends, and the
--- next process to start records the same webhooks.
+-- A stop with an unchanged document removes nothing: the process deletes its
+-- row, and the next process to start records the same webhooks.
+--
+-- A process whose lease is free without a clean stop counts as running until
+-- its lease has stayed free for p_grace_seconds, the grace crash recovery
+-- waits (src/delivery/recover.ts, processGoneGrace): a live process whose
+-- lease connection was lost for a moment takes its lease back well within
+-- it, and must not have its webhooks taken for removed meanwhile. With
+-- p_grace_seconds null (the caller's own lease is not yet settled) no
+-- process is taken for gone by its free lease.
 --
 -- Recordings are serialised, so one never decides on a snapshot that misses
 -- another's row that is being written.
-create function asset_webhooks.record_configuration(p_process_id text, p_webhook_ids text[])
+create function asset_webhooks.record_configuration(p_process_id text, p_webhook_ids text[],
+                                                    p_grace_seconds integer default null)
 returns table (webhook_id text, dead_lettered integer)
 language plpgsql as $$
 begin
   perform pg_advisory_xact_lock(hashtextextended('asset_webhooks.record_configuration', 0));
   insert into asset_webhooks.process_configurations as c (process_id, webhook_ids)
   values (p_process_id, p_webhook_ids)
-  on conflict (process_id) do update set webhook_ids = excluded.webhook_ids, recorded_at = now();
+  on conflict (process_id) do update set webhook_ids = excluded.webhook_ids, recorded_at = now(), lease_free_since = null;
+  -- Written only when it changes. process_gone holds each lease it finds free
+  -- until this transaction ends: the process cannot take it back in between.
+  update asset_webhooks.process_configurations c
+  set lease_free_since = case when g.gone then now() end
+  from (select o.process_id, asset_webhooks.process_gone(o.process_id) as gone
+        from asset_webhooks.process_configurations o where o.process_id <> p_process_id) g
+  where c.process_id = g.process_id and g.gone <> (c.lease_free_since is not null);
   delete from asset_webhooks.process_configurations c
-  where c.process_id <> p_process_id and asset_webhooks.process_gone(c.process_id);
+  where c.process_id <> p_process_id and p_grace_seconds is not null
+    and c.lease_free_since <= now() - make_interval(secs => p_grace_seconds);
   return query
   with removed as (
     select w.webhook_id from asset_webhooks.webhooks w

@@ -18,7 +18,8 @@ import { MAINTENANCE_CRONTAB } from './crontab.js';
 import { startHttpServer } from './http-server.js';
 import { holdProcessLease, runApplicationName, type ProcessLease } from './process-lease.js';
 import { ServiceMetrics } from './metrics.js';
-import { deliveryContext, ServiceState, syncWebhooks } from './service-state.js';
+import { processGoneGrace } from '../delivery/recover.js';
+import { deliveryContext, forgetConfiguration, ServiceState, syncWebhooks } from './service-state.js';
 
 export interface ServiceOptions {
   readonly databaseUrl: string;
@@ -128,8 +129,26 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     return failedStart(error);
   }
   started.add(() => heldLease.release());
+  // Released before the lease and after the ticker, the worker and reloads
+  // that record it have stopped: a clean stop is no free lease to wait out.
+  started.add(() =>
+    forgetConfiguration(pool, processId).catch((error: unknown) => {
+      logger.warn(
+        { err: describeError(error) },
+        'could not delete the configuration this process recorded; other processes take it for gone once its lease has been free for the grace',
+      );
+    }),
+  );
+  // The process itself is the recorder: crash recovery's grace, read at each recording.
+  const recorder = {
+    processId,
+    logger,
+    get goneGraceSeconds() {
+      return processGoneGrace(heldLease.heldForMs(), state.settings.requestTimeoutSeconds);
+    },
+  };
   try {
-    await syncWebhooks(pool, state.config, { processId, logger });
+    await syncWebhooks(pool, state.config, recorder);
     notBefore = await databaseNowMs(pool);
   } catch (error) {
     return failedStart(error);
@@ -175,7 +194,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       // Under the coalescing lock: a run of another process cannot rewrite them while this one routes.
       const current = state;
       const beforeRun = async (): Promise<void> => {
-        const restored = await syncWebhooks(pool, current.config, { processId, logger });
+        const restored = await syncWebhooks(pool, current.config, recorder);
         if (restored.length > 0) {
           logger.warn(
             { webhooks: restored },
@@ -303,8 +322,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
 
   let unrecorded = false;
   async function recordWebhooks(): Promise<void> {
+    // A stopping process deletes its recorded configuration (forgetConfiguration): never write it again.
+    if (shutdown.signal.aborted) return;
     try {
-      await syncWebhooks(pool, state.config, { processId, logger });
+      await syncWebhooks(pool, state.config, recorder);
       if (unrecorded) logger.info('the configuration in use is recorded in the database again');
       unrecorded = false;
     } catch (error) {
