@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect, it } from 'vitest';
-import { startCli } from '../helpers/cli.js';
+import { runCli, startCli } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
 import { eventually, startTestReceiver, type ReceivedRequest } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
@@ -76,6 +76,19 @@ it(
       first.child.kill('SIGKILL');
       await first.exited;
       expect(receiver.requests).toHaveLength(2);
+      // trace tells a standby never sent from a request that was out when the process died.
+      const { rows: events } = await db.pool.query<{ event_id: string }>(
+        'select event_id::text from asset_webhooks.events where asset_id in (1, 3) order by asset_id',
+      );
+      const traced = async (eventId: string): Promise<string> =>
+        (await runCli(['trace', eventId, '--database-url', db.url])).stdout;
+      await eventually(
+        async () =>
+          (await traced(events[1]!.event_id)).includes('claimed as a standby and never sent') ? true : undefined,
+        10_000,
+        'trace to say the standby was never sent',
+      );
+      expect(await traced(events[0]!.event_id)).toContain('-> interrupted: its run process is gone');
 
       second = startCli(['run', '--database-url', db.url, '--config', secondConfig]);
       await eventually(
