@@ -11,7 +11,7 @@ export async function readInstallationId(client: pg.ClientBase | pg.Pool): Promi
   );
   if (rows.length !== 1)
     throw new Error(
-      `asset_webhooks.installation: expected one row, got ${rows.length}; run \`asset-webhooks migrate\``,
+      `asset_webhooks.installation: expected exactly one row (migrate writes it when it creates the schema), got ${rows.length}`,
     );
   return rows[0]!.installation_id;
 }
