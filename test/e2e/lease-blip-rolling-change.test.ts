@@ -55,7 +55,9 @@ it(
     const b = await startTestReceiver();
     // b fails: its payload waits a minute for its retry, pending meanwhile.
     b.respond = () => 503;
-    const options = { requestTimeoutSeconds: 2, retry: { delaysSeconds: [60] } };
+    // A grace (below) well beyond how long the lease stays free: the cut lasts 2 s, and the lease is
+    // taken again at the next of its retries, 3.75 s after the loss (7.75 s at worst).
+    const options = { requestTimeoutSeconds: 5, retry: { delaysSeconds: [60] } };
     // The grace crash recovery waits: the request timeout plus 5 s.
     const graceSeconds = options.requestTimeoutSeconds + 5;
     const directory = tempDirectory('aw-blip-');
@@ -110,7 +112,7 @@ it(
         "the old process's lease to be free",
       );
       const cutAt = Date.now();
-      await sleep(3_000);
+      await sleep(2_000);
       expect(await statusesOf('b')).toEqual([{ status: 'pending', reason: null }]);
       // The new process recorded its configuration meanwhile (before each coalescing run, every second).
       const { rows: seenFree } = await db.pool.query<{ free: boolean }>(
