@@ -9,6 +9,7 @@ import { databaseNowMs, recordTickOutcome, tick, tickPeriodMs } from '../coalesc
 import { assertReachable, createPool, describeError } from '../db/connect.js';
 import { readInstallationId } from '../db/installation.js';
 import { DeliveryPump } from '../delivery/pump.js';
+import { processGoneGrace } from '../delivery/recover.js';
 import { UserError } from '../errors.js';
 import { workerLogger } from '../logging/worker-logger.js';
 import { runMaintenance } from '../maintenance/maintenance.js';
@@ -18,7 +19,6 @@ import { MAINTENANCE_CRONTAB } from './crontab.js';
 import { startHttpServer } from './http-server.js';
 import { holdProcessLease, runApplicationName, type ProcessLease } from './process-lease.js';
 import { ServiceMetrics } from './metrics.js';
-import { processGoneGrace } from '../delivery/recover.js';
 import { deliveryContext, forgetConfiguration, ServiceState, syncWebhooks } from './service-state.js';
 
 export interface ServiceOptions {
