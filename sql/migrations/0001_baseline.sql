@@ -108,6 +108,21 @@ begin
     $body$$f$, v_key);
 end $baseline$;
 
+-- This installation: one row, written by the migration that creates the
+-- schema. installation_id is random, so two databases migrated separately
+-- (two installations, or one rebuilt from scratch) never share it, while a
+-- copy of a database (a restored backup, CREATE DATABASE ... TEMPLATE) keeps
+-- it together with the payloads it holds. Payload ids start again in every
+-- database; a signed delivery's webhook-id names the payload within its
+-- installation (src/delivery/http/signing.ts), so receivers that deduplicate
+-- on it never take one installation's payload for another's.
+create table asset_webhooks.installation (
+  singleton        boolean primary key default true check (singleton),
+  installation_id  text not null default substr(md5(gen_random_uuid()::text), 1, 16),
+  created_at       timestamptz not null default now()
+);
+insert into asset_webhooks.installation default values;
+
 -- The outbox as operators read it: rows not coalesced yet, with their eventId.
 create view asset_webhooks.waiting_events as
 select o.seq,
@@ -315,7 +330,8 @@ as $$ select pg_try_advisory_xact_lock(asset_webhooks.process_lease_key(p_proces
 
 -- Every delivery attempt. The row is written before the request is sent, so a
 -- crash mid-attempt leaves a row without a result (outcome null) rather than
--- no row.
+-- no row. A standby's row (see claim_payloads) is written when it is claimed,
+-- before it is known whether it will be sent at all: `sent` says so.
 create table asset_webhooks.attempts (
   payload_id        bigint not null references asset_webhooks.payloads (payload_id) on delete cascade,
   series            integer not null,
@@ -332,6 +348,11 @@ create table asset_webhooks.attempts (
   -- application_name records null; crash recovery then closes such an
   -- attempt only once it is old (orphaned_attempts, src/delivery/recover.ts).
   process_id        text default asset_webhooks.process_of_session(),
+  -- False for a standby claimed and not yet reported sent (by the process's
+  -- next settle_and_claim after it sent it, or by its own result). Crash
+  -- recovery undoes such an attempt instead of closing it: a request that
+  -- never left its process is not an attempt.
+  sent              boolean not null default true,
   primary key (payload_id, series, attempt_no)
 );
 comment on column asset_webhooks.attempts.process_id is
@@ -622,9 +643,10 @@ $$;
 --
 -- Standby: for the webhooks named in p_standby_for (those the caller has
 -- requests open to), up to p_standby payloads more than the concurrency are
--- claimed and returned with standby = true: their attempts are started, but
--- the caller sends one only when one of its own requests to that webhook has
--- ended and that request's result is not yet written (or undoes it with
+-- claimed and returned with standby = true: their attempts are started, not
+-- yet sent (attempts.sent false), and the caller sends one only when one of
+-- its own requests to that webhook has ended and that request's result is not
+-- yet written, and says so in its next settle_and_claim (or undoes it with
 -- abandon_attempt). Counting rows in flight this way never lets a receiver
 -- see more than its concurrency of requests at once: a row claimed while the
 -- webhook has its concurrency in flight is a standby, and a standby replaces a
@@ -754,15 +776,19 @@ begin
                        else (select b.body from asset_webhooks.payloads b where b.payload_id = p.body_of) end
                 end as body
     ),
+    ranked as (
+      select c.*, row_number() over (partition by c.webhook_id order by c.ord) > s.sendable as standby
+      from claimed c
+      join unnest(v_webhooks, v_sendable) as s(webhook_id, sendable) on s.webhook_id = c.webhook_id
+      where c.due
+    ),
     started as (
-      insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
-      select c.payload_id, c.series, c.attempts, p_now from claimed c where c.due
+      insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at, sent)
+      select r.payload_id, r.series, r.attempts, p_now, not r.standby from ranked r
     )
-    select c.payload_id, c.webhook_id, c.series, c.attempts, asset_webhooks.series_start_as_read(c.series_started_at), c.body,
-           row_number() over (partition by c.webhook_id order by c.ord) > s.sendable
-    from claimed c
-    join unnest(v_webhooks, v_sendable) as s(webhook_id, sendable) on s.webhook_id = c.webhook_id
-    where c.due order by c.ord;
+    select r.payload_id, r.webhook_id, r.series, r.attempts, asset_webhooks.series_start_as_read(r.series_started_at), r.body,
+           r.standby
+    from ranked r order by r.ord;
 end $$;
 
 -- The one statement that changes a pending payload's state after a claim:
@@ -874,18 +900,26 @@ end $$;
 -- then the claimed payloads (idx null). p_claim_max 0 claims nothing. The
 -- claim never waits: its advisory locks are try-locks and its row locks skip
 -- locked rows, so it adds no lock wait to the settle.
+--
+-- p_sent_payload_ids, p_sent_series and p_sent_attempts name standbys the
+-- caller has sent since its previous statement: their attempts are marked
+-- sent first (see attempts.sent).
 create function asset_webhooks.settle_and_claim(
   p_payload_ids bigint[], p_series integer[], p_attempts integer[],
   p_duration_ms integer[], p_status_codes integer[], p_error_classes text[], p_error_messages text[], p_excerpts text[],
   p_outcomes text[], p_at timestamptz[], p_retry_at timestamptz[],
   p_receiver_failed boolean[], p_hold_until timestamptz[],
   p_now timestamptz, p_claim_max integer, p_claim_share integer, p_claim_after text, p_expire_after_seconds integer,
-  p_standby integer default 0, p_standby_for text[] default '{}', p_started_at timestamptz[] default null
+  p_standby integer default 0, p_standby_for text[] default '{}', p_started_at timestamptz[] default null,
+  p_sent_payload_ids bigint[] default '{}', p_sent_series integer[] default '{}', p_sent_attempts integer[] default '{}'
 ) returns table (idx integer, applied boolean, payload_id bigint, webhook_id text, series integer, attempt integer,
                  series_started_at timestamptz, body text, standby boolean)
 language plpgsql
 as $$
 begin
+  update asset_webhooks.attempts a set sent = true
+  from unnest(p_sent_payload_ids, p_sent_series, p_sent_attempts) as s(payload_id, series, attempt)
+  where a.payload_id = s.payload_id and a.series = s.series and a.attempt_no = s.attempt and not a.sent;
   return query
     select s.idx, s.applied, null::bigint, null::text, null::integer, null::integer, null::timestamptz, null::text,
            null::boolean
@@ -905,13 +939,16 @@ end $$;
 -- process_gone) and the attempt started more than p_grace_seconds before
 -- p_now; or, for an attempt that names no process (a session named
 -- otherwise), started more than p_nameless_after_seconds before. Crash
--- recovery closes them through settle_payloads as interrupted. Call it in a
--- transaction of its own: process_gone holds each lease it finds free until
--- the transaction ends.
+-- recovery closes them through settle_payloads as interrupted, or, when
+-- `sent` is false (a standby never reported sent), undoes them with
+-- abandon_attempt. Call it in a transaction of its own: process_gone holds
+-- each lease it finds free until the transaction ends.
 create function asset_webhooks.orphaned_attempts(p_now timestamptz, p_grace_seconds integer, p_nameless_after_seconds integer)
-returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz)
+returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz,
+               sent boolean)
 language sql volatile as $$
-  select p.payload_id, p.webhook_id, p.series, p.attempts, asset_webhooks.series_start_as_read(p.series_started_at)
+  select p.payload_id, p.webhook_id, p.series, p.attempts, asset_webhooks.series_start_as_read(p.series_started_at),
+         a.sent
   from asset_webhooks.payloads p
   join asset_webhooks.attempts a on a.payload_id = p.payload_id and a.series = p.series and a.attempt_no = p.attempts
   where p.status = 'pending' and p.dispatched and p.next_attempt_at is null and a.outcome is null
@@ -944,8 +981,9 @@ $$;
 
 -- Undoes the start of a claimed attempt that will not be made after all (its
 -- webhook was disabled, paused or removed by a reload the database had not
--- seen yet, or a standby nobody sent: see claim_payloads): the payload goes
--- back to the queue as it was, its last attempt the one before.
+-- seen yet, or a standby nobody sent, given back by its process or, once
+-- the process is gone, by crash recovery: see claim_payloads): the payload
+-- goes back to the queue as it was, its last attempt the one before.
 create function asset_webhooks.abandon_attempt(p_payload_id bigint, p_series integer, p_attempt integer) returns void
 language sql as $$
   delete from asset_webhooks.attempts
@@ -961,13 +999,20 @@ comment on column asset_webhooks.payloads.dead_letter_reason is
   'too_large (one event over maxPayloadBytes), webhook_removed (the webhook left the configuration of every running run process)';
 
 -- The webhooks in the configuration of each running `run` process, written
--- by record_configuration. A row lives as long as its process's lease
--- (asset_webhooks.process_gone); rows of gone processes are removed by the
--- next recording.
+-- by record_configuration. A process deletes its row when it stops cleanly
+-- (src/service/service.ts). A row whose process's lease is free
+-- (asset_webhooks.process_gone) is removed by a recording once the lease has
+-- stayed free for the grace crash recovery waits (see record_configuration).
 create table asset_webhooks.process_configurations (
-  process_id   text primary key,
-  webhook_ids  text[] not null,
-  recorded_at  timestamptz not null default now()
+  process_id        text primary key,
+  webhook_ids       text[] not null,
+  recorded_at       timestamptz not null default now(),
+  -- When a recording first found the process's lease free; null while it is
+  -- held. Cleared by the next recording that finds the lease held, and by the
+  -- process itself whenever it takes its lease again
+  -- (src/service/process-lease.ts), so a free spell that ended is never
+  -- added to a later one.
+  lease_free_since  timestamptz
 );
 
 -- Records the webhooks of one `run` process's configuration (at its start, at
@@ -983,21 +1028,38 @@ create table asset_webhooks.process_configurations (
 -- sending. A webhook that is configured but disabled is not removed: its
 -- payloads wait, and expire. Payloads still `open` belong to a coalescing run
 -- in progress and are left to it; the next recording catches them once sealed.
--- A stop with an unchanged document removes nothing: its lease ends, and the
--- next process to start records the same webhooks.
+-- A stop with an unchanged document removes nothing: the process deletes its
+-- row, and the next process to start records the same webhooks.
+--
+-- A process whose lease is free without a clean stop counts as running until
+-- its lease has stayed free for p_grace_seconds, the grace crash recovery
+-- waits (src/delivery/recover.ts, processGoneGrace): a live process whose
+-- lease connection was lost for a moment takes its lease back well within
+-- it, and must not have its webhooks taken for removed meanwhile. With
+-- p_grace_seconds null (the caller's own lease is not yet settled) no
+-- process is taken for gone by its free lease.
 --
 -- Recordings are serialised, so one never decides on a snapshot that misses
 -- another's row that is being written.
-create function asset_webhooks.record_configuration(p_process_id text, p_webhook_ids text[])
+create function asset_webhooks.record_configuration(p_process_id text, p_webhook_ids text[],
+                                                    p_grace_seconds integer default null)
 returns table (webhook_id text, dead_lettered integer)
 language plpgsql as $$
 begin
   perform pg_advisory_xact_lock(hashtextextended('asset_webhooks.record_configuration', 0));
   insert into asset_webhooks.process_configurations as c (process_id, webhook_ids)
   values (p_process_id, p_webhook_ids)
-  on conflict (process_id) do update set webhook_ids = excluded.webhook_ids, recorded_at = now();
+  on conflict (process_id) do update set webhook_ids = excluded.webhook_ids, recorded_at = now(), lease_free_since = null;
+  -- Written only when it changes. process_gone holds each lease it finds free
+  -- until this transaction ends: the process cannot take it back in between.
+  update asset_webhooks.process_configurations c
+  set lease_free_since = case when g.gone then now() end
+  from (select o.process_id, asset_webhooks.process_gone(o.process_id) as gone
+        from asset_webhooks.process_configurations o where o.process_id <> p_process_id) g
+  where c.process_id = g.process_id and g.gone <> (c.lease_free_since is not null);
   delete from asset_webhooks.process_configurations c
-  where c.process_id <> p_process_id and asset_webhooks.process_gone(c.process_id);
+  where c.process_id <> p_process_id and p_grace_seconds is not null
+    and c.lease_free_since <= now() - make_interval(secs => p_grace_seconds);
   return query
   with removed as (
     select w.webhook_id from asset_webhooks.webhooks w

@@ -89,6 +89,7 @@ export interface OperatorDatabase {
     response_excerpt: string | null;
     outcome: string | null;
     process_id: string | null;
+    sent: boolean;
   };
   'asset_webhooks.redeliveries': {
     payload_id: number;

@@ -44,7 +44,16 @@ export interface ClaimRequest {
    * that ends is replaced without waiting for a claim. None when absent.
    */
   readonly standby?: { readonly perWebhook: number; readonly webhooks: readonly string[] } | undefined;
+  /**
+   * Standbys the caller has sent since its previous settle: settleAndClaim
+   * records them as sent, so crash recovery counts them as attempts (see
+   * asset_webhooks.attempts.sent). Ignored by claimPayloads.
+   */
+  readonly sentStandbys?: readonly AttemptOf[] | undefined;
 }
+
+/** One attempt of a payload. */
+export type AttemptOf = Pick<ClaimedPayload, 'payloadId' | 'series' | 'attemptNo'>;
 
 /** Claims due payloads and starts their attempts (asset_webhooks.claim_payloads). */
 export async function claimPayloads(client: pg.Pool | pg.ClientBase, request: ClaimRequest): Promise<ClaimedPayload[]> {
@@ -149,7 +158,7 @@ export async function settleAndClaim(
   const { rows } = await client.query<{ idx: number | null; applied: boolean | null } & ClaimedRow>(
     `select * from asset_webhooks.settle_and_claim($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[], $6::text[], $7::text[],
        $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::boolean[], $13::timestamptz[],
-       $14, $15, $16, $17, $18, $19, $20::text[], $21::timestamptz[])`,
+       $14, $15, $16, $17, $18, $19, $20::text[], $21::timestamptz[], $22::bigint[], $23::int[], $24::int[])`,
     [
       column((r) => r.payload.payloadId),
       column((r) => r.payload.series),
@@ -173,6 +182,9 @@ export async function settleAndClaim(
       claim?.standby?.perWebhook ?? 0,
       claim?.standby?.webhooks ?? [],
       column((r) => r.sentAt ?? null),
+      (claim?.sentStandbys ?? []).map((sent) => sent.payloadId),
+      (claim?.sentStandbys ?? []).map((sent) => sent.series),
+      (claim?.sentStandbys ?? []).map((sent) => sent.attemptNo),
     ],
   );
   const settled: Settled[] = new Array(requests.length);
@@ -223,7 +235,7 @@ export async function localFaultsBefore(
 }
 
 /** Undoes the claim of an attempt that will not be made (see asset_webhooks.abandon_attempt). */
-export async function abandonAttempt(client: pg.Pool | pg.ClientBase, payload: ClaimedPayload): Promise<void> {
+export async function abandonAttempt(client: pg.Pool | pg.ClientBase, payload: AttemptOf): Promise<void> {
   await client.query('select asset_webhooks.abandon_attempt($1, $2, $3)', [
     payload.payloadId,
     payload.series,
@@ -238,6 +250,8 @@ export interface OrphanedAttempt {
   readonly series: number;
   readonly attemptNo: number;
   readonly seriesStartedAt: Date;
+  /** False for a standby its process never reported sent: recovery undoes it rather than counting it. */
+  readonly sent: boolean;
 }
 
 export async function orphanedAttempts(
@@ -252,6 +266,7 @@ export async function orphanedAttempts(
     series: number;
     attempt: number;
     series_started_at: Date;
+    sent: boolean;
   }>('select * from asset_webhooks.orphaned_attempts($1, $2, $3)', [now, graceSeconds, namelessAfterSeconds]);
   return rows.map((row) => ({
     payloadId: row.payload_id,
@@ -259,6 +274,7 @@ export async function orphanedAttempts(
     series: row.series,
     attemptNo: row.attempt,
     seriesStartedAt: row.series_started_at,
+    sent: row.sent,
   }));
 }
 

@@ -12,7 +12,7 @@ import {
 } from './attempt-store.js';
 import { storableMessage, type HttpSender, type PostResult } from './http/sender.js';
 import { isLocalFault } from './local-fault.js';
-import { signedHeaders } from './http/signing.js';
+import { signedHeaders, webhookMessageId } from './http/signing.js';
 import { classifyResponse, type Classification } from './policy/classify.js';
 import { nextState, receiverFailed } from './policy/next-state.js';
 import { parseRetryAfter } from './policy/retry-after.js';
@@ -47,6 +47,8 @@ export interface DeliverySettings {
 /** Everything a delivery attempt talks to; the service builds it once, and it reads the current configuration. */
 export interface DeliveryContext {
   readonly pool: pg.Pool;
+  /** This installation's random id (asset_webhooks.installation), part of every payload's `webhook-id`. */
+  readonly installationId: string;
   /** Writes payloads' next states, several per statement when busy. */
   readonly settler: Pick<SettleBatcher, 'settle'> & Partial<Pick<SettleBatcher, 'claimWith'>>;
   readonly sender: Pick<HttpSender, 'post'>;
@@ -255,7 +257,15 @@ async function send(
   try {
     if (webhook.apikey) headers['X-API-Key'] = await context.secrets.resolve(webhook.apikey);
     if (webhook.signing)
-      Object.assign(headers, await signedHeaders(context.secrets, webhook.signing.secret, payload.payloadId, body));
+      Object.assign(
+        headers,
+        await signedHeaders(
+          context.secrets,
+          webhook.signing.secret,
+          webhookMessageId(context.installationId, payload.payloadId),
+          body,
+        ),
+      );
   } catch (error) {
     return {
       kind: 'error',

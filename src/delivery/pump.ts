@@ -1,7 +1,13 @@
 import pg from 'pg';
 import { describeError, KEEPALIVE } from '../db/connect.js';
 import { PAYLOADS_READY_CHANNEL } from '../db/payloads-ready.js';
-import { claimPayloads, type ClaimedPayload, type ClaimRequest, type SettleRequest } from './attempt-store.js';
+import {
+  claimPayloads,
+  type AttemptOf,
+  type ClaimedPayload,
+  type ClaimRequest,
+  type SettleRequest,
+} from './attempt-store.js';
 import { deliverClaimed, releaseClaimed, type DeliveryContext } from './deliver.js';
 import { expireWaiting, recoverOrphans } from './recover.js';
 import type { SlotClaimer } from './settle-batcher.js';
@@ -53,7 +59,10 @@ export interface PumpOptions {
  * longer be sent that way (its webhook's receiver failed, no request of the
  * pump is open to it, the pump stops) is given back to its queue. Standbys
  * hold slots of maxRequestsInFlight like requests, which bounds the bodies
- * kept in memory.
+ * kept in memory. A standby's attempt counts once it is sent: the next
+ * statement that writes results says so (at the latest the one that writes
+ * the result of the request it replaced); until then crash recovery gives it
+ * back uncounted (asset_webhooks.attempts.sent).
  *
  * Nothing here runs in graphile-worker: coalescing and maintenance never wait
  * for delivery capacity, however many requests are in flight.
@@ -78,6 +87,8 @@ export class DeliveryPump implements SlotClaimer {
   private standbyCount = 0;
   private standbysSent = 0;
   private standbysGivenBack = 0;
+  /** Standbys sent whose sending no statement has recorded yet (see reserve). */
+  private sentUnrecorded: AttemptOf[] = [];
   /**
    * Requests that ended with a healthy answer, no standby of their webhook at
    * hand, and their results not yet handed to a statement: each may still be
@@ -126,6 +137,7 @@ export class DeliveryPump implements SlotClaimer {
   /** Sends a standby in place of a request that has ended. */
   private sendStandby(payload: ClaimedPayload): void {
     this.standbysSent += 1;
+    this.sentUnrecorded.push({ payloadId: payload.payloadId, series: payload.series, attemptNo: payload.attemptNo });
     this.send(payload);
   }
 
@@ -150,7 +162,10 @@ export class DeliveryPump implements SlotClaimer {
     };
   }
 
-  /** SlotClaimer: a batch that ends attempts of this pump claims into the slots it frees. */
+  /**
+   * SlotClaimer: a batch that ends attempts of this pump claims into the
+   * slots it frees, and records the standbys sent since the last batch.
+   */
   reserve(requests: readonly SettleRequest[]): ClaimRequest | null {
     const freed: string[] = [];
     for (const request of requests) {
@@ -164,12 +179,12 @@ export class DeliveryPump implements SlotClaimer {
       }
       if (this.slots.delete(key)) freed.push(key);
     }
-    if (freed.length === 0 || this.stopped) return null;
-    const room = this.room();
-    if (room <= 0) return null;
-    for (const key of freed) this.refilled.add(key);
+    const sentStandbys = this.sentUnrecorded.splice(0);
+    const room = freed.length === 0 || this.stopped ? 0 : Math.max(this.room(), 0);
+    if (room === 0 && sentStandbys.length === 0) return null;
+    if (room > 0) for (const key of freed) this.refilled.add(key);
     this.reserved += room;
-    return this.claimRequest(room);
+    return { ...this.claimRequest(room), sentStandbys };
   }
 
   /** SlotClaimer: the batch's claim is in; its attempts have started. */
@@ -179,8 +194,9 @@ export class DeliveryPump implements SlotClaimer {
     this.claimIfPutOff();
   }
 
-  /** SlotClaimer: the batch's statement failed; a claim of the pump's own tries instead. */
+  /** SlotClaimer: the batch's statement failed; a claim of the pump's own tries instead, and the next batch records its sent standbys. */
   release(claim: ClaimRequest): void {
+    this.sentUnrecorded.unshift(...(claim.sentStandbys ?? []));
     this.reserved -= claim.max;
     this.claimAfterReserved = false;
     this.wake();

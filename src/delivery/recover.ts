@@ -1,6 +1,6 @@
 import type { DeliveryContext } from './deliver.js';
 import { settleAttempt } from './deliver.js';
-import { expiredPayloads, orphanedAttempts } from './attempt-store.js';
+import { abandonAttempt, expiredPayloads, orphanedAttempts } from './attempt-store.js';
 
 /**
  * How long this process holds its own lease before it takes other processes
@@ -31,14 +31,23 @@ export function processGoneGrace(ownLeaseHeldForMs: number, requestTimeoutSecond
  * Crash recovery: closes the attempts of processes that are gone (SIGKILL,
  * an OOM kill, a machine lost) as interrupted, through the one settle path,
  * so their payloads are sent again at once and their webhooks' slots are
- * free. Every `run` process does this every few seconds. Returns how many.
+ * free. A standby the process never reported sent is given back to its queue
+ * instead, its attempt undone: a request that never left its process uses
+ * none of the payload's retries. Every `run` process does this every few
+ * seconds. Returns how many attempts it closed or undid.
  */
 export async function recoverOrphans(context: DeliveryContext, ownLeaseHeldForMs: number): Promise<number> {
   const now = context.now();
   const grace = processGoneGrace(ownLeaseHeldForMs, context.settings().requestTimeoutSeconds);
   const orphans = await orphanedAttempts(context.pool, now, grace, NAMELESS_ATTEMPT_AFTER_SECONDS);
   let closed = 0;
+  let undone = 0;
   for (const orphan of orphans) {
+    if (!orphan.sent) {
+      await abandonAttempt(context.pool, orphan);
+      undone += 1;
+      continue;
+    }
     const { applied } = await settleAttempt(
       context,
       orphan,
@@ -59,7 +68,12 @@ export async function recoverOrphans(context: DeliveryContext, ownLeaseHeldForMs
       { attempts: closed },
       'attempts of a process that is gone were closed as interrupted; their payloads are sent again',
     );
-  return closed;
+  if (undone > 0)
+    context.logger.warn(
+      { payloads: undone },
+      'standby payloads a process that is gone had claimed and never sent were given back to their queues',
+    );
+  return closed + undone;
 }
 
 /**

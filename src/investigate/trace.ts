@@ -15,6 +15,8 @@ export interface TraceAttempt {
   readonly outcome: string | null;
   /** For an attempt without a result that names its process: whether that process is gone (asset_webhooks.process_gone). */
   readonly processGone: boolean | null;
+  /** False for a standby its process has claimed and not reported sent (asset_webhooks.attempts.sent). */
+  readonly sent: boolean;
 }
 
 export interface TraceRoute {
@@ -195,6 +197,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
                   error: a.error_class === null ? null : `${a.error_class}: ${a.error_message ?? ''}`,
                   outcome: a.outcome,
                   processGone: a.process_gone,
+                  sent: a.sent,
                 })),
               webhookPausedSince:
                 payload.status === 'pending' || payload.status === 'open'
@@ -287,6 +290,11 @@ export function renderTrace(trace: Trace): string {
 
 /** An attempt without a result: the request is still out, or its process died and crash recovery closes it. */
 function inProgress(attempt: TraceAttempt): string {
+  if (!attempt.sent) {
+    return attempt.processGone === true
+      ? 'claimed as a standby and never sent: its run process is gone; a running service puts the payload back in its queue without counting the attempt'
+      : "claimed as a standby, not sent yet (sent when one of its run process's requests to the webhook ends)";
+  }
   if (attempt.processGone === false) return 'in progress (its run process is alive)';
   if (attempt.processGone === true) {
     return (

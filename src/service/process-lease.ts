@@ -78,6 +78,12 @@ export async function holdProcessLease(
     try {
       await next.connect();
       await next.query('select pg_advisory_lock(asset_webhooks.process_lease_key($1))', [processId]);
+      // Held again: a free spell another process saw has ended, and must not
+      // be added to a later one (asset_webhooks.record_configuration).
+      await next.query(
+        'update asset_webhooks.process_configurations set lease_free_since = null where process_id = $1 and lease_free_since is not null',
+        [processId],
+      );
     } catch (error) {
       await next.end().catch(() => {});
       throw error;

@@ -61,6 +61,7 @@ export class ServiceState {
 /** A delivery context that always reads the current state (reloads swap it), and time from `clock`. */
 export function deliveryContext(
   pool: pg.Pool,
+  installationId: string,
   current: () => ServiceState,
   logger: Logger,
   metrics: ServiceMetrics,
@@ -69,6 +70,7 @@ export function deliveryContext(
 ): DeliveryContext {
   return {
     pool,
+    installationId,
     settler: new SettleBatcher(pool),
     get sender() {
       return current().sender;
@@ -97,6 +99,9 @@ export function deliveryContext(
  * `webhook_removed`, and logged, rather than left to expire. A webhook merely
  * absent from this process's document is not removed while another running
  * process still has it (a rolling change); a disabled webhook is not removed.
+ * A process whose lease is free without a clean stop still counts as running
+ * until its lease has been free for `goneGraceSeconds` (absent or null: it
+ * keeps counting), so a lease connection lost for a moment removes nothing.
  *
  * A webhook that is enabled and `paused` gets paused_since (kept from an
  * earlier pause if it is still set). Every other webhook whose paused_since is
@@ -115,7 +120,7 @@ export function deliveryContext(
 export async function syncWebhooks(
   pool: pg.Pool,
   config: Config,
-  recorder: { readonly processId: string; readonly logger: Logger },
+  recorder: { readonly processId: string; readonly logger: Logger; readonly goneGraceSeconds?: number | null },
 ): Promise<string[]> {
   const webhooks = config.assetUpdater.webhooks;
   const paused = (webhook: WebhookConfig): boolean => webhook.enabled && webhook.paused;
@@ -169,8 +174,8 @@ export async function syncWebhooks(
     ],
   );
   const { rows: removed } = await pool.query<{ webhook_id: string; dead_lettered: number }>(
-    'select webhook_id, dead_lettered from asset_webhooks.record_configuration($1, $2::text[])',
-    [recorder.processId, webhooks.map((webhook) => webhook.id)],
+    'select webhook_id, dead_lettered from asset_webhooks.record_configuration($1, $2::text[], $3)',
+    [recorder.processId, webhooks.map((webhook) => webhook.id), recorder.goneGraceSeconds ?? null],
   );
   for (const { webhook_id: webhookId, dead_lettered: payloads } of removed) {
     recorder.logger.warn(
@@ -181,4 +186,13 @@ export async function syncWebhooks(
   }
   if (rows.length > 0 || resumed.length > 0) await announcePayloadsReady(pool);
   return [...new Set([...resumed, ...rows].map((row) => row.webhook_id))].sort();
+}
+
+/**
+ * Deletes the configuration this process recorded, when it stops cleanly: it
+ * is gone at once for the next recording, with no grace (see syncWebhooks).
+ * Its webhooks are taken for removed only if no other running process has them.
+ */
+export async function forgetConfiguration(pool: pg.Pool, processId: string): Promise<void> {
+  await pool.query('delete from asset_webhooks.process_configurations where process_id = $1', [processId]);
 }

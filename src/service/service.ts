@@ -8,7 +8,9 @@ import { coalesce } from '../coalesce/run.js';
 import { databaseNowMs, recordTickOutcome, tick, tickPeriodMs } from '../coalesce/schedule.js';
 import { IN_TRASH_COLUMN } from '../db/asset-state.js';
 import { assertReachable, createPool, describeError } from '../db/connect.js';
+import { readInstallationId } from '../db/installation.js';
 import { DeliveryPump } from '../delivery/pump.js';
+import { processGoneGrace } from '../delivery/recover.js';
 import { UserError } from '../errors.js';
 import { workerLogger } from '../logging/worker-logger.js';
 import { runMaintenance } from '../maintenance/maintenance.js';
@@ -18,7 +20,7 @@ import { MAINTENANCE_CRONTAB } from './crontab.js';
 import { startHttpServer } from './http-server.js';
 import { holdProcessLease, runApplicationName, type ProcessLease } from './process-lease.js';
 import { ServiceMetrics } from './metrics.js';
-import { deliveryContext, ServiceState, syncWebhooks } from './service-state.js';
+import { deliveryContext, forgetConfiguration, ServiceState, syncWebhooks } from './service-state.js';
 
 export interface ServiceOptions {
   readonly databaseUrl: string;
@@ -104,10 +106,12 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   started.add(() => pool.end());
   // Coalescing starts at the first interval boundary after this moment, by the database's clock.
   let notBefore: number;
+  let installationId: string;
   try {
     await assertReachable(pool, options.databaseUrl);
     await assertSchemaCurrent(pool);
     await assertBinding(pool);
+    installationId = await readInstallationId(pool);
     for (const warning of configWarnings(config)) logger.warn({ warning }, 'configuration');
     for (const gap of await captureGaps(pool)) logger.warn({ gap }, 'capture: changes can go uncaptured');
     for (const problem of await bindingProblems(pool, [IN_TRASH_COLUMN]))
@@ -129,15 +133,33 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     return failedStart(error);
   }
   started.add(() => heldLease.release());
+  // Released before the lease and after the ticker, the worker and reloads
+  // that record it have stopped: a clean stop is no free lease to wait out.
+  started.add(() =>
+    forgetConfiguration(pool, processId).catch((error: unknown) => {
+      logger.warn(
+        { err: describeError(error) },
+        'could not delete the configuration this process recorded; other processes take it for gone once its lease has been free for the grace',
+      );
+    }),
+  );
+  // The process itself is the recorder: crash recovery's grace, read at each recording.
+  const recorder = {
+    processId,
+    logger,
+    get goneGraceSeconds() {
+      return processGoneGrace(heldLease.heldForMs(), state.settings.requestTimeoutSeconds);
+    },
+  };
   try {
-    await syncWebhooks(pool, state.config, { processId, logger });
+    await syncWebhooks(pool, state.config, recorder);
     notBefore = await databaseNowMs(pool);
   } catch (error) {
     return failedStart(error);
   }
   const metrics = new ServiceMetrics(pool);
   const shutdown = new AbortController();
-  const delivery = deliveryContext(pool, () => state, logger, metrics, shutdown.signal, clock);
+  const delivery = deliveryContext(pool, installationId, () => state, logger, metrics, shutdown.signal, clock);
 
   let workerRunning = false;
   let httpServer: Server | undefined;
@@ -182,7 +204,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       // Under the coalescing lock: a run of another process cannot rewrite them while this one routes.
       const current = state;
       const beforeRun = async (): Promise<void> => {
-        const restored = await syncWebhooks(pool, current.config, { processId, logger });
+        const restored = await syncWebhooks(pool, current.config, recorder);
         if (restored.length > 0) {
           logger.warn(
             { webhooks: restored },
@@ -310,8 +332,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
 
   let unrecorded = false;
   async function recordWebhooks(): Promise<void> {
+    // A stopping process deletes its recorded configuration (forgetConfiguration): never write it again.
+    if (shutdown.signal.aborted) return;
     try {
-      await syncWebhooks(pool, state.config, { processId, logger });
+      await syncWebhooks(pool, state.config, recorder);
       if (unrecorded) logger.info('the configuration in use is recorded in the database again');
       unrecorded = false;
     } catch (error) {

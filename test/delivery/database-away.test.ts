@@ -1,3 +1,4 @@
+import { readInstallationId } from '../../src/db/installation.js';
 import { afterEach, beforeEach, expect, it, vi } from 'vitest';
 import { parseConfigText } from '../../src/config/load.js';
 import { deliverClaimed, type DeliveryContext } from '../../src/delivery/deliver.js';
@@ -63,7 +64,13 @@ async function awayFor(
     after: null,
     expireAfterSeconds: 86_400,
   });
-  const real = deliveryContext(db.pool, () => state, silentLogger, new ServiceMetrics(db.pool));
+  const real = deliveryContext(
+    db.pool,
+    await readInstallationId(db.pool),
+    () => state,
+    silentLogger,
+    new ServiceMetrics(db.pool),
+  );
   let calls = 0;
   const settler = {
     settle: async (request: SettleRequest): Promise<Settled> => {

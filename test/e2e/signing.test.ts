@@ -97,11 +97,14 @@ describe('signed deliveries (signing.secret)', () => {
     await receiver.waitFor(4);
 
     const requests = receiver.requests;
+    const {
+      rows: [installation],
+    } = await db.pool.query<{ id: string }>('select installation_id as id from asset_webhooks.installation');
     expect(requests.map((request) => request.headers['webhook-id'])).toEqual([
-      `msg_${first}`,
-      `msg_${first}`,
-      `msg_${second}`,
-      `msg_${second}`,
+      `msg_${installation!.id}_${first}`,
+      `msg_${installation!.id}_${first}`,
+      `msg_${installation!.id}_${second}`,
+      `msg_${installation!.id}_${second}`,
     ]);
     expect(requests[0]!.body).toBe(await storedBody(first!));
     expect(requests[1]!.body).toBe(await storedBody(first!));

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { parseConfigText } from '../../src/config/load.js';
+import { readInstallationId } from '../../src/db/installation.js';
 import type { DeliveryContext } from '../../src/delivery/deliver.js';
 import { ServiceMetrics } from '../../src/service/metrics.js';
 import { deliveryContext, ServiceState, syncWebhooks } from '../../src/service/service-state.js';
@@ -25,6 +26,7 @@ export async function testDelivery(
   await syncWebhooks(pool, state.config, { processId: TEST_PROCESS_ID, logger: silentLogger });
   const context = deliveryContext(
     pool,
+    await readInstallationId(pool),
     () => state,
     options.logger ?? silentLogger,
     new ServiceMetrics(pool),

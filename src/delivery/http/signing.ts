@@ -4,9 +4,14 @@ import type { SecretResolver } from '../../secrets/types.js';
 /**
  * Standard Webhooks signing of a delivery (webhook key `signing.secret`).
  *
- * - `webhook-id` is a pure function of the payload (`msg_` + its payload id),
- *   so every attempt and every redelivery of one payload carries the same id
- *   and a receiver can deduplicate the whole payload by it.
+ * - `webhook-id` is a pure function of the payload: `msg_`, the installation's
+ *   random id (asset_webhooks.installation), `_` and the payload id. Every
+ *   attempt and every redelivery of one payload carries the same id, a
+ *   redelivery moved to another webhook (`--to`) included: it is the same
+ *   payload, and the receiver it now goes to has not seen it under that id.
+ *   Payload ids start again in every database; the installation id keeps two
+ *   installations, or a database rebuilt from scratch, from ever sending the
+ *   same webhook-id for different payloads.
  * - `webhook-timestamp` is the Unix time in seconds when the attempt is sent:
  *   each attempt signs again, so a retry hours later is not refused as old.
  * - `webhook-signature` holds one `v1,<base64>` per key of the secret value,
@@ -20,9 +25,9 @@ import type { SecretResolver } from '../../secrets/types.js';
 /** The headers signing sets; configured `headers` may not name them. */
 export const SIGNATURE_HEADERS = ['webhook-id', 'webhook-timestamp', 'webhook-signature'] as const;
 
-/** The `webhook-id` of a payload: the same for every attempt and redelivery of it. */
-export function webhookMessageId(payloadId: number | string): string {
-  return `msg_${payloadId}`;
+/** The `webhook-id` of a payload of an installation: the same for every attempt and redelivery of it. */
+export function webhookMessageId(installationId: string, payloadId: number | string): string {
+  return `msg_${installationId}_${payloadId}`;
 }
 
 const KEY_PREFIX = 'whsec_';
@@ -86,7 +91,8 @@ export function signatureHeaders(
 }
 
 /**
- * The signature headers of one attempt of a payload: resolves the secret
+ * The signature headers of one attempt of a payload (`messageId`: see
+ * webhookMessageId): resolves the secret
  * named `secretName`, reads its keys and signs `body` with each, at the wall
  * clock's time (not an injected clock: receivers compare the timestamp with
  * theirs).
@@ -99,7 +105,7 @@ export function signatureHeaders(
 export async function signedHeaders(
   secrets: SecretResolver,
   secretName: string,
-  payloadId: number,
+  messageId: string,
   body: string,
 ): Promise<Record<string, string>> {
   const value = await secrets.resolve(secretName);
@@ -110,5 +116,5 @@ export async function signedHeaders(
     secrets.invalidate(secretName);
     throw error;
   }
-  return signatureHeaders(keys, webhookMessageId(payloadId), new Date(), body);
+  return signatureHeaders(keys, messageId, new Date(), body);
 }
