@@ -38,8 +38,11 @@ export interface RunningService {
   stop(): Promise<void>;
   /** Reload the configuration; an invalid document keeps the old one. Returns whether it was applied. */
   reload(): Promise<boolean>;
-  /** Resolves when the worker stops (after stop(), or on a fatal error). */
-  readonly stopped: Promise<void>;
+  /**
+   * Resolves when the worker stops: with null after stop(), with the cause
+   * when graphile-worker stopped by itself (a fatal error of its own).
+   */
+  readonly stopped: Promise<Error | null>;
   readonly httpServer: Server | undefined;
 }
 
@@ -225,17 +228,35 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     return failedStart(error);
   }
   workerRunning = true;
-  const stopped = runner.promise.then(
-    () => {
+  // graphile-worker's runner resolves its promise even when it stopped for a
+  // fatal error of its own (a job it could not complete or fail, a worker that
+  // died): a stop this process did not ask for is a failure, and its cause is
+  // the first fatal error graphile-worker reported.
+  let stopAsked = false;
+  let fatal: unknown;
+  runner.events.on('pool:fatalError', ({ error }) => (fatal ??= error));
+  runner.events.on('worker:fatalError', ({ error }) => (fatal ??= error));
+  const stopped = runner.promise
+    .then(
+      () => null,
+      (error: unknown) => {
+        fatal ??= error;
+        return null;
+      },
+    )
+    .then(() => {
       workerRunning = false;
-    },
-    (error: unknown) => {
-      workerRunning = false;
-      logger.error({ err: describeError(error) }, 'worker stopped with an error');
-    },
-  );
+      if (stopAsked) return null;
+      const cause =
+        fatal === undefined
+          ? new Error('graphile-worker stopped without being asked to (its log lines before this one say why)')
+          : new Error(`graphile-worker stopped with an error: ${describeError(fatal)}`);
+      logger.error({ err: cause.message }, 'the worker that runs coalescing stopped by itself');
+      return cause;
+    });
   started.add(async () => {
-    await runner.stop();
+    stopAsked = true;
+    await runner.stop().catch(() => {});
     await stopped;
   });
 

@@ -122,9 +122,14 @@ export function registerRun(program: Command): void {
         process.on('unhandledRejection', onUnhandled);
         if (stopRequested) void service.stop();
         else if (reloadRequested) void service.reload();
-        await service.stopped;
+        const failure = await service.stopped;
         watcher?.close();
         await service.stop();
+        if (failure !== null) {
+          // A supervisor that restarts on failure must see one.
+          logger.error({ err: failure.message }, 'exiting with status 1: the service cannot work without its worker');
+          process.exitCode = 1;
+        }
         process.removeListener('SIGTERM', stop);
         process.removeListener('SIGINT', stop);
         process.removeListener('SIGHUP', reload);
