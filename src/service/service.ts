@@ -14,7 +14,7 @@ import { runMaintenance } from '../maintenance/maintenance.js';
 import { assertBinding, captureGaps } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
 import { MAINTENANCE_CRONTAB } from './crontab.js';
-import { startHttpServer } from './http-server.js';
+import { closeHttpServer, startHttpServer } from './http-server.js';
 import { holdProcessLease, runApplicationName, type ProcessLease } from './process-lease.js';
 import { ServiceMetrics } from './metrics.js';
 import { deliveryContext, ServiceState, syncWebhooks } from './service-state.js';
@@ -25,6 +25,8 @@ export interface ServiceOptions {
   readonly logger: Logger;
   /** Serve /livez, /readyz, /healthz and /metrics on this port. */
   readonly httpPort?: number | undefined;
+  /** The address the HTTP server listens on. Default: every interface. */
+  readonly httpHost?: string | undefined;
   /** graphile-worker jobs (coalescing runs, maintenance) this process runs at once. Default 4. */
   readonly concurrency?: number | undefined;
   /** V8's heap growth as `run` set it (see limitHeapGrowth), told in the line that says the service runs. */
@@ -134,7 +136,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   } catch (error) {
     return failedStart(error);
   }
-  const metrics = new ServiceMetrics(pool);
+  // Values read from the database change at most once per coalescing run.
+  const metrics = new ServiceMetrics(pool, () => state.settings.intervalSeconds * 1000);
   const shutdown = new AbortController();
   const delivery = deliveryContext(pool, () => state, logger, metrics, shutdown.signal, clock);
 
@@ -144,16 +147,24 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     try {
       const server = await startHttpServer(
         options.httpPort,
-        { pool, workerRunning: () => workerRunning, configLoaded: () => true },
+        {
+          pool,
+          workerRunning: () => workerRunning,
+          configLoaded: () => true,
+        },
         metrics,
+        options.httpHost,
+        logger,
       );
       httpServer = server;
-      started.add(() => new Promise<void>((resolve) => server.close(() => resolve())));
+      started.add(() => closeHttpServer(server));
     } catch (error) {
       return failedStart(
         new UserError(
           'http_port_unavailable',
-          `--http-port ${options.httpPort}: expected a port this process can listen on, got ${describeError(error)}`,
+          options.httpHost === undefined
+            ? `--http-port ${options.httpPort}: expected a port this process can listen on, got ${describeError(error)}`
+            : `--http-host ${JSON.stringify(options.httpHost)} --http-port ${options.httpPort}: expected an address and port this process can listen on, got ${describeError(error)}`,
         ),
       );
     }
@@ -274,6 +285,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       intervalSeconds: state.settings.intervalSeconds,
       maxRequestsInFlight: state.settings.maxRequestsInFlight,
       httpPort: options.httpPort,
+      httpHost: options.httpHost,
       heapGrowingPercent: options.heapGrowingPercent,
     },
     'asset-webhooks running',
