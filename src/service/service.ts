@@ -151,6 +151,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
           pool,
           workerRunning: () => workerRunning,
           configLoaded: () => true,
+          coalescingSchedule: () => ({ intervalSeconds: state.settings.intervalSeconds, sinceMs: notBefore }),
         },
         metrics,
         options.httpHost,
