@@ -97,9 +97,6 @@ export function startHttpServer(
   server.maxRequestsPerSocket = limits.maxRequestsPerSocket;
   // With no 'timeout' listener, Node destroys a socket idle this long.
   server.setTimeout(limits.socketIdleTimeoutMs);
-  // A connection above maxConnections is closed at once ('drop'); a client's
-  // reset must not end the process.
-  server.on('clientError', (_error, socket) => socket.destroy());
   // Node's maxConnections closes a connection above the cap only after
   // accepting it: a burst of connections still takes as many descriptors at
   // once. Closing the listening socket instead (net.Server's close: the
