@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type pg from 'pg';
+import { freePort } from '../../src/embedded/embedded-postgres.js';
 import { fillOutbox, clearResults } from './coalesce-bench.js';
 import { readLedger, type Ledger } from './ledger.js';
 import { startReceiverProcess } from './receiver-process.js';
@@ -43,14 +44,14 @@ async function waitUntilDrained(pool: pg.Pool, timeoutMs: number, sample?: () =>
 async function startRig(
   databaseUrl: string,
   pool: pg.Pool,
-  options: { report: boolean; backlog?: { events: number; assets: number } },
+  options: { report: boolean; backlog?: { events: number; assets: number }; httpPort?: number },
 ) {
   await clearResults(pool);
   await pool.query('truncate asset_webhooks.outbox');
   if (options.backlog) await fillOutbox(pool, options.backlog.events, options.backlog.assets);
   const receiver = await startReceiverProcess(options.report);
   const config = writeConfig(receiver.url, 1);
-  const run = startRunProcess(databaseUrl, config.path);
+  const run = startRunProcess(databaseUrl, config.path, undefined, options.httpPort);
   return {
     receiver,
     run,
@@ -99,6 +100,8 @@ export interface LatencyBenchResult {
   readonly p99OverIntervalMs: number;
   readonly events: number;
   readonly eventsPerSecond: number;
+  /** GET /metrics answered 200 meanwhile, per second (0 without scrapes). */
+  readonly scrapesPerSecond: number;
   readonly ledger: Ledger;
 }
 
@@ -110,12 +113,39 @@ export interface LatencyBenchResult {
 export async function measureLatency(
   databaseUrl: string,
   pool: pg.Pool,
-  options: { eventsPerSecond: number; seconds: number },
+  options: { eventsPerSecond: number; seconds: number; scrapesPerSecond?: number },
 ): Promise<LatencyBenchResult> {
-  const { receiver, stop } = await startRig(databaseUrl, pool, { report: true });
+  const httpPort = options.scrapesPerSecond ? await freePort() : undefined;
+  const { receiver, stop } = await startRig(databaseUrl, pool, { report: true, httpPort });
   const committedAt = new Map<number, number>();
+  let scraping = true;
+  let scraped = 0;
+  let scrapeStarted = 0;
+  let scrapeSeconds = 0;
+  const scrapers: Promise<void>[] = [];
   try {
     await new Promise((resolve) => setTimeout(resolve, 3000));
+    if (httpPort !== undefined && options.scrapesPerSecond) {
+      // Sixteen clients, each paced to its share of the rate: scrapes arrive
+      // steadily, and faster ones are not queued behind a slow answer.
+      scrapeStarted = Date.now();
+      const lanes = 16;
+      const periodMs = (1000 * lanes) / options.scrapesPerSecond;
+      for (let lane = 0; lane < lanes; lane += 1) {
+        scrapers.push(
+          (async () => {
+            for (let next = Date.now() + (lane * periodMs) / lanes; scraping; next += periodMs) {
+              if (next > Date.now()) await new Promise((resolve) => setTimeout(resolve, next - Date.now()));
+              const response = await fetch(`http://127.0.0.1:${httpPort}/metrics`).catch(() => null);
+              if (response) {
+                await response.arrayBuffer();
+                if (response.status === 200) scraped += 1;
+              }
+            }
+          })(),
+        );
+      }
+    }
     const perTick = Math.max(1, Math.round(options.eventsPerSecond / 10));
     const started = Date.now();
     for (let tick = 0; Date.now() - started < options.seconds * 1000; tick += 1) {
@@ -130,6 +160,9 @@ export async function measureLatency(
     }
     await waitUntilDrained(pool, 120_000);
   } finally {
+    scraping = false;
+    await Promise.all(scrapers);
+    if (scrapeStarted > 0) scrapeSeconds = (Date.now() - scrapeStarted) / 1000;
     await stop();
   }
   const latencies = latenciesOverInterval(receiver.received, committedAt, (path) => path.endsWith('/all'), 1000);
@@ -138,6 +171,7 @@ export async function measureLatency(
     p99OverIntervalMs: percentile(latencies, 99),
     events: committedAt.size,
     eventsPerSecond: committedAt.size / options.seconds,
+    scrapesPerSecond: scrapeSeconds > 0 ? scraped / scrapeSeconds : 0,
     ledger: await readLedger(pool),
   };
 }

@@ -13,10 +13,25 @@ export interface RunProcess {
   stop(): Promise<number | null>;
 }
 
-export function startRunProcess(databaseUrl: string, configPath: string, concurrency = 16): RunProcess {
+export function startRunProcess(
+  databaseUrl: string,
+  configPath: string,
+  concurrency = 16,
+  httpPort?: number,
+): RunProcess {
   const child: ChildProcess = spawn(
     process.execPath,
-    [cli, 'run', '--database-url', databaseUrl, '--config', configPath, '--concurrency', String(concurrency)],
+    [
+      cli,
+      'run',
+      '--database-url',
+      databaseUrl,
+      '--config',
+      configPath,
+      '--concurrency',
+      String(concurrency),
+      ...(httpPort === undefined ? [] : ['--http-port', String(httpPort), '--http-host', '127.0.0.1']),
+    ],
     {
       stdio: ['ignore', 'ignore', 'pipe'],
       env: { ...process.env, LOG_LEVEL: 'warn' },

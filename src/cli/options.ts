@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander';
+import { isIP } from 'node:net';
 
 /** A commander option parser for an integer within a range; bad values are usage errors (exit 2). */
 export function parseIntegerOption(name: string, min: number, max: number): (value: string) => number {
@@ -26,6 +27,25 @@ export function parseDecimalIdOption(name: string): (value: string) => string {
     if (!/^(0|-?[1-9][0-9]{0,18})$/.test(value) || BigInt(value) < INT8_MIN || BigInt(value) > INT8_MAX) {
       throw new InvalidArgumentError(
         `${name}: expected an integer from ${INT8_MIN} to ${INT8_MAX} in decimal digits, got ${JSON.stringify(value)}`,
+      );
+    }
+    return value;
+  };
+}
+
+const HOST_NAME =
+  /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+
+/**
+ * A commander option parser for an address to listen on: an IPv4 or IPv6
+ * address, or a host name (such as localhost). Bad values are usage errors (exit 2).
+ */
+export function parseHostOption(name: string): (value: string) => string {
+  return (value: string) => {
+    if (isIP(value) === 0 && !HOST_NAME.test(value)) {
+      const shown = value.length > 64 ? `${value.slice(0, 64)}…` : value;
+      throw new InvalidArgumentError(
+        `${name}: expected an IP address (such as 0.0.0.0, :: or 127.0.0.1) or a host name, got ${JSON.stringify(shown)}`,
       );
     }
     return value;

@@ -1,43 +1,181 @@
 import { createServer, type Server } from 'node:http';
+import { Server as NetServer } from 'node:net';
+import type { Logger } from 'pino';
 import type { ServiceMetrics } from './metrics.js';
-import { checkReadiness, type ReadinessSource } from './readiness.js';
+import { checkReadiness, type NotReady, type ReadinessSource } from './readiness.js';
+
+/**
+ * The limits of the probe port. It serves probes and scrapes, a handful of
+ * short requests: every connection beyond them only takes file descriptors
+ * that deliveries need, so idle and slow connections are closed early and
+ * their number is capped.
+ */
+export const HTTP_SERVER_LIMITS = {
+  /**
+   * Connections open at once. At this many the port stops listening, so the
+   * kernel refuses further ones before they take a file descriptor of this
+   * process, and listens again as soon as one closes.
+   */
+  maxConnections: 64,
+  /** A connection must have sent a request's complete headers within this time. */
+  headersTimeoutMs: 5_000,
+  /** A request must have been received completely within this time. */
+  requestTimeoutMs: 10_000,
+  /** An idle keep-alive connection is closed after this time. */
+  keepAliveTimeoutMs: 5_000,
+  /** A connection on which nothing moves (a client that stops reading, say) is destroyed after this time. */
+  socketIdleTimeoutMs: 10_000,
+  /** How often the header and request timeouts are checked. */
+  checkIntervalMs: 1_000,
+  /** Requests served on one connection before it is closed. */
+  maxRequestsPerSocket: 1_000,
+  /** How long one readiness answer and one rendering of /metrics are reused by the requests that follow. */
+  answerReuseMs: 1_000,
+} as const;
 
 /**
  * GET /livez: 200 while the process runs. GET /readyz (and /healthz, its
  * older name): 200 when the service is ready (see checkReadiness), else 503
  * with a JSON reason. GET /metrics: Prometheus text format.
+ *
+ * No request reaches the database by itself: readiness is checked at most once
+ * per answerReuseMs whatever the number of requests (concurrent ones share one
+ * check), and /metrics is rendered from values ServiceMetrics reads at most
+ * once per coalescing interval. `host` undefined listens on every interface
+ * (IPv6 and IPv4 where the system has IPv6, else IPv4).
  */
 export function startHttpServer(
   port: number,
   health: ReadinessSource,
   metrics: ServiceMetrics,
-  host = '0.0.0.0',
+  host?: string,
+  logger?: Logger,
 ): Promise<Server> {
-  const server = createServer((request, response) => {
-    const path = (request.url ?? '/').split('?')[0];
-    if (request.method !== 'GET') {
-      response.writeHead(405, { allow: 'GET' }).end();
-    } else if (path === '/livez') {
-      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok' }));
-    } else if (path === '/readyz' || path === '/healthz') {
-      void checkReadiness(health).then((notReady) => {
-        response.writeHead(notReady === null ? 200 : 503, { 'content-type': 'application/json' });
-        response.end(JSON.stringify(notReady === null ? { status: 'ok' } : { status: 'unavailable', ...notReady }));
-      });
-    } else if (path === '/metrics') {
-      metrics.registry.metrics().then(
-        (text) => response.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
-        (error: unknown) =>
-          response
-            .writeHead(503, { 'content-type': 'text/plain' })
-            .end(`metrics unavailable: ${error instanceof Error ? error.message : String(error)}\n`),
-      );
-    } else {
-      response.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /livez, /readyz or /metrics\n');
+  const limits = HTTP_SERVER_LIMITS;
+  const readiness = reusedFor(limits.answerReuseMs, () => checkReadiness(health));
+  const metricsText = reusedFor(limits.answerReuseMs, () => metrics.registry.metrics());
+  const server = createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      connectionsCheckingInterval: limits.checkIntervalMs,
+    },
+    (request, response) => {
+      const path = (request.url ?? '/').split('?')[0];
+      if (request.method !== 'GET') {
+        response.writeHead(405, { allow: 'GET' }).end();
+      } else if (path === '/livez') {
+        response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok' }));
+      } else if (path === '/readyz' || path === '/healthz') {
+        void readiness().then(
+          (notReady: NotReady | null) => {
+            response.writeHead(notReady === null ? 200 : 503, { 'content-type': 'application/json' });
+            response.end(JSON.stringify(notReady === null ? { status: 'ok' } : { status: 'unavailable', ...notReady }));
+          },
+          (error: unknown) =>
+            response
+              .writeHead(503, { 'content-type': 'application/json' })
+              .end(JSON.stringify({ status: 'unavailable', reason: errorMessage(error) })),
+        );
+      } else if (path === '/metrics') {
+        metricsText().then(
+          (text) => response.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+          (error: unknown) =>
+            response
+              .writeHead(503, { 'content-type': 'text/plain' })
+              .end(`metrics unavailable: ${errorMessage(error)}\n`),
+        );
+      } else {
+        response.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /livez, /readyz or /metrics\n');
+      }
+    },
+  );
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  // A backstop: a connection accepted above the cap is closed at once.
+  server.maxConnections = limits.maxConnections;
+  server.maxRequestsPerSocket = limits.maxRequestsPerSocket;
+  // With no 'timeout' listener, Node destroys a socket idle this long.
+  server.setTimeout(limits.socketIdleTimeoutMs);
+  // Node's maxConnections closes a connection above the cap only after
+  // accepting it: a burst of connections still takes as many descriptors at
+  // once. Closing the listening socket instead (net.Server's close: the
+  // connections open stay) makes the kernel refuse them.
+  let open = 0;
+  let paused = false;
+  let boundPort = port;
+  const listenAgain = (): void => {
+    if (!paused || closing.has(server) || open >= limits.maxConnections) return;
+    paused = false;
+    server.listen({ port: boundPort, host });
+  };
+  server.on('connection', (socket) => {
+    open += 1;
+    socket.once('close', () => {
+      open -= 1;
+      listenAgain();
+    });
+    if (open >= limits.maxConnections && !paused && server.listening) {
+      paused = true;
+      NetServer.prototype.close.call(server);
     }
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => resolve(server));
+    server.listen({ port, host }, () => {
+      server.removeListener('error', reject);
+      const address = server.address();
+      if (address !== null && typeof address === 'object') boundPort = address.port;
+      // Errors after the first listen (EMFILE on accept, the port taken while
+      // it was paused) must not end the process; listening is tried again.
+      server.on('error', (error: NodeJS.ErrnoException) => {
+        if (error.syscall !== 'listen' || closing.has(server)) return;
+        logger?.warn(
+          { err: error.message, port: boundPort },
+          'the HTTP port could not listen again; trying every second',
+        );
+        paused = true;
+        setTimeout(listenAgain, 1_000).unref();
+      });
+      resolve(server);
+    });
   });
+}
+
+const closing = new WeakSet<Server>();
+
+/** Stops the server for good: it listens no more, and resolves once its connections have closed. */
+export function closeHttpServer(server: Server): Promise<void> {
+  closing.add(server);
+  return new Promise((resolve) => {
+    if (server.listening) server.close(() => resolve());
+    else {
+      // Paused (see startHttpServer): the listening socket is closed already;
+      // 'close' comes when the last connection has.
+      server.closeIdleConnections();
+      server.getConnections((_error, count) => (count === 0 ? resolve() : server.once('close', () => resolve())));
+    }
+  });
+}
+
+/**
+ * Wraps `work` so that calls while one is running share it, and its outcome
+ * is reused for `ms` after it settles.
+ */
+function reusedFor<T>(ms: number, work: () => Promise<T>): () => Promise<T> {
+  let current: { promise: Promise<T>; settledAt: number | null } | undefined;
+  return () => {
+    if (current && (current.settledAt === null || performance.now() - current.settledAt < ms)) return current.promise;
+    const entry: { promise: Promise<T>; settledAt: number | null } = { promise: work(), settledAt: null };
+    const settle = (): void => {
+      entry.settledAt = performance.now();
+    };
+    entry.promise.then(settle, settle);
+    current = entry;
+    return entry.promise;
+  };
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }

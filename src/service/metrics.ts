@@ -59,16 +59,29 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
-  constructor(pool: pg.Pool) {
+  private readonly pool: pg.Pool;
+  private readonly refreshEveryMs: () => number;
+  private values: { promise: Promise<DatabaseValues>; startedAt: number } | undefined;
+
+  /**
+   * `refreshEveryMs`: the values read from the database (backlog, pending
+   * payloads, webhook states...) are read at most once per this many
+   * milliseconds, by the first scrape after it has passed; scrapes in between
+   * are served the values read last and cost the database nothing. `run`
+   * passes the coalescing interval.
+   */
+  constructor(pool: pg.Pool, refreshEveryMs: () => number = () => 0) {
+    this.pool = pool;
+    this.refreshEveryMs = refreshEveryMs;
     collectDefaultMetrics({ register: this.registry, prefix: 'asset_webhooks_process_' });
-    // Gauges read from the database at scrape time, so every process reports the shared truth.
+    // Gauges read from the database, so every process reports the shared truth.
+    const databaseValues = (): Promise<DatabaseValues> => this.databaseValues();
     new Gauge({
       name: 'asset_webhooks_outbox_backlog_rows',
       help: 'Outbox rows not yet coalesced.',
       registers: [this.registry],
       async collect() {
-        const { rows } = await pool.query<{ n: number }>('select count(*)::int as n from asset_webhooks.outbox');
-        this.set(rows[0]?.n ?? 0);
+        this.set((await databaseValues()).outboxRows);
       },
     });
     new Gauge({
@@ -76,10 +89,7 @@ export class ServiceMetrics {
       help: 'Age of the oldest outbox row not yet coalesced (0 when empty).',
       registers: [this.registry],
       async collect() {
-        const { rows } = await pool.query<{ age: number | null }>(
-          'select extract(epoch from now() - min(occurred_at))::float8 as age from asset_webhooks.outbox',
-        );
-        this.set(Math.max(0, rows[0]?.age ?? 0));
+        this.set((await databaseValues()).outboxOldestAgeSeconds);
       },
     });
     new Gauge({
@@ -89,7 +99,7 @@ export class ServiceMetrics {
         'While one stays open, delivering a backlog slows more the longer the backlog: see sql/runbooks/backlog-and-lag.sql.',
       registers: [this.registry],
       async collect() {
-        this.set((await oldestTransactionAge(pool))?.seconds ?? 0);
+        this.set((await databaseValues()).oldestTransactionAgeSeconds);
       },
     });
     new Gauge({
@@ -98,11 +108,9 @@ export class ServiceMetrics {
       labelNames: ['webhook'],
       registers: [this.registry],
       async collect() {
-        const { rows } = await pool.query<{ webhook_id: string; n: number }>(
-          `select webhook_id, count(*)::int as n from asset_webhooks.payloads where status in ('open', 'pending') group by webhook_id`,
-        );
+        const { pending } = await databaseValues();
         this.reset();
-        for (const row of rows) this.set({ webhook: row.webhook_id }, row.n);
+        for (const [webhook, n] of pending) this.set({ webhook }, n);
       },
     });
     new Gauge({
@@ -111,11 +119,9 @@ export class ServiceMetrics {
       labelNames: ['webhook'],
       registers: [this.registry],
       async collect() {
-        const { rows } = await pool.query<{ webhook_id: string }>(
-          'select webhook_id from asset_webhooks.webhooks where paused_since is not null',
-        );
+        const { paused } = await databaseValues();
         this.reset();
-        for (const row of rows) this.set({ webhook: row.webhook_id }, 1);
+        for (const webhook of paused) this.set({ webhook }, 1);
       },
     });
     new Gauge({
@@ -127,14 +133,10 @@ export class ServiceMetrics {
       labelNames: ['webhook', 'state'],
       registers: [this.registry],
       async collect() {
-        const { rows } = await pool.query<{ webhook_id: string; state: string }>(
-          `select webhook_id,
-                  case when hold_until > now() then 'throttled' when failing_since is not null then 'backing_off' else 'healthy' end as state
-           from asset_webhooks.webhooks where enabled`,
-        );
+        const { webhookStates } = await databaseValues();
         this.reset();
-        for (const row of rows) {
-          for (const state of WEBHOOK_STATES) this.set({ webhook: row.webhook_id, state }, row.state === state ? 1 : 0);
+        for (const [webhook, current] of webhookStates) {
+          for (const state of WEBHOOK_STATES) this.set({ webhook, state }, current === state ? 1 : 0);
         }
       },
     });
@@ -144,11 +146,9 @@ export class ServiceMetrics {
       labelNames: ['webhook'],
       registers: [this.registry],
       async collect() {
-        const { rows } = await pool.query<{ webhook_id: string; n: number }>(
-          `select webhook_id, count(*)::int as n from asset_webhooks.payloads where status = 'dead_lettered' group by webhook_id`,
-        );
+        const { deadLetters } = await databaseValues();
         this.reset();
-        for (const row of rows) this.set({ webhook: row.webhook_id }, row.n);
+        for (const [webhook, n] of deadLetters) this.set({ webhook }, n);
       },
     });
     new Gauge({
@@ -159,11 +159,9 @@ export class ServiceMetrics {
       labelNames: ['table', 'operation'],
       registers: [this.registry],
       async collect() {
-        const { rows } = await pool.query<{ table_name: string; operation: string; n: number }>(
-          'select table_name, operation, count(*)::int as n from asset_webhooks.capture_errors group by table_name, operation',
-        );
+        const { captureErrors } = await databaseValues();
         this.reset();
-        for (const row of rows) this.set({ table: row.table_name, operation: row.operation }, row.n);
+        for (const row of captureErrors) this.set({ table: row.table, operation: row.operation }, row.n);
       },
     });
     new Gauge({
@@ -173,9 +171,35 @@ export class ServiceMetrics {
         'one per table and kind, as run warns at start; 0 when none. A restore that disables triggers shows here while it lasts.',
       registers: [this.registry],
       async collect() {
-        this.set((await captureGaps(pool)).length);
+        this.set((await databaseValues()).captureGaps);
       },
     });
+    new Gauge({
+      name: 'asset_webhooks_database_values_age_seconds',
+      help:
+        'Age of the values above that are read from the database: they are read at most once per coalescing interval, ' +
+        'by the first scrape after it has passed, so scrapes cost the database nothing in between.',
+      registers: [this.registry],
+      async collect() {
+        this.set((performance.now() - (await databaseValues()).readAt) / 1000);
+      },
+    });
+  }
+
+  /**
+   * The values read from the database: those read last while they are younger
+   * than refreshEveryMs, else read again (once, whatever the number of
+   * scrapes waiting). A failed read is the answer until refreshEveryMs has
+   * passed too, so a database that is away is not asked once per scrape.
+   */
+  private databaseValues(): Promise<DatabaseValues> {
+    const now = performance.now();
+    if (this.values === undefined || now - this.values.startedAt >= this.refreshEveryMs()) {
+      const promise = readDatabaseValues(this.pool);
+      promise.catch(() => {});
+      this.values = { promise, startedAt: now };
+    }
+    return this.values.promise;
   }
 
   /** Records one finished delivery attempt. */
@@ -228,4 +252,62 @@ export class ServiceMetrics {
     this.payloadsCreated.inc(result.payloads);
     for (const [route, count] of Object.entries(result.routes)) this.eventsRouted.inc({ route }, count);
   }
+}
+
+/** What the gauges show from the database, read in one pass (see readDatabaseValues). */
+interface DatabaseValues {
+  readonly readAt: number;
+  readonly outboxRows: number;
+  readonly outboxOldestAgeSeconds: number;
+  readonly oldestTransactionAgeSeconds: number;
+  readonly pending: ReadonlyArray<readonly [string, number]>;
+  readonly paused: readonly string[];
+  readonly webhookStates: ReadonlyArray<readonly [string, string]>;
+  readonly deadLetters: ReadonlyArray<readonly [string, number]>;
+  readonly captureErrors: ReadonlyArray<{ readonly table: string; readonly operation: string; readonly n: number }>;
+  readonly captureGaps: number;
+}
+
+/**
+ * Reads every database value the gauges show. One query after the other, so
+ * that a refresh holds at most one of the pool's connections, which delivery
+ * shares.
+ */
+async function readDatabaseValues(pool: pg.Pool): Promise<DatabaseValues> {
+  const {
+    rows: [outbox],
+  } = await pool.query<{ n: number; age: number | null }>(
+    'select count(*)::int as n, extract(epoch from now() - min(occurred_at))::float8 as age from asset_webhooks.outbox',
+  );
+  const oldestTransaction = await oldestTransactionAge(pool);
+  const { rows: pending } = await pool.query<{ webhook_id: string; n: number }>(
+    `select webhook_id, count(*)::int as n from asset_webhooks.payloads where status in ('open', 'pending') group by webhook_id`,
+  );
+  const { rows: paused } = await pool.query<{ webhook_id: string }>(
+    'select webhook_id from asset_webhooks.webhooks where paused_since is not null',
+  );
+  const { rows: states } = await pool.query<{ webhook_id: string; state: string }>(
+    `select webhook_id,
+            case when hold_until > now() then 'throttled' when failing_since is not null then 'backing_off' else 'healthy' end as state
+     from asset_webhooks.webhooks where enabled`,
+  );
+  const { rows: deadLetters } = await pool.query<{ webhook_id: string; n: number }>(
+    `select webhook_id, count(*)::int as n from asset_webhooks.payloads where status = 'dead_lettered' group by webhook_id`,
+  );
+  const { rows: captureErrors } = await pool.query<{ table_name: string; operation: string; n: number }>(
+    'select table_name, operation, count(*)::int as n from asset_webhooks.capture_errors group by table_name, operation',
+  );
+  const gaps = await captureGaps(pool);
+  return {
+    readAt: performance.now(),
+    outboxRows: outbox?.n ?? 0,
+    outboxOldestAgeSeconds: Math.max(0, outbox?.age ?? 0),
+    oldestTransactionAgeSeconds: oldestTransaction?.seconds ?? 0,
+    pending: pending.map((row) => [row.webhook_id, row.n] as const),
+    paused: paused.map((row) => row.webhook_id),
+    webhookStates: states.map((row) => [row.webhook_id, row.state] as const),
+    deadLetters: deadLetters.map((row) => [row.webhook_id, row.n] as const),
+    captureErrors: captureErrors.map((row) => ({ table: row.table_name, operation: row.operation, n: row.n })),
+    captureGaps: gaps.length,
+  };
 }

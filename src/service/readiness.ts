@@ -10,7 +10,16 @@ export interface ReadinessSource {
   configLoaded(): boolean;
   /** Seconds since a delivery attempt last failed for want of this process's resources (local_fault); null: never. */
   secondsSinceLocalFault?(): number | null;
+  /**
+   * The coalescing interval in use, and since when (epoch milliseconds by the
+   * database's clock) runs are scheduled at it: the process's start, or the
+   * reload that changed the interval.
+   */
+  coalescingSchedule(): { readonly intervalSeconds: number; readonly sinceMs: number };
 }
+
+/** Beyond two intervals, how long a coalescing run may take to start before the service is not ready. */
+export const COALESCING_START_MARGIN_SECONDS = 30;
 
 /** How long after a local fault the process is not ready. */
 export const LOCAL_FAULT_NOT_READY_SECONDS = 60;
@@ -23,11 +32,14 @@ export type NotReady = {
 
 /**
  * Readiness: the worker runs, the database answers within two seconds, its
- * schema is the one this code expects, a configuration is loaded, and the
- * latest coalescing run that has an outcome (asset_webhooks.ticks) finished
- * rather than failed, and no delivery attempt has failed for want of this
- * process's file descriptors or memory in the last
- * LOCAL_FAULT_NOT_READY_SECONDS. The first check that fails is the answer.
+ * schema is the one this code expects, a configuration is loaded, a
+ * coalescing run (of any process: asset_webhooks.coalesce_runs) has started
+ * within two intervals plus COALESCING_START_MARGIN_SECONDS (counted from the
+ * schedule's start when that is later), and the latest coalescing run that has
+ * an outcome (asset_webhooks.ticks) finished rather than failed, and no
+ * delivery attempt has failed for want of this process's file descriptors or
+ * memory in the last LOCAL_FAULT_NOT_READY_SECONDS. The first check that
+ * fails is the answer.
  */
 export async function checkReadiness(source: ReadinessSource): Promise<NotReady | null> {
   if (!source.workerRunning()) return { check: 'worker', reason: 'the worker that runs coalescing is not running' };
@@ -51,11 +63,25 @@ export async function checkReadiness(source: ReadinessSource): Promise<NotReady 
     return { check: 'schema', reason: describeError(error) };
   }
   try {
+    const schedule = source.coalescingSchedule();
     const { rows } = await withinTwoSeconds(
-      source.pool.query<{ error: string | null }>(
-        `select error from asset_webhooks.ticks where finished_at is not null or error is not null order by slot desc limit 1`,
+      source.pool.query<{ error: string | null; waited: number }>(
+        `select (select error from asset_webhooks.ticks where finished_at is not null or error is not null order by slot desc limit 1) as error,
+                extract(epoch from now() - greatest((select max(started_at) from asset_webhooks.coalesce_runs),
+                                                    to_timestamp($1::float8 / 1000)))::float8 as waited`,
+        [schedule.sinceMs],
       ),
     );
+    const waited = rows[0]?.waited ?? 0;
+    const allowed = 2 * schedule.intervalSeconds + COALESCING_START_MARGIN_SECONDS;
+    if (waited > allowed) {
+      return {
+        check: 'coalescing',
+        reason:
+          `no coalescing run has started for ${Math.floor(waited)}s, expected one every ${schedule.intervalSeconds}s ` +
+          `(at most ${allowed}s: two intervals plus ${COALESCING_START_MARGIN_SECONDS}s)`,
+      };
+    }
     const error = rows[0]?.error;
     if (error) return { check: 'coalescing', reason: `the last coalescing run failed: ${error}` };
   } catch (error) {

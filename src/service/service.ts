@@ -17,7 +17,7 @@ import { runMaintenance } from '../maintenance/maintenance.js';
 import { assertBinding, bindingProblems, captureGaps } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
 import { MAINTENANCE_CRONTAB } from './crontab.js';
-import { startHttpServer } from './http-server.js';
+import { closeHttpServer, startHttpServer } from './http-server.js';
 import { holdProcessLease, runApplicationName, type ProcessLease } from './process-lease.js';
 import { ServiceMetrics } from './metrics.js';
 import { deliveryContext, forgetConfiguration, ServiceState, syncWebhooks } from './service-state.js';
@@ -28,6 +28,8 @@ export interface ServiceOptions {
   readonly logger: Logger;
   /** Serve /livez, /readyz, /healthz and /metrics on this port. */
   readonly httpPort?: number | undefined;
+  /** The address the HTTP server listens on. Default: every interface. */
+  readonly httpHost?: string | undefined;
   /** graphile-worker jobs (coalescing runs, maintenance) this process runs at once. Default 4. */
   readonly concurrency?: number | undefined;
   /** V8's heap growth as `run` set it (see limitHeapGrowth), told in the line that says the service runs. */
@@ -41,8 +43,11 @@ export interface RunningService {
   stop(): Promise<void>;
   /** Reload the configuration; an invalid document keeps the old one. Returns whether it was applied. */
   reload(): Promise<boolean>;
-  /** Resolves when the worker stops (after stop(), or on a fatal error). */
-  readonly stopped: Promise<void>;
+  /**
+   * Resolves when the worker stops: with null after stop(), with the cause
+   * when graphile-worker stopped by itself (a fatal error of its own).
+   */
+  readonly stopped: Promise<Error | null>;
   readonly httpServer: Server | undefined;
 }
 
@@ -157,7 +162,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   } catch (error) {
     return failedStart(error);
   }
-  const metrics = new ServiceMetrics(pool);
+  // Values read from the database change at most once per coalescing run.
+  const metrics = new ServiceMetrics(pool, () => state.settings.intervalSeconds * 1000);
   const shutdown = new AbortController();
   const delivery = deliveryContext(pool, installationId, () => state, logger, metrics, shutdown.signal, clock);
 
@@ -172,16 +178,21 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
           workerRunning: () => workerRunning,
           configLoaded: () => true,
           secondsSinceLocalFault: () => metrics.secondsSinceLocalFault(),
+          coalescingSchedule: () => ({ intervalSeconds: state.settings.intervalSeconds, sinceMs: notBefore }),
         },
         metrics,
+        options.httpHost,
+        logger,
       );
       httpServer = server;
-      started.add(() => new Promise<void>((resolve) => server.close(() => resolve())));
+      started.add(() => closeHttpServer(server));
     } catch (error) {
       return failedStart(
         new UserError(
           'http_port_unavailable',
-          `--http-port ${options.httpPort}: expected a port this process can listen on, got ${describeError(error)}`,
+          options.httpHost === undefined
+            ? `--http-port ${options.httpPort}: expected a port this process can listen on, got ${describeError(error)}`
+            : `--http-host ${JSON.stringify(options.httpHost)} --http-port ${options.httpPort}: expected an address and port this process can listen on, got ${describeError(error)}`,
         ),
       );
     }
@@ -257,17 +268,35 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     return failedStart(error);
   }
   workerRunning = true;
-  const stopped = runner.promise.then(
-    () => {
+  // graphile-worker's runner resolves its promise even when it stopped for a
+  // fatal error of its own (a job it could not complete or fail, a worker that
+  // died): a stop this process did not ask for is a failure, and its cause is
+  // the first fatal error graphile-worker reported.
+  let stopAsked = false;
+  let fatal: unknown;
+  runner.events.on('pool:fatalError', ({ error }) => (fatal ??= error));
+  runner.events.on('worker:fatalError', ({ error }) => (fatal ??= error));
+  const stopped = runner.promise
+    .then(
+      () => null,
+      (error: unknown) => {
+        fatal ??= error;
+        return null;
+      },
+    )
+    .then(() => {
       workerRunning = false;
-    },
-    (error: unknown) => {
-      workerRunning = false;
-      logger.error({ err: describeError(error) }, 'worker stopped with an error');
-    },
-  );
+      if (stopAsked) return null;
+      const cause =
+        fatal === undefined
+          ? new Error('graphile-worker stopped without being asked to (its log lines before this one say why)')
+          : new Error(`graphile-worker stopped with an error: ${describeError(fatal)}`);
+      logger.error({ err: cause.message }, 'the worker that runs coalescing stopped by itself');
+      return cause;
+    });
   started.add(async () => {
-    await runner.stop();
+    stopAsked = true;
+    await runner.stop().catch(() => {});
     await stopped;
   });
 
@@ -285,6 +314,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       intervalSeconds: state.settings.intervalSeconds,
       maxRequestsInFlight: state.settings.maxRequestsInFlight,
       httpPort: options.httpPort,
+      httpHost: options.httpHost,
       heapGrowingPercent: options.heapGrowingPercent,
     },
     'asset-webhooks running',

@@ -383,11 +383,18 @@ export async function load(url, context, nextLoad) {
     expect(text).toMatch(/\nasset_webhooks_capture_errors\{table="asset_keywords",operation="DELETE"\} 1\n/);
     expect(text).not.toContain('a check refused the row');
     expect(text).toMatch(/\nasset_webhooks_capture_gaps 0\n/);
-    // A trigger disabled while the service runs (a restore, say) shows at the next scrape.
+    // A trigger disabled while the service runs (a restore, say) shows within
+    // an interval: values read from the database are refreshed once per interval.
     await db.pool.query('alter table public.asset_keywords disable trigger asset_webhooks_capture_insert');
     try {
-      const scraped = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      expect(scraped).toMatch(/\nasset_webhooks_capture_gaps 1\n/);
+      await eventually(
+        async () =>
+          /\nasset_webhooks_capture_gaps 1\n/.test(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text())
+            ? true
+            : undefined,
+        5_000,
+        'the disabled trigger to show in /metrics',
+      );
     } finally {
       await db.pool.query('alter table public.asset_keywords enable always trigger asset_webhooks_capture_insert');
     }

@@ -7,7 +7,7 @@ import { createLogger } from '../../logging/logger.js';
 import { limitHeapGrowth } from '../../service/heap-growth.js';
 import { startService, type RunningService } from '../../service/service.js';
 import { takeEarlySignals } from '../early-signals.js';
-import { parseIntegerOption } from '../options.js';
+import { parseHostOption, parseIntegerOption } from '../options.js';
 
 export function registerRun(program: Command): void {
   program
@@ -23,6 +23,12 @@ export function registerRun(program: Command): void {
       parseIntegerOption('--http-port', 0, 65535),
     )
     .option(
+      '--http-host <host>',
+      'the address --http-port listens on, e.g. 127.0.0.1 for this host only (default: every interface, ' +
+        'as Kubernetes probes and Prometheus reach the pod by its own address)',
+      parseHostOption('--http-host'),
+    )
+    .option(
       '--concurrency <n>',
       'graphile-worker jobs (coalescing, maintenance) this process runs at once (default 4)',
       parseIntegerOption('--concurrency', 1, 256),
@@ -33,13 +39,22 @@ export function registerRun(program: Command): void {
         'so an edit in place, a rename over it and the symlink swap of a Kubernetes ConfigMap volume are all seen (default: off)',
     )
     .action(
-      async (options: {
-        databaseUrl?: string;
-        config?: string;
-        httpPort?: number;
-        concurrency?: number;
-        watchConfig?: boolean;
-      }) => {
+      async (
+        options: {
+          databaseUrl?: string;
+          config?: string;
+          httpPort?: number;
+          httpHost?: string;
+          concurrency?: number;
+          watchConfig?: boolean;
+        },
+        command: Command,
+      ) => {
+        if (options.httpHost !== undefined && options.httpPort === undefined) {
+          command.error(
+            `--http-host: expected together with --http-port, got ${JSON.stringify(options.httpHost)} alone`,
+          );
+        }
         const logger = createLogger();
         routeConsoleTo(logger);
         // Said in the line that tells the service runs: a refusal to start stays one line.
@@ -101,6 +116,7 @@ export function registerRun(program: Command): void {
             configPath,
             logger,
             httpPort: options.httpPort,
+            httpHost: options.httpHost,
             concurrency: options.concurrency,
             heapGrowingPercent,
           });
@@ -122,9 +138,14 @@ export function registerRun(program: Command): void {
         process.on('unhandledRejection', onUnhandled);
         if (stopRequested) void service.stop();
         else if (reloadRequested) void service.reload();
-        await service.stopped;
+        const failure = await service.stopped;
         watcher?.close();
         await service.stop();
+        if (failure !== null) {
+          // A supervisor that restarts on failure must see one.
+          logger.error({ err: failure.message }, 'exiting with status 1: the service cannot work without its worker');
+          process.exitCode = 1;
+        }
         process.removeListener('SIGTERM', stop);
         process.removeListener('SIGINT', stop);
         process.removeListener('SIGHUP', reload);
