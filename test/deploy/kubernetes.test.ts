@@ -74,7 +74,7 @@ function validate(manifest: Manifest, where: string): void {
   }
 }
 
-const kustomization = parse(read('kustomization.yaml')) as { resources: string[] };
+const kustomization = parse(read('kustomization.yaml')) as { resources: string[]; images: { name: string }[] };
 const manifests: { file: string; manifest: Manifest }[] = kustomization.resources.flatMap((file) =>
   parseAllDocuments(read(file)).map((document) => {
     expect(document.errors, file).toEqual([]);
@@ -122,6 +122,12 @@ describe('deploy/kubernetes', () => {
       .sort();
     expect([...kustomization.resources].sort()).toEqual(files);
     expect(new Set(kustomization.resources).size).toBe(kustomization.resources.length);
+  });
+
+  it('runs the image whose name kustomization.yaml replaces, in every container', () => {
+    const names = kustomization.images.map((image) => image.name);
+    for (const spec of [podSpec, job.spec!.template.spec!])
+      for (const container of spec.containers) expect(names, container.name).toContain(container.image);
   });
 
   it.each(kustomization.resources)('%s is valid against the API schemas', (file) => {
