@@ -39,7 +39,17 @@ newest() {
 # The binary of the `node` package: `node@V` installs `node-<platform>-<arch>@V`,
 # which holds the official build's bin/node.
 node_package="node-linux-${node_arch}"
-node_version="${NODE_VERSION:-$(newest "$node_package" ">=${node_major} <$((node_major + 1))")}"
+node_version="${NODE_VERSION:-}"
+if [ -z "$node_version" ] && ! node_version="$(newest "$node_package" ">=${node_major} <$((node_major + 1))")"; then
+  # Without the registry no stand-in can be built, but a cached one still serves.
+  cached="$(podman_ images --format '{{.Tag}}' localhost/asset-webhooks-node | grep "^${node_major}\." | sort -V | tail -1 || true)"
+  if [ -z "$cached" ]; then
+    echo "build-base: expected the npm registry to name the newest Node.js ${node_major}.x, got no answer, and no stand-in is cached" >&2
+    exit 1
+  fi
+  node_version="${cached%%-*}"
+  echo "build-base: the npm registry did not answer: using the cached stand-in of Node.js $node_version" >&2
+fi
 tag="localhost/asset-webhooks-node:${node_version}-bookworm-minbase"
 
 ca_bundle="${CA_BUNDLE:-$(npm config get cafile 2>/dev/null || true)}"
