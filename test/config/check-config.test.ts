@@ -74,6 +74,36 @@ describe('check-config refuses each class of bad document with the exact path (r
     );
   });
 
+  // Within the size limit, each of these took the YAML parser tens of seconds and gigabytes.
+  it.concurrent.for([
+    [
+      '4 MB of nested flow lists',
+      `assetUpdater: ${'['.repeat(2_000_000)}${']'.repeat(2_000_000)}\n`,
+      /config-\d+\.yaml:1:77: expected collections nested at most 64 deep, got deeper$/,
+    ],
+    [
+      '4 MB of nested block lists',
+      `assetUpdater:\n${'- '.repeat(2_000_000)}x\n`,
+      /config-\d+\.yaml:2:127: expected collections nested at most 64 deep, got deeper$/,
+    ],
+    [
+      '4 MB of tiny values',
+      `assetUpdater: [${'1,'.repeat(2_000_000)}1]\n`,
+      /config-\d+\.yaml:1:200012: expected a document of at most 100000 values and collections, got more$/,
+    ],
+  ] as const)('%s, refused within seconds naming the limit', async ([, text, expected], { expect }) => {
+    const result = await runCli(['check-config', file(text)], {}, 15_000);
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim()).toMatch(expected);
+  });
+
+  it.concurrent('a mapping of 40000 keys, checked without comparing every key with every other', async ({ expect }) => {
+    const keys = Array.from({ length: 40_000 }, (_, index) => `X-K${index}: v`).join(', ');
+    const result = await runCli(['check-config', file(valid(`headers: { ${keys} }`))], {}, 30_000);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('expected at most 16384 bytes of headers in all');
+  });
+
   it.concurrent('a file that does not exist', async ({ expect }) => {
     const result = await runCli(['check-config', path.join(directory, 'missing.yaml')]);
     expect(result.code).toBe(1);
