@@ -49,6 +49,20 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  readonly configFileUnusable = new Gauge({
+    name: 'asset_webhooks_config_file_unusable',
+    help:
+      '1 while the configuration file could not be used by the last reload (SIGHUP, or --watch-config seeing it change): ' +
+      'missing, unreadable, not a regular file, larger than 4 MiB, or invalid; the configuration in use stays. 0 once a reload applies.',
+    registers: [this.registry],
+  });
+  readonly configReloads = new Counter({
+    name: 'asset_webhooks_config_reloads_total',
+    help: 'Configuration reloads by outcome: applied, or refused (the configuration in use stays).',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+
   constructor(pool: pg.Pool) {
     collectDefaultMetrics({ register: this.registry, prefix: 'asset_webhooks_process_' });
     // Gauges read from the database at scrape time, so every process reports the shared truth.
@@ -173,6 +187,12 @@ export class ServiceMetrics {
     this.deliveryAttempts.inc({ webhook: webhookId, outcome: result.outcome });
     if (result.durationMs !== null) this.deliveryDuration.observe({ webhook: webhookId }, result.durationMs / 1000);
     if (result.errorClass === 'secret_unavailable') this.secretFailures.inc({ webhook: webhookId });
+  }
+
+  /** Records one reload of the configuration file: applied, or refused. */
+  recordReload(applied: boolean): void {
+    this.configFileUnusable.set(applied ? 0 : 1);
+    this.configReloads.inc({ outcome: applied ? 'applied' : 'refused' });
   }
 
   /** Delivery requests in flight in this process, read from the pump at scrape time. */

@@ -3,6 +3,7 @@ import type { Server } from 'node:http';
 import { run, type Runner, type TaskList } from 'graphile-worker';
 import type { Logger } from 'pino';
 import { loadConfigFile } from '../config/load.js';
+import { loadConfigFileOffThread } from '../config/load-off-thread.js';
 import { configWarnings } from '../config/warnings.js';
 import { coalesce } from '../coalesce/run.js';
 import { databaseNowMs, recordTickOutcome, tick, tickPeriodMs } from '../coalesce/schedule.js';
@@ -327,13 +328,16 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     async reload() {
       let next: ServiceState;
       try {
-        next = new ServiceState(await loadConfigFile(options.configPath));
+        // Off the event loop that answers the probes and runs deliveries.
+        next = new ServiceState(await loadConfigFileOffThread(options.configPath));
       } catch (error) {
+        metrics.recordReload(false);
         const problems = error instanceof UserError ? error.problems : [describeError(error)];
         for (const problem of problems) logger.error({ problem }, 'configuration not reloaded');
         logger.error('invalid configuration: keeping the one in use');
         return false;
       }
+      metrics.recordReload(true);
       for (const warning of configWarnings(next.config)) logger.warn({ warning }, 'configuration');
       const previous = state;
       state = next;
