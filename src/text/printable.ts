@@ -45,11 +45,32 @@ export const QUOTED_PREFIX_LENGTH = 40;
  * is not a configuration document at all (a password file, say), or megabytes.
  */
 export function quotedPrefix(value: string, length: number = QUOTED_PREFIX_LENGTH): string {
-  const characters = Array.from(value.length > length * 2 ? value.slice(0, length * 2) : value);
+  const characters = Array.from(value.slice(0, (length + 1) * 2));
   const cut = characters.length > length;
   const quoted = JSON.stringify(characters.slice(0, length).join('')).replace(
     UNPRINTABLE,
     (character) => `\\u${character.charCodeAt(0).toString(16).padStart(4, '0')}`,
   );
   return cut ? `${quoted}...` : quoted;
+}
+
+/**
+ * A copy of `value` with printable() applied to every string in it, through
+ * arrays and plain objects (keys included); other values (numbers, dates,
+ * bigints) as they are. For a text output rendered from data of the
+ * database, a document or a receiver: each value is escaped before the
+ * renderer puts it on a line, so a value's line break cannot start a line of
+ * its own. (`--json` output is escaped by JSON itself.)
+ */
+export function printableValues<T>(value: T): T {
+  if (typeof value === 'string') return printable(value) as T;
+  if (Array.isArray(value)) return value.map((entry: unknown) => printableValues(entry)) as T;
+  if (value !== null && typeof value === 'object') {
+    const prototype = Object.getPrototypeOf(value) as unknown;
+    if (prototype !== Object.prototype && prototype !== null) return value;
+    return Object.fromEntries(
+      Object.entries(value).map(([key, entry]) => [printable(key), printableValues(entry as unknown)]),
+    ) as T;
+  }
+  return value;
 }

@@ -9,6 +9,7 @@ import { assertKnownWebhook } from '../../investigate/known-webhook.js';
 import { withDatabase } from '../database.js';
 import { parseIntegerOption } from '../options.js';
 import { parseTime } from '../time-option.js';
+import { printable } from '../../text/printable.js';
 
 /** The options of `dead-letters redeliver` as commander gives them: `--to` is read once the other arguments say what it is. */
 export interface RedeliverOptions {
@@ -86,21 +87,22 @@ export function redeliverRequest(
   };
 }
 
+/** The value as JSON, or its one-line rendering escaped for a terminal. */
 function print(value: unknown, json: boolean | undefined, render: () => string): void {
-  process.stdout.write(`${json ? JSON.stringify(value) : render()}\n`);
+  process.stdout.write(`${json ? JSON.stringify(value) : printable(render())}\n`);
 }
 
 function warnNotSent(webhookId: string, state: WebhookState, what: string, hint = ''): void {
   if (state === 'enabled') return;
   if (state === 'paused') {
     process.stderr.write(
-      `warning: webhook ${webhookId} is paused: ${what}, without expiring, until paused is false again (then SIGHUP)\n`,
+      `warning: webhook ${printable(webhookId)} is paused: ${what}, without expiring, until paused is false again (then SIGHUP)\n`,
     );
     return;
   }
   const why = state === 'disabled' ? 'is disabled or no longer configured' : 'has not been run by the service';
   process.stderr.write(
-    `warning: webhook ${webhookId} ${why}: ${what} until the webhook is enabled (then SIGHUP), ` +
+    `warning: webhook ${printable(webhookId)} ${why}: ${what} until the webhook is enabled (then SIGHUP), ` +
       `and is dead-lettered as expired if that takes longer than retry.deadLetterAfterSeconds${hint}\n`,
   );
 }
