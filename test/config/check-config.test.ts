@@ -44,6 +44,10 @@ const oneOfEachClass = new Set([
   'a url with CR and LF',
   'a url longer than the limit',
   'a header longer than the limit',
+  'a NUL in a filter value',
+  'a NUL in a fieldName',
+  'a file of another format (a shadow password file)',
+  'a long unknown key with a terminal escape',
 ]);
 
 describe('check-config refuses each class of bad document with the exact path (real CLI, exit 1)', () => {

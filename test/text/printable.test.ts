@@ -40,6 +40,6 @@ describe('printableValues', () => {
     const when = new Date('2026-01-01T00:00:00Z');
     const escaped = printableValues({ a: ['x\ny', 1, null], ['k\u001b']: { when, id: 12n, text: '\u009b' } });
     expect(escaped).toEqual({ a: ['x\\ny', 1, null], ['k\\e']: { when, id: 12n, text: '\\u009b' } });
-    expect((escaped as { ['k\\e']: { when: Date } })['k\\e'].when).toBe(when);
+    expect((escaped as unknown as Record<string, { when: Date }>)['k\\e']!.when).toBe(when);
   });
 });
