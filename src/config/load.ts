@@ -299,10 +299,17 @@ export async function readConfigBytes(file: string): Promise<Buffer> {
     assertRegularFile(file, await stat(file));
     const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
     try {
-      assertRegularFile(file, await handle.stat());
-      const buffer = Buffer.alloc(MAX_DOCUMENT_BYTES + 1);
+      const opened = await handle.stat();
+      assertRegularFile(file, opened);
+      // Room for the size the file had, and one byte to see that it has grown since.
+      let buffer = Buffer.allocUnsafe(opened.size + 1);
       let length = 0;
       for (;;) {
+        if (length === buffer.length) {
+          const grown = Buffer.allocUnsafe(MAX_DOCUMENT_BYTES + 1);
+          buffer.copy(grown, 0, 0, length);
+          buffer = grown;
+        }
         const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
         if (bytesRead === 0) break;
         length += bytesRead;
