@@ -104,7 +104,7 @@ const httpUrl = z.string({ error: 'expected an http or https URL' }).superRefine
     context.addIssue({
       code: 'custom',
       input: new Found(
-        `${JSON.stringify(rewritten[0])} at position ${rewritten.index + 1} of ${quotedPrefix(maskedUrl(value))}`,
+        `${quotedPrefix(rewritten[0])} at position ${rewritten.index + 1} of ${quotedPrefix(maskedUrl(value))}`,
       ),
       message:
         'expected a url without spaces, control characters (CR, LF, tab) or backslashes, which URL parsing would drop or rewrite (percent-encode them: %20, %0D, %0A, %09, %5C)',
@@ -223,7 +223,7 @@ const headers = z
           code: 'custom',
           path: [name],
           input: new Found(
-            `a value with ${JSON.stringify([...headerValue][index])} at position ${index + 1} (the value is not shown: it may be secret)`,
+            `a value with ${quotedPrefix([...headerValue][index]!)} at position ${index + 1} (the value is not shown: it may be secret)`,
           ),
           message:
             'expected a header value without CR, LF, NUL or other control characters, nor characters beyond U+00FF',

@@ -26,14 +26,6 @@ export function printable(text: string): string {
   );
 }
 
-/** Whether `text` holds a character that printable() escapes. */
-export function hasUnprintable(text: string): boolean {
-  UNPRINTABLE.lastIndex = 0;
-  const found = UNPRINTABLE.test(text);
-  UNPRINTABLE.lastIndex = 0;
-  return found;
-}
-
 /** Characters of a found value a message quotes; past them it is cut and ends with `...`. */
 export const QUOTED_PREFIX_LENGTH = 40;
 
