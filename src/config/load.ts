@@ -62,7 +62,7 @@ export function parseConfigText(text: string, sourceName: string): Config {
     );
   }
   const duplicates = duplicateKeyProblems(document, lineCounter, sourceName);
-  if (duplicates.length > 0) throw new UserError('config_invalid', duplicates);
+  if (duplicates.length > 0) throw new UserError('config_invalid', firstProblems(duplicates, sourceName));
   const nullKeys = nullKeyProblems(document, sourceName);
   let data: unknown;
   try {
@@ -113,7 +113,23 @@ export function parseConfigText(text: string, sourceName: string): Config {
       lines: formatIssues([issue], sourceName),
     })),
   ].sort((a, b) => a.at - b.at || a.index - b.index);
-  throw new UserError('config_invalid', [...new Set(lines.flatMap((entry) => entry.lines))]);
+  throw new UserError('config_invalid', firstProblems([...new Set(lines.flatMap((entry) => entry.lines))], sourceName));
+}
+
+/** Problem lines listed for one document; past them, one line says how many more there are. */
+export const MAX_PROBLEM_LINES = 100;
+
+/**
+ * The first MAX_PROBLEM_LINES problems and a line counting the rest: a
+ * document of thousands of wrong values would otherwise write thousands of
+ * lines to the terminal, or to the log at every reload.
+ */
+function firstProblems(lines: readonly string[], sourceName: string): string[] {
+  if (lines.length <= MAX_PROBLEM_LINES) return [...lines];
+  return [
+    ...lines.slice(0, MAX_PROBLEM_LINES),
+    `${sourceName}: expected at most ${MAX_PROBLEM_LINES} problems to list, got ${lines.length}; ${lines.length - MAX_PROBLEM_LINES} more are not shown (fix these and check again)`,
+  ];
 }
 
 /**
