@@ -1,5 +1,3 @@
-import { constants } from 'node:fs';
-import { open, stat } from 'node:fs/promises';
 import {
   CST,
   isMap,
@@ -16,6 +14,7 @@ import {
 import type { z } from 'zod';
 import { describeError } from '../db/connect.js';
 import { UserError } from '../errors.js';
+import { readRegularFile, UnreadableFileError } from '../files/read-regular-file.js';
 import { printable, quotedPrefix } from '../text/printable.js';
 import { configSchema, Found, MAX_DOCUMENT_BYTES, type Config, type WebhookConfig } from './schema.js';
 
@@ -300,43 +299,27 @@ export async function loadConfigFile(file: string): Promise<Config> {
 
 /**
  * The bytes of a configuration file, read only when it is a regular file of at
- * most MAX_DOCUMENT_BYTES. Anything else at the path is refused without being
- * read: a device (`/dev/zero` never ends), a FIFO (a read waits for a writer
- * forever, and holds a thread of libuv's pool, which DNS lookups share, while
- * it waits), a directory, a huge or sparse file. The file is opened with
- * O_NONBLOCK, so a FIFO put in its place between the check and the open is
- * refused by the second check rather than waited on; and no more than the
- * limit is read, however the file grows meanwhile. Throws a UserError
- * `config_unreadable` (missing, not permitted, not a regular file) or
- * `config_invalid` (too large).
+ * most MAX_DOCUMENT_BYTES (see readRegularFile: a device, a FIFO, a directory
+ * or a huge file at the path is refused without being read, and nothing
+ * waits on it). Throws a UserError `config_unreadable` (missing, not
+ * permitted, not a regular file) or `config_invalid` (too large).
  */
 export async function readConfigBytes(file: string): Promise<Buffer> {
   try {
-    assertRegularFile(file, await stat(file));
-    const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
-    try {
-      const opened = await handle.stat();
-      assertRegularFile(file, opened);
-      // Room for the size the file had, and one byte to see that it has grown since.
-      let buffer = Buffer.allocUnsafe(opened.size + 1);
-      let length = 0;
-      for (;;) {
-        if (length === buffer.length) {
-          const grown = Buffer.allocUnsafe(MAX_DOCUMENT_BYTES + 1);
-          buffer.copy(grown, 0, 0, length);
-          buffer = grown;
-        }
-        const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
-        if (bytesRead === 0) break;
-        length += bytesRead;
-        if (length > MAX_DOCUMENT_BYTES) throw documentTooLarge(file, length, 'more than');
-      }
-      return buffer.subarray(0, length);
-    } finally {
-      await handle.close();
-    }
+    return await readRegularFile(file, MAX_DOCUMENT_BYTES);
   } catch (error) {
-    if (error instanceof UserError) throw error;
+    if (error instanceof UnreadableFileError && error.reason === 'too_large') {
+      throw new UserError(
+        'config_invalid',
+        `${file}: expected a configuration document of at most ${MAX_DOCUMENT_BYTES} bytes (4 MiB), got ${error.found}`,
+      );
+    }
+    if (error instanceof UnreadableFileError) {
+      throw new UserError(
+        'config_unreadable',
+        `${file}: expected a regular file (the path may be a symbolic link to one), got ${error.found}, which is not read`,
+      );
+    }
     throw new UserError(
       'config_unreadable',
       `${file}: expected a readable configuration file, got ${describeError(error)}`,
@@ -345,30 +328,10 @@ export async function readConfigBytes(file: string): Promise<Buffer> {
   }
 }
 
-function assertRegularFile(file: string, stats: import('node:fs').Stats): void {
-  if (!stats.isFile()) {
-    throw new UserError(
-      'config_unreadable',
-      `${file}: expected a regular file (the path may be a symbolic link to one), got ${fileKind(stats)}, which is not read`,
-    );
-  }
-  // A file past the limit is refused before it is read.
-  if (stats.size > MAX_DOCUMENT_BYTES) throw documentTooLarge(file, stats.size);
-}
-
-function fileKind(stats: import('node:fs').Stats): string {
-  if (stats.isDirectory()) return 'a directory';
-  if (stats.isFIFO()) return 'a FIFO (named pipe)';
-  if (stats.isCharacterDevice()) return 'a character device';
-  if (stats.isBlockDevice()) return 'a block device';
-  if (stats.isSocket()) return 'a socket';
-  return 'something other than a file';
-}
-
-function documentTooLarge(sourceName: string, size: number, qualifier = ''): UserError {
+function documentTooLarge(sourceName: string, size: number): UserError {
   return new UserError(
     'config_invalid',
-    `${sourceName}: expected a configuration document of at most ${MAX_DOCUMENT_BYTES} bytes (4 MiB), got ${qualifier ? `${qualifier} ` : ''}${size} bytes`,
+    `${sourceName}: expected a configuration document of at most ${MAX_DOCUMENT_BYTES} bytes (4 MiB), got ${size} bytes`,
   );
 }
 
