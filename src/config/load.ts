@@ -10,6 +10,7 @@ import {
   parseDocument,
   visit,
   type Document,
+  type YAMLError,
 } from 'yaml';
 import type { z } from 'zod';
 import { describeError } from '../db/connect.js';
@@ -25,11 +26,15 @@ import { configSchema, Found, MAX_DOCUMENT_BYTES, type Config, type WebhookConfi
  */
 export const MAX_DOCUMENT_DEPTH = 64;
 /**
- * How many values and collections a document may hold. Parsing costs time and
- * memory per node, far more than per byte: a document within the byte limit
- * made of nothing but tiny values would take many seconds to parse.
+ * How many values, keys, indicators (`-`, `:`, `?`) and separators (`,`, brackets)
+ * a document may hold. Parsing costs time and memory per such item, far more
+ * than per byte: a document within the byte limit made of nothing but tiny
+ * values, or of empty entries (`[,,,]`, each a parse error), would take many
+ * seconds to parse.
  */
-export const MAX_DOCUMENT_NODES = 100_000;
+export const MAX_DOCUMENT_NODES = 200_000;
+/** How many lines a document may have: the parser costs time per line, blank or comment. */
+export const MAX_DOCUMENT_LINES = 200_000;
 
 /**
  * Parses and validates a configuration document (YAML or JSON). Throws a
@@ -46,18 +51,18 @@ export function parseConfigText(text: string, sourceName: string): Config {
   // uniqueKeys off: the library compares each key with every other key of its
   // mapping; duplicateKeyProblems does the same check in one pass.
   const lineCounter = new LineCounter();
-  const document = parseDocument(text, { prettyErrors: true, uniqueKeys: false, logLevel: 'error', lineCounter });
+  // prettyErrors off: the library would copy lines of the source around every
+  // error, each a pass over it; the first errors are placed here instead.
+  const document = parseDocument(text, { prettyErrors: false, uniqueKeys: false, logLevel: 'error', lineCounter });
   if (document.errors.length > 0) {
+    const shown = document.errors.slice(0, MAX_PROBLEM_LINES);
     throw new UserError(
       'config_invalid',
-      document.errors.map((error) => {
-        const position = error.linePos?.[0];
-        const where = position ? `${sourceName}:${position.line}:${position.col}` : sourceName;
-        if (error.code === 'MULTIPLE_DOCS')
-          return `${where}: expected a single YAML or JSON document, got a second one`;
-        const found = printable(error.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, ''));
-        return `${where}: expected valid YAML or JSON, got ${found.length > 120 ? `${found.slice(0, 117)}...` : found}`;
-      }),
+      firstProblems(
+        shown.map((error) => lineOfParseError(error, lineCounter, sourceName)),
+        sourceName,
+        document.errors.length,
+      ),
     );
   }
   const duplicates = duplicateKeyProblems(document, lineCounter, sourceName);
@@ -115,6 +120,15 @@ export function parseConfigText(text: string, sourceName: string): Config {
   throw new UserError('config_invalid', firstProblems([...new Set(lines.flatMap((entry) => entry.lines))], sourceName));
 }
 
+/** One line for an error of the YAML parser, placed at its line and column. */
+function lineOfParseError(error: YAMLError, lineCounter: LineCounter, sourceName: string): string {
+  const position = lineCounter.linePos(error.pos[0]);
+  const where = `${sourceName}:${position.line}:${position.col}`;
+  if (error.code === 'MULTIPLE_DOCS') return `${where}: expected a single YAML or JSON document, got a second one`;
+  const found = printable(error.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, ''));
+  return `${where}: expected valid YAML or JSON, got ${found.length > 120 ? `${found.slice(0, 117)}...` : found}`;
+}
+
 /** Problem lines listed for one document; past them, one line says how many more there are. */
 export const MAX_PROBLEM_LINES = 100;
 
@@ -123,11 +137,11 @@ export const MAX_PROBLEM_LINES = 100;
  * document of thousands of wrong values would otherwise write thousands of
  * lines to the terminal, or to the log at every reload.
  */
-function firstProblems(lines: readonly string[], sourceName: string): string[] {
-  if (lines.length <= MAX_PROBLEM_LINES) return [...lines];
+function firstProblems(lines: readonly string[], sourceName: string, total = lines.length): string[] {
+  if (total <= MAX_PROBLEM_LINES) return [...lines];
   return [
     ...lines.slice(0, MAX_PROBLEM_LINES),
-    `${sourceName}: expected at most ${MAX_PROBLEM_LINES} problems to list, got ${lines.length}; ${lines.length - MAX_PROBLEM_LINES} more are not shown (fix these and check again)`,
+    `${sourceName}: expected at most ${MAX_PROBLEM_LINES} problems to list, got ${total}; ${total - MAX_PROBLEM_LINES} more are not shown (fix these and check again)`,
   ];
 }
 
@@ -173,7 +187,8 @@ function duplicateKeyProblems(document: Document.Parsed, lineCounter: LineCounte
 
 /**
  * Refuses, before it is parsed, a document nested deeper than
- * MAX_DOCUMENT_DEPTH or holding more than MAX_DOCUMENT_NODES nodes. Reads the
+ * MAX_DOCUMENT_DEPTH, holding more than MAX_DOCUMENT_NODES items or having more
+ * than MAX_DOCUMENT_LINES lines. Reads the
  * library's lexer, which quotes and comments exactly as its parser does (a
  * bracket inside a quoted string is no collection), and stops at the first
  * limit passed, so a refusal costs about as much as the document up to it.
@@ -184,6 +199,7 @@ function duplicateKeyProblems(document: Document.Parsed, lineCounter: LineCounte
 function assertOrdinaryShape(text: string, sourceName: string): void {
   let offset = 0;
   let nodes = 0;
+  let lines = 1;
   let flowDepth = 0;
   let onLine = 0;
   let indentation = 0;
@@ -207,6 +223,8 @@ function assertOrdinaryShape(text: string, sourceName: string): void {
       continue;
     }
     if (type === 'newline') {
+      lines += 1;
+      if (lines > MAX_DOCUMENT_LINES) refuse(`expected a document of at most ${MAX_DOCUMENT_LINES} lines, got more`);
       lineStart = true;
       indentation = 0;
       onLine = 0;
@@ -221,19 +239,13 @@ function assertOrdinaryShape(text: string, sourceName: string): void {
       indents.push(indentation);
     }
     lineStart = false;
+    nodes += 1;
     switch (type) {
       case 'scalar':
         scalarFollows = true;
-        nodes += 1;
-        break;
-      case 'single-quoted-scalar':
-      case 'double-quoted-scalar':
-      case 'alias':
-        nodes += 1;
         break;
       case 'flow-seq-start':
       case 'flow-map-start':
-        nodes += 1;
         flowDepth += 1;
         break;
       case 'flow-seq-end':
@@ -254,7 +266,7 @@ function assertOrdinaryShape(text: string, sourceName: string): void {
     }
     if (nodes > MAX_DOCUMENT_NODES) {
       offset = at;
-      refuse(`expected a document of at most ${MAX_DOCUMENT_NODES} values and collections, got more`);
+      refuse(`expected a document of at most ${MAX_DOCUMENT_NODES} values, keys, indicators and separators, got more`);
     }
   }
 }

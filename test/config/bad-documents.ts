@@ -479,7 +479,17 @@ export const badDocuments: readonly (readonly [string, string, string])[] = [
   [
     'more values than the limit',
     `assetUpdater: [${'1,'.repeat(100_001)}1]\n`,
-    'config.yaml:1:200012: expected a document of at most 100000 values and collections, got more',
+    'config.yaml:1:200013: expected a document of at most 200000 values, keys, indicators and separators, got more',
+  ],
+  [
+    'more empty entries than the limit (each a parse error)',
+    `assetUpdater: [${','.repeat(200_001)}]\n`,
+    'config.yaml:1:200013: expected a document of at most 200000 values, keys, indicators and separators, got more',
+  ],
+  [
+    'more lines than the limit',
+    `${'# nothing\n'.repeat(200_001)}assetUpdater: { webhooks: [] }\n`,
+    'config.yaml:200001:1: expected a document of at most 200000 lines, got more',
   ],
   // found values are quoted as a short escaped prefix, whatever the file holds
   [

@@ -93,7 +93,17 @@ describe('check-config refuses each class of bad document with the exact path (r
     [
       '4 MB of tiny values',
       `assetUpdater: [${'1,'.repeat(2_000_000)}1]\n`,
-      /config-\d+\.yaml:1:200012: expected a document of at most 100000 values and collections, got more$/,
+      /config-\d+\.yaml:1:200013: expected a document of at most 200000 values, keys, indicators and separators, got more$/,
+    ],
+    [
+      '4 MB of empty entries, each a parse error',
+      `assetUpdater: [${','.repeat(4_000_000)}]\n`,
+      /config-\d+\.yaml:1:200013: expected a document of at most 200000 values, keys, indicators and separators, got more$/,
+    ],
+    [
+      '4 MB of blank lines',
+      `${'\n'.repeat(4_000_000)}assetUpdater: { webhooks: [] }\n`,
+      /config-\d+\.yaml:200001:1: expected a document of at most 200000 lines, got more$/,
     ],
   ] as const)('%s, refused within seconds naming the limit', async ([, text, expected], { expect }) => {
     const result = await runCli(['check-config', file(text)], {}, 15_000);
