@@ -53,7 +53,16 @@ export function parseConfigText(text: string, sourceName: string): Config {
   const lineCounter = new LineCounter();
   // prettyErrors off: the library would copy lines of the source around every
   // error, each a pass over it; the first errors are placed here instead.
-  const document = parseDocument(text, { prettyErrors: false, uniqueKeys: false, logLevel: 'error', lineCounter });
+  // resolveKnownTags off: YAML 1.1's !!omap, !!set and !!pairs compare every
+  // entry with every other; a configuration has no use for them, and such a
+  // tagged collection is read as a plain one (and refused by the schema).
+  const document = parseDocument(text, {
+    prettyErrors: false,
+    uniqueKeys: false,
+    resolveKnownTags: false,
+    logLevel: 'error',
+    lineCounter,
+  });
   if (document.errors.length > 0) {
     const shown = document.errors.slice(0, MAX_PROBLEM_LINES);
     throw new UserError(

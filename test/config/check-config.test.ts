@@ -101,6 +101,11 @@ describe('check-config refuses each class of bad document with the exact path (r
       /config-\d+\.yaml:1:200013: expected a document of at most 200000 values, keys, indicators and separators, got more$/,
     ],
     [
+      'an !!omap of 45000 entries',
+      `assetUpdater: !!omap\n${Array.from({ length: 45_000 }, (_, index) => `- k${index}: 1`).join('\n')}\n`,
+      /^assetUpdater: expected a mapping, got a list \[\{"k0":1\},/,
+    ],
+    [
       '4 MB of blank lines',
       `${'\n'.repeat(4_000_000)}assetUpdater: { webhooks: [] }\n`,
       /config-\d+\.yaml:200001:1: expected a document of at most 200000 lines, got more$/,
