@@ -7,6 +7,7 @@ import { registerCheckConfig } from './commands/check-config.js';
 import { registerExplain } from './commands/explain.js';
 import { registerInvestigation } from './commands/investigate.js';
 import { registerBackfill } from './commands/backfill.js';
+import { printable } from '../text/printable.js';
 
 /** Builds the command line. Each command lives in its own file under commands/. */
 export function buildProgram(): Command {
@@ -39,10 +40,12 @@ export async function main(argv: readonly string[]): Promise<number> {
       return error.exitCode === 0 ? 0 : 2;
     }
     if (error instanceof UserError) {
-      for (const problem of error.problems) process.stderr.write(`${problem}\n`);
+      // One line each: a value quoted in a problem cannot start a line of its own nor act on the terminal.
+      for (const problem of error.problems) process.stderr.write(`${printable(problem)}\n`);
       return 1;
     }
-    process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    process.stderr.write(`${text.split('\n').map(printable).join('\n')}\n`);
     return 1;
   }
 }

@@ -1,9 +1,40 @@
-import { readFile, stat } from 'node:fs/promises';
-import { isNode, isPair, isScalar, isSeq, parseDocument, visit, type Document } from 'yaml';
+import {
+  CST,
+  isMap,
+  isNode,
+  isPair,
+  isScalar,
+  isSeq,
+  Lexer,
+  LineCounter,
+  parseDocument,
+  visit,
+  type Document,
+  type YAMLError,
+} from 'yaml';
 import type { z } from 'zod';
 import { describeError } from '../db/connect.js';
 import { UserError } from '../errors.js';
+import { readRegularFile, UnreadableFileError } from '../files/read-regular-file.js';
+import { printable, quotedPrefix } from '../text/printable.js';
 import { configSchema, Found, MAX_DOCUMENT_BYTES, type Config, type WebhookConfig } from './schema.js';
+
+/**
+ * How deep collections may nest (a list in a mapping in a list ...). A valid
+ * document nests about eight deep; parsing cost and the parser's stack grow
+ * with depth, so a deeper document is refused before it is parsed.
+ */
+export const MAX_DOCUMENT_DEPTH = 64;
+/**
+ * How many values, keys, indicators (`-`, `:`, `?`) and separators (`,`, brackets)
+ * a document may hold. Parsing costs time and memory per such item, far more
+ * than per byte: a document within the byte limit made of nothing but tiny
+ * values, or of empty entries (`[,,,]`, each a parse error), would take many
+ * seconds to parse.
+ */
+export const MAX_DOCUMENT_NODES = 200_000;
+/** How many lines a document may have: the parser costs time per line, blank or comment. */
+export const MAX_DOCUMENT_LINES = 200_000;
 
 /**
  * Parses and validates a configuration document (YAML or JSON). Throws a
@@ -14,21 +45,37 @@ export function parseConfigText(text: string, sourceName: string): Config {
   // Before parsing: what a document costs to parse grows with its size, and no sensible one comes near.
   const size = Buffer.byteLength(text, 'utf8');
   if (size > MAX_DOCUMENT_BYTES) throw documentTooLarge(sourceName, size);
+  assertOrdinaryShape(text, sourceName);
   // logLevel error: the library's warnings (a key that is a list, say) would
   // go to the process's stderr; such a key is refused by the schema instead.
-  const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true, logLevel: 'error' });
+  // uniqueKeys off: the library compares each key with every other key of its
+  // mapping; duplicateKeyProblems does the same check in one pass.
+  const lineCounter = new LineCounter();
+  // prettyErrors off: the library would copy lines of the source around every
+  // error, each a pass over it; the first errors are placed here instead.
+  // resolveKnownTags off: YAML 1.1's !!omap, !!set and !!pairs compare every
+  // entry with every other; a configuration has no use for them, and such a
+  // tagged collection is read as a plain one (and refused by the schema).
+  const document = parseDocument(text, {
+    prettyErrors: false,
+    uniqueKeys: false,
+    resolveKnownTags: false,
+    logLevel: 'error',
+    lineCounter,
+  });
   if (document.errors.length > 0) {
+    const shown = document.errors.slice(0, MAX_PROBLEM_LINES);
     throw new UserError(
       'config_invalid',
-      document.errors.map((error) => {
-        const position = error.linePos?.[0];
-        const where = position ? `${sourceName}:${position.line}:${position.col}` : sourceName;
-        if (error.code === 'MULTIPLE_DOCS')
-          return `${where}: expected a single YAML or JSON document, got a second one`;
-        return `${where}: expected valid YAML or JSON, got ${error.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`;
-      }),
+      firstProblems(
+        shown.map((error) => lineOfParseError(error, lineCounter, sourceName)),
+        sourceName,
+        document.errors.length,
+      ),
     );
   }
+  const duplicates = duplicateKeyProblems(document, lineCounter, sourceName);
+  if (duplicates.length > 0) throw new UserError('config_invalid', firstProblems(duplicates, sourceName));
   const nullKeys = nullKeyProblems(document, sourceName);
   let data: unknown;
   try {
@@ -38,14 +85,18 @@ export function parseConfigText(text: string, sourceName: string): Config {
     if (message.startsWith('Unresolved alias')) {
       throw new UserError(
         'config_invalid',
-        `${sourceName}: expected every alias to name an anchor set before it, got ${message}`,
+        `${sourceName}: expected every alias to name an anchor set before it, got Unresolved alias ${quotedPrefix(message.replace(/^[^:]*: /, ''))}`,
         { cause: error },
       );
     }
     // An alias expanding beyond the library's limit (a "billion laughs" document).
-    throw new UserError('config_invalid', `${sourceName}: expected a YAML document of ordinary size, got ${message}`, {
-      cause: error,
-    });
+    throw new UserError(
+      'config_invalid',
+      `${sourceName}: expected a YAML document of ordinary size, got ${quotedPrefix(message)}`,
+      {
+        cause: error,
+      },
+    );
   }
   if (data === null || data === undefined) {
     throw new UserError(
@@ -75,7 +126,32 @@ export function parseConfigText(text: string, sourceName: string): Config {
       lines: formatIssues([issue], sourceName),
     })),
   ].sort((a, b) => a.at - b.at || a.index - b.index);
-  throw new UserError('config_invalid', [...new Set(lines.flatMap((entry) => entry.lines))]);
+  throw new UserError('config_invalid', firstProblems([...new Set(lines.flatMap((entry) => entry.lines))], sourceName));
+}
+
+/** One line for an error of the YAML parser, placed at its line and column. */
+function lineOfParseError(error: YAMLError, lineCounter: LineCounter, sourceName: string): string {
+  const position = lineCounter.linePos(error.pos[0]);
+  const where = `${sourceName}:${position.line}:${position.col}`;
+  if (error.code === 'MULTIPLE_DOCS') return `${where}: expected a single YAML or JSON document, got a second one`;
+  const found = printable(error.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, ''));
+  return `${where}: expected valid YAML or JSON, got ${found.length > 120 ? `${found.slice(0, 117)}...` : found}`;
+}
+
+/** Problem lines listed for one document; past them, one line says how many more there are. */
+export const MAX_PROBLEM_LINES = 100;
+
+/**
+ * The first MAX_PROBLEM_LINES problems and a line counting the rest: a
+ * document of thousands of wrong values would otherwise write thousands of
+ * lines to the terminal, or to the log at every reload.
+ */
+function firstProblems(lines: readonly string[], sourceName: string, total = lines.length): string[] {
+  if (total <= MAX_PROBLEM_LINES) return [...lines];
+  return [
+    ...lines.slice(0, MAX_PROBLEM_LINES),
+    `${sourceName}: expected at most ${MAX_PROBLEM_LINES} problems to list, got ${total}; ${total - MAX_PROBLEM_LINES} more are not shown (fix these and check again)`,
+  ];
 }
 
 /**
@@ -91,6 +167,117 @@ function issueOffset(issue: z.core.$ZodIssue, document: Document.Parsed): number
     if (isNode(node) && node.range) return length === path.length ? node.range[0] : node.range[1];
   }
   return 0;
+}
+
+/**
+ * A key written twice in one mapping, one line each at the second key: YAML
+ * would keep only one of the two values, silently.
+ */
+function duplicateKeyProblems(document: Document.Parsed, lineCounter: LineCounter, sourceName: string): string[] {
+  const problems: string[] = [];
+  visit(document, {
+    Map(_, map) {
+      const seen = new Set<string>();
+      for (const pair of map.items) {
+        if (!isScalar(pair.key)) continue;
+        const key = String(pair.key.value);
+        if (!seen.has(key)) {
+          seen.add(key);
+          continue;
+        }
+        const position = pair.key.range ? lineCounter.linePos(pair.key.range[0]) : undefined;
+        const where = position ? `${sourceName}:${position.line}:${position.col}` : sourceName;
+        problems.push(`${where}: expected each key once in a mapping, got ${quotedPrefix(key)} a second time`);
+      }
+    },
+  });
+  return problems;
+}
+
+/**
+ * Refuses, before it is parsed, a document nested deeper than
+ * MAX_DOCUMENT_DEPTH, holding more than MAX_DOCUMENT_NODES items or having more
+ * than MAX_DOCUMENT_LINES lines. Reads the
+ * library's lexer, which quotes and comments exactly as its parser does (a
+ * bracket inside a quoted string is no collection), and stops at the first
+ * limit passed, so a refusal costs about as much as the document up to it.
+ * Depth is estimated from above: flow brackets open, plus the indentation
+ * levels of the block lines around, plus the block indicators (`-`, `?`,
+ * `:`) on the line.
+ */
+function assertOrdinaryShape(text: string, sourceName: string): void {
+  let offset = 0;
+  let nodes = 0;
+  let lines = 1;
+  let flowDepth = 0;
+  let onLine = 0;
+  let indentation = 0;
+  let lineStart = true;
+  let scalarFollows = false;
+  const indents: number[] = [];
+  const refuse = (problem: string): never => {
+    const before = text.slice(0, offset);
+    const line = before.split('\n').length;
+    const col = offset - before.lastIndexOf('\n');
+    throw new UserError('config_invalid', `${sourceName}:${line}:${col}: ${problem}`);
+  };
+  for (const token of new Lexer().lex(text)) {
+    const at = offset;
+    const type = scalarFollows ? null : CST.tokenType(token);
+    // The lexer's markers (document mode, a scalar follows, the end of a broken flow collection) are not in the text.
+    if (type !== 'doc-mode' && type !== 'scalar' && type !== 'flow-error-end') offset += token.length;
+    if (scalarFollows) {
+      // A scalar's content, whatever the lexer calls it.
+      scalarFollows = false;
+      continue;
+    }
+    if (type === 'newline') {
+      lines += 1;
+      if (lines > MAX_DOCUMENT_LINES) refuse(`expected a document of at most ${MAX_DOCUMENT_LINES} lines, got more`);
+      lineStart = true;
+      indentation = 0;
+      onLine = 0;
+      continue;
+    }
+    if (type === 'space' || type === 'comment' || type === 'doc-mode' || type === 'byte-order-mark') {
+      if (type === 'space' && lineStart) indentation = token.length;
+      continue;
+    }
+    if (lineStart && flowDepth === 0) {
+      while (indents.length > 0 && indents[indents.length - 1]! >= indentation) indents.pop();
+      indents.push(indentation);
+    }
+    lineStart = false;
+    nodes += 1;
+    switch (type) {
+      case 'scalar':
+        scalarFollows = true;
+        break;
+      case 'flow-seq-start':
+      case 'flow-map-start':
+        flowDepth += 1;
+        break;
+      case 'flow-seq-end':
+      case 'flow-map-end':
+        flowDepth = Math.max(0, flowDepth - 1);
+        break;
+      case 'seq-item-ind':
+      case 'explicit-key-ind':
+      case 'map-value-ind':
+        if (flowDepth === 0) onLine += 1;
+        break;
+      default:
+        break;
+    }
+    if (indents.length + onLine + flowDepth > MAX_DOCUMENT_DEPTH) {
+      offset = at;
+      refuse(`expected collections nested at most ${MAX_DOCUMENT_DEPTH} deep, got deeper`);
+    }
+    if (nodes > MAX_DOCUMENT_NODES) {
+      offset = at;
+      refuse(`expected a document of at most ${MAX_DOCUMENT_NODES} values, keys, indicators and separators, got more`);
+    }
+  }
 }
 
 /**
@@ -128,21 +315,38 @@ function nullKeyProblems(
 
 /** Reads and validates a configuration file. */
 export async function loadConfigFile(file: string): Promise<Config> {
-  let text: string;
+  return parseConfigText((await readConfigBytes(file)).toString('utf8'), file);
+}
+
+/**
+ * The bytes of a configuration file, read only when it is a regular file of at
+ * most MAX_DOCUMENT_BYTES (see readRegularFile: a device, a FIFO, a directory
+ * or a huge file at the path is refused without being read, and nothing
+ * waits on it). Throws a UserError `config_unreadable` (missing, not
+ * permitted, not a regular file) or `config_invalid` (too large).
+ */
+export async function readConfigBytes(file: string): Promise<Buffer> {
   try {
-    // A file past the limit is refused before it is read.
-    const { size } = await stat(file);
-    if (size > MAX_DOCUMENT_BYTES) throw documentTooLarge(file, size);
-    text = await readFile(file, 'utf8');
+    return await readRegularFile(file, MAX_DOCUMENT_BYTES);
   } catch (error) {
-    if (error instanceof UserError) throw error;
+    if (error instanceof UnreadableFileError && error.reason === 'too_large') {
+      throw new UserError(
+        'config_invalid',
+        `${file}: expected a configuration document of at most ${MAX_DOCUMENT_BYTES} bytes (4 MiB), got ${error.found}`,
+      );
+    }
+    if (error instanceof UnreadableFileError) {
+      throw new UserError(
+        'config_unreadable',
+        `${file}: expected a regular file (the path may be a symbolic link to one), got ${error.found}, which is not read`,
+      );
+    }
     throw new UserError(
       'config_unreadable',
       `${file}: expected a readable configuration file, got ${describeError(error)}`,
       { cause: error },
     );
   }
-  return parseConfigText(text, file);
 }
 
 function documentTooLarge(sourceName: string, size: number): UserError {
@@ -187,7 +391,7 @@ export function formatIssues(issues: readonly z.core.$ZodIssue[], sourceName = '
               issue.path.length === 0
                 ? 'expected the root key "assetUpdater"'
                 : 'expected no such key (check the spelling)';
-            return `${keyPath}: ${expected}, got unknown key ${JSON.stringify(key)}`;
+            return `${keyPath}: ${expected}, got unknown key ${quotedPrefix(key)}`;
           });
         }
         const expected =
@@ -215,9 +419,9 @@ function formatPath(path: readonly PropertyKey[]): string {
   let out = '';
   for (const segment of path) {
     if (typeof segment === 'number') out += `[${segment}]`;
-    else if (typeof segment === 'string' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(segment))
+    else if (typeof segment === 'string' && /^[A-Za-z_][A-Za-z0-9_]{0,39}$/.test(segment))
       out += out ? `.${segment}` : segment;
-    else out += `[${JSON.stringify(String(segment))}]`;
+    else out += `[${quotedPrefix(String(segment))}]`;
   }
   return out;
 }
@@ -225,15 +429,18 @@ function formatPath(path: readonly PropertyKey[]): string {
 function describeInput(input: unknown): string {
   if (input === undefined) return 'nothing';
   if (input instanceof Found) return input.description;
-  if (Array.isArray(input)) return input.length === 0 ? 'an empty list' : `a list ${truncate(JSON.stringify(input))}`;
+  if (Array.isArray(input)) return input.length === 0 ? 'an empty list' : `a list ${listPrefix(input)}`;
   if (input !== null && typeof input === 'object') return 'a mapping';
   // JSON would write null (1e400 in YAML is Infinity).
   if (typeof input === 'number' && !Number.isFinite(input)) return String(input);
-  return truncate(JSON.stringify(input));
+  if (typeof input === 'string') return quotedPrefix(input);
+  return String(JSON.stringify(input));
 }
 
-function truncate(text: string): string {
-  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+/** A list as JSON, cut like quotedPrefix cuts a string (its first entries, escaped). */
+function listPrefix(list: readonly unknown[]): string {
+  const json = printable(JSON.stringify(list.slice(0, 40)) ?? '');
+  return json.length > 40 || list.length > 40 ? `${json.slice(0, 40)}...` : json;
 }
 
 /**
@@ -251,7 +458,7 @@ export async function loadConfiguredWebhook(
   if (!webhook) {
     throw new UserError(
       'unknown_webhook',
-      `--webhook: expected one of ${config.assetUpdater.webhooks.map((w) => w.id).join(', ') || '(no webhooks configured)'}, got ${JSON.stringify(webhookId)}`,
+      `--webhook: expected one of ${config.assetUpdater.webhooks.map((w) => w.id).join(', ') || '(no webhooks configured)'}, got ${quotedPrefix(webhookId)}`,
     );
   }
   return { config, webhook };

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { EVENT_TYPES, type EventType } from '../interfaces.js';
 import { SIGNATURE_HEADERS } from '../delivery/http/signing.js';
 import { isSecretFileName, SECRET_FILE_NAME_EXPECTED } from '../secrets/file-provider.js';
+import { quotedPrefix } from '../text/printable.js';
 
 /**
  * The configuration document (docs/configuration.md): this one zod schema is the
@@ -22,9 +23,31 @@ const intRange = (min: number, max: number) =>
 /** The spec's retry schedule: five retries, 1 to 8 minutes apart. */
 export const DEFAULT_RETRY_DELAYS_SECONDS: readonly number[] = [60, 120, 240, 480, 480];
 
-const nonEmptyString = z
-  .string({ error: 'expected a non-empty string' })
-  .min(1, { error: 'expected a non-empty string' });
+/**
+ * A NUL character, or half of a UTF-16 surrogate pair without its other half.
+ * Every string of the document reaches PostgreSQL (as text, or in jsonb, where
+ * JSON escapes them as \u0000 and \ud800): text cannot hold NUL, and jsonb
+ * refuses both, so a document holding one would fail every coalescing run.
+ */
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** Refuses a string holding a character PostgreSQL cannot store (see UNSTORABLE). */
+function refuseUnstorable(value: string, context: z.core.$RefinementCtx<string>): void {
+  const found = UNSTORABLE.exec(value);
+  if (!found) return;
+  context.addIssue({
+    code: 'custom',
+    input: new Found(
+      `${found[0] === '\u0000' ? 'a NUL character' : 'an unpaired surrogate'} at position ${found.index + 1} of ${quotedPrefix(value)}`,
+    ),
+    message: 'expected text without NUL characters or unpaired UTF-16 surrogates, which PostgreSQL cannot store',
+  });
+}
+
+/** A string of the document that PostgreSQL can store: every free-text value of the schema is one. */
+const storableString = (error: string) => z.string({ error }).superRefine(refuseUnstorable);
+
+const nonEmptyString = storableString('expected a non-empty string').min(1, { error: 'expected a non-empty string' });
 
 /** Payload names of the event types by their lower-case configuration names (Created → CREATED). */
 const EVENT_TYPE_BY_NAME = new Map<string, EventType>(EVENT_TYPES.map((type) => [type.toLowerCase(), type]));
@@ -81,11 +104,15 @@ const httpUrl = z.string({ error: 'expected an http or https URL' }).superRefine
     context.addIssue({
       code: 'custom',
       input: new Found(
-        `${JSON.stringify(rewritten[0])} at position ${rewritten.index + 1} of ${JSON.stringify(maskedUrl(value).slice(0, 80))}`,
+        `${quotedPrefix(rewritten[0])} at position ${rewritten.index + 1} of ${quotedPrefix(maskedUrl(value))}`,
       ),
       message:
         'expected a url without spaces, control characters (CR, LF, tab) or backslashes, which URL parsing would drop or rewrite (percent-encode them: %20, %0D, %0A, %09, %5C)',
     });
+    return;
+  }
+  if (UNSTORABLE.test(value)) {
+    refuseUnstorable(value, context);
     return;
   }
   let url: URL;
@@ -205,7 +232,7 @@ const headers = z
           code: 'custom',
           path: [name],
           input: name,
-          message: `expected each header once (header names ignore case: ${JSON.stringify(seen.get(lower))} is the same header)`,
+          message: `expected each header once (header names ignore case: ${quotedPrefix(seen.get(lower)!)} is the same header)`,
         });
       }
       if (!seen.has(lower)) seen.set(lower, name);
@@ -230,7 +257,7 @@ const headers = z
           code: 'custom',
           path: [name],
           input: new Found(
-            `a value with ${JSON.stringify([...headerValue][index])} at position ${index + 1} (the value is not shown: it may be secret)`,
+            `a value with ${quotedPrefix([...headerValue][index]!)} at position ${index + 1} (the value is not shown: it may be secret)`,
           ),
           message:
             'expected a header value without CR, LF, NUL or other control characters, nor characters beyond U+00FF',
@@ -270,7 +297,7 @@ const filterGroup = z
     filterKind: z.enum(FILTER_KINDS, { error: `expected one of ${FILTER_KINDS.join(', ')}` }),
     condition: z.enum(CONDITIONS, { error: `expected one of ${CONDITIONS.join(', ')}` }),
     value: z
-      .array(z.string({ error: 'expected a string (quote numbers: "2026")' }), { error: 'expected a list of strings' })
+      .array(storableString('expected a string (quote numbers: "2026")'), { error: 'expected a list of strings' })
       .min(1, { error: 'expected at least one value' }),
     /** Only for additionalFields: match only fields of this name. */
     fieldName: nonEmptyString.optional(),

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
+import { UserError } from '../errors.js';
+import { readConfigBytes } from './load.js';
 
 /** How often `run --watch-config` reads the configuration file. */
 export const WATCH_INTERVAL_MS = 1000;
@@ -12,8 +12,8 @@ export interface ConfigWatcher {
 }
 
 /**
- * Calls `onChange` after the bytes of the configuration file change (`run
- * --watch-config`).
+ * Calls `onChange` after what the configuration file's path holds changes
+ * (`run --watch-config`).
  *
  * The file is read through its path every `intervalMs` and its SHA-256
  * compared with the last one seen. Reading through the path, rather than
@@ -23,63 +23,67 @@ export interface ConfigWatcher {
  * renamed to point at a new directory), which inotify on the file alone never
  * reports because the file it watches is not changed, only abandoned. Polling
  * also works where file events are missing (network and overlay file
- * systems); a configuration document is small, so a read a second costs
- * nothing.
+ * systems).
  *
- * - The first read, made before this returns, is the baseline: starting the
- *   watcher reloads nothing, and any change after it returns is seen.
+ * - Only a regular file of at most the document size limit is read, through
+ *   readConfigBytes: a device, a FIFO, a directory or a huge file at the path
+ *   is never read, so a poll never waits on it, nor holds a thread of libuv's
+ *   pool, nor reads gigabytes a second.
+ * - A path that cannot be used (missing, unreadable, not a regular file, too
+ *   large) is a state of its own: entering it is a change, so the reload
+ *   says why the file is refused, keeps the configuration in use and records
+ *   it (the service's metrics); leaving it is a change too, even back to the
+ *   bytes seen before, so the reload records that the file is usable again.
+ *   The reason is logged once per state, not every poll.
+ * - The first read, made before this resolves, is the baseline: starting the
+ *   watcher reloads nothing, and any change after it resolves is seen.
  * - A change seen while `onChange` runs is compared after it returns, so
  *   reloads never overlap and the last bytes written are always the ones
  *   loaded last.
- * - A file that cannot be read (between a delete and a create, say) is
- *   logged once and compared again when it is back; its bytes are compared
- *   with the last bytes read, so a file that comes back unchanged is no change.
  * - Half-written bytes are reloaded like any others: the reload refuses them
  *   and keeps the configuration in use, and the completed file differs again.
  */
-export function watchConfigFile(
+export async function watchConfigFile(
   path: string,
   onChange: () => unknown,
   logger: Logger,
   intervalMs: number = WATCH_INTERVAL_MS,
-): ConfigWatcher {
+): Promise<ConfigWatcher> {
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
-  let last: string | undefined;
-  let unreadable = false;
 
-  const digest = async (): Promise<string | undefined> => {
+  /** The state of the path: `bytes:` and the digest of a usable file, or `unusable:` and why not. */
+  const observe = async (): Promise<string> => {
     try {
-      const hash = createHash('sha256')
-        .update(await readFile(path))
-        .digest('hex');
-      if (unreadable) logger.info({ path }, 'configuration file readable again');
-      unreadable = false;
-      return hash;
+      return `bytes:${createHash('sha256')
+        .update(await readConfigBytes(path))
+        .digest('hex')}`;
     } catch (error) {
-      if (!unreadable) {
-        logger.warn(
-          { path, code: (error as NodeJS.ErrnoException).code },
-          'configuration file unreadable; keeping the configuration in use',
-        );
-      }
-      unreadable = true;
-      return undefined;
+      return `unusable:${error instanceof UserError ? error.problems.join('; ') : String(error)}`;
     }
   };
 
+  let last = await observe();
+  if (last.startsWith('unusable:')) {
+    logger.warn({ path, problem: last.slice('unusable:'.length) }, 'configuration file unusable');
+  }
+
   const poll = async (): Promise<void> => {
-    const current = await digest();
-    if (current !== undefined && last !== undefined && current !== last && !closed) {
-      last = current;
+    const current = await observe();
+    if (current === last || closed) return;
+    last = current;
+    if (current.startsWith('unusable:')) {
+      logger.warn(
+        { path, problem: current.slice('unusable:'.length) },
+        'configuration file unusable: reloading to record it; the configuration in use stays',
+      );
+    } else {
       logger.info({ path }, 'configuration file changed: reloading');
-      try {
-        await onChange();
-      } catch (error) {
-        logger.error({ err: error }, 'configuration reload failed');
-      }
-    } else if (current !== undefined) {
-      last = current;
+    }
+    try {
+      await onChange();
+    } catch (error) {
+      logger.error({ err: error }, 'configuration reload failed');
     }
   };
 
@@ -89,12 +93,6 @@ export function watchConfigFile(
     // Never keeps the process alive on its own: `run` ends when the service stops.
     timer.unref();
   };
-
-  try {
-    last = createHash('sha256').update(readFileSync(path)).digest('hex');
-  } catch {
-    // Unreadable now: the first poll that reads it takes the baseline (and logs why not before).
-  }
   schedule();
 
   return {

@@ -1,11 +1,17 @@
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { readRegularFile, UnreadableFileError } from '../files/read-regular-file.js';
 import { SecretResolutionError, type SecretProvider } from './types.js';
+
+/** The largest secret file read: a key or a few signing keys are far smaller. */
+export const MAX_SECRET_FILE_BYTES = 65_536;
 
 /**
  * Reads `<directory>/<NAME>` (a mounted Kubernetes or Docker secret), with one
  * trailing newline (`\n` or `\r\n`) removed. A NAME is a file name: one with a
- * path separator, `.` or `..` could leave the directory and is refused.
+ * path separator, `.` or `..` could leave the directory and is refused. Only a
+ * regular file of at most MAX_SECRET_FILE_BYTES is read (readRegularFile): a
+ * FIFO or a device in the directory would otherwise hold a thread of the pool
+ * DNS lookups share, or memory without bound, at every attempt.
  */
 export function fileProvider(directory: string): SecretProvider {
   return {
@@ -17,8 +23,16 @@ export function fileProvider(directory: string): SecretProvider {
       const file = path.join(directory, secretName);
       let text: string;
       try {
-        text = await readFile(file, 'utf8');
+        text = (await readRegularFile(file, MAX_SECRET_FILE_BYTES)).toString('utf8');
       } catch (error) {
+        if (error instanceof UnreadableFileError) {
+          throw new SecretResolutionError(
+            secretName,
+            'file',
+            `expected a regular file ${file} of at most ${MAX_SECRET_FILE_BYTES} bytes, got ${error.message}`,
+            { cause: error },
+          );
+        }
         const code =
           error instanceof Error && 'code' in error && typeof error.code === 'string' ? error.code : 'an error';
         throw new SecretResolutionError(secretName, 'file', `expected a readable file ${file}, got ${code}`, {

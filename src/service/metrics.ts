@@ -59,6 +59,20 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  readonly configFileUnusable = new Gauge({
+    name: 'asset_webhooks_config_file_unusable',
+    help:
+      '1 while the configuration file could not be used by the last reload (SIGHUP, or --watch-config seeing it change): ' +
+      'missing, unreadable, not a regular file, larger than 4 MiB, or invalid; the configuration in use stays. 0 once a reload applies.',
+    registers: [this.registry],
+  });
+  readonly configReloads = new Counter({
+    name: 'asset_webhooks_config_reloads_total',
+    help: 'Configuration reloads by outcome: applied, or refused (the configuration in use stays).',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+
   private readonly pool: pg.Pool;
   private readonly refreshEveryMs: () => number;
   private values: { promise: Promise<DatabaseValues>; startedAt: number } | undefined;
@@ -216,6 +230,12 @@ export class ServiceMetrics {
   /** Seconds since an attempt of this process last failed as local_fault, or null when none has. */
   secondsSinceLocalFault(): number | null {
     return this.lastLocalFaultMs === undefined ? null : (performance.now() - this.lastLocalFaultMs) / 1000;
+  }
+
+  /** Records one reload of the configuration file: applied, or refused. */
+  recordReload(applied: boolean): void {
+    this.configFileUnusable.set(applied ? 0 : 1);
+    this.configReloads.inc({ outcome: applied ? 'applied' : 'refused' });
   }
 
   /** Delivery requests in flight in this process, read from the pump at scrape time. */

@@ -3,6 +3,7 @@ import type { Server } from 'node:http';
 import { run, type Runner, type TaskList } from 'graphile-worker';
 import type { Logger } from 'pino';
 import { loadConfigFile } from '../config/load.js';
+import { loadConfigFileOffThread } from '../config/load-off-thread.js';
 import { configWarnings } from '../config/warnings.js';
 import { coalesce } from '../coalesce/run.js';
 import { databaseNowMs, recordTickOutcome, tick, tickPeriodMs } from '../coalesce/schedule.js';
@@ -375,6 +376,38 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     }
   }
 
+  /**
+   * Reloads one at a time, in the order asked (a SIGHUP and --watch-config, or
+   * signals in a row): a document is checked in a worker, which can take
+   * seconds, and one read earlier must never replace one read later. The
+   * turn ends once the document is in use; recording it in the database
+   * (which waits while the database is away) is not part of it.
+   */
+  let reloadTurn: Promise<unknown> = Promise.resolve();
+  async function reloadNow(): Promise<boolean> {
+    let next: ServiceState;
+    try {
+      // Off the event loop that answers the probes and runs deliveries.
+      next = new ServiceState(await loadConfigFileOffThread(options.configPath));
+    } catch (error) {
+      metrics.recordReload(false);
+      const problems = error instanceof UserError ? error.problems : [describeError(error)];
+      for (const problem of problems) logger.error({ problem }, 'configuration not reloaded');
+      logger.error('invalid configuration: keeping the one in use');
+      return false;
+    }
+    metrics.recordReload(true);
+    for (const warning of configWarnings(next.config)) logger.warn({ warning }, 'configuration');
+    const previous = state;
+    state = next;
+    void previous.close().catch(() => {});
+    logger.info(
+      { webhooks: next.routed.length, intervalSeconds: next.settings.intervalSeconds },
+      'configuration reloaded',
+    );
+    return true;
+  }
+
   let stopping: Promise<void> | undefined;
   return {
     stopped,
@@ -389,26 +422,14 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       return stopping;
     },
     async reload() {
-      let next: ServiceState;
-      try {
-        next = new ServiceState(await loadConfigFile(options.configPath));
-      } catch (error) {
-        const problems = error instanceof UserError ? error.problems : [describeError(error)];
-        for (const problem of problems) logger.error({ problem }, 'configuration not reloaded');
-        logger.error('invalid configuration: keeping the one in use');
-        return false;
+      const turn = reloadTurn.then(reloadNow);
+      reloadTurn = turn.catch(() => undefined);
+      const applied = await turn;
+      if (applied) {
+        await recordWebhooks();
+        pump.wake();
       }
-      for (const warning of configWarnings(next.config)) logger.warn({ warning }, 'configuration');
-      const previous = state;
-      state = next;
-      void previous.close().catch(() => {});
-      logger.info(
-        { webhooks: next.routed.length, intervalSeconds: next.settings.intervalSeconds },
-        'configuration reloaded',
-      );
-      await recordWebhooks();
-      pump.wake();
-      return true;
+      return applied;
     },
   };
 }

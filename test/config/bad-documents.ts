@@ -458,7 +458,7 @@ export const badDocuments: readonly (readonly [string, string, string])[] = [
   [
     'a key given twice',
     'assetUpdater:\n  webhooks: []\n  webhooks: []\n',
-    '.yaml:3:3: expected valid YAML or JSON, got Map keys must be unique',
+    'config.yaml:3:3: expected each key once in a mapping, got "webhooks" a second time',
   ],
   [
     'two YAML documents in one file',
@@ -481,5 +481,92 @@ export const badDocuments: readonly (readonly [string, string, string])[] = [
     'a proxy url with a path',
     valid('', '  network: { proxy: "http://proxy.internal:3128/x" }\n'),
     'assetUpdater.network.proxy: expected a proxy url of a scheme, host and port only',
+  ],
+  [
+    'collections nested deeper than the limit',
+    `assetUpdater: ${'['.repeat(100)}${']'.repeat(100)}\n`,
+    'config.yaml:1:77: expected collections nested at most 64 deep, got deeper',
+  ],
+  [
+    'block sequences nested deeper than the limit',
+    `assetUpdater:\n${'- '.repeat(100)}x\n`,
+    'config.yaml:2:127: expected collections nested at most 64 deep, got deeper',
+  ],
+  [
+    'more values than the limit',
+    `assetUpdater: [${'1,'.repeat(100_001)}1]\n`,
+    'config.yaml:1:200013: expected a document of at most 200000 values, keys, indicators and separators, got more',
+  ],
+  [
+    'more empty entries than the limit (each a parse error)',
+    `assetUpdater: [${','.repeat(200_001)}]\n`,
+    'config.yaml:1:200013: expected a document of at most 200000 values, keys, indicators and separators, got more',
+  ],
+  [
+    'more lines than the limit',
+    `${'# nothing\n'.repeat(200_001)}assetUpdater: { webhooks: [] }\n`,
+    'config.yaml:200001:1: expected a document of at most 200000 lines, got more',
+  ],
+  // found values are quoted as a short escaped prefix, whatever the file holds
+  [
+    'a file of another format (a shadow password file)',
+    'root:$6$Zr3aQw1b$abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ:19000:0:99999:7:::\n',
+    '["root:$6$Zr3aQw1b$abcdefghijklmnopqrstuvw"...]: expected the root key "assetUpdater", got unknown key "root:$6$Zr3aQw1b$abcdefghijklmnopqrstuvw"...',
+  ],
+  [
+    'a long unknown key with a terminal escape',
+    `assetUpdater:\n  "\\e[31m${'k'.repeat(100)}": 1\n  webhooks: []\n`,
+    'assetUpdater["\\u001b[31mkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"...]: expected no such key (check the spelling), got unknown key "\\u001b[31mkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"...',
+  ],
+  // strings PostgreSQL cannot store
+  [
+    'a NUL in a filter value',
+    valid('filters: [ { filterKind: keywords, condition: ANY, value: ["a\\u0000b"] } ]'),
+    'assetUpdater.webhooks[0].filters[0].value[0]: expected text without NUL characters or unpaired UTF-16 surrogates, which PostgreSQL cannot store, got a NUL character at position 2 of "a\\u0000b"',
+  ],
+  [
+    'a NUL in a fieldName',
+    valid('filters: [ { filterKind: additionalFields, fieldName: "f\\0", condition: ANY, value: [a] } ]'),
+    'assetUpdater.webhooks[0].filters[0].fieldName: expected text without NUL characters or unpaired UTF-16 surrogates, which PostgreSQL cannot store, got a NUL character at position 2 of "f\\u0000"',
+  ],
+  [
+    'an unpaired surrogate in a filter value (JSON)',
+    '{"assetUpdater": {"webhooks": [{"url": "https://a.example/", "enabled": true, "filters": [{"filterKind": "state", "condition": "ANY", "value": ["\\ud800"]}]}]}}',
+    'assetUpdater.webhooks[0].filters[0].value[0]: expected text without NUL characters or unpaired UTF-16 surrogates, which PostgreSQL cannot store, got an unpaired surrogate at position 1 of "\\ud800"',
+  ],
+  [
+    'an unpaired surrogate in a url',
+    'assetUpdater:\n  webhooks:\n    - { url: "https://a.example/\\udc00", enabled: true }\n',
+    'assetUpdater.webhooks[0].url: expected text without NUL characters or unpaired UTF-16 surrogates, which PostgreSQL cannot store, got an unpaired surrogate at position 19 of "https://a.example/\\udc00"',
+  ],
+  [
+    'a NUL in a resource type',
+    valid('resourceTypes: ["Resource\\0"]'),
+    'assetUpdater.webhooks[0].resourceTypes[0]: expected text without NUL characters or unpaired UTF-16 surrogates, which PostgreSQL cannot store, got a NUL character at position 9 of "Resource\\u0000"',
+  ],
+  [
+    'a NUL in an apikey name',
+    valid('apikey: "crm\\0"'),
+    'assetUpdater.webhooks[0].apikey: expected text without NUL characters or unpaired UTF-16 surrogates, which PostgreSQL cannot store, got a NUL character at position 4 of "crm\\u0000"',
+  ],
+  [
+    'a NUL in a signing secret name',
+    valid('signing: { secret: "\\0" }'),
+    'assetUpdater.webhooks[0].signing.secret: expected text without NUL characters or unpaired UTF-16 surrogates, which PostgreSQL cannot store, got a NUL character at position 1 of "\\u0000"',
+  ],
+  [
+    'a NUL in a secrets setting',
+    valid('', '  secrets: { provider: gcp, gcp: { projectId: "p\\0" } }\n'),
+    'assetUpdater.secrets.gcp.projectId: expected text without NUL characters or unpaired UTF-16 surrogates, which PostgreSQL cannot store, got a NUL character at position 2 of "p\\u0000"',
+  ],
+  [
+    'a NUL in an event type',
+    valid('eventTypes: ["Created\\0"]'),
+    'assetUpdater.webhooks[0].eventTypes[0]: expected one of Created, Edited, Deleted, Purged, Reversion (any case), got "Created\\u0000"',
+  ],
+  [
+    'a NUL in a header value',
+    valid('headers: { X-Tenant: "a\\0" }'),
+    'assetUpdater.webhooks[0].headers["X-Tenant"]: expected a header value without CR, LF, NUL',
   ],
 ];

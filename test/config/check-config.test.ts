@@ -44,6 +44,10 @@ const oneOfEachClass = new Set([
   'a url with CR and LF',
   'a url longer than the limit',
   'a header longer than the limit',
+  'a NUL in a filter value',
+  'a NUL in a fieldName',
+  'a file of another format (a shadow password file)',
+  'a long unknown key with a terminal escape',
 ]);
 
 describe('check-config refuses each class of bad document with the exact path (real CLI, exit 1)', () => {
@@ -72,6 +76,51 @@ describe('check-config refuses each class of bad document with the exact path (r
     expect(result.stderr.trim()).toMatch(
       /^\S+config-\d+\.yaml: expected a configuration document of at most 4194304 bytes \(4 MiB\), got 52428\d{3} bytes$/,
     );
+  });
+
+  // Within the size limit, each of these took the YAML parser tens of seconds and gigabytes.
+  it.concurrent.for([
+    [
+      '4 MB of nested flow lists',
+      `assetUpdater: ${'['.repeat(2_000_000)}${']'.repeat(2_000_000)}\n`,
+      /config-\d+\.yaml:1:77: expected collections nested at most 64 deep, got deeper$/,
+    ],
+    [
+      '4 MB of nested block lists',
+      `assetUpdater:\n${'- '.repeat(2_000_000)}x\n`,
+      /config-\d+\.yaml:2:127: expected collections nested at most 64 deep, got deeper$/,
+    ],
+    [
+      '4 MB of tiny values',
+      `assetUpdater: [${'1,'.repeat(2_000_000)}1]\n`,
+      /config-\d+\.yaml:1:200013: expected a document of at most 200000 values, keys, indicators and separators, got more$/,
+    ],
+    [
+      '4 MB of empty entries, each a parse error',
+      `assetUpdater: [${','.repeat(4_000_000)}]\n`,
+      /config-\d+\.yaml:1:200013: expected a document of at most 200000 values, keys, indicators and separators, got more$/,
+    ],
+    [
+      'an !!omap of 45000 entries',
+      `assetUpdater: !!omap\n${Array.from({ length: 45_000 }, (_, index) => `- k${index}: 1`).join('\n')}\n`,
+      /^assetUpdater: expected a mapping, got a list \[\{"k0":1\},/,
+    ],
+    [
+      '4 MB of blank lines',
+      `${'\n'.repeat(4_000_000)}assetUpdater: { webhooks: [] }\n`,
+      /config-\d+\.yaml:200001:1: expected a document of at most 200000 lines, got more$/,
+    ],
+  ] as const)('%s, refused within seconds naming the limit', async ([, text, expected], { expect }) => {
+    const result = await runCli(['check-config', file(text)], {}, 15_000);
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim()).toMatch(expected);
+  });
+
+  it.concurrent('a mapping of 40000 keys, checked without comparing every key with every other', async ({ expect }) => {
+    const keys = Array.from({ length: 40_000 }, (_, index) => `X-K${index}: v`).join(', ');
+    const result = await runCli(['check-config', file(valid(`headers: { ${keys} }`))], {}, 30_000);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('expected at most 16384 bytes of headers in all');
   });
 
   it.concurrent('a file that does not exist', async ({ expect }) => {

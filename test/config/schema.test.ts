@@ -316,10 +316,22 @@ describe('problems', () => {
     }
   });
 
+  it('lists the first 100 problems and counts the rest in one line', () => {
+    const values = Array.from({ length: 250 }, (_, index) => index).join(', ');
+    const lines = problems(oneWebhook(`filters: [ { filterKind: keywords, condition: ANY, value: [${values}] } ]`));
+    expect(lines).toHaveLength(101);
+    expect(lines[99]).toBe(
+      'assetUpdater.webhooks[0].filters[0].value[99]: expected a string (quote numbers: "2026"), got 99',
+    );
+    expect(lines[100]).toBe(
+      'config.yaml: expected at most 100 problems to list, got 250; 150 more are not shown (fix these and check again)',
+    );
+  });
+
   it('shortens a long value it quotes', () => {
     const [line] = problems(oneWebhook('', `  intervalSeconds: "${'x'.repeat(200)}"\n`));
     expect(line!.length).toBeLessThan(160);
-    expect(line).toMatch(/got "x+\.\.\.$/);
+    expect(line).toMatch(/got "x{40}"\.\.\.$/);
   });
 });
 

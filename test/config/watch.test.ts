@@ -19,7 +19,7 @@ async function watch(
   onChange: () => unknown = () => undefined,
 ): Promise<{ changes: () => number; polls: () => Promise<void> }> {
   let changes = 0;
-  watcher = watchConfigFile(
+  watcher = await watchConfigFile(
     file,
     async () => {
       changes += 1;
@@ -52,13 +52,19 @@ describe('watchConfigFile', () => {
     renameSync(path.join(directory, 'next.yaml'), file);
     await changesReach(changes, 2);
 
-    // Rewritten with the same bytes, or gone and back unchanged: no change.
-    writeFileSync(file, 'a: 3\n');
-    unlinkSync(file);
-    await polls();
+    // Rewritten with the same bytes: no change.
     writeFileSync(file, 'a: 3\n');
     await polls();
     expect(changes()).toBe(2);
+    // Gone, and back unchanged: each is a change, so the reload records that the file is unusable, then usable again.
+    unlinkSync(file);
+    await changesReach(changes, 3);
+    await polls();
+    expect(changes()).toBe(3);
+    writeFileSync(file, 'a: 3\n');
+    await changesReach(changes, 4);
+    await polls();
+    expect(changes()).toBe(4);
   });
 
   it('sees the atomic ..data symlink swap of a ConfigMap volume', async () => {

@@ -1,6 +1,8 @@
-import { mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, renameSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { freePort } from '../../src/embedded/embedded-postgres.js';
 import { startCli, type CliProcess } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
@@ -72,10 +74,15 @@ class ConfigMapVolume {
   }
 
   update(yaml: string): void {
+    this.updateWith((file) => writeFileSync(file, yaml));
+  }
+
+  /** An update whose config.yaml `make` creates: a FIFO, a symbolic link to a device, a huge file. */
+  updateWith(make: (file: string) => void): void {
     this.generation += 1;
-    const name = `..2026_01_01_00_00_0${this.generation}.000000001`;
+    const name = `..2026_01_01_00_00_${String(this.generation).padStart(2, '0')}.000000001`;
     mkdirSync(path.join(this.directory, name));
-    writeFileSync(path.join(this.directory, name, 'config.yaml'), yaml);
+    make(path.join(this.directory, name, 'config.yaml'));
     symlinkSync(name, path.join(this.directory, '..data_tmp'));
     renameSync(path.join(this.directory, '..data_tmp'), path.join(this.directory, '..data'));
     if (this.current === undefined) symlinkSync(path.join('..data', 'config.yaml'), this.path);
@@ -159,4 +166,118 @@ describe('run --watch-config', () => {
     expect(rows[0]!.n).toBe(shop.requests.length);
     expect(assetIds(shop)).not.toContain(4);
   });
+});
+
+describe('run --watch-config when the path holds something other than a configuration file', () => {
+  /** The value of a metric without labels on the process's /metrics, or undefined when it has none. */
+  async function metric(port: number, name: string): Promise<number | undefined> {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const line = text.split('\n').find((candidate) => candidate.startsWith(`${name} `));
+    return line === undefined ? undefined : Number(line.split(' ')[1]);
+  }
+
+  it.for([
+    ['a FIFO', (file: string) => execFileSync('mkfifo', [file])],
+    ['a symbolic link to /dev/zero', (file: string) => symlinkSync('/dev/zero', file)],
+    ['a sparse file of 1.5 GB', (file: string) => (writeFileSync(file, ''), truncateSync(file, 1.5 * 1024 ** 3))],
+  ] as const)(
+    '%s: never read, the configuration in use stays with a metric saying so, a valid document after it is loaded, and SIGTERM ends the process',
+    { timeout: 120_000 },
+    async ([, make]) => {
+      const before = await receiver();
+      const after = await receiver();
+      const volume = new ConfigMapVolume(tempDirectory('aw-configmap-'));
+      volume.update(receiverConfig([{ id: 'crm', url: before.url }]));
+      const port = await freePort();
+      const proc = run(volume.path, ['--watch-config', '--http-port', String(port)]);
+      await db.pool.query('insert into assets (asset_id) values (1)');
+      await before.waitFor(1);
+      expect(await metric(port, 'asset_webhooks_config_file_unusable')).toBe(0);
+
+      volume.updateWith(make);
+      await logged(proc, 'invalid configuration: keeping the one in use');
+      expect(proc.output.stderr).toMatch(
+        /config\.yaml: expected a regular file \(the path may be a symbolic link to one\), got a (FIFO|character device)|config\.yaml: expected a configuration document of at most 4194304 bytes \(4 MiB\), got 1610612736 bytes/,
+      );
+      expect(await metric(port, 'asset_webhooks_config_file_unusable')).toBe(1);
+      // SIGHUPs read the path too: each is refused at once, and none waits on a FIFO in libuv's thread pool.
+      for (let n = 2; n <= 6; n += 1) {
+        proc.child.kill('SIGHUP');
+        await logged(proc, 'invalid configuration: keeping the one in use', n);
+      }
+      // Still delivering with the configuration in use.
+      await db.pool.query('insert into assets (asset_id) values (2)');
+      await eventually(
+        async () => (assetIds(before).includes(2) ? true : undefined),
+        20_000,
+        'asset 2 at the first receiver',
+      );
+      // Unchanged, the file is not reloaded again (nor read: a FIFO or a device would hang or never end).
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      expect(count(proc.output.stderr, '"msg":"invalid configuration: keeping the one in use"')).toBe(6);
+
+      // A valid document afterwards is loaded; its receiver is reached by host name, so DNS lookups still get a thread.
+      volume.update(receiverConfig([{ id: 'crm', url: after.url.replace('127.0.0.1', 'localhost') }]));
+      await logged(proc, 'configuration reloaded');
+      expect(await metric(port, 'asset_webhooks_config_file_unusable')).toBe(0);
+      await db.pool.query('insert into assets (asset_id) values (3)');
+      await eventually(
+        async () => (assetIds(after).includes(3) ? true : undefined),
+        20_000,
+        'asset 3 at the second receiver',
+      );
+
+      proc.child.kill('SIGTERM');
+      const exited = await Promise.race([
+        proc.exited,
+        new Promise((resolve) => setTimeout(() => resolve('still running 15 s after SIGTERM'), 15_000)),
+      ]);
+      expect(exited).toBe(0);
+    },
+  );
+});
+
+describe('run reloading a document that is costly to parse', () => {
+  it(
+    'keeps answering /livez within 2 s while a reload refuses 4 MB of nested lists, or checks a document near the node limit',
+    { timeout: 120_000 },
+    async () => {
+      const crm = await receiver();
+      const file = path.join(tempDirectory('aw-costly-'), 'config.yaml');
+      const valid = receiverConfig([{ id: 'crm', url: crm.url }]);
+      writeFileSync(file, valid);
+      const port = await freePort();
+      const proc = run(file, ['--http-port', String(port)]);
+      await logged(proc, 'asset-webhooks running');
+
+      /** Sends SIGHUP and asks /livez every 100 ms, each answer within 2 s, until the reload's outcome is logged. */
+      const reloadWhileProbing = async (outcome: string, n: number): Promise<number> => {
+        proc.child.kill('SIGHUP');
+        let probes = 0;
+        while (count(proc.output.stderr, `"msg":"${outcome}"`) < n) {
+          const response = await fetch(`http://127.0.0.1:${port}/livez`, { signal: AbortSignal.timeout(2000) });
+          expect(response.status).toBe(200);
+          probes += 1;
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        return probes;
+      };
+
+      writeFileSync(file, `assetUpdater: ${'['.repeat(2_000_000)}${']'.repeat(2_000_000)}\n`);
+      await reloadWhileProbing('invalid configuration: keeping the one in use', 1);
+      expect(proc.output.stderr).toContain('expected collections nested at most 64 deep, got deeper');
+
+      // Within every limit, yet seconds of parsing: checked off the event loop, then refused by the schema.
+      const values = Array.from({ length: 99_000 }, (_, index) => `"v${index}"`).join(', ');
+      writeFileSync(
+        file,
+        valid.replace('webhooks:', `webhooks:\n    - ${'{'} url: "x", enabled: true, resourceTypes: [${values}] }`),
+      );
+      await reloadWhileProbing('invalid configuration: keeping the one in use', 2);
+      expect(proc.output.stderr).toContain('assetUpdater.webhooks[0].url: expected an http or https URL, got \\"x\\"');
+
+      writeFileSync(file, receiverConfig([{ id: 'crm', url: crm.url, batchSize: 5 }]));
+      await reloadWhileProbing('configuration reloaded', 1);
+    },
+  );
 });

@@ -139,6 +139,26 @@ describe('explain evaluates a webhook against an asset in the database', () => {
     expect(lines.at(-1)).toBe('=> excluded by filter:1');
   });
 
+  it('escapes a keyword that would colour the terminal and forge a line of its own', async () => {
+    const keyword = 'k\u001b[31mRED\u001b[0m\n  pass    filter:9       FORGED\u202e';
+    await db.pool.query(`insert into assets (asset_id, supertype) values (7005, 'Resource'), (7006, 'Resource\u0007')`);
+    await db.pool.query('insert into asset_keywords values (7005, $1)', [keyword]);
+    const result = await explain(['--webhook', 'shop', '--asset', '7005']);
+    expect(result.code).toBe(0);
+    expect(result.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/);
+    const lines = result.stdout.trim().split('\n');
+    expect(lines.filter((line) => line.includes('FORGED'))).toEqual([
+      '  fail    filter:1       keywords ANY [summer]: the asset has [k\\e[31mRED\\e[0m\\n  pass    filter:9       FORGED\\u202e], matching none: ANY needs at least one listed value, none is present',
+    ]);
+    const bell = await explain(['--webhook', 'shop', '--asset', '7006']);
+    expect(bell.stdout.split('\n')[0]).toMatch(
+      /^webhook shop, asset 7006 \(Resource\\u0007, [0-9a-f-]{36}\), event EDITED:$/,
+    );
+    // --json escapes as JSON does, and keeps the value itself.
+    const json = await explain(['--webhook', 'shop', '--asset', '7005', '--json']);
+    expect((JSON.parse(json.stdout) as { asset: { keywords: string[] } }).asset.keywords).toEqual([keyword]);
+  });
+
   it('reads the configuration from ASSET_WEBHOOKS_CONFIG when --config is not given', async () => {
     const result = await runCli(['explain', '--webhook', 'shop', '--asset', '7001', '--database-url', db.url], {
       ASSET_WEBHOOKS_CONFIG: configFile,

@@ -59,6 +59,26 @@ beforeAll(async () => {
 });
 
 describe('trace', () => {
+  it("escapes a receiver's error text that would colour the terminal and forge a line", async () => {
+    const forged = 'connect ECONNREFUSED\u001b[2J\n    attempt 9 HTTP 200 delivered\u009b';
+    await db.pool.query(
+      "update asset_webhooks.attempts set error_message = $1 where error_message = 'connect ECONNREFUSED'",
+      [forged],
+    );
+    try {
+      const result = await runCli(['trace', ids.delivered, '--database-url', db.url]);
+      expect(result.code).toBe(0);
+      expect(result.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+      expect(result.stdout).toContain('connect ECONNREFUSED\\e[2J\\n    attempt 9 HTTP 200 delivered\\u009b');
+      expect(result.stdout.split('\n').filter((line) => line.includes('attempt 9'))).toHaveLength(1);
+    } finally {
+      await db.pool.query(
+        "update asset_webhooks.attempts set error_message = 'connect ECONNREFUSED' where error_message = $1",
+        [forged],
+      );
+    }
+  });
+
   it('answers "did crm get it": the payload, every attempt, delivered', async () => {
     const result = await runCli(['trace', ids.delivered, '--database-url', db.url]);
     expect(result.code).toBe(0);

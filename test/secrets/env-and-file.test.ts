@@ -1,4 +1,5 @@
-import { writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { envVariableName } from '../../src/secrets/env-provider.js';
@@ -73,6 +74,23 @@ describe('file provider', () => {
 
   it('an empty file is refused', async () => {
     await expect(resolver.resolve('empty')).rejects.toThrow(/expected a value, got an empty one/);
+  });
+
+  it.for([
+    ['a FIFO', (file: string) => execFileSync('mkfifo', [file]), 'a FIFO (named pipe)'],
+    ['a symbolic link to /dev/zero', (file: string) => symlinkSync('/dev/zero', file), 'a character device'],
+    [
+      'a sparse file of 1 GB',
+      (file: string) => (writeFileSync(file, ''), truncateSync(file, 1024 ** 3)),
+      'a file of 1073741824 bytes',
+    ],
+  ] as const)('refuses %s without reading it (no wait, no memory)', async ([, make, found]) => {
+    const name = `odd-${found.split(' ')[1]}`;
+    const file = path.join(directory, name);
+    make(file);
+    await expect(resolver.resolve(name)).rejects.toThrow(
+      `secret "${name}" (provider file): expected a regular file ${file} of at most 65536 bytes, got ${found}`,
+    );
   });
 
   it('a missing file names the path and the error code', async () => {

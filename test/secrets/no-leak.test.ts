@@ -4,7 +4,7 @@ import { Writable } from 'node:stream';
 import { inspect } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../src/logging/logger.js';
-import { signingKeys, SigningKeyError } from '../../src/delivery/http/signing.js';
+import { signedHeaders, signingKeys, SigningKeyError } from '../../src/delivery/http/signing.js';
 import { createSecretResolver } from '../../src/secrets/resolver.js';
 import { SecretResolutionError, type SecretsConfig } from '../../src/secrets/types.js';
 import { json, startLocalApi, type LocalApi } from '../helpers/http-servers.js';
@@ -113,6 +113,16 @@ describe('a secret value never appears in errors or logs of a failing resolution
       /key 1 of 2 to be whsec_ followed by base64/,
     ],
     ['a value of spaces only', '   ', /expected one or more whsec_ keys separated by spaces, got none/],
+    [
+      'a key of 3 bytes',
+      'whsec_AAAA',
+      /^SigningKeyError: signing secret "crm-signing": expected key 1 of 1 to be at least 24 bytes once decoded \(the Standard Webhooks minimum\), got a shorter key$/,
+    ],
+    [
+      'a key of 23 bytes beside a valid one',
+      `whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw whsec_${Buffer.from('LEAK-CANARY-0123456789ab').subarray(0, 23).toString('base64')}`,
+      /key 2 of 2 to be at least 24 bytes once decoded/,
+    ],
   ])('signing keys, %s', (_what, value, expected) => {
     const error = (() => {
       try {
@@ -124,6 +134,19 @@ describe('a secret value never appears in errors or logs of a failing resolution
     })();
     expect(String(error)).toMatch(expected);
     expectNoValue(error);
+  });
+
+  it('a signing key below the Standard Webhooks minimum, refused when an attempt resolves the secret, naming it and never the key', async () => {
+    const resolver = createSecretResolver(
+      { provider: 'env', cacheSeconds: 300 },
+      { env: { ASSET_WEBHOOKS_SECRET_CRM_SIGNING: 'whsec_AAAA' } },
+    );
+    const error: unknown = await signedHeaders(resolver, 'crm-signing', 'msg_0123456789abcdef_1', '{}').catch((caught: unknown) => caught);
+    expect(String(error)).toBe(
+      'SigningKeyError: signing secret "crm-signing": expected key 1 of 1 to be at least 24 bytes once decoded (the Standard Webhooks minimum), got a shorter key',
+    );
+    expectNoValue(error);
+    for (const text of Object.values(renderings(error))) expect(text).not.toContain('AAAA');
   });
 
   it('the service logger also redacts header values passed to it by mistake', () => {

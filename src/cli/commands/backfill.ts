@@ -5,6 +5,7 @@ import { UserError } from '../../errors.js';
 import { BINDING_VIEW_COLUMNS } from '../../db/asset-state.js';
 import { assertBinding } from '../../migrate/binding-check.js';
 import { withDatabase } from '../database.js';
+import { printableValues } from '../../text/printable.js';
 
 const INT8_MAX = 9_223_372_036_854_775_807n;
 
@@ -133,7 +134,9 @@ export function registerBackfill(program: Command): void {
           process.removeListener('SIGINT', stop).removeListener('SIGTERM', stop);
         });
         const maxRssBytes = process.resourceUsage().maxRSS * 1024;
-        process.stdout.write(`${options.json ? JSON.stringify({ ...result, maxRssBytes }) : summary(result)}\n`);
+        process.stdout.write(
+          `${options.json ? JSON.stringify({ ...result, maxRssBytes }) : summary(printableValues(result))}\n`,
+        );
         if (result.status !== 'completed' && !dryRun) {
           process.stderr.write(
             `backfill ${result.backfillId} of webhook ${result.webhookId}: interrupted, done up to asset ${result.lastAssetId ?? '(none)'}; ` +

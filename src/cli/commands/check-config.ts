@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { configFromEnvOrOption, loadConfigFile } from '../../config/load.js';
 import { configWarnings } from '../../config/warnings.js';
+import { printable } from '../../text/printable.js';
 
 export function registerCheckConfig(program: Command): void {
   program
@@ -26,6 +27,6 @@ export function registerCheckConfig(program: Command): void {
           `${webhooks.map((w) => w.id).join(', ') || 'none'}; interval ${config.assetUpdater.intervalSeconds}s\n`,
       );
       // Valid, so exit 0; what would fail every delivery is still said.
-      for (const warning of configWarnings(config)) process.stderr.write(`${warning}\n`);
+      for (const warning of configWarnings(config)) process.stderr.write(`${printable(warning)}\n`);
     });
 }

@@ -9,6 +9,7 @@ import { assertKnownWebhook } from '../../investigate/known-webhook.js';
 import { withDatabase } from '../database.js';
 import { parseIntegerOption } from '../options.js';
 import { parseTime } from '../time-option.js';
+import { printable } from '../../text/printable.js';
 
 /** The options of `dead-letters redeliver` as commander gives them: `--to` is read once the other arguments say what it is. */
 export interface RedeliverOptions {
@@ -104,8 +105,9 @@ export function redeliverRequest(
   };
 }
 
+/** The value as JSON, or its one-line rendering escaped for a terminal. */
 function print(value: unknown, json: boolean | undefined, render: () => string): void {
-  process.stdout.write(`${json ? JSON.stringify(value) : render()}\n`);
+  process.stdout.write(`${json ? JSON.stringify(value) : printable(render())}\n`);
 }
 
 /**
@@ -129,7 +131,7 @@ function warnNotSent(webhookId: string, state: WebhookState, count: number, move
       `has not been run by the service: ${them} ${wait} until a service runs with it enabled, ` +
       `and ${are} dead-lettered as expired if that takes longer than retry.deadLetterAfterSeconds${move}`,
   }[state];
-  if (warning !== null) process.stderr.write(`warning: webhook ${webhookId} ${warning}\n`);
+  if (warning !== null) process.stderr.write(`warning: webhook ${printable(webhookId)} ${warning}\n`);
 }
 
 /** The bulk command again, as typed, with `--to-webhook WEBHOOK_ID`. */

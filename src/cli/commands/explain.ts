@@ -9,6 +9,7 @@ import { EVENT_TYPES, type EventType } from '../../interfaces.js';
 import { stringifyWithExactIds } from '../json-output.js';
 import { parseDecimalIdOption } from '../options.js';
 import { assertBinding } from '../../migrate/binding-check.js';
+import { printableValues } from '../../text/printable.js';
 
 function parseEventType(value: string): EventType {
   const type = EVENT_TYPES.find((candidate) => candidate === value.toUpperCase());
@@ -44,18 +45,21 @@ export function registerExplain(program: Command): void {
         await withDatabase(options.databaseUrl, async (pool) => {
           // Without a (valid) binding there is no asset state to read: say so in one line.
           await assertBinding(pool);
-          const asset = await readAssetState(pool, options.asset);
-          if (!asset)
+          const assetState = await readAssetState(pool, options.asset);
+          if (!assetState)
             throw new UserError(
               'unknown_asset',
               `--asset: expected an existing asset id, got ${options.asset} (no such asset in asset_webhooks.asset_state)`,
             );
-          const explanation = explainWebhook(webhook, options.eventType, asset);
+          const evaluated = explainWebhook(webhook, options.eventType, assetState);
           if (options.json) {
             // The asset as the filters saw it, so a reader can check every comparison.
-            process.stdout.write(`${stringifyWithExactIds({ ...explanation, asset })}\n`);
+            process.stdout.write(`${stringifyWithExactIds({ ...evaluated, asset: assetState })}\n`);
             return;
           }
+          // Keywords, field values and filter values, escaped for the terminal.
+          const explanation = printableValues(evaluated);
+          const asset = printableValues(assetState);
           const out = [
             `webhook ${webhook.id}, asset ${asset.assetId} (${asset.supertype}, ${asset.assetUuid}), event ${options.eventType}:`,
           ];

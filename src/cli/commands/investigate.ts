@@ -8,14 +8,16 @@ import { registerRedeliver } from './dead-letters-redeliver.js';
 import { stringifyWithExactIds } from '../json-output.js';
 import { parseDecimalIdOption, parseIntegerOption } from '../options.js';
 import { parseTime } from '../time-option.js';
+import { printableValues } from '../../text/printable.js';
 
 function parseEventId(value: string): string {
   if (!isEventId(value)) throw new InvalidArgumentError(`EVENT_ID: expected a UUID, got ${JSON.stringify(value)}`);
   return value.toLowerCase();
 }
 
-function print(value: unknown, json: boolean | undefined, render: () => string): void {
-  process.stdout.write(`${json ? stringifyWithExactIds(value) : render()}\n`);
+/** The value as JSON, or rendered as text from a copy whose strings are escaped for a terminal (see printableValues). */
+function print<T>(value: T, json: boolean | undefined, render: (printable: T) => string): void {
+  process.stdout.write(`${json ? stringifyWithExactIds(value) : render(printableValues(value))}\n`);
 }
 
 /** trace, events and dead-letters: the operator's questions about missed events (docs/configuration.md, command line). */
@@ -30,7 +32,7 @@ export function registerInvestigation(program: Command): void {
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
     .action(async (eventId: string, options: { json?: boolean; databaseUrl?: string }) => {
       const trace = await withDatabase(options.databaseUrl, (pool) => traceEvent(pool, eventId));
-      print(trace, options.json, () => renderTrace(trace));
+      print(trace, options.json, renderTrace);
     });
 
   program
@@ -62,7 +64,7 @@ export function registerInvestigation(program: Command): void {
             assetId: options.asset,
           });
         });
-        print(events, options.json, () => renderEvents(events));
+        print(events, options.json, renderEvents);
       },
     );
 
@@ -77,7 +79,7 @@ export function registerInvestigation(program: Command): void {
         if (options.webhook !== undefined) await assertKnownWebhook(pool, options.webhook);
         return listDeadLetters(pool, options.webhook);
       });
-      print(letters, options.json, () => renderDeadLetters(letters));
+      print(letters, options.json, renderDeadLetters);
     });
 
   registerRedeliver(deadLetters);

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { withDatabase } from '../database.js';
 import { migrate } from '../../migrate/migrate.js';
+import { printable } from '../../text/printable.js';
 
 export function registerMigrate(program: Command): void {
   program
@@ -20,6 +21,6 @@ export function registerMigrate(program: Command): void {
           (result.binding ? `; binding ${result.binding} installed` : '') +
           '\n',
       );
-      for (const gap of result.captureGaps ?? []) process.stderr.write(`migrate: warning: ${gap}\n`);
+      for (const gap of result.captureGaps ?? []) process.stderr.write(`migrate: warning: ${printable(gap)}\n`);
     });
 }

@@ -93,7 +93,7 @@ export function registerRun(program: Command): void {
         // Watched from before the service loads the file, so that a change made
         // while it starts is not missed: it is applied as soon as the service is up.
         const watcher: ConfigWatcher | undefined = options.watchConfig
-          ? watchConfigFile(
+          ? await watchConfigFile(
               configPath,
               () => {
                 if (service) return service.reload();

@@ -31,6 +31,8 @@ export function webhookMessageId(installationId: string, payloadId: number | str
 }
 
 const KEY_PREFIX = 'whsec_';
+/** The Standard Webhooks minimum length of a key, in bytes once decoded from base64. */
+export const MIN_SIGNING_KEY_BYTES = 24;
 /** Standard base64 (the form `whsec_` keys are written in), padding optional. */
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 
@@ -54,7 +56,7 @@ export class SigningKeyError extends Error {
  * The keys of a signing secret value: one or more `whsec_<base64>` keys
  * separated by spaces (several during a rotation; each signs).
  *
- * @throws SigningKeyError when a key lacks the prefix, is not base64 or is empty.
+ * @throws SigningKeyError when a key lacks the prefix, is not base64, or is shorter than MIN_SIGNING_KEY_BYTES.
  */
 export function signingKeys(secretName: string, value: string): Webhook[] {
   const keys = value.split(' ').filter((key) => key !== '');
@@ -66,6 +68,13 @@ export function signingKeys(secretName: string, value: string): Webhook[] {
     const encoded = key.slice(KEY_PREFIX.length);
     if (!BASE64.test(encoded) || encoded.length % 4 === 1) {
       throw new SigningKeyError(secretName, `expected ${where} to be whsec_ followed by base64`);
+    }
+    // Said without the key's length or any of its bytes: only that it is too short.
+    if (Buffer.from(encoded, 'base64').length < MIN_SIGNING_KEY_BYTES) {
+      throw new SigningKeyError(
+        secretName,
+        `expected ${where} to be at least ${MIN_SIGNING_KEY_BYTES} bytes once decoded (the Standard Webhooks minimum), got a shorter key`,
+      );
     }
     try {
       return new Webhook(key);
