@@ -141,7 +141,9 @@ describe('a secret value never appears in errors or logs of a failing resolution
       { provider: 'env', cacheSeconds: 300 },
       { env: { ASSET_WEBHOOKS_SECRET_CRM_SIGNING: 'whsec_AAAA' } },
     );
-    const error: unknown = await signedHeaders(resolver, 'crm-signing', 'msg_0123456789abcdef_1', '{}').catch((caught: unknown) => caught);
+    const error: unknown = await signedHeaders(resolver, 'crm-signing', 'msg_0123456789abcdef_1', '{}').catch(
+      (caught: unknown) => caught,
+    );
     expect(String(error)).toBe(
       'SigningKeyError: signing secret "crm-signing": expected key 1 of 1 to be at least 24 bytes once decoded (the Standard Webhooks minimum), got a shorter key',
     );
