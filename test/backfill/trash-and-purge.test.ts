@@ -3,7 +3,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { runCli } from '../helpers/cli.js';
+import { runCli, type CliResult } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
 import { eventually, startTestReceiver } from '../helpers/receiver.js';
 import { startTestService } from '../helpers/service.js';
@@ -16,8 +16,9 @@ const tempDirectory = useTempDirectories();
 const crm = openWebhook('crm');
 let configPath: string;
 
-const backfillCli = (...args: string[]) =>
-  runCli(['backfill', '--webhook', 'crm', '--json', '--config', configPath, '--database-url', db.url, ...args]);
+const backfillWith = (config: string, ...args: string[]) =>
+  runCli(['backfill', '--webhook', 'crm', '--json', '--config', config, '--database-url', db.url, ...args]);
+const backfillCli = (...args: string[]) => backfillWith(configPath, ...args);
 
 /** The assets of the backfill's events, ascending. */
 async function backfilledAssets(): Promise<number[]> {
@@ -93,31 +94,23 @@ describe('an asset purged or trashed while a backfill runs', () => {
     'gets no EDITED from the backfill when the change commits between its read and its write',
     { timeout: 120_000 },
     async () => {
-      await installGate();
-      const gate = new pg.Client({ connectionString: db.url });
-      await gate.connect();
-      try {
-        await gate.query('select pg_advisory_lock(4242)');
-        const running = backfillCli();
-        await readWaitingAtGate();
-        // Meanwhile asset 2 is purged and asset 5 trashed, and a coalescing run sends on both.
-        await db.pool.query('delete from assets where asset_id = 2');
-        await db.pool.query('update assets set trashed_at = now() where asset_id = 5');
-        await runCoalesce(db.pool, [crm]);
-        await gate.query('select pg_advisory_unlock(4242)');
-        const result = await running;
-        expect(result.stderr).toBe('');
-        expect(result.code).toBe(0);
-        expect(JSON.parse(result.stdout)).toMatchObject({
-          status: 'completed',
-          assetsRead: 6,
-          eventsSent: 3,
-          excluded: 3,
-          excludedBy: { asset_gone: 1, in_trash: 2 },
-        });
-      } finally {
-        await gate.end();
-      }
+      const result = await backfillHeldAtGate({
+        meanwhile: async () => {
+          // Asset 2 is purged and asset 5 trashed, and a coalescing run sends on both.
+          await db.pool.query('delete from assets where asset_id = 2');
+          await db.pool.query('update assets set trashed_at = now() where asset_id = 5');
+          await runCoalesce(db.pool, [crm]);
+        },
+      });
+      expect(result.stderr).toBe('');
+      expect(result.code).toBe(0);
+      expect(JSON.parse(result.stdout)).toMatchObject({
+        status: 'completed',
+        assetsRead: 6,
+        eventsSent: 3,
+        excluded: 3,
+        excludedBy: { asset_gone: 1, in_trash: 2 },
+      });
       expect(await backfilledAssets()).toEqual([1, 4, 6]);
       // What crm is sent, per asset, in the order it is sent: no EDITED after a PURGED or DELETED.
       expect(Object.fromEntries(await sentInOrder())).toEqual({
@@ -138,32 +131,22 @@ describe('an asset purged or trashed while a backfill runs', () => {
       // 2,500 assets: three writes of full payloads of two events; asset 3 is in the Trash.
       await db.pool.query('insert into assets (asset_id) select g from generate_series(7, 2500) g');
       await runCoalesce(db.pool, [crm]);
-      await installGate();
-      const gate = new pg.Client({ connectionString: db.url });
-      await gate.connect();
-      try {
-        await gate.query('select pg_advisory_lock(4242)');
-        const running = backfillCli();
-        await readWaitingAtGate();
+      const result = await backfillHeldAtGate({
         // Both are in the first write, which leaves them out, packs again and carries its open payload.
-        await db.pool.query('delete from assets where asset_id in (2, 700)');
-        await gate.query('select pg_advisory_unlock(4242)');
-        const result = await running;
-        expect(result.code).toBe(0);
-        const totals = { assetsRead: 2500, eventsSent: 2497, excluded: 3, payloads: 1249 };
-        expect(JSON.parse(result.stdout)).toMatchObject({
-          status: 'completed',
-          ...totals,
-          excludedBy: { asset_gone: 2, in_trash: 1 },
-        });
-        const { rows } = await db.pool.query(
-          `select assets_read::int as "assetsRead", events_sent::int as "eventsSent", excluded::int as "excluded", payloads::int as "payloads"
-           from asset_webhooks.backfills order by backfill_id desc limit 1`,
-        );
-        expect(rows).toEqual([totals]);
-      } finally {
-        await gate.end();
-      }
+        meanwhile: () => db.pool.query('delete from assets where asset_id in (2, 700)'),
+      });
+      expect(result.code).toBe(0);
+      const totals = { assetsRead: 2500, eventsSent: 2497, excluded: 3, payloads: 1249 };
+      expect(JSON.parse(result.stdout)).toMatchObject({
+        status: 'completed',
+        ...totals,
+        excludedBy: { asset_gone: 2, in_trash: 1 },
+      });
+      const { rows } = await db.pool.query(
+        `select assets_read::int as "assetsRead", events_sent::int as "eventsSent", excluded::int as "excluded", payloads::int as "payloads"
+         from asset_webhooks.backfills order by backfill_id desc limit 1`,
+      );
+      expect(rows).toEqual([totals]);
       const sent = await backfilledAssets();
       expect(sent).toHaveLength(2497);
       expect(sent.filter((id) => [2, 3, 700].includes(id))).toEqual([]);
@@ -185,47 +168,35 @@ describe('a backfill write in progress', () => {
       const config = path.join(tempDirectory('aw-backfill-claim-'), 'config.yaml');
       writeFileSync(config, configText);
       const service = await startTestService(db.url, configText);
-      const gate = new pg.Client({ connectionString: db.url });
       try {
         const delivered = async (): Promise<true | undefined> =>
           (await payloads(db.pool, 'crm')).every((payload) => payload.status === 'delivered') ? true : undefined;
         await eventually(delivered, 30_000, 'the captured events delivered');
-        // The gate holds the write's second read of its assets (see backfill), after its payload ids are drawn.
-        await installGate('end as check');
-        await gate.connect();
-        await gate.query('select pg_advisory_lock(4242)');
-        const running = runCli([
-          'backfill',
-          '--webhook',
-          'crm',
-          '--json',
-          '--config',
+        const result = await backfillHeldAtGate({
           config,
-          '--database-url',
-          db.url,
-        ]);
-        await readWaitingAtGate();
-        // Purged after the write's read began: its EDITED goes out, and must go first.
-        await db.pool.query('delete from assets where asset_id = 2');
-        await eventually(
-          async () =>
-            (await payloads(db.pool, 'crm')).some((payload) =>
-              bodyEvents(payload).some((event) => event.eventType === 'PURGED'),
-            )
-              ? true
-              : undefined,
-          30_000,
-          'the PURGED coalesced by the service',
-        );
-        // Time for the service's pump (it polls every second) to send the PURGED if it could.
-        await new Promise((resolve) => setTimeout(resolve, 3000));
-        await gate.query('select pg_advisory_unlock(4242)');
-        const result = await running;
+          // The write's second read of its assets (see backfill), after its payload ids are drawn.
+          marker: 'end as check',
+          meanwhile: async () => {
+            // Purged after the write's read began: its EDITED goes out, and must go first.
+            await db.pool.query('delete from assets where asset_id = 2');
+            await eventually(
+              async () =>
+                (await payloads(db.pool, 'crm')).some((payload) =>
+                  bodyEvents(payload).some((event) => event.eventType === 'PURGED'),
+                )
+                  ? true
+                  : undefined,
+              30_000,
+              'the PURGED coalesced by the service',
+            );
+            // Time for the service's pump (it polls every second) to send the PURGED if it could.
+            await new Promise((resolve) => setTimeout(resolve, 3000));
+          },
+        });
         expect(result.code).toBe(0);
         expect(JSON.parse(result.stdout)).toMatchObject({ status: 'completed', eventsSent: 5 });
         await eventually(delivered, 30_000, 'every payload delivered');
       } finally {
-        await gate.end();
         await service.stop();
         await receiver.close();
       }
@@ -269,6 +240,35 @@ async function installGate(marker = 'as read_at'): Promise<void> {
                            from public.asset_additional_fields f where f.asset_id = a.asset_id) f on true
         where public.backfill_gate();
       `);
+}
+
+/**
+ * Runs a backfill (on `config`, by default the file's) whose query marked by
+ * `marker` (see installGate) is held at the gate while `meanwhile` runs, then
+ * let through; resolves with the backfill's result.
+ */
+async function backfillHeldAtGate({
+  config = configPath,
+  marker,
+  meanwhile,
+}: {
+  config?: string;
+  marker?: string;
+  meanwhile: () => Promise<unknown>;
+}): Promise<CliResult> {
+  await installGate(marker);
+  const gate = new pg.Client({ connectionString: db.url });
+  await gate.connect();
+  try {
+    await gate.query('select pg_advisory_lock(4242)');
+    const running = backfillWith(config);
+    await readWaitingAtGate();
+    await meanwhile();
+    await gate.query('select pg_advisory_unlock(4242)');
+    return await running;
+  } finally {
+    await gate.end();
+  }
 }
 
 /** Resolves once the backfill has read its snapshot of the assets and waits at the gate, before its write. */

@@ -31,6 +31,38 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(directory, { recursive: true, force: true }));
 
+/** `explain` of asset 1 to webhook crm, on the configuration file `config`. */
+const explainAsset1 = (config: string) =>
+  runCli(['explain', '--webhook', 'crm', '--asset', '1', '--config', config, '--database-url', db.url]);
+
+/**
+ * The warnings the service logs as it starts on the configuration document
+ * `config` and stops: `msg` and `field` of each log line that has `field`.
+ */
+async function startWarnings({
+  config,
+  field,
+}: {
+  config: string;
+  field: string;
+}): Promise<Array<{ msg: unknown } & Record<string, unknown>>> {
+  let log = '';
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      log += chunk.toString();
+      done();
+    },
+  });
+  const service = await startTestService(db.url, config, createLogger({ level: 'warn', destination: sink }));
+  await service.stop();
+  return log
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+    .filter((line) => line[field] !== undefined)
+    .map((line) => ({ msg: line.msg, [field]: line[field] }));
+}
+
 const expectedProblems = [
   'view asset_webhooks.asset_state, column keywords: expected text[], got text',
   'view asset_webhooks.asset_state, column field_values: expected text[], got no such column',
@@ -128,17 +160,7 @@ describe('the binding view check', () => {
       'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n',
     );
     expect((await runCli(['migrate', '--database-url', db.url])).code).toBe(0);
-    const result = await runCli([
-      'explain',
-      '--webhook',
-      'crm',
-      '--asset',
-      '1',
-      '--config',
-      config,
-      '--database-url',
-      db.url,
-    ]);
+    const result = await explainAsset1(config);
     expect({ code: result.code, stderr: result.stderr }).toEqual({
       code: 1,
       stderr:
@@ -155,23 +177,8 @@ describe('the binding view check', () => {
     expect({ code: installed.code, stderr: installed.stderr }).toEqual({ code: 0, stderr: '' });
     await db.pool.query('alter table public.asset_keywords disable trigger asset_webhooks_capture_update');
     try {
-      let log = '';
-      const sink = new Writable({
-        write(chunk: Buffer, _encoding, done) {
-          log += chunk.toString();
-          done();
-        },
-      });
       const config = 'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n';
-      const service = await startTestService(db.url, config, createLogger({ level: 'warn', destination: sink }));
-      await service.stop();
-      const warnings = log
-        .trim()
-        .split('\n')
-        .map((line) => JSON.parse(line) as { msg: string; gap?: string })
-        .filter((line) => line.gap !== undefined)
-        .map(({ msg, gap }) => ({ msg, gap }));
-      expect(warnings).toEqual([
+      expect(await startWarnings({ config, field: 'gap' })).toEqual([
         {
           msg: 'capture: changes can go uncaptured',
           gap:
@@ -217,36 +224,11 @@ describe('the binding view check', () => {
         'assetUpdater:\n  webhooks:\n    - { id: crm, url: "https://crm.example/hook", enabled: true }\n';
       const config = path.join(directory, 'old-binding.yaml');
       writeFileSync(config, configText);
-      let log = '';
-      const sink = new Writable({
-        write(chunk: Buffer, _encoding, done) {
-          log += chunk.toString();
-          done();
-        },
-      });
-      const service = await startTestService(db.url, configText, createLogger({ level: 'warn', destination: sink }));
-      await service.stop();
-      const warnings = log
-        .trim()
-        .split('\n')
-        .map((line) => JSON.parse(line) as { msg: string; problem?: string })
-        .filter((line) => line.problem !== undefined)
-        .map(({ msg, problem }) => ({ msg, problem }));
-      expect(warnings).toEqual([
+      expect(await startWarnings({ config: configText, field: 'problem' })).toEqual([
         { msg: 'binding: backfill is refused until the view has this column', problem: noInTrash },
       ]);
 
-      const explained = await runCli([
-        'explain',
-        '--webhook',
-        'crm',
-        '--asset',
-        '1',
-        '--config',
-        config,
-        '--database-url',
-        db.url,
-      ]);
+      const explained = await explainAsset1(config);
       expect({ code: explained.code, stderr: explained.stderr }).toEqual({ code: 0, stderr: '' });
       const backfilled = await runCli(['backfill', '--webhook', 'crm', '--config', config, '--database-url', db.url]);
       expect({ code: backfilled.code, stderr: backfilled.stderr }).toEqual({ code: 1, stderr: `${noInTrash}\n` });

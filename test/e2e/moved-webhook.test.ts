@@ -96,6 +96,25 @@ async function createAsset(assetId: number, target: TestReceiver): Promise<void>
   await target.waitFor(before + 1, 30_000);
 }
 
+/**
+ * A receiver that fails (503) and one that takes what it is sent, each known
+ * by its url's derived id, and a run process started (and running) with a
+ * webhook without id for the failing url.
+ */
+async function runningOnFailingUrl(): Promise<{
+  failing: TestReceiver;
+  fixed: TestReceiver;
+  oldId: string;
+  newId: string;
+  first: CliProcess;
+}> {
+  const failing = await receiver(503);
+  const fixed = await receiver(200);
+  const first = run(writeConfig([{ url: failing.url }]));
+  await running(first);
+  return { failing, fixed, oldId: defaultWebhookId(failing.url), newId: defaultWebhookId(fixed.url), first };
+}
+
 describe('check-config and run say what a derived id means', () => {
   it('check-config warns for a webhook without id, naming the derived id, and still exits 0', async () => {
     const url = 'https://receiver.example/assets';
@@ -113,12 +132,7 @@ describe('check-config and run say what a derived id means', () => {
 
 describe('a webhook whose url changed', () => {
   it("dead-letters the old id's waiting payloads as webhook_removed at start, and --to sends one to the new id", async () => {
-    const failing = await receiver(503);
-    const fixed = await receiver(200);
-    const oldId = defaultWebhookId(failing.url);
-    const newId = defaultWebhookId(fixed.url);
-    const first = run(writeConfig([{ url: failing.url }]));
-    await running(first);
+    const { failing, fixed, oldId, newId, first } = await runningOnFailingUrl();
     expect(first.output.stderr).toContain(
       `"warning":"assetUpdater.webhooks[0].id: warning: not set, so the id ${oldId} is derived from the url`,
     );
@@ -184,12 +198,7 @@ describe('a webhook whose url changed', () => {
   }, 120_000);
 
   it('bulk redelivery of webhook_removed dead letters: back to the old id says they are dead-lettered again (they are); --to-webhook moves them all, sent in order', async () => {
-    const failing = await receiver(503);
-    const fixed = await receiver(200);
-    const oldId = defaultWebhookId(failing.url);
-    const newId = defaultWebhookId(fixed.url);
-    const first = run(writeConfig([{ url: failing.url }]));
-    await running(first);
+    const { failing, fixed, oldId, newId, first } = await runningOnFailingUrl();
     // Three payloads for the old url: the first is tried (503) and holds the other two behind it.
     await createAsset(1, failing);
     for (const [assetId, payloads] of [

@@ -1,12 +1,11 @@
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import path from 'node:path';
 import { expect, it } from 'vitest';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
-import { cliPath, startCli, type CliProcess } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
+import { startRun, stopRun, untilRunning } from '../helpers/run-process.js';
 import { resetData } from '../helpers/seed.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -82,22 +81,6 @@ function configFile(receiver: TestReceiver, intervalSeconds = 1): string {
   return file;
 }
 
-async function running(run: CliProcess): Promise<void> {
-  await eventually(
-    async () => {
-      if (run.child.exitCode !== null) throw new Error(`run exited early:\n${run.output.stderr}`);
-      return run.output.stderr.includes('asset-webhooks running') ? true : undefined;
-    },
-    30_000,
-    'the run process to start',
-  );
-}
-
-async function stopped(run: CliProcess): Promise<number | string> {
-  if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGTERM');
-  return run.exited;
-}
-
 /** Inserts `count` assets from `first` on and waits until each one's CREATED has arrived, exactly once. */
 async function deliverAssets(receiver: TestReceiver, first: number, count: number, timeoutMs: number): Promise<void> {
   await db.pool.query('insert into assets (asset_id) select g from generate_series($1::int, $2::int) g', [
@@ -157,19 +140,14 @@ it(
     const proxy = await countingProxy([METRICS_READ, READINESS_CHECK]);
     const port = await freePort();
     const intervalSeconds = 2;
-    const run = startCli([
-      'run',
-      '--database-url',
-      proxy.url,
-      '--config',
-      configFile(receiver, intervalSeconds),
-      '--http-port',
-      String(port),
-      '--http-host',
-      '127.0.0.1',
-    ]);
+    const run = startRun({
+      databaseUrl: proxy.url,
+      configFile: configFile(receiver, intervalSeconds),
+      httpPort: port,
+      httpHost: '127.0.0.1',
+    });
     try {
-      await running(run);
+      await untilRunning(run);
       await deliverAssets(receiver, 1, 10, 30_000);
       expect((await fetch(`http://127.0.0.1:${port}/metrics`)).status).toBe(200);
 
@@ -210,7 +188,7 @@ it(
       expect(readinessChecks, `${requests} requests in ${seconds}s`).toBeLessThanOrEqual(Math.ceil(seconds) + 1);
       await nothingFailed();
     } finally {
-      await stopped(run);
+      await stopRun(run);
       await proxy.close();
       await receiver.close();
     }
@@ -224,18 +202,10 @@ it(
     await resetData(db.pool);
     const receiver = await startTestReceiver();
     const port = await freePort();
-    const run = startCli([
-      'run',
-      '--database-url',
-      db.url,
-      '--config',
-      configFile(receiver),
-      '--http-port',
-      String(port),
-    ]);
+    const run = startRun({ databaseUrl: db.url, configFile: configFile(receiver), httpPort: port });
     const sockets: Socket[] = [];
     try {
-      await running(run);
+      await untilRunning(run);
       sockets.push(...(await idleSockets(port, 300)));
       // Connections above the cap are closed as soon as they are accepted.
       await new Promise((resolve) => setTimeout(resolve, 1_000));
@@ -261,7 +231,7 @@ it(
       expect((await fetch(`http://127.0.0.1:${port}/livez`)).status).toBe(200);
     } finally {
       for (const socket of sockets) socket.destroy();
-      await stopped(run);
+      await stopRun(run);
       await receiver.close();
     }
   },
@@ -274,33 +244,7 @@ it(
     await resetData(db.pool);
     const receiver = await startTestReceiver();
     const port = await freePort();
-    const file = configFile(receiver);
-    const limit = 300;
-    const child = spawn(
-      'sh',
-      [
-        '-c',
-        `ulimit -n ${limit} && exec "$0" "$@"`,
-        process.execPath,
-        cliPath,
-        'run',
-        '--database-url',
-        db.url,
-        '--config',
-        file,
-        '--http-port',
-        String(port),
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    const output = { stdout: '', stderr: '' };
-    child.stdout.on('data', (chunk: Buffer) => (output.stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (output.stderr += chunk.toString()));
-    const run: CliProcess = {
-      child,
-      output,
-      exited: new Promise((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal ?? 'unknown'))),
-    };
+    const run = startRun({ databaseUrl: db.url, configFile: configFile(receiver), httpPort: port, fileLimit: 300 });
     // An attacker that keeps 400 connections open: each one closed is opened again a second later.
     let attacking = true;
     const sockets = new Set<Socket>();
@@ -315,7 +259,7 @@ it(
       });
     };
     try {
-      await running(run);
+      await untilRunning(run);
       for (let i = 0; i < 400; i++) attack();
       await new Promise((resolve) => setTimeout(resolve, 2_000));
       await deliverAssets(receiver, 1, 40, 60_000);
@@ -324,7 +268,7 @@ it(
     } finally {
       attacking = false;
       for (const socket of sockets) socket.destroy();
-      await stopped(run);
+      await stopRun(run);
       await receiver.close();
     }
   },

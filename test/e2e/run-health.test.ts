@@ -2,9 +2,10 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect, it } from 'vitest';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
-import { runCli, startCli, type CliProcess } from '../helpers/cli.js';
+import { runCli } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
 import { eventually, startTestReceiver } from '../helpers/receiver.js';
+import { startRun, stopRun, untilRunning } from '../helpers/run-process.js';
 import { resetData } from '../helpers/seed.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -18,22 +19,6 @@ function configFile(url: string): string {
   const file = path.join(tempDirectory('aw-run-health-'), 'config.yaml');
   writeFileSync(file, receiverConfig([{ id: 'crm', url }]));
   return file;
-}
-
-async function running(run: CliProcess): Promise<void> {
-  await eventually(
-    async () => {
-      if (run.child.exitCode !== null) throw new Error(`run exited early:\n${run.output.stderr}`);
-      return run.output.stderr.includes('asset-webhooks running') ? true : undefined;
-    },
-    30_000,
-    'the run process to start',
-  );
-}
-
-async function stopped(run: CliProcess): Promise<number | string> {
-  if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGTERM');
-  return run.exited;
 }
 
 async function status(url: string): Promise<number | string> {
@@ -54,31 +39,21 @@ it(
   async () => {
     const file = configFile('http://127.0.0.1:9/hook');
     const port = await freePort();
-    const loopbackOnly = startCli([
-      'run',
-      '--database-url',
-      db.url,
-      '--config',
-      file,
-      '--http-port',
-      String(port),
-      '--http-host',
-      '127.0.0.1',
-    ]);
+    const loopbackOnly = startRun({ databaseUrl: db.url, configFile: file, httpPort: port, httpHost: '127.0.0.1' });
     try {
-      await running(loopbackOnly);
+      await untilRunning(loopbackOnly);
       expect(await status(`http://127.0.0.1:${port}/livez`)).toBe(200);
       expect(await status(`http://127.0.0.2:${port}/livez`)).toBe('ECONNREFUSED');
     } finally {
-      expect(await stopped(loopbackOnly)).toBe(0);
+      expect(await stopRun(loopbackOnly)).toBe(0);
     }
-    const everywhere = startCli(['run', '--database-url', db.url, '--config', file, '--http-port', String(port)]);
+    const everywhere = startRun({ databaseUrl: db.url, configFile: file, httpPort: port });
     try {
-      await running(everywhere);
+      await untilRunning(everywhere);
       expect(await status(`http://127.0.0.1:${port}/livez`)).toBe(200);
       expect(await status(`http://127.0.0.2:${port}/livez`)).toBe(200);
     } finally {
-      expect(await stopped(everywhere)).toBe(0);
+      expect(await stopRun(everywhere)).toBe(0);
     }
   },
 );
@@ -111,22 +86,14 @@ it(
     await resetData(db.pool);
     const receiver = await startTestReceiver();
     const port = await freePort();
-    const run = startCli([
-      'run',
-      '--database-url',
-      db.url,
-      '--config',
-      configFile(receiver.url),
-      '--http-port',
-      String(port),
-    ]);
+    const run = startRun({ databaseUrl: db.url, configFile: configFile(receiver.url), httpPort: port });
     const readyz = async (): Promise<{ status: number; body: { check?: string; reason?: string } }> => {
       const response = await fetch(`http://127.0.0.1:${port}/readyz`);
       return { status: response.status, body: (await response.json()) as { check?: string; reason?: string } };
     };
     const blocker = await db.pool.connect();
     try {
-      await running(run);
+      await untilRunning(run);
       await eventually(async () => ((await readyz()).status === 200 ? true : undefined), 30_000, '/readyz 200');
       // graphile-worker can neither take nor add a job while this lock is held:
       // no coalescing run starts, and the last one that has an outcome succeeded.
@@ -146,11 +113,11 @@ it(
       });
       await blocker.query('rollback');
       await eventually(async () => ((await readyz()).status === 200 ? true : undefined), 30_000, '/readyz 200 again');
-      expect(await stopped(run)).toBe(0);
+      expect(await stopRun(run)).toBe(0);
     } finally {
       await blocker.query('rollback').catch(() => {});
       blocker.release();
-      await stopped(run);
+      await stopRun(run);
       await receiver.close();
     }
   },
@@ -159,9 +126,9 @@ it(
 it('run exits 1, saying why, when graphile-worker stops by itself', { timeout: 90_000 }, async () => {
   await resetData(db.pool);
   const receiver = await startTestReceiver();
-  const run = startCli(['run', '--database-url', db.url, '--config', configFile(receiver.url)]);
+  const run = startRun({ databaseUrl: db.url, configFile: configFile(receiver.url) });
   try {
-    await running(run);
+    await untilRunning(run);
     // What a newer graphile-worker announces when it migrates the database in
     // a way this one cannot work with: graphile-worker stops its runner.
     // graphile-worker listens a moment after it has started: told again each second until the process ends.
@@ -180,7 +147,7 @@ it('run exits 1, saying why, when graphile-worker stops by itself', { timeout: 9
     expect(run.output.stderr).toContain('the worker that runs coalescing stopped by itself');
     expect(run.output.stderr).toContain('exiting with status 1');
   } finally {
-    await stopped(run);
+    await stopRun(run);
     await receiver.close();
   }
 });

@@ -45,10 +45,16 @@ export function startCli(
   env: NodeJS.ProcessEnv = {},
   nodeArgs: readonly string[] = [],
 ): CliProcess {
-  const child = spawn(process.execPath, [...nodeArgs, cliPath, ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  return watchCli(
+    spawn(process.execPath, [...nodeArgs, cliPath, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
+}
+
+/** Collects the output and the exit of a child process started with piped stdout and stderr. */
+export function watchCli(child: ChildProcess): CliProcess {
   const output = { stdout: '', stderr: '' };
   child.stdout!.on('data', (chunk: Buffer) => (output.stdout += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output.stderr += chunk.toString()));
