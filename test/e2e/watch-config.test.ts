@@ -176,6 +176,11 @@ describe('run --watch-config when the path holds something other than a configur
     return line === undefined ? undefined : Number(line.split(' ')[1]);
   }
 
+  /** Waits for the metric to read `value`: /metrics serves one rendering for up to a second. */
+  async function metricBecomes(port: number, name: string, value: number): Promise<void> {
+    await eventually(async () => ((await metric(port, name)) === value ? true : undefined), 5_000, `${name} ${value}`);
+  }
+
   it.for([
     ['a FIFO', (file: string) => execFileSync('mkfifo', [file])],
     ['a symbolic link to /dev/zero', (file: string) => symlinkSync('/dev/zero', file)],
@@ -192,14 +197,14 @@ describe('run --watch-config when the path holds something other than a configur
       const proc = run(volume.path, ['--watch-config', '--http-port', String(port)]);
       await db.pool.query('insert into assets (asset_id) values (1)');
       await before.waitFor(1);
-      expect(await metric(port, 'asset_webhooks_config_file_unusable')).toBe(0);
+      await metricBecomes(port, 'asset_webhooks_config_file_unusable', 0);
 
       volume.updateWith(make);
       await logged(proc, 'invalid configuration: keeping the one in use');
       expect(proc.output.stderr).toMatch(
         /config\.yaml: expected a regular file \(the path may be a symbolic link to one\), got a (FIFO|character device)|config\.yaml: expected a configuration document of at most 4194304 bytes \(4 MiB\), got 1610612736 bytes/,
       );
-      expect(await metric(port, 'asset_webhooks_config_file_unusable')).toBe(1);
+      await metricBecomes(port, 'asset_webhooks_config_file_unusable', 1);
       // SIGHUPs read the path too: each is refused at once, and none waits on a FIFO in libuv's thread pool.
       for (let n = 2; n <= 6; n += 1) {
         proc.child.kill('SIGHUP');
@@ -219,7 +224,7 @@ describe('run --watch-config when the path holds something other than a configur
       // A valid document afterwards is loaded; its receiver is reached by host name, so DNS lookups still get a thread.
       volume.update(receiverConfig([{ id: 'crm', url: after.url.replace('127.0.0.1', 'localhost') }]));
       await logged(proc, 'configuration reloaded');
-      expect(await metric(port, 'asset_webhooks_config_file_unusable')).toBe(0);
+      await metricBecomes(port, 'asset_webhooks_config_file_unusable', 0);
       await db.pool.query('insert into assets (asset_id) values (3)');
       await eventually(
         async () => (assetIds(after).includes(3) ? true : undefined),

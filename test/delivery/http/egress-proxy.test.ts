@@ -107,6 +107,13 @@ describe('egress through an HTTP CONNECT proxy', () => {
     });
     expect(result).toMatchObject({ kind: 'error', errorClass: 'proxy' });
     expect(classifyResponse(result)).toBe('retryable');
+    // The proxy's line arrives over a pipe: wait for it, so no later test counts it as its own.
+    const target = `127.0.0.1:${new URL(receiver.url).port}`;
+    await eventually(
+      async () => (connectsTo(target).includes(`REFUSED ${target}`) ? true : undefined),
+      5_000,
+      'the refusal',
+    );
   });
 
   it('HTTP_PROXY is honoured when network.proxy is unset, and NO_PROXY sends directly', async () => {
