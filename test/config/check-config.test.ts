@@ -116,9 +116,9 @@ describe('check-config refuses each class of bad document with the exact path (r
     expect(result.stderr.trim()).toMatch(expected);
   });
 
-  it.concurrent('a mapping of 40000 keys, checked without comparing every key with every other', async ({ expect }) => {
-    const keys = Array.from({ length: 40_000 }, (_, index) => `X-K${index}: v`).join(', ');
-    const result = await runCli(['check-config', file(valid(`headers: { ${keys} }`))], {}, 30_000);
+  it.concurrent('a mapping of 49000 keys, checked without comparing every key with every other', async ({ expect }) => {
+    const keys = Array.from({ length: 49_000 }, (_, index) => `X-K${index}: v`).join(', ');
+    const result = await runCli(['check-config', file(valid(`headers: { ${keys} }`))], {}, 20_000);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('expected at most 16384 bytes of headers in all');
   });
