@@ -52,29 +52,43 @@ export async function watchConfigFile(
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
 
-  /** The state of the path: `bytes:` and the digest of a usable file, or `unusable:` and why not. */
-  const observe = async (): Promise<string> => {
+  /**
+   * The state of the path: `bytes:` and the digest of a usable file, or
+   * `unusable:` and why not. A file system error is keyed by its code, not its
+   * message: a file that vanishes between the stat and the open of one poll is
+   * the same state (ENOENT) as at the next poll's stat, not a second change.
+   */
+  const observe = async (): Promise<{ state: string; problem?: string }> => {
     try {
-      return `bytes:${createHash('sha256')
-        .update(await readConfigBytes(path))
-        .digest('hex')}`;
+      return {
+        state: `bytes:${createHash('sha256')
+          .update(await readConfigBytes(path))
+          .digest('hex')}`,
+      };
     } catch (error) {
-      return `unusable:${error instanceof UserError ? error.problems.join('; ') : String(error)}`;
+      const problem = error instanceof UserError ? error.problems.join('; ') : String(error);
+      const cause: unknown = error instanceof Error ? error.cause : undefined;
+      const code =
+        cause !== null && typeof cause === 'object' && typeof (cause as { code?: unknown }).code === 'string'
+          ? (cause as { code: string }).code
+          : undefined;
+      return { state: `unusable:${code ?? problem}`, problem };
     }
   };
 
-  let last = await observe();
-  if (last.startsWith('unusable:')) {
-    logger.warn({ path, problem: last.slice('unusable:'.length) }, 'configuration file unusable');
+  const first = await observe();
+  let last = first.state;
+  if (first.problem !== undefined) {
+    logger.warn({ path, problem: first.problem }, 'configuration file unusable');
   }
 
   const poll = async (): Promise<void> => {
-    const current = await observe();
+    const { state: current, problem } = await observe();
     if (current === last || closed) return;
     last = current;
-    if (current.startsWith('unusable:')) {
+    if (problem !== undefined) {
       logger.warn(
-        { path, problem: current.slice('unusable:'.length) },
+        { path, problem },
         'configuration file unusable: reloading to record it; the configuration in use stays',
       );
     } else {
