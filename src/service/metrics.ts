@@ -1,8 +1,7 @@
 import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { oldestTransactionAge } from '../db/long-transactions.js';
 import type { AttemptResult } from '../delivery/attempt-store.js';
-import { captureGaps } from '../migrate/binding-check.js';
+import { readDatabaseValues, type DatabaseValues } from './database-values.js';
 
 /** The values of asset_webhooks_webhook_state's `state` label. */
 export const WEBHOOK_STATES = ['healthy', 'backing_off', 'throttled'] as const;
@@ -272,62 +271,4 @@ export class ServiceMetrics {
     this.payloadsCreated.inc(result.payloads);
     for (const [route, count] of Object.entries(result.routes)) this.eventsRouted.inc({ route }, count);
   }
-}
-
-/** What the gauges show from the database, read in one pass (see readDatabaseValues). */
-interface DatabaseValues {
-  readonly readAt: number;
-  readonly outboxRows: number;
-  readonly outboxOldestAgeSeconds: number;
-  readonly oldestTransactionAgeSeconds: number;
-  readonly pending: ReadonlyArray<readonly [string, number]>;
-  readonly paused: readonly string[];
-  readonly webhookStates: ReadonlyArray<readonly [string, string]>;
-  readonly deadLetters: ReadonlyArray<readonly [string, number]>;
-  readonly captureErrors: ReadonlyArray<{ readonly table: string; readonly operation: string; readonly n: number }>;
-  readonly captureGaps: number;
-}
-
-/**
- * Reads every database value the gauges show. One query after the other, so
- * that a refresh holds at most one of the pool's connections, which delivery
- * shares.
- */
-async function readDatabaseValues(pool: pg.Pool): Promise<DatabaseValues> {
-  const {
-    rows: [outbox],
-  } = await pool.query<{ n: number; age: number | null }>(
-    'select count(*)::int as n, extract(epoch from now() - min(occurred_at))::float8 as age from asset_webhooks.outbox',
-  );
-  const oldestTransaction = await oldestTransactionAge(pool);
-  const { rows: pending } = await pool.query<{ webhook_id: string; n: number }>(
-    `select webhook_id, count(*)::int as n from asset_webhooks.payloads where status in ('open', 'pending') group by webhook_id`,
-  );
-  const { rows: paused } = await pool.query<{ webhook_id: string }>(
-    'select webhook_id from asset_webhooks.webhooks where paused_since is not null',
-  );
-  const { rows: states } = await pool.query<{ webhook_id: string; state: string }>(
-    `select webhook_id,
-            case when hold_until > now() then 'throttled' when failing_since is not null then 'backing_off' else 'healthy' end as state
-     from asset_webhooks.webhooks where enabled`,
-  );
-  const { rows: deadLetters } = await pool.query<{ webhook_id: string; n: number }>(
-    `select webhook_id, count(*)::int as n from asset_webhooks.payloads where status = 'dead_lettered' group by webhook_id`,
-  );
-  const { rows: captureErrors } = await pool.query<{ table_name: string; operation: string; n: number }>(
-    'select table_name, operation, count(*)::int as n from asset_webhooks.capture_errors group by table_name, operation',
-  );
-  const gaps = await captureGaps(pool);
-  return {
-    readAt: performance.now(),
-    outboxRows: outbox?.n ?? 0,
-    outboxOldestAgeSeconds: Math.max(0, outbox?.age ?? 0),
-    oldestTransactionAgeSeconds: oldestTransaction?.seconds ?? 0,
-    pending: pending.map((row) => [row.webhook_id, row.n] as const),
-    paused: paused.map((row) => row.webhook_id),
-    webhookStates: states.map((row) => [row.webhook_id, row.state] as const),
-    deadLetters: deadLetters.map((row) => [row.webhook_id, row.n] as const),
-    captureErrors: captureErrors.map((row) => ({ table: row.table_name, operation: row.operation, n: row.n })),
-    captureGaps: gaps.length,
-  };
 }
