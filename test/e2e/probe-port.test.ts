@@ -101,7 +101,19 @@ async function deliverAssets(receiver: TestReceiver, first: number, count: numbe
   expect(delivered().sort((a, b) => a - b)).toEqual(Array.from({ length: count }, (_, i) => first + i));
 }
 
+/**
+ * Every attempt ended delivered, and every payload is delivered. A receiver has the body before its
+ * result is written (results are written in batches), so this first waits until no attempt is open.
+ */
 async function nothingFailed(): Promise<void> {
+  await eventually(
+    async () => {
+      const open = await db.pool.query('select 1 from asset_webhooks.attempts where outcome is null limit 1');
+      return open.rowCount === 0 ? true : undefined;
+    },
+    10_000,
+    'every attempt settled',
+  );
   const { rows } = await db.pool.query<{ dead: number; failed: number; undelivered: number }>(
     `select (select count(*)::int from asset_webhooks.payloads where status = 'dead_lettered') as dead,
             (select count(*)::int from asset_webhooks.attempts where outcome is distinct from 'delivered') as failed,
