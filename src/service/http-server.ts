@@ -1,6 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import { Server as NetServer } from 'node:net';
 import type { Logger } from 'pino';
+import { describeError } from '../db/connect.js';
+import { UserError } from '../errors.js';
 import type { ServiceMetrics } from './metrics.js';
 import { checkReadiness, type NotReady, type ReadinessSource } from './readiness.js';
 
@@ -178,4 +180,14 @@ function reusedFor<T>(ms: number, work: () => Promise<T>): () => Promise<T> {
 
 function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** The refusal of a `run` whose --http-host/--http-port cannot be listened on, naming the options and the cause. */
+export function portUnavailable(port: number, host: string | undefined, error: unknown): UserError {
+  return new UserError(
+    'http_port_unavailable',
+    host === undefined
+      ? `--http-port ${port}: expected a port this process can listen on, got ${describeError(error)}`
+      : `--http-host ${JSON.stringify(host)} --http-port ${port}: expected an address and port this process can listen on, got ${describeError(error)}`,
+  );
 }

@@ -1,27 +1,25 @@
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
-import { run, type Runner, type TaskList } from 'graphile-worker';
 import type { Logger } from 'pino';
 import { loadConfigFile } from '../config/load.js';
-import { loadConfigFileOffThread } from '../config/load-off-thread.js';
 import { configWarnings } from '../config/warnings.js';
-import { coalesce } from '../coalesce/run.js';
-import { databaseNowMs, recordTickOutcome, tick, tickPeriodMs } from '../coalesce/schedule.js';
+import { databaseNowMs } from '../coalesce/schedule.js';
 import { IN_TRASH_COLUMN } from '../db/asset-state.js';
 import { assertReachable, createPool, describeError } from '../db/connect.js';
 import { readInstallationId } from '../db/installation.js';
 import { DeliveryPump } from '../delivery/pump.js';
 import { processGoneGrace } from '../delivery/recover.js';
-import { UserError } from '../errors.js';
-import { workerLogger } from '../logging/worker-logger.js';
-import { runMaintenance } from '../maintenance/maintenance.js';
 import { assertBinding, bindingProblems, captureGaps } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
-import { MAINTENANCE_CRONTAB } from './crontab.js';
-import { closeHttpServer, startHttpServer } from './http-server.js';
+import { closeHttpServer, portUnavailable, startHttpServer } from './http-server.js';
 import { holdProcessLease, runApplicationName, type ProcessLease } from './process-lease.js';
 import { ServiceMetrics } from './metrics.js';
 import { deliveryContext, forgetConfiguration, ServiceState, syncWebhooks } from './service-state.js';
+import { inTurn, readReloadedState } from './reload.js';
+import { Started } from './started.js';
+import { serviceTasks } from './tasks.js';
+import { startTicker } from './ticker.js';
+import { startWorker, type RunningWorker } from './worker.js';
 
 export interface ServiceOptions {
   readonly databaseUrl: string;
@@ -50,29 +48,6 @@ export interface RunningService {
    */
   readonly stopped: Promise<Error | null>;
   readonly httpServer: Server | undefined;
-}
-
-/** What startService has started, released in reverse order by one function. */
-class Started {
-  private readonly releases: Array<() => Promise<void> | void> = [];
-
-  /** Registers how to release what was just started. */
-  add(release: () => Promise<void> | void): void {
-    this.releases.push(release);
-  }
-
-  /** Releases everything, last started first; every release runs even when one fails. */
-  async releaseAll(): Promise<void> {
-    let failure: unknown;
-    for (const release of this.releases.splice(0).reverse()) {
-      try {
-        await release();
-      } catch (error) {
-        failure ??= error;
-      }
-    }
-    if (failure !== undefined) throw failure;
-  }
 }
 
 /**
@@ -111,7 +86,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const pool = createPool(options.databaseUrl, { max: 12, applicationName: runApplicationName(processId) });
   started.add(() => pool.end());
   // Coalescing starts at the first interval boundary after this moment, by the database's clock.
-  let notBefore: number;
+  const notBefore = { value: 0 };
   let installationId: string;
   try {
     await assertReachable(pool, options.databaseUrl);
@@ -159,7 +134,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   };
   try {
     await syncWebhooks(pool, state.config, recorder);
-    notBefore = await databaseNowMs(pool);
+    notBefore.value = await databaseNowMs(pool);
   } catch (error) {
     return failedStart(error);
   }
@@ -168,18 +143,19 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const shutdown = new AbortController();
   const delivery = deliveryContext(pool, installationId, () => state, logger, metrics, shutdown.signal, clock);
 
-  let workerRunning = false;
   let httpServer: Server | undefined;
+  // Set once graphile-worker has started; the probes answer before that.
+  let worker: RunningWorker | undefined;
   if (options.httpPort !== undefined) {
     try {
       const server = await startHttpServer(
         options.httpPort,
         {
           pool,
-          workerRunning: () => workerRunning,
+          workerRunning: () => worker?.running() ?? false,
           configLoaded: () => true,
           secondsSinceLocalFault: () => metrics.secondsSinceLocalFault(),
-          coalescingSchedule: () => ({ intervalSeconds: state.settings.intervalSeconds, sinceMs: notBefore }),
+          coalescingSchedule: () => ({ intervalSeconds: state.settings.intervalSeconds, sinceMs: notBefore.value }),
         },
         metrics,
         options.httpHost,
@@ -188,14 +164,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       httpServer = server;
       started.add(() => closeHttpServer(server));
     } catch (error) {
-      return failedStart(
-        new UserError(
-          'http_port_unavailable',
-          options.httpHost === undefined
-            ? `--http-port ${options.httpPort}: expected a port this process can listen on, got ${describeError(error)}`
-            : `--http-host ${JSON.stringify(options.httpHost)} --http-port ${options.httpPort}: expected an address and port this process can listen on, got ${describeError(error)}`,
-        ),
-      );
+      return failedStart(portUnavailable(options.httpPort, options.httpHost, error));
     }
   }
 
@@ -206,105 +175,40 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   metrics.trackRequestsInFlight(() => pump.requestsInFlight);
   metrics.trackInterval(() => state.settings.intervalSeconds);
 
-  const taskList: TaskList = {
-    coalesce: async (payload) => {
-      // The run routes by this process's configuration, and delivery sends only
-      // to webhooks the table says are enabled: the two must agree. Another
-      // `run` process with a different configuration (a rolling change, a
-      // SIGHUP that missed one) writes its own at start and reload, and would
-      // otherwise leave webhooks routed here but never sent, or the reverse.
-      // Under the coalescing lock: a run of another process cannot rewrite them while this one routes.
-      const current = state;
-      const beforeRun = async (): Promise<void> => {
-        const restored = await syncWebhooks(pool, current.config, recorder);
-        if (restored.length > 0) {
-          logger.warn(
-            { webhooks: restored },
-            "asset_webhooks.webhooks differed from this process's configuration, as another run process with a different configuration writes it; restored before coalescing",
-          );
-        }
-      };
-      const slot = tickSlot(payload);
-      try {
-        const result = await coalesce({
-          pool,
-          webhooks: current.routed,
-          maxPayloadBytes: current.settings.maxPayloadBytes,
-          logger,
-          beforeRun,
-        });
-        metrics.recordRun(result);
-        pump.wake();
-        if (slot !== null) await recordTickOutcome(pool, slot, null).catch(() => {});
-      } catch (error) {
-        if (slot !== null) await recordTickOutcome(pool, slot, describeError(error)).catch(() => {});
-        throw error;
-      }
-    },
-    maintenance: async () => {
-      await runMaintenance({ pool, retentionDays: state.settings.retentionDays, logger });
-    },
-  };
-
-  // graphile-worker gets a pool of ours, so stop() can wait until its last
-  // connection is closed (its own pool may still be closing when it resolves).
-  const concurrency = options.concurrency ?? 4;
-  const workerPool = createPool(options.databaseUrl, {
-    max: concurrency + 2,
-    applicationName: 'asset-webhooks worker',
-  });
-  started.add(() => workerPool.end());
-  let runner: Runner;
+  let running: RunningWorker;
   try {
-    runner = await run({
-      pgPool: workerPool,
-      concurrency,
-      noHandleSignals: true,
-      pollInterval: 1000,
-      taskList,
-      crontab: MAINTENANCE_CRONTAB,
-      logger: workerLogger(logger),
+    running = await startWorker({
+      databaseUrl: options.databaseUrl,
+      concurrency: options.concurrency ?? 4,
+      taskList: serviceTasks({
+        pool,
+        logger,
+        metrics,
+        state: () => state,
+        recorder,
+        payloadsWritten: () => pump.wake(),
+      }),
+      logger,
+      started,
     });
   } catch (error) {
     return failedStart(error);
   }
-  workerRunning = true;
-  // graphile-worker's runner resolves its promise even when it stopped for a
-  // fatal error of its own (a job it could not complete or fail, a worker that
-  // died): a stop this process did not ask for is a failure, and its cause is
-  // the first fatal error graphile-worker reported.
-  let stopAsked = false;
-  let fatal: unknown;
-  runner.events.on('pool:fatalError', ({ error }) => (fatal ??= error));
-  runner.events.on('worker:fatalError', ({ error }) => (fatal ??= error));
-  const stopped = runner.promise
-    .then(
-      () => null,
-      (error: unknown) => {
-        fatal ??= error;
-        return null;
-      },
-    )
-    .then(() => {
-      workerRunning = false;
-      if (stopAsked) return null;
-      const cause =
-        fatal === undefined
-          ? new Error('graphile-worker stopped without being asked to (its log lines before this one say why)')
-          : new Error(`graphile-worker stopped with an error: ${describeError(fatal)}`);
-      logger.error({ err: cause.message }, 'the worker that runs coalescing stopped by itself');
-      return cause;
-    });
-  started.add(async () => {
-    stopAsked = true;
-    await runner.stop().catch(() => {});
-    await stopped;
-  });
+  worker = running;
 
   pump.start();
   started.add(() => pump.stop());
 
-  const ticker = startTicker();
+  const ticker = startTicker({
+    pool,
+    logger,
+    intervalSeconds: () => state.settings.intervalSeconds,
+    notBefore,
+    beforeTick: async () => {
+      if (unrecorded) await recordWebhooks();
+    },
+    signal: shutdown.signal,
+  });
   started.add(() => ticker.stop());
 
   logger.info(
@@ -320,46 +224,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     },
     'asset-webhooks running',
   );
-
-  /**
-   * Schedules coalescing runs. Each tick reads the interval the current
-   * configuration has, so a reload that changes intervalSeconds takes effect
-   * at the new interval's next boundary (coalescing starts at the first
-   * boundary after start). The webhooks of a reload are recorded in the
-   * database (views, claims); if it cannot be reached the reload still
-   * applies in this process, and every tick tries to record them again.
-   */
-  function startTicker(): { stop(): void } {
-    let timer: NodeJS.Timeout | undefined;
-    let tickedInterval = state.settings.intervalSeconds;
-    // One warning when scheduling starts failing (the database is away), one line when it works again.
-    let failedTicks = 0;
-    const schedule = (): void => {
-      timer = setTimeout(() => {
-        void (async () => {
-          if (unrecorded) await recordWebhooks();
-          const intervalSeconds = state.settings.intervalSeconds;
-          if (intervalSeconds !== tickedInterval) {
-            notBefore = await databaseNowMs(pool);
-            tickedInterval = intervalSeconds;
-          }
-          await tick(pool, intervalSeconds, notBefore);
-          if (failedTicks > 0) logger.info({ failedChecks: failedTicks }, 'coalescing runs are scheduled again');
-          failedTicks = 0;
-        })()
-          .catch((error: unknown) => {
-            if (failedTicks === 0)
-              logger.warn({ err: describeError(error) }, 'could not schedule a coalescing run; trying again');
-            failedTicks += 1;
-          })
-          .finally(() => {
-            if (!shutdown.signal.aborted) schedule();
-          });
-      }, tickPeriodMs(state.settings.intervalSeconds));
-    };
-    schedule();
-    return { stop: () => clearTimeout(timer) };
-  }
 
   let unrecorded = false;
   async function recordWebhooks(): Promise<void> {
@@ -377,27 +241,13 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   }
 
   /**
-   * Reloads one at a time, in the order asked (a SIGHUP and --watch-config, or
-   * signals in a row): a document is checked in a worker, which can take
-   * seconds, and one read earlier must never replace one read later. The
-   * turn ends once the document is in use; recording it in the database
-   * (which waits while the database is away) is not part of it.
+   * One reload at a time. The turn ends once the document is in use; recording
+   * it in the database (which waits while the database is away) is not part of it.
    */
-  let reloadTurn: Promise<unknown> = Promise.resolve();
+  const reloadInTurn = inTurn<boolean>();
   async function reloadNow(): Promise<boolean> {
-    let next: ServiceState;
-    try {
-      // Off the event loop that answers the probes and runs deliveries.
-      next = new ServiceState(await loadConfigFileOffThread(options.configPath));
-    } catch (error) {
-      metrics.recordReload(false);
-      const problems = error instanceof UserError ? error.problems : [describeError(error)];
-      for (const problem of problems) logger.error({ problem }, 'configuration not reloaded');
-      logger.error('invalid configuration: keeping the one in use');
-      return false;
-    }
-    metrics.recordReload(true);
-    for (const warning of configWarnings(next.config)) logger.warn({ warning }, 'configuration');
+    const next = await readReloadedState(options.configPath, metrics, logger);
+    if (next === null) return false;
     const previous = state;
     state = next;
     void previous.close().catch(() => {});
@@ -410,7 +260,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
 
   let stopping: Promise<void> | undefined;
   return {
-    stopped,
+    stopped: running.stopped,
     httpServer,
     stop() {
       stopping ??= (async () => {
@@ -422,9 +272,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       return stopping;
     },
     async reload() {
-      const turn = reloadTurn.then(reloadNow);
-      reloadTurn = turn.catch(() => undefined);
-      const applied = await turn;
+      const applied = await reloadInTurn(reloadNow);
       if (applied) {
         await recordWebhooks();
         pump.wake();
@@ -432,10 +280,4 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       return applied;
     },
   };
-}
-
-/** The slot of a coalesce job's payload (see tick()), or null for a job added otherwise. */
-function tickSlot(payload: unknown): number | null {
-  const slot = (payload as { slot?: unknown } | null)?.slot;
-  return typeof slot === 'number' && Number.isInteger(slot) ? slot : null;
 }

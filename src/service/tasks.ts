@@ -1,0 +1,69 @@
+import type { TaskList } from 'graphile-worker';
+import type { Logger } from 'pino';
+import type pg from 'pg';
+import { coalesce } from '../coalesce/run.js';
+import { recordTickOutcome } from '../coalesce/schedule.js';
+import { describeError } from '../db/connect.js';
+import { runMaintenance } from '../maintenance/maintenance.js';
+import type { ServiceMetrics } from './metrics.js';
+import { syncWebhooks, type ServiceState } from './service-state.js';
+
+type Recorder = Parameters<typeof syncWebhooks>[2];
+
+/** graphile-worker's tasks: a coalescing run (scheduled by the ticker) and maintenance (its crontab). */
+export function serviceTasks(options: {
+  readonly pool: pg.Pool;
+  readonly logger: Logger;
+  readonly metrics: ServiceMetrics;
+  readonly state: () => ServiceState;
+  readonly recorder: Recorder;
+  /** Called after each coalescing run: the payloads it wrote are ready to send. */
+  readonly payloadsWritten: () => void;
+}): TaskList {
+  const { pool, logger, metrics } = options;
+  return {
+    coalesce: async (payload) => {
+      // The run routes by this process's configuration, and delivery sends only
+      // to webhooks the table says are enabled: the two must agree. Another
+      // `run` process with a different configuration (a rolling change, a
+      // SIGHUP that missed one) writes its own at start and reload, and would
+      // otherwise leave webhooks routed here but never sent, or the reverse.
+      // Under the coalescing lock: a run of another process cannot rewrite them while this one routes.
+      const current = options.state();
+      const beforeRun = async (): Promise<void> => {
+        const restored = await syncWebhooks(pool, current.config, options.recorder);
+        if (restored.length > 0) {
+          logger.warn(
+            { webhooks: restored },
+            "asset_webhooks.webhooks differed from this process's configuration, as another run process with a different configuration writes it; restored before coalescing",
+          );
+        }
+      };
+      const slot = tickSlot(payload);
+      try {
+        const result = await coalesce({
+          pool,
+          webhooks: current.routed,
+          maxPayloadBytes: current.settings.maxPayloadBytes,
+          logger,
+          beforeRun,
+        });
+        metrics.recordRun(result);
+        options.payloadsWritten();
+        if (slot !== null) await recordTickOutcome(pool, slot, null).catch(() => {});
+      } catch (error) {
+        if (slot !== null) await recordTickOutcome(pool, slot, describeError(error)).catch(() => {});
+        throw error;
+      }
+    },
+    maintenance: async () => {
+      await runMaintenance({ pool, retentionDays: options.state().settings.retentionDays, logger });
+    },
+  };
+}
+
+/** The slot of a coalesce job's payload (see tick()), or null for a job added otherwise. */
+function tickSlot(payload: unknown): number | null {
+  const slot = (payload as { slot?: unknown } | null)?.slot;
+  return typeof slot === 'number' && Number.isInteger(slot) ? slot : null;
+}
