@@ -2,7 +2,8 @@ import { execFile } from 'node:child_process';
 import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { freePort, serverBinDirectory } from '../../src/embedded/embedded-postgres.js';
+import { serverBinDirectory } from '../../src/embedded/copied-binaries.js';
+import { freePort } from '../../src/embedded/embedded-postgres.js';
 
 const run = promisify(execFile);
 

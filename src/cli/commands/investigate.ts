@@ -1,7 +1,8 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { listDeadLetters, renderDeadLetters } from '../../investigate/dead-letters.js';
 import { eventsInWindow, renderEvents } from '../../investigate/events-in-window.js';
-import { isEventId, renderTrace, traceEvent } from '../../investigate/trace.js';
+import { isEventId, traceEvent } from '../../investigate/trace.js';
+import { renderTrace } from '../../investigate/trace-render.js';
 import { assertKnownWebhook } from '../../investigate/known-webhook.js';
 import { withDatabase } from '../database.js';
 import { registerRedeliver } from './dead-letters-redeliver.js';
