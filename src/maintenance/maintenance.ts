@@ -52,11 +52,14 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
     }
     if (total > 0) deleted[name] = total;
   };
-  await purge(
-    'events',
-    `delete from asset_webhooks.events where event_id in (
-    select event_id from asset_webhooks.events where coalesced_at < ${cutoff} order by coalesced_at limit $2)`,
-  );
+  // Rows whose time column is past the cutoff, oldest first, through that column's index.
+  const purgeOlder = (table: string, key: string, column: string): Promise<void> =>
+    purge(
+      table,
+      `delete from asset_webhooks.${table} where ${key} in (
+    select ${key} from asset_webhooks.${table} where ${column} < ${cutoff} order by ${column} limit $2)`,
+    );
+  await purgeOlder('events', 'event_id', 'coalesced_at');
   // A payload ends after it is created, so asking for created_at below the
   // cutoff as well removes nothing that is due and lets payloads_created lead
   // the way. Where an end time comes before the creation (a too_large payload,
@@ -77,22 +80,10 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
     order by created_at
     limit $2)`,
   );
-  await purge(
-    'coalesce_runs',
-    `delete from asset_webhooks.coalesce_runs where run_id in (
-    select run_id from asset_webhooks.coalesce_runs where started_at < ${cutoff} order by started_at limit $2)`,
-  );
+  await purgeOlder('coalesce_runs', 'run_id', 'started_at');
   // Every event routed by a configuration was coalesced before its last use.
-  await purge(
-    'routings',
-    `delete from asset_webhooks.routings where routing_id in (
-    select routing_id from asset_webhooks.routings where last_used_at < ${cutoff} order by last_used_at limit $2)`,
-  );
-  await purge(
-    'ticks',
-    `delete from asset_webhooks.ticks where slot in (
-    select slot from asset_webhooks.ticks where created_at < ${cutoff} order by created_at limit $2)`,
-  );
+  await purgeOlder('routings', 'routing_id', 'last_used_at');
+  await purgeOlder('ticks', 'slot', 'created_at');
   if (Object.keys(deleted).length > 0) logger.info({ deleted }, 'retention cleanup');
   return { deleted };
 }
