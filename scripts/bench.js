@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// `npm run bench [-- --quick] [--json] [--database-url URL]`. The benchmark is
+// `npm run bench [-- --quick] [--json] [--database-url URL] [--only SECTIONS]
+// [--repeats N]`. The benchmark is
 // TypeScript in bench/src/, compiled by `npm run build:bench` into dist-bench/.
 // It imports the service's sources, so tsc compiles a copy of them into
 // dist-bench/src/ too. That copy is never run: every import of it is resolved

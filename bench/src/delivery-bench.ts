@@ -9,13 +9,20 @@ import { announcePayloadsReady } from '../../src/db/payloads-ready.js';
 import { serializeBody, serializeEvent } from '../../src/payload/serialize.js';
 import { startService } from '../../src/service/service.js';
 import { busyCpus, measuredSplit, postmasterOf, withCpu, type CpuSplit } from './cpu.js';
+import { createScratchAttempts, durableBaseline, durablePool, synchronousCommitOf } from './durable-baseline.js';
 import { startReceiverProcess } from './receiver-process.js';
-import { measured, ratio, type Measured } from './stats.js';
+import { measured, pairedRatio, ratio, type Measured } from './stats.js';
 
 export interface DeliveryBenchResult {
   readonly payloadsPerSecond: Measured;
   readonly rawUndiciPayloadsPerSecond: Measured;
   readonly ratioToRawUndici: Measured;
+  /** The same bodies sent by undici, each answer committed as an attempt row (durable-baseline.ts). */
+  readonly durableBaselinePayloadsPerSecond: Measured;
+  /** The median of per-round ratios: each round measures the service and the durable baseline back to back. */
+  readonly ratioToDurableBaseline: Measured;
+  /** Which side went first in each round: they alternate, so a drift of the machine does not favour one. */
+  readonly order: ReadonlyArray<'service-first' | 'baseline-first'>;
   readonly concurrency: number;
   /**
    * Where the CPU went, in microseconds per payload (medians of the measured
@@ -26,9 +33,10 @@ export interface DeliveryBenchResult {
   readonly cpuMicrosPerPayload?: {
     readonly service: CpuSplit<DeliveryParty>;
     readonly rawUndici: CpuSplit<DeliveryParty>;
+    readonly durableBaseline?: CpuSplit<DeliveryParty>;
   };
   /** How many CPUs each side kept busy (Node, the server, the receiver), per round (see busyCpus). */
-  readonly busyCpus?: { readonly service: Measured; readonly rawUndici: Measured };
+  readonly busyCpus?: { readonly service: Measured; readonly rawUndici: Measured; readonly durableBaseline?: Measured };
 }
 
 type DeliveryParty = 'node' | 'postgres' | 'receiver';
@@ -55,15 +63,31 @@ export function samplePayload(count: number): { body: string; eventIds: string[]
 /**
  * Delivery throughput: `payloads` stored payloads of 100 events delivered by
  * the service (jobs, attempt records, the pump) to a receiver in another
- * process that answers 200 at once, against a plain undici loop posting the
- * same bodies at the same concurrency. Both sides first run one unmeasured
- * round (code compiled, connections open).
+ * process that answers 200 at once, against two baselines posting the same
+ * bodies at the same concurrency: a plain undici loop, and the durable
+ * baseline, which also commits an attempt row per request in batches. Every
+ * side first runs one unmeasured round (code compiled, connections open); then
+ * each round measures all three, the service and the durable baseline in
+ * alternating order.
  */
 export async function measureDelivery(
   databaseUrl: string,
   pool: pg.Pool,
   options: { payloads: number; concurrency: number; repeats: number },
 ): Promise<DeliveryBenchResult> {
+  // The durable baseline's own connection, which must commit synchronously (checked before anything starts).
+  await createScratchAttempts(pool);
+  const writer = durablePool(databaseUrl);
+  const synchronousCommit = await synchronousCommitOf(writer).catch(async (error: unknown) => {
+    await writer.end();
+    throw error;
+  });
+  if (synchronousCommit !== 'on') {
+    await writer.end();
+    throw new Error(
+      `delivery bench: the durable baseline's sessions commit with synchronous_commit = ${synchronousCommit}`,
+    );
+  }
   const receiver = await startReceiverProcess(false);
   const { body, eventIds } = samplePayload(100);
   const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-bench-'));
@@ -85,8 +109,13 @@ export async function measureDelivery(
   });
   const serviceRates: number[] = [];
   const rawRates: number[] = [];
+  const durableRates: number[] = [];
+  const order: Array<'service-first' | 'baseline-first'> = [];
   const serviceCpu: CpuSamples = {};
   const rawCpu: CpuSamples = {};
+  const durableCpu: CpuSamples = {};
+  const baseline = (): Promise<number> =>
+    durableBaseline(receiver.url, body, writer, { payloads: options.payloads, concurrency: options.concurrency });
   const parties = { postmaster: await postmasterOf(pool), others: { receiver: receiver.pid } };
   const setUp = async (payloads: number): Promise<void> => {
     await pool.query("delete from asset_webhooks.payloads where webhook_id = 'bench'");
@@ -144,6 +173,7 @@ export async function measureDelivery(
     // a short one leaves the raw loop still warming up in its first measured
     // round, which would flatter the first pair's ratio.
     await rawUndici(receiver.url, body, options.payloads, options.concurrency);
+    await baseline();
     await deliverAll(options.payloads);
     for (let repeat = 0; repeat < options.repeats; repeat += 1) {
       rawRates.push(
@@ -151,9 +181,14 @@ export async function measureDelivery(
           rawUndici(receiver.url, body, options.payloads, options.concurrency),
         ),
       );
-      serviceRates.push(await deliverAll(options.payloads, serviceCpu));
+      const serviceFirst = repeat % 2 === 1;
+      order.push(serviceFirst ? 'service-first' : 'baseline-first');
+      if (serviceFirst) serviceRates.push(await deliverAll(options.payloads, serviceCpu));
+      durableRates.push(await withCpu(durableCpu, options.payloads, parties, baseline));
+      if (!serviceFirst) serviceRates.push(await deliverAll(options.payloads, serviceCpu));
     }
   } finally {
+    await writer.end();
     await service.stop();
     await receiver.stop();
     rmSync(directory, { recursive: true, force: true });
@@ -162,29 +197,51 @@ export async function measureDelivery(
     payloadsPerSecond: measured(serviceRates),
     rawUndiciPayloadsPerSecond: measured(rawRates),
     ratioToRawUndici: ratio(serviceRates, rawRates),
+    durableBaselinePayloadsPerSecond: measured(durableRates),
+    ratioToDurableBaseline: pairedRatio(serviceRates, durableRates),
+    order,
     concurrency: options.concurrency,
     ...cpuFigures(
-      measuredSplit(serviceCpu, DELIVERY_PARTIES),
-      measuredSplit(rawCpu, DELIVERY_PARTIES),
-      serviceRates,
-      rawRates,
+      { split: measuredSplit(serviceCpu, DELIVERY_PARTIES), rates: serviceRates },
+      { split: measuredSplit(rawCpu, DELIVERY_PARTIES), rates: rawRates },
+      { split: measuredSplit(durableCpu, DELIVERY_PARTIES), rates: durableRates },
     ),
   };
 }
 
 /** The CPU splits of both sides and the CPUs each kept busy, where /proc could tell. */
 function cpuFigures(
-  service: CpuSplit<DeliveryParty> | undefined,
-  rawUndici: CpuSplit<DeliveryParty> | undefined,
-  serviceRates: readonly number[],
-  rawRates: readonly number[],
+  service: SideCpu,
+  rawUndici: SideCpu,
+  durable: SideCpu,
 ): Pick<DeliveryBenchResult, 'cpuMicrosPerPayload' | 'busyCpus'> {
-  if (!service || !rawUndici) return {};
-  const busy = { service: busyCpus(service, serviceRates), rawUndici: busyCpus(rawUndici, rawRates) };
-  return {
-    cpuMicrosPerPayload: { service, rawUndici },
-    ...(busy.service && busy.rawUndici ? { busyCpus: { service: busy.service, rawUndici: busy.rawUndici } } : {}),
+  if (!service.split || !rawUndici.split) return {};
+  const busy = {
+    service: busyCpus(service.split, service.rates),
+    rawUndici: busyCpus(rawUndici.split, rawUndici.rates),
+    durableBaseline: durable.split && busyCpus(durable.split, durable.rates),
   };
+  return {
+    cpuMicrosPerPayload: {
+      service: service.split,
+      rawUndici: rawUndici.split,
+      ...(durable.split ? { durableBaseline: durable.split } : {}),
+    },
+    ...(busy.service && busy.rawUndici
+      ? {
+          busyCpus: {
+            service: busy.service,
+            rawUndici: busy.rawUndici,
+            ...(busy.durableBaseline ? { durableBaseline: busy.durableBaseline } : {}),
+          },
+        }
+      : {}),
+  };
+}
+
+interface SideCpu {
+  readonly split: CpuSplit<DeliveryParty> | undefined;
+  readonly rates: readonly number[];
 }
 
 async function receiverCount(countUrl: string): Promise<number> {
