@@ -108,7 +108,8 @@ async function applyAll(client: pg.PoolClient, files: readonly RoutineFile[]): P
           );
         // A new oid: the file's function has a new identity, and the old one is stale.
         if (after.some((oid) => !before.includes(oid))) {
-          for (const oid of before) dropped = (await dropFunction(client, oid, files, file.path)) || dropped;
+          for (const oid of before.filter((old) => after.includes(old)))
+            dropped = (await dropFunction(client, oid, files, file.path)) || dropped;
         }
       }
     }

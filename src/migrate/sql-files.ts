@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
@@ -57,7 +57,6 @@ export interface RoutineFile {
 export function loadRoutineFiles(root: string = sqlDirectory): RoutineFile[] {
   const read = (folder: string, kind: RoutineFile['kind']): RoutineFile[] => {
     const dir = path.join(root, folder);
-    if (!existsSync(dir)) return [];
     return readdirSync(dir)
       .filter((file) => /^[a-z0-9_]+\.sql$/.test(file))
       .sort()
