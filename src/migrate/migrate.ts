@@ -254,6 +254,9 @@ export async function readSchemaVersion(client: pg.Pool | pg.PoolClient): Promis
   return rows[0]?.version ?? 0;
 }
 
+/** The digest of this code's function files, read once: readiness checks the schema at every probe. */
+let codeRoutineDigest: string | undefined;
+
 /**
  * Refuses to work against a database whose schema is older (run `migrate`) or
  * newer (upgrade this code) than the code, or left by a pre-release migration,
@@ -280,7 +283,8 @@ export async function assertSchemaCurrent(pool: pg.Pool): Promise<void> {
       codeVersion,
     );
   }
-  const codeDigest = routineDigest(loadRoutineFiles());
+  codeRoutineDigest ??= routineDigest(loadRoutineFiles());
+  const codeDigest = codeRoutineDigest;
   const databaseDigest = await readRoutineDigest(pool);
   if (databaseDigest !== codeDigest) {
     throw new UserError(
