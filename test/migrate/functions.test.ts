@@ -91,5 +91,6 @@ describe('migrate applies the function files on every run', () => {
     expect(migrated).toMatchObject({ code: 0, stderr: '' });
     expect(migrated.stdout).toBe(`schema asset_webhooks at version 1 (already up to date), functions ${codeDigest}\n`);
     expect(await runCli(['dead-letters', '--database-url', db.url])).toMatchObject({ code: 0, stderr: '' });
-  });
+    // Four processes of the CLI, each several seconds to start on a loaded machine.
+  }, 180_000);
 });
