@@ -200,7 +200,7 @@ async function assertRecreated(
     'routine_in_use',
     `sql/${path}: expected to drop ${rows[0]!.what} to create it anew (its signature or columns changed, or its file is gone), ` +
       `got objects that depend on it and that migrate does not recreate: ${others.join('; ')} ` +
-      '(drop or change them first; nothing was changed)',
+      '(drop or change them first; no function was changed)',
   );
 }
 

@@ -15,8 +15,9 @@ export interface Migration {
 
 /**
  * The migrations under sql/migrations, in order: the baseline, which creates
- * the whole schema, then the forward-only numbered files after it, each
- * recorded in CHANGELOG.md.
+ * the schema's tables, views and indexes, then the forward-only numbered
+ * files after it, each recorded in CHANGELOG.md. The functions are not
+ * migrations: see loadRoutineFiles.
  */
 export function loadMigrations(root: string = sqlDirectory): Migration[] {
   const dir = path.join(root, 'migrations');

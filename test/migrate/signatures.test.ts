@@ -103,7 +103,7 @@ describe('a function whose signature changes between releases', () => {
     expect((refused as UserError).message).toBe(
       'sql/functions/series_start_as_read.sql: expected to drop function asset_webhooks.series_start_as_read(timestamp with time zone) ' +
         'to create it anew (its signature or columns changed, or its file is gone), got objects that depend on it and that ' +
-        'migrate does not recreate: view series_report (drop or change them first; nothing was changed)',
+        'migrate does not recreate: view series_report (drop or change them first; no function was changed)',
     );
     expect(await signatures('series_start_as_read')).toEqual([
       'asset_webhooks.series_start_as_read(timestamp with time zone) -> timestamp with time zone',
