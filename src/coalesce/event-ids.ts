@@ -2,7 +2,7 @@ import type pg from 'pg';
 
 /**
  * Derives eventIds in Node exactly as asset_webhooks.event_id_of does in SQL
- * (sql/migrations/0001_baseline.sql): a UUIDv7 of 48 bits of the capture time in milliseconds,
+ * (sql/functions/event_id_of.sql): a UUIDv7 of 48 bits of the capture time in milliseconds,
  * the version digit, 12 random bits of the installation, then the variant
  * bits over the row's seq mixed (xor) with a 62-bit key of the installation.
  *

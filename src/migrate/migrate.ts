@@ -6,7 +6,16 @@ import { describeError } from '../db/connect.js';
 import { inTransaction } from '../db/transaction.js';
 import { BINDING_VIEW_COLUMNS } from '../db/asset-state.js';
 import { assertBinding, captureGaps } from './binding-check.js';
-import { codeSchemaVersion, loadMigrations, referenceBindingPath, type Migration } from './sql-files.js';
+import { applyRoutines, readRoutineDigest, ROUTINE_FILES_TABLE } from './routines.js';
+import {
+  codeSchemaVersion,
+  loadMigrations,
+  loadRoutineFiles,
+  referenceBindingPath,
+  routineDigest,
+  sqlDirectory,
+  type Migration,
+} from './sql-files.js';
 
 /**
  * Serialises every `migrate` against one database: two runs at once wait for
@@ -18,11 +27,15 @@ const MIGRATE_LOCK_KEY = 7_200_531_001;
 export interface MigrateOptions {
   /** `reference`, the path of a binding SQL file, or undefined for none. */
   readonly binding?: string | undefined;
+  /** The folder whose migrations, functions and dependents are applied; default: the project's sql/. */
+  readonly sqlDirectory?: string | undefined;
 }
 
 export interface MigrateResult {
   readonly applied: string[];
   readonly schemaVersion: number;
+  /** The digest of the function and dependent files applied (routineDigest). */
+  readonly functionsDigest: string;
   readonly binding?: string;
   /** Where the installed capture triggers let changes through (see captureGaps); only when a binding was applied. */
   readonly captureGaps?: string[];
@@ -31,7 +44,9 @@ export interface MigrateResult {
 /**
  * Creates or upgrades schema asset_webhooks and graphile-worker's schema, then
  * applies the binding if one is given. Each migration runs in one transaction
- * together with its bookkeeping row; the whole run holds an advisory lock, so
+ * together with its bookkeeping row; then every file of sql/functions and
+ * sql/dependents runs, on every run, in one transaction of its own (see
+ * applyRoutines). The whole run holds an advisory lock, so
  * it is safe to run twice, concurrently and while workers run. A schema left
  * by a pre-release migration, which the baseline does not upgrade, is refused
  * before anything changes (assertNotPreRelease).
@@ -43,7 +58,9 @@ export async function migrate(
 ): Promise<MigrateResult> {
   // Read the binding first: an unreadable file must fail before anything changes.
   const bindingSql = options.binding === undefined ? undefined : await readBinding(options.binding);
-  const migrations = loadMigrations();
+  const root = options.sqlDirectory ?? sqlDirectory;
+  const migrations = loadMigrations(root);
+  const routines = loadRoutineFiles(root);
   const codeVersion = Math.max(...migrations.map((m) => m.id));
   const client = await pool.connect();
   const applied: string[] = [];
@@ -54,6 +71,7 @@ export async function migrate(
       await client.query('create schema if not exists asset_webhooks');
       await client.query(`create table if not exists asset_webhooks.migrations (
         id integer primary key, name text not null, applied_at timestamptz not null default now())`);
+      await client.query(ROUTINE_FILES_TABLE);
       const databaseVersion = await readSchemaVersion(client);
       assertNotPreRelease(await readApplied(client), migrations);
       if (databaseVersion > codeVersion) {
@@ -75,6 +93,9 @@ export async function migrate(
         });
         applied.push(migration.name);
       }
+      // After the migrations, whose tables and views the functions name; before
+      // the binding, whose triggers call record_capture_error.
+      await inShortLockTries(client, () => applyRoutines(client, routines));
       // graphile-worker migrates its own schema, under its own lock.
       await runMigrations({ connectionString });
       if (bindingSql !== undefined) {
@@ -94,6 +115,7 @@ export async function migrate(
   return {
     applied,
     schemaVersion: codeVersion,
+    functionsDigest: routineDigest(routines),
     ...(bindingSql ? { binding: bindingSql.name, captureGaps: gaps } : {}),
   };
 }
@@ -232,9 +254,13 @@ export async function readSchemaVersion(client: pg.Pool | pg.PoolClient): Promis
   return rows[0]?.version ?? 0;
 }
 
+/** The digest of this code's function files, read once: readiness checks the schema at every probe. */
+let codeRoutineDigest: string | undefined;
+
 /**
  * Refuses to work against a database whose schema is older (run `migrate`) or
- * newer (upgrade this code) than the code, or left by a pre-release migration.
+ * newer (upgrade this code) than the code, or left by a pre-release migration,
+ * or whose functions were applied from other files than this code's.
  */
 export async function assertSchemaCurrent(pool: pg.Pool): Promise<void> {
   const migrations = loadMigrations();
@@ -255,6 +281,16 @@ export async function assertSchemaCurrent(pool: pg.Pool): Promise<void> {
         'upgrade asset-webhooks before running it against this database',
       databaseVersion,
       codeVersion,
+    );
+  }
+  codeRoutineDigest ??= routineDigest(loadRoutineFiles());
+  const codeDigest = codeRoutineDigest;
+  const databaseDigest = await readRoutineDigest(pool);
+  if (databaseDigest !== codeDigest) {
+    throw new UserError(
+      'schema_functions',
+      `schema asset_webhooks has the functions of digest ${databaseDigest ?? 'none'}, not this code's digest ${codeDigest}: ` +
+        'run `asset-webhooks migrate` with this release first',
     );
   }
 }

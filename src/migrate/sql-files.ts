@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -14,11 +15,12 @@ export interface Migration {
 
 /**
  * The migrations under sql/migrations, in order: the baseline, which creates
- * the whole schema, then the forward-only numbered files after it, each
- * recorded in CHANGELOG.md.
+ * the schema's tables, views and indexes, then the forward-only numbered
+ * files after it, each recorded in CHANGELOG.md. The functions are not
+ * migrations: see loadRoutineFiles.
  */
-export function loadMigrations(): Migration[] {
-  const dir = path.join(sqlDirectory, 'migrations');
+export function loadMigrations(root: string = sqlDirectory): Migration[] {
+  const dir = path.join(root, 'migrations');
   return readdirSync(dir)
     .filter((file) => /^\d{4}_[a-z0-9_]+\.sql$/.test(file))
     .sort()
@@ -36,3 +38,52 @@ export function codeSchemaVersion(): number {
 
 /** The path of the reference binding shipped with the project. */
 export const referenceBindingPath = path.join(sqlDirectory, 'bindings', 'reference.sql');
+
+/** A file of sql/functions or sql/dependents, applied by every `migrate`. */
+export interface RoutineFile {
+  /** Relative to the sql/ folder, with forward slashes: `functions/claim_payloads.sql`. */
+  readonly path: string;
+  readonly kind: 'function' | 'dependent';
+  /** The file name without `.sql`: the function or view it creates. */
+  readonly name: string;
+  readonly sql: string;
+  /** sha256 of the file's bytes, in hex. */
+  readonly digest: string;
+}
+
+/**
+ * The files of sql/functions, then those of sql/dependents, each folder in
+ * file-name order (see sql/functions/README.md).
+ */
+export function loadRoutineFiles(root: string = sqlDirectory): RoutineFile[] {
+  const read = (folder: string, kind: RoutineFile['kind']): RoutineFile[] => {
+    const dir = path.join(root, folder);
+    return readdirSync(dir)
+      .filter((file) => /^[a-z0-9_]+\.sql$/.test(file))
+      .sort()
+      .map((file) => {
+        const bytes = readFileSync(path.join(dir, file));
+        return {
+          path: `${folder}/${file}`,
+          kind,
+          name: file.replace(/\.sql$/, ''),
+          sql: bytes.toString('utf8'),
+          digest: createHash('sha256').update(bytes).digest('hex'),
+        };
+      });
+  };
+  return [...read('functions', 'function'), ...read('dependents', 'dependent')];
+}
+
+/**
+ * One digest of a set of files, from their paths and digests: what `migrate`
+ * records and what `run` compares with its own files. Twelve hex digits, as
+ * short as a line that names two of them can afford.
+ */
+export function routineDigest(files: ReadonlyArray<{ path: string; digest: string }>): string {
+  const lines = [...files]
+    .sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
+    .map((file) => `${file.path} ${file.digest}\n`)
+    .join('');
+  return createHash('sha256').update(lines).digest('hex').slice(0, 12);
+}

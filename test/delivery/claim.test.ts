@@ -17,7 +17,7 @@ import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 // Claiming and settling payloads (asset_webhooks.claim_payloads,
-// settle_payloads and settle_and_claim, sql/migrations/0001_baseline.sql), called
+// settle_payloads and settle_and_claim, sql/functions/), called
 // directly against the real database and a real receiver, and the pump that
 // runs them.
 

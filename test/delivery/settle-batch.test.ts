@@ -14,7 +14,7 @@ import { resetData, silentLogger, TEST_PROCESS_ID } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 // Payloads' next states written several per statement (asset_webhooks.settle_payloads,
-// sql/migrations/0001_baseline.sql): each result must be settled
+// sql/functions/settle_payloads.sql): each result must be settled
 // exactly as it would have been alone, and a failing batch must change nothing.
 
 const db = useTestDatabase();

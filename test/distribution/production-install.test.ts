@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { loadRoutineFiles, routineDigest } from '../../src/migrate/sql-files.js';
 import { receiverConfig } from '../helpers/config.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -102,6 +103,8 @@ describe('a production install of the packed tarball', () => {
     const migrated = await runInstalled(['migrate', '--database-url', db.url, '--binding', 'reference']);
     expect(migrated.stderr).toBe('');
     expect(migrated.code).toBe(0);
+    // The package carries the function files of this checkout, every one of them.
+    expect(migrated.stdout).toContain(`, functions ${routineDigest(loadRoutineFiles())};`);
     await db.pool.query('insert into assets (asset_id) values (1)');
     const {
       rows: [event],

@@ -17,7 +17,7 @@ export function registerMigrate(program: Command): void {
       );
       const applied = result.applied.length ? `applied ${result.applied.join(', ')}` : 'already up to date';
       process.stdout.write(
-        `schema asset_webhooks at version ${result.schemaVersion} (${applied})` +
+        `schema asset_webhooks at version ${result.schemaVersion} (${applied}), functions ${result.functionsDigest}` +
           (result.binding ? `; binding ${result.binding} installed` : '') +
           '\n',
       );

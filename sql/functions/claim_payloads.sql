@@ -1,0 +1,162 @@
+-- Claims up to p_max payloads that may be sent at p_now, starting their
+-- attempts, and returns them (with their bodies) for the caller to send.
+--
+-- Webhooks take turns: they are visited in id order starting after p_after
+-- (the last webhook the caller was given), and each gives at most p_share
+-- payloads per call, so a webhook with a long backlog never keeps one with a
+-- single payload waiting for more than a call. Per webhook, in flight stays
+-- within its concurrency, or within one while failing_since is set; nothing
+-- is claimed while hold_until is ahead. Retries that are due go first (they
+-- hold their slots already), then the head of the queue while slots are free.
+-- A queue payload whose retry time is ahead takes its slot and waits in it.
+-- Expired payloads are not claimed: the caller's expiry sweep settles them.
+--
+-- Standby: for the webhooks named in p_standby_for (those the caller has
+-- requests open to), up to p_standby payloads more than the concurrency are
+-- claimed and returned with standby = true: their attempts are started, not
+-- yet sent (attempts.sent false), and the caller sends one only when one of
+-- its own requests to that webhook has ended and that request's result is not
+-- yet written, and says so in its next settle_and_claim (or undoes it with
+-- abandon_attempt). Counting rows in flight this way never lets a receiver
+-- see more than its concurrency of requests at once: a row claimed while the
+-- webhook has its concurrency in flight is a standby, and a standby replaces a
+-- request that has ended but still counts until its result is written. No
+-- standby is claimed with concurrency 1 (strict order: the next payload waits
+-- for the previous one's delivery) or while failing_since is set.
+--
+-- Safe across processes: a webhook is claimed by one transaction at a time
+-- (a try-lock: a webhook being claimed elsewhere is skipped, not waited for),
+-- and payloads another transaction holds (a coalescing chunk) are skipped;
+-- with concurrency 1 only the head itself may be claimed, so strict order holds.
+create or replace function asset_webhooks.claim_payloads(p_now timestamptz, p_max integer, p_share integer, p_after text,
+                                              p_expire_after_seconds integer,
+                                              p_standby integer default 0, p_standby_for text[] default '{}')
+returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz,
+               body text, standby boolean)
+language plpgsql
+-- Planned at each call: a plan kept for the life of a session would keep the
+-- table's size from when it was made (a `run` process's connections live for
+-- days, from an empty table to millions of rows), while each new plan reads
+-- the table's size as it is now.
+set plan_cache_mode = force_custom_plan
+as $$
+#variable_conflict use_column
+declare
+  w record;
+  v_window interval := make_interval(secs => p_expire_after_seconds);
+  v_claimed integer := 0;
+  v_in_flight integer;
+  v_held integer;
+  v_take integer;
+  v_room integer;
+  v_ids bigint[];
+  v_head bigint;
+  v_all bigint[] := '{}';
+  -- Per visited webhook that got payloads: how many may be sent at once now.
+  v_webhooks text[] := '{}';
+  v_sendable integer[] := '{}';
+begin
+  -- Only webhooks that had a free slot and a payload for it when this
+  -- statement began are visited: one statement over the configured webhooks,
+  -- however many are idle or full, instead of several per webhook. It only
+  -- filters: each visited webhook's slots are counted again under its lock.
+  for w in
+    -- sendable: requests that may be open at once; slots: attempts that may
+    -- be started, standbys included.
+    select k.webhook_id, k.concurrency, l.sendable, l.slots, l.retry_due
+    from asset_webhooks.webhooks k
+    cross join lateral (select case when k.failing_since is not null then 1 else k.concurrency end as sendable) s
+    cross join lateral (
+      select s.sendable,
+             s.sendable + case when k.failing_since is null and k.concurrency > 1 and k.webhook_id = any(p_standby_for)
+                               then greatest(p_standby, 0) else 0 end as slots,
+             exists (select 1 from asset_webhooks.payloads r
+                     where r.webhook_id = k.webhook_id and r.status = 'pending' and r.dispatched
+                       and r.next_attempt_at <= p_now) as retry_due) l
+    -- A paused webhook's payloads, retries included, wait for its resume.
+    where k.enabled and k.paused_since is null and (k.hold_until is null or k.hold_until <= p_now)
+      and (select count(*) from asset_webhooks.payloads f
+           where f.webhook_id = k.webhook_id and f.status = 'pending' and f.dispatched and f.next_attempt_at is null)
+          < l.slots
+      and (l.retry_due
+           or exists (select 1 from asset_webhooks.payloads h
+                      where h.webhook_id = k.webhook_id and h.status = 'pending' and not h.dispatched))
+    order by k.webhook_id <= coalesce(p_after, ''), k.webhook_id
+  loop
+    exit when v_claimed >= p_max;
+    continue when not pg_try_advisory_xact_lock(hashtextextended('asset_webhooks.claim:' || w.webhook_id, 0));
+    select count(*) filter (where p.next_attempt_at is null), count(*) into v_in_flight, v_held
+    from asset_webhooks.payloads p
+    where p.webhook_id = w.webhook_id and p.status = 'pending' and p.dispatched;
+    v_take := least(w.slots - v_in_flight, p_share, p_max - v_claimed);
+    continue when v_take <= 0;
+    -- Retries come due only with time: one that was not due when this
+    -- statement began is left to the next claim, and its query is skipped.
+    v_ids := case when w.retry_due then
+               array(select q.payload_id from asset_webhooks.payloads q
+                     where q.webhook_id = w.webhook_id and q.status = 'pending' and q.dispatched
+                       and q.next_attempt_at <= p_now and p_now < q.series_started_at + v_window
+                     order by q.payload_id limit v_take for update skip locked)
+             else '{}' end;
+    -- Waiting retries hold slots of the concurrency, not of the failing limit.
+    v_room := least(v_take - cardinality(v_ids), greatest(w.slots, w.concurrency) - v_held);
+    if v_room > 0 and w.concurrency = 1 then
+      select q.payload_id into v_head from asset_webhooks.payloads q
+      where q.webhook_id = w.webhook_id and q.status = 'pending' and not q.dispatched
+      order by q.payload_id + 0 limit 1;
+      v_ids := v_ids || array(select q.payload_id from asset_webhooks.payloads q
+                              where q.payload_id = v_head and q.status = 'pending' and not q.dispatched
+                              for update skip locked);
+    elsif v_room > 0 then
+      v_ids := v_ids || array(select q.payload_id from asset_webhooks.payloads q
+                              where q.webhook_id = w.webhook_id and q.status = 'pending' and not q.dispatched
+                                and p_now < q.series_started_at + v_window
+                              order by q.payload_id + 0 limit v_room for update skip locked);
+    end if;
+    continue when cardinality(v_ids) = 0;
+    -- Counted whether due or not: p_max bounds requests, and a payload that
+    -- waits in its slot for its retry time takes none, so this errs low.
+    v_all := v_all || v_ids;
+    v_claimed := v_claimed + cardinality(v_ids);
+    v_webhooks := v_webhooks || w.webhook_id;
+    v_sendable := v_sendable || (w.sendable - v_in_flight);
+  end loop;
+  -- One statement starts every attempt chosen above (their rows are locked):
+  -- its cost is per payload, not per webhook. In the order chosen, so the
+  -- last row names the webhook the next call's turn starts after. A
+  -- webhook's started attempts beyond what it may send now are standbys.
+  return query
+    with due as (
+      select q.payload_id, coalesce(q.next_attempt_at, p_now) <= p_now as due, o.ord
+      from unnest(v_all) with ordinality as o(payload_id, ord)
+      join asset_webhooks.payloads q on q.payload_id = o.payload_id
+      where q.status = 'pending' and p_now < q.series_started_at + v_window
+    ),
+    claimed as (
+      update asset_webhooks.payloads p
+      set dispatched = true,
+          attempts = case when d.due then p.attempts + 1 else p.attempts end,
+          last_attempt_at = case when d.due then p_now else p.last_attempt_at end,
+          next_attempt_at = case when d.due then null else p.next_attempt_at end
+      from due d
+      where p.payload_id = d.payload_id
+      returning p.payload_id, p.webhook_id, p.series, p.attempts, p.series_started_at, d.due, d.ord,
+                case when d.due then
+                  case when p.body_of is null then p.body
+                       else (select b.body from asset_webhooks.payloads b where b.payload_id = p.body_of) end
+                end as body
+    ),
+    ranked as (
+      select c.*, row_number() over (partition by c.webhook_id order by c.ord) > s.sendable as standby
+      from claimed c
+      join unnest(v_webhooks, v_sendable) as s(webhook_id, sendable) on s.webhook_id = c.webhook_id
+      where c.due
+    ),
+    started as (
+      insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at, sent)
+      select r.payload_id, r.series, r.attempts, p_now, not r.standby from ranked r
+    )
+    select r.payload_id, r.webhook_id, r.series, r.attempts, asset_webhooks.series_start_as_read(r.series_started_at), r.body,
+           r.standby
+    from ranked r order by r.ord;
+end $$;

@@ -1,0 +1,20 @@
+-- The run process of this session, from its application_name, which the
+-- service sets on every connection of its pool to 'asset-webhooks run '
+-- followed by the process id: a UUID in canonical lower-case form (hex digits
+-- in groups of 8, 4, 4, 4 and 12, joined by '-'), and nothing after it. Any
+-- other name gives null. application_name is a standard startup parameter
+-- that connection poolers pass on. Written without a regular expression: it
+-- is evaluated for every attempt started (the default of attempts.process_id).
+-- The LIKE pattern fixes the length, the prefix and where the four dashes are;
+-- what is left once the hex digits are removed must be exactly those four, so
+-- every other character is a lower-case hex digit. A single SELECT without
+-- FROM, so the planner inlines it into the column default.
+create or replace function asset_webhooks.process_of_session() returns text
+language sql stable parallel safe
+as $$
+  select case
+    when current_setting('application_name') like 'asset-webhooks run ________-____-____-____-____________'
+     and translate(substr(current_setting('application_name'), 20), '0123456789abcdef', '') = '----'
+    then substr(current_setting('application_name'), 20)
+  end
+$$;

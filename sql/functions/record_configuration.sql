@@ -1,0 +1,60 @@
+-- Records the webhooks of one `run` process's configuration (at its start, at
+-- every reload and before every coalescing run it makes) and dead-letters,
+-- with reason webhook_removed, the pending payloads of every recorded webhook
+-- that is in no running process's configuration. Returns those webhooks with
+-- the number of payloads dead-lettered now.
+--
+-- The rule is "in no running process's configuration", not "absent from the
+-- configuration being recorded": during a rolling change, processes with the
+-- old and the new document run side by side, and each would otherwise take
+-- the other's webhooks for removed and dead-letter payloads that the other is
+-- sending. A webhook that is configured but disabled is not removed: its
+-- payloads wait, and expire. Payloads still `open` belong to a coalescing run
+-- in progress and are left to it; the next recording catches them once sealed.
+-- A stop with an unchanged document removes nothing: the process deletes its
+-- row, and the next process to start records the same webhooks.
+--
+-- A process whose lease is free without a clean stop counts as running until
+-- its lease has stayed free for p_grace_seconds, the grace crash recovery
+-- waits (src/delivery/recover.ts, processGoneGrace): a live process whose
+-- lease connection was lost for a moment takes its lease back well within
+-- it, and must not have its webhooks taken for removed meanwhile. With
+-- p_grace_seconds null (the caller's own lease is not yet settled) no
+-- process is taken for gone by its free lease.
+--
+-- Recordings are serialised, so one never decides on a snapshot that misses
+-- another's row that is being written.
+create or replace function asset_webhooks.record_configuration(p_process_id text, p_webhook_ids text[],
+                                                    p_grace_seconds integer default null)
+returns table (webhook_id text, dead_lettered integer)
+language plpgsql as $$
+begin
+  perform pg_advisory_xact_lock(hashtextextended('asset_webhooks.record_configuration', 0));
+  insert into asset_webhooks.process_configurations as c (process_id, webhook_ids)
+  values (p_process_id, p_webhook_ids)
+  on conflict (process_id) do update set webhook_ids = excluded.webhook_ids, recorded_at = now(), lease_free_since = null;
+  -- Written only when it changes. process_gone holds each lease it finds free
+  -- until this transaction ends: the process cannot take it back in between.
+  update asset_webhooks.process_configurations c
+  set lease_free_since = case when g.gone then now() end
+  from (select o.process_id, asset_webhooks.process_gone(o.process_id) as gone
+        from asset_webhooks.process_configurations o where o.process_id <> p_process_id) g
+  where c.process_id = g.process_id and g.gone <> (c.lease_free_since is not null);
+  delete from asset_webhooks.process_configurations c
+  where c.process_id <> p_process_id and p_grace_seconds is not null
+    and c.lease_free_since <= now() - make_interval(secs => p_grace_seconds);
+  return query
+  with removed as (
+    select w.webhook_id from asset_webhooks.webhooks w
+    where not exists (select 1 from asset_webhooks.process_configurations c where w.webhook_id = any (c.webhook_ids))
+  ),
+  dead as (
+    update asset_webhooks.payloads p
+    set status = 'dead_lettered', dead_letter_reason = 'webhook_removed', dead_lettered_at = clock_timestamp(),
+        dispatched = false, next_attempt_at = null
+    from removed r
+    where p.webhook_id = r.webhook_id and p.status = 'pending'
+    returning p.webhook_id
+  )
+  select d.webhook_id, count(*)::integer from dead d group by d.webhook_id order by d.webhook_id;
+end $$;
