@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { announcePayloadsReady } from '../../src/db/payloads-ready.js';
 import { listenForPayloads, type PayloadsListener } from '../../src/delivery/payloads-listener.js';
+import { databaseProxy } from '../helpers/database-proxy.js';
 import { eventually } from '../helpers/receiver.js';
 import { silentLogger } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -84,4 +85,25 @@ describe('payloads-ready listener', () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(listener.calls()).toBe(before);
   });
+
+  it('closes when the server no longer answers: the socket is dropped once the goodbye goes unanswered', async () => {
+    const proxy = await databaseProxy(new URL(db.url));
+    try {
+      let calls = 0;
+      const listener = listenForPayloads(
+        { databaseUrl: proxy.url, logger: silentLogger, applicationName: 'listener-silenced', closeWaitMs: 200 },
+        () => (calls += 1),
+      );
+      await calledPast(() => calls, 0, 'the call that follows LISTEN');
+      // The connection's server side is gone and its client side hears nothing: pg's own end() would wait forever.
+      proxy.silence();
+      await listener.close();
+      // Closed means closed: no reconnection follows.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(await backends('listener-silenced')).toEqual([]);
+      expect(proxy.accepted).toBe(1);
+    } finally {
+      await proxy.close();
+    }
+  }, 15_000);
 });
