@@ -33,6 +33,12 @@ export interface StandbyMove {
  * within STANDBY_MAX_WAIT_MS of its claim or not at all. A standby that can no
  * longer be sent that way (its webhook's receiver failed, no request of the
  * pump is open to it or replaceable, the pump stops) is given back.
+ *
+ * Standbys hold slots of maxRequestsInFlight like requests (the ledger
+ * counts them), which bounds the bodies kept in memory. A standby's attempt
+ * counts once it is sent: the next statement that writes results says so (at
+ * the latest the one that writes the result of the request it replaced);
+ * until then crash recovery gives it back uncounted (asset_webhooks.attempts.sent).
  */
 export class Standbys {
   /** Per webhook, standbys held, oldest first, with when they were claimed. */
