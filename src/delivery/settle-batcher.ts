@@ -24,11 +24,12 @@ export interface SettleBatcherOptions {
 }
 
 /**
- * Who fills the slots a batch frees (the delivery pump). Before a batch is
- * written, `reserve` says what to claim in the same transaction (null:
- * nothing), and sets that room aside; afterwards exactly one of `claimed` (with
- * the payloads claimed, possibly none) or `release` (the statement failed)
- * gives it back.
+ * Who accounts for the slots a batch frees (the delivery pump's SlotLedger:
+ * bookkeeping, no I/O; the pump acts on what it records, so the batcher never
+ * calls into the pump). Before a batch is written, `reserve` says what to
+ * claim in the same transaction (null: nothing), and sets that room aside;
+ * afterwards exactly one of `claimed` (with the payloads claimed, possibly
+ * none) or `release` (the statement failed) gives it back.
  */
 export interface SlotClaimer {
   reserve(requests: readonly SettleRequest[]): ClaimRequest | null;
@@ -78,9 +79,9 @@ export class SettleBatcher {
   }
 
   /**
-   * Sets (or, with undefined, removes) who fills the slots batches free. One
-   * at a time: the claimer learns from `reserve` which of its ended requests
-   * are being written, and a second claimer would never hear of its own.
+   * Sets (or, with undefined, removes) who accounts for the slots batches
+   * free. One at a time: the claimer learns from `reserve` which of its ended
+   * requests are being written, and a second claimer would never hear of its own.
    */
   claimWith(claimer: SlotClaimer | undefined): void {
     if (claimer !== undefined && this.claimer !== undefined && this.claimer !== claimer)

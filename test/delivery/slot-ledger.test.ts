@@ -1,0 +1,125 @@
+import { describe, expect, it } from 'vitest';
+import { claim, payload, settleOf, setUp } from './ledger-fixtures.js';
+
+// The pump's slot accounting (src/delivery/slot-ledger.ts, src/delivery/standby.ts),
+// driven by hand on a clock the test moves: no database, no sockets, no sleeping.
+
+describe('slot ledger: the cap', () => {
+  it('claims the room under maxRequestsInFlight, and none while every slot is held or set aside', () => {
+    const { ledger, effects } = setUp({ cap: 3 });
+    const first = ledger.beginClaim()!;
+    expect(first.max).toBe(3);
+    // The room is set aside until the answer is in: a second claim finds none.
+    expect(ledger.beginClaim()).toBeNull();
+    const sent = [payload('a'), payload('b')];
+    ledger.endClaim(first, sent);
+    expect(effects()).toEqual(sent.map((p) => `send ${p.payloadId}`));
+    expect(ledger.requestsInFlight).toBe(2);
+    expect(ledger.beginClaim()!.max).toBe(1);
+  });
+
+  it('counts standbys against the cap though they are not requests in flight', () => {
+    const { ledger } = setUp({ cap: 3 });
+    claim(ledger, [payload('a'), payload('a', true), payload('a', true)]);
+    expect(ledger.requestsInFlight).toBe(1);
+    expect(ledger.room()).toBe(0);
+    expect(ledger.beginClaim()).toBeNull();
+  });
+
+  it('frees a slot when its attempt ends, and asks for a claim then', () => {
+    const { ledger, effects } = setUp({ cap: 1 });
+    const [one] = [payload('a')];
+    claim(ledger, [one!]);
+    effects();
+    expect(ledger.beginClaim()).toBeNull();
+    ledger.answered(one!, true, 10);
+    ledger.ended(one!);
+    expect(effects()).toEqual(['claim']);
+    expect(ledger.room()).toBe(1);
+  });
+
+  it('claims once the claim under way is in, when that claim alone left no room', () => {
+    const { ledger, effects } = setUp({ cap: 2 });
+    const sent = payload('a');
+    claim(ledger, [sent]);
+    effects();
+    // The settle statement of `sent` sets the freed room aside for its own claim.
+    ledger.answered(sent, true, 10);
+    const batch = ledger.reserve([settleOf(sent)])!;
+    expect(batch.max).toBe(2);
+    // Work announced meanwhile: no room, only because of the batch's claim.
+    expect(ledger.beginClaim()).toBeNull();
+    ledger.claimed(batch, []);
+    expect(effects()).toEqual(['claim']);
+  });
+});
+
+describe('slot ledger: turns between webhooks', () => {
+  it('gives one webhook at most a quarter of the room, and starts after the webhook the last claim ended with', () => {
+    const { ledger } = setUp({ cap: 10 });
+    const first = ledger.beginClaim()!;
+    expect(first).toMatchObject({ max: 10, share: 3, after: null });
+    ledger.endClaim(first, [payload('a'), payload('b'), payload('c')]);
+    expect(ledger.beginClaim()).toMatchObject({ max: 7, share: 2, after: 'c' });
+  });
+
+  it('gives a share of at least one', () => {
+    const { ledger } = setUp({ cap: 1 });
+    expect(ledger.beginClaim()).toMatchObject({ max: 1, share: 1 });
+  });
+});
+
+describe('slot ledger: a settle statement refills the slots it frees', () => {
+  it('claims into the freed room in the statement, and the refilled attempt asks for no claim when it ends', () => {
+    const { ledger, effects } = setUp({ cap: 2 });
+    const [one, two] = [payload('a'), payload('b')];
+    claim(ledger, [one!, two!]);
+    effects();
+    ledger.answered(one!, true, 10);
+    const batch = ledger.reserve([settleOf(one!)])!;
+    expect(batch).toMatchObject({ max: 1, after: 'b', sentStandbys: [] });
+    const next = payload('a');
+    ledger.claimed(batch, [next]);
+    expect(effects()).toEqual([`send ${next.payloadId}`]);
+    ledger.ended(one!);
+    expect(effects()).toEqual([]);
+    // An attempt over without a statement that claimed for it (not made, say) asks for a claim of the pump's own.
+    ledger.answered(two!, false, 0);
+    ledger.ended(two!);
+    expect(effects()).toEqual(['claim']);
+  });
+
+  it("gives the room back when the statement fails, and asks for a claim of the pump's own", () => {
+    const { ledger, effects } = setUp({ cap: 2 });
+    const one = payload('a');
+    claim(ledger, [one]);
+    effects();
+    ledger.answered(one, true, 10);
+    const batch = ledger.reserve([settleOf(one)])!;
+    expect(ledger.room()).toBe(0);
+    ledger.release(batch);
+    expect(ledger.room()).toBe(2);
+    expect(effects()).toEqual(['claim']);
+  });
+
+  it('claims nothing in a statement that frees no slot of its own', () => {
+    const { ledger } = setUp({ cap: 2 });
+    expect(ledger.reserve([settleOf(payload('a'))])).toBeNull();
+  });
+
+  it('resolves whenEffects once a statement brings payloads, without any call from the pump', async () => {
+    const { ledger } = setUp({ cap: 2 });
+    const one = payload('a');
+    claim(ledger, [one]);
+    ledger.takeEffects();
+    ledger.answered(one, true, 10);
+    const batch = ledger.reserve([settleOf(one)])!;
+    let woke = false;
+    const waiting = ledger.whenEffects().then(() => (woke = true));
+    await Promise.resolve();
+    expect(woke).toBe(false);
+    ledger.claimed(batch, [payload('b')]);
+    await waiting;
+    expect(woke).toBe(true);
+  });
+});
