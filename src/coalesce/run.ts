@@ -3,11 +3,15 @@ import type { Logger } from 'pino';
 import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
 import type { DecimalId } from '../interfaces.js';
+import type { Statement } from '../db/columns.js';
 import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
+import { PayloadIdBlock } from '../payloads/ids.js';
+import { sealOpenPayloads } from '../payloads/seal.js';
+import { writePayloads } from '../payloads/store.js';
 import { claimChunk, outboxHighWater, recordRunStart, type Chunk, type ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
 import { Packer, type Batch } from './pack.js';
-import { chunkStatements, PayloadIdBlock, sealOpenPayloads, upsertPayloads, type Statement } from './persist.js';
+import { chunkStatements } from './persist.js';
 import { RoutingIndex } from '../filters/routing-index.js';
 import type { Route, RoutedWebhook } from './route.js';
 import { recordRouting } from './routing.js';
@@ -210,7 +214,7 @@ async function runLocked(
   const lastSealed = await inTransaction(session, async (client) => {
     for (const packer of packers) packer.finish();
     const batches = packers.flatMap((packer) => packer.drain());
-    await upsertPayloads(client, runId, batches, isoTimestamp(now()));
+    await writePayloads(client, runId, batches, isoTimestamp(now()));
     // `events` was counted chunk by chunk, each in its own transaction.
     await client.query(
       'update asset_webhooks.coalesce_runs set finished_at = clock_timestamp(), payloads = $2 where run_id = $1',
