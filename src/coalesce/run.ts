@@ -30,9 +30,10 @@ export interface CoalesceOptions {
   readonly maxPayloadBytes: number;
   /**
    * Outbox rows per chunk transaction; memory is bounded by it (three chunks
-   * are in memory at once: one written, one routed, one read). Default 2,000:
-   * larger chunks raise the peak memory of a drain, and neither 4,000 nor
-   * 1,000 coalesced faster (bench/README.md).
+   * are in memory at once: one written, one routed, one read). Default 2000:
+   * a larger chunk raises a drain's peak memory without making it faster,
+   * and a smaller one spreads each chunk's fixed cost (a claim and a write,
+   * a round trip each) over fewer rows (measured in bench/README.md).
    */
   readonly chunkSize?: number;
   readonly logger: Logger;
@@ -106,8 +107,8 @@ async function runLocked(
   // yet committed below it come from one snapshot, held only for these reads.
   // Each chunk then reads in its own snapshot (claimChunk leaves to the next
   // run what this one's start did not see), so a run holds no snapshot for
-  // long: one held for the whole run kept every dead row of the database from
-  // being pruned meanwhile, the asset tables' and delivery's.
+  // long: a snapshot held for the whole run would keep every dead row of the
+  // database from being pruned meanwhile, the asset tables' and delivery's.
   const start = await inTransaction(
     session,
     async (client) => {
