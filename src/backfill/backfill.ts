@@ -2,14 +2,15 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import type pg from 'pg';
 import { Packer, type Batch } from '../coalesce/pack.js';
-import { assignPayloadIds } from '../coalesce/persist.js';
+import { assignPayloadIds } from '../payloads/ids.js';
 import { announcePayloadsReady } from '../db/payloads-ready.js';
 import type { WebhookConfig } from '../config/schema.js';
 import { inTransaction } from '../db/transaction.js';
 import { compileWebhook } from '../filters/compile.js';
 import { assetStateColumns, assetStateFromRow, IN_TRASH_COLUMN, type AssetStateRow } from '../db/asset-state.js';
 import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
-import { insertBackfillEvents, insertBackfillPayloads, type BackfillEvent } from './persist.js';
+import { insertBackfillEvents, type BackfillEvent } from '../payloads/events.js';
+import { writePayloads } from '../payloads/store.js';
 import {
   completeBackfill,
   findRunningBackfill,
@@ -261,7 +262,8 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
           }
           // What was left out may leave no full payload: nothing to commit.
           if (cut.position.lastAssetId === from && !completed) return;
-          await insertBackfillPayloads(client, cut.batches, isoTimestamp(new Date()));
+          // Sealed, with no coalescing run.
+          await writePayloads(client, null, cut.batches, isoTimestamp(new Date()));
           await insertBackfillEvents(client, backfillId, webhook, cut.events);
           if (cut.position.lastAssetId === null) await completeBackfill(client, backfillId);
           else {

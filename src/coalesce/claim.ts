@@ -152,9 +152,9 @@ export async function claimChunk(
   const { rows } = await session.query<ClaimRow & { deferred: boolean }>(
     `with claimed as materialized (
        -- The upper bound is applied after the limit: with both bounds inside,
-       -- statistics taken while the outbox was empty (its usual state) made
-       -- the planner expect fewer rows than the limit and read the whole
-       -- backlog for every chunk. One bound leads it down the primary key.
+       -- a planner whose statistics were taken while the outbox was empty
+       -- (its usual state) expects fewer rows than the limit and reads the
+       -- whole backlog for every chunk. One bound leads it down the primary key.
        -- Rows above maxSeq are dropped afterwards; they come after every row
        -- at or below it, so the chunk still holds all it should.
        select c.*

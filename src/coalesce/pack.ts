@@ -8,7 +8,7 @@ import { bodyBytes, serializeBody } from '../payload/serialize.js';
 export interface Batch {
   /** Assigned when the batch is first persisted; null before. */
   payloadId: number | null;
-  /** Its payload row exists (see upsertPayloads). */
+  /** Its payload row exists (see payloadGroups). */
   persisted: boolean;
   readonly webhookId: string;
   readonly events: string[];

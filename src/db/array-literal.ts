@@ -5,12 +5,13 @@
  * one with braces, commas or spaces stays the string it is) with `"` and `\`
  * escaped by a backslash.
  *
- * The coalescer sends each column of a chunk's events as one such literal.
- * node-postgres serializes an array parameter too, but quotes and escapes
- * every element with two regular expressions, which cost more than the rest
- * of a chunk's statement to build; and it writes a list of lists as one
- * multidimensional array, which must be rectangular, where an event's lists
- * (see listLiteral) differ in length.
+ * unnestColumns (src/db/columns.ts) sends each column of a chunk's events as
+ * one such literal, rather than as an array for node-postgres to serialize:
+ * node-postgres quotes and escapes every element with two regular
+ * expressions, on the coalescer's hot path, where this escapes only the
+ * strings that hold a quote or a backslash; and it writes a list of lists as
+ * one multidimensional array, which must be rectangular, where an event's
+ * lists (see listLiteral) differ in length.
  */
 export function arrayLiteral(values: ReadonlyArray<string | number | boolean | null>): string {
   let text = '{';

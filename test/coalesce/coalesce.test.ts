@@ -7,7 +7,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { claimChunk, outboxHighWater, recordRunStart, type StateReads } from '../../src/coalesce/claim.js';
 import type { RoutedWebhook } from '../../src/coalesce/route.js';
 import { SeenValues } from '../../src/coalesce/seen.js';
-import { PAYLOADS_PER_STATEMENT } from '../../src/coalesce/persist.js';
+import { PAYLOADS_PER_STATEMENT } from '../../src/payloads/store.js';
 import { PAYLOADS_READY_CHANNEL } from '../../src/db/payloads-ready.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { coalesce } from '../../src/coalesce/run.js';

@@ -1,0 +1,158 @@
+import type pg from 'pg';
+import type { Batch } from '../coalesce/pack.js';
+import type { RoutedWebhook } from '../coalesce/route.js';
+import { recordRouting } from '../coalesce/routing.js';
+import type { SeenRow } from '../coalesce/seen.js';
+import { listLiteral } from '../db/array-literal.js';
+import { Params, unnestColumns, type Column } from '../db/columns.js';
+import type { DecimalId } from '../interfaces.js';
+
+/** The consumed events of one coalescing chunk, column by column (parallel arrays, one entry per event, in seq order). */
+export interface ConsumedEvents {
+  readonly seqs: readonly number[];
+  /** As the claim read them (derived once there, see asset_webhooks.event_id_of). */
+  readonly eventIds: readonly string[];
+  readonly atomIds: ReadonlyArray<DecimalId | null>;
+  /**
+   * The asset's uuid where the outbox row has none (a binding may capture
+   * none), else null: events.asset_uuid is the one the payloads carry.
+   */
+  readonly assetUuids: ReadonlyArray<string | null>;
+  readonly collapsedInto: ReadonlyArray<string | null>;
+  /** What routing saw of each event's asset (SeenValues.of). */
+  readonly seen: readonly SeenRow[];
+  /**
+   * The routing positions of the webhooks that receive each event, and in the
+   * same order the payloads that carry it to them; empty when none does
+   * (stored as null, see listLiteral).
+   */
+  readonly deliveredTo: ReadonlyArray<readonly number[]>;
+  readonly payloadIds: ReadonlyArray<readonly number[]>;
+}
+
+type Seen = Column<ConsumedEvents>['value'];
+const seen =
+  (read: (row: SeenRow) => string | boolean | null): Seen =>
+  (events, i) =>
+    read(events.seen[i]!);
+
+/**
+ * The columns of a chunk's consumed events. An event's lists (its receivers,
+ * what it saw of keywords and fields) go as the text of their own array
+ * literals (listLiteral), cast row by row where they are read: a list of
+ * lists cannot be one array, whose rows must all have one length.
+ */
+export const CONSUMED_COLUMNS: ReadonlyArray<Column<ConsumedEvents>> = [
+  { name: 'seq', type: 'bigint', value: (events, i) => events.seqs[i]! },
+  { name: 'event_id', type: 'uuid', value: (events, i) => events.eventIds[i]! },
+  { name: 'atom_id', type: 'bigint', value: (events, i) => events.atomIds[i]! },
+  { name: 'asset_uuid', type: 'uuid', value: (events, i) => events.assetUuids[i]! },
+  { name: 'collapsed_into', type: 'uuid', value: (events, i) => events.collapsedInto[i]! },
+  { name: 'delivered_to', type: 'text', value: (events, i) => listLiteral(events.deliveredTo[i]!) },
+  { name: 'payload_ids', type: 'text', value: (events, i) => listLiteral(events.payloadIds[i]!) },
+  { name: 'asset_gone', type: 'boolean', value: seen((row) => row.asset_gone) },
+  { name: 'seen_supertype', type: 'text', value: seen((row) => row.seen_supertype) },
+  { name: 'seen_parent_id', type: 'bigint', value: seen((row) => row.seen_parent_id) },
+  { name: 'seen_state', type: 'text', value: seen((row) => row.seen_state) },
+  { name: 'seen_schema_id', type: 'bigint', value: seen((row) => row.seen_schema_id) },
+  { name: 'seen_type_id', type: 'bigint', value: seen((row) => row.seen_type_id) },
+  { name: 'seen_domain_id', type: 'bigint', value: seen((row) => row.seen_domain_id) },
+  { name: 'seen_keywords', type: 'text', value: seen((row) => listLiteral(row.seen_keywords)) },
+  { name: 'seen_field_names', type: 'text', value: seen((row) => listLiteral(row.seen_field_names)) },
+  { name: 'seen_field_values', type: 'text', value: seen((row) => listLiteral(row.seen_field_values)) },
+];
+
+/**
+ * The CTEs `consumed` and `moved`, which move a chunk's events from the
+ * outbox to asset_webhooks.events with their routes, their parameters added
+ * to `params`; `runId` and `routingId` are placeholders already added.
+ * `events` must not be empty.
+ *
+ * The seq range lets the planner walk the outbox's primary key: with `= any`
+ * alone it would scan the whole outbox. The list is only a filter (`+ 0`),
+ * hashed once: as an index condition as well it would cost a descent of the
+ * primary key per row, and with statistics taken while the outbox was
+ * smaller the planner would scan the whole outbox for every chunk. The
+ * events' columns come as one array each (unnestColumns): unnest and
+ * array_in cost PostgreSQL far less than json_to_recordset does for the same
+ * rows, which builds a hash table for every object it reads.
+ */
+export function consumeCtes(params: Params, runId: string, routingId: string, events: ConsumedEvents): string {
+  const n = events.seqs.length;
+  const rows = unnestColumns(params, CONSUMED_COLUMNS, events, n, 'r');
+  const seqs = rows.arrays.get('seq')!;
+  return `consumed as (
+       delete from asset_webhooks.outbox o
+       where o.seq between ${params.add(events.seqs[0])} and ${params.add(events.seqs[n - 1])} and o.seq + 0 = any(${seqs})
+       returning o.*
+     ),
+     moved as (
+       insert into asset_webhooks.events
+         (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, collapsed_into,
+          routing_id, delivered_to, payload_ids, asset_gone, seen_supertype, seen_parent_id, seen_state, seen_schema_id, seen_type_id,
+          seen_domain_id, seen_keywords, seen_field_names, seen_field_values)
+       select r.event_id, c.seq, c.occurred_at, c.event_type, c.asset_id, coalesce(c.asset_uuid, r.asset_uuid), r.atom_id, ${runId},
+              clock_timestamp(), r.collapsed_into,
+              ${routingId}, r.delivered_to::integer[], r.payload_ids::bigint[], r.asset_gone, r.seen_supertype, r.seen_parent_id, r.seen_state,
+              r.seen_schema_id, r.seen_type_id, r.seen_domain_id, r.seen_keywords::text[], r.seen_field_names::text[],
+              r.seen_field_values::text[]
+       from consumed c
+       join ${rows.text}
+         on r.seq = c.seq
+     )`;
+}
+
+/** One backfilled event, as written to asset_webhooks.events. */
+export interface BackfillEvent {
+  readonly eventId: string;
+  /** When the backfill read the asset's state: the event's eventTimestamp, ISO-8601 UTC with milliseconds. */
+  readonly occurredAt: string;
+  /** Decimal string: asset ids may exceed 2^53. */
+  readonly assetId: string;
+  readonly assetUuid: string;
+  /** Decimal string, as assetId. */
+  readonly atomId: string | null;
+  /** The batch that carries it; its payloadId is assigned before the events are written. */
+  readonly batch: Batch;
+}
+
+const BACKFILL_COLUMNS: ReadonlyArray<Column<readonly BackfillEvent[]>> = [
+  { name: 'event_id', type: 'uuid', value: (events, i) => events[i]!.eventId },
+  { name: 'occurred_at', type: 'timestamptz', value: (events, i) => events[i]!.occurredAt },
+  { name: 'asset_id', type: 'bigint', value: (events, i) => events[i]!.assetId },
+  { name: 'asset_uuid', type: 'uuid', value: (events, i) => events[i]!.assetUuid },
+  { name: 'atom_id', type: 'bigint', value: (events, i) => events[i]!.atomId },
+  { name: 'payload_id', type: 'bigint', value: (events, i) => events[i]!.batch.payloadId },
+];
+
+/**
+ * Records a chunk's events in asset_webhooks.events, marked with their
+ * backfill, so trace and event_outcomes show them as backfilled. Their routing
+ * is one holding only the backfill's webhook (recorded once, reused as
+ * coalescing reuses its configuration's): event_outcomes then shows each
+ * event for that webhook alone, delivered to it in its payload.
+ */
+export async function insertBackfillEvents(
+  client: pg.PoolClient,
+  backfillId: number,
+  webhook: RoutedWebhook,
+  events: readonly BackfillEvent[],
+): Promise<void> {
+  if (events.length === 0) return;
+  const routingId = await recordRouting(client, [webhook]);
+  const params = new Params();
+  const backfill = params.add(backfillId);
+  const routing = params.add(routingId);
+  const rows = unnestColumns(params, BACKFILL_COLUMNS, events, events.length, 'e');
+  await client.query(
+    `insert into asset_webhooks.events
+       (event_id, occurred_at, event_type, asset_id, asset_uuid, atom_id, coalesced_at, routing_id, delivered_to, payload_ids, backfill_id)
+     select e.event_id, e.occurred_at, 'EDITED', e.asset_id, e.asset_uuid, e.atom_id, clock_timestamp(), ${routing}, '{1}', array[e.payload_id], ${backfill}
+     from ${rows.text}`,
+    params.values,
+  );
+  // Its last use after the events' coalesced_at, as a coalescing chunk sets it: retention keeps it while they stay.
+  await client.query('update asset_webhooks.routings set last_used_at = clock_timestamp() where routing_id = $1', [
+    routingId,
+  ]);
+}
