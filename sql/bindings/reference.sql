@@ -104,52 +104,23 @@ end $$;
 --              latest_atom_id and trashed_at changed
 --   DELETED    moved to the Trash (trashed_at from null to a value)
 -- An update that changes nothing captures nothing. Rows are paired by asset_id;
--- an update of the primary key itself is not captured.
--- The pairing is a FULL JOIN, whose unpaired rows are dropped by `paired`:
--- PostgreSQL can run a full join only as a hash or merge join, never as a
--- nested loop. PL/pgSQL plans the statement at its first call in a session
--- and keeps that plan, with the sizes of that call's transition tables as its
--- estimates; with an inner join, a session whose first update was of one
--- asset would keep a nested loop, and its next bulk update would read
--- new_rows once per row of old_rows, quadratic in the update's size while it
--- holds its locks. A condition on `paired` inside this statement would turn
--- the full join back into an inner one, hence the flag, read only by the
--- branches below.
--- The pairs are compared once (materialized) and each event type read from
--- them by its own branch, rather than from a lateral list of candidates per
--- row. Each branch selects exactly the inserted columns, typed: a branch that
--- needs a conversion, or more columns than it inserts, runs inside a subquery
--- node of its own, and setting up those nodes is a real part of what a small
--- update pays.
--- The branches are inserted one after the other (an INSERT never runs a
--- parallel plan), so an asset's events get their seqs in the order above; the
--- order across assets of one statement carries no meaning, so the events are
--- not sorted. The other functions need no order either: they capture one
--- event per asset.
--- An update of one row, the application's everyday edit, takes a path of its
--- own, with no join, no hash table and no set operation: it reads the old
--- and the new row into record variables, one query each, and compares them
--- in PL/pgSQL. Whether the statement changed one row is learnt from the
--- second read, INTO STRICT: more than one row raises too_many_rows, whose
--- handler runs the set-based statement in a block of its own (so a larger
--- update still never fails the write). That is one caught error per
--- multi-row statement instead of a count query per one-row update. Each of
--- its two queries scans one transition table and stops at the first row (the
--- second at the second): whatever a session planned for them first, a bulk
--- update pays next to nothing for them. A session with
--- plpgsql.extra_warnings = 'too_many_rows' gets a warning from the first read
--- at every multi-row update (with extra_errors, the error is caught like the
--- other and the set-based statement runs); LIMIT 1 there would spare it, at a
--- cost to every one-row update.
--- A plain edit (neither latest_atom_id nor trashed_at changed) is decided by
--- one image comparison of the whole rows (`*=`, byte by byte per column: for
--- the uuid, text, bigint and timestamptz columns of the reference schema the
--- same as IS DISTINCT FROM) and two columns compared, since setting up a
--- comparison per column is what such an update would pay most for. A row
--- whose atom or Trash state changed takes the comparisons of `changed` in the
--- set-based statement: keep the two in step (a test compares both paths on
--- the same changes). On the reference schema "any other column" is the eight
--- columns listed there; a schema with more columns needs a binding of its own.
+-- an update of the primary key itself is not captured. An asset's events are
+-- inserted in the order above.
+-- Two paths, which must decide alike (a test compares them on the same changes):
+--   * one row, the everyday edit: the old and the new row are read into
+--     records and compared in PL/pgSQL, with no join. The second read is INTO
+--     STRICT: a larger update raises too_many_rows, which hands it to
+--   * the set-based statement: old and new rows paired by a FULL JOIN, never
+--     an inner join (a plan kept from a one-row call would run a bulk update
+--     in quadratic time); `paired` drops the unpaired rows, since a condition
+--     on them inside the statement would make the join an inner one again.
+-- "Any other column" is the eight columns listed in both paths: a schema with
+-- more columns lists its own. The one-row path decides a plain edit by
+-- comparing whole rows with `*=` (byte images): keep that only if values of
+-- your columns that are not distinct always have equal images, as the
+-- reference schema's uuid, text, bigint and timestamptz columns do (numeric
+-- does not: 1.0 and 1.00 differ in image).
+-- Why each part is shaped so: docs/writing-a-binding.md, "The update trigger".
 create or replace function asset_webhooks.reference_capture_assets_update()
 returns trigger language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off as $$
 declare

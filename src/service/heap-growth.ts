@@ -2,11 +2,13 @@ import v8 from 'node:v8';
 
 /**
  * How far V8 may let the old generation grow past what survived the last full
- * collection before collecting again, in percent, in a `run` process. V8's own
- * heuristic lets it grow up to fourfold: draining a backlog, `run` keeps little
- * alive and makes garbage fast, so most of its peak RSS would be garbage not
- * collected yet. 2.5-fold keeps the peak well below that at about the same
- * CPU; lower costs CPU for little memory (bench/README.md has the figures).
+ * collection before collecting again, in percent, in a `run` process. Draining
+ * a backlog, `run` keeps little alive and makes garbage fast: with V8's own
+ * heuristic, which lets the heap grow to several times what survived, most of
+ * its peak RSS would be garbage not yet collected. A smaller factor collects
+ * sooner and keeps the peak near what is alive; a much smaller one spends CPU
+ * on collections for little memory. The measurements behind the value are in
+ * bench/README.md.
  */
 export const RUN_HEAP_GROWING_PERCENT = 150;
 

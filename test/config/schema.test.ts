@@ -64,6 +64,19 @@ describe('defaults: a key left out takes the default docs/configuration.md gives
     expect(second.retry.delaysSeconds).toEqual([60, 120, 240, 480, 480]);
   });
 
+  it('fills a section left out, empty or given in part with the same defaults, key by key', () => {
+    const omitted = settings('');
+    const empty = settings('', '  retry: {}\n  network: {}\n  secrets: {}\n');
+    expect([empty.retry, empty.network, empty.secrets]).toEqual([omitted.retry, omitted.network, omitted.secrets]);
+    const partial = settings(
+      '',
+      '  retry: { honorRetryAfter: true }\n  network: { proxy: "http://proxy.internal:3128" }\n  secrets: { cacheSeconds: 5 }\n',
+    );
+    expect(partial.retry).toEqual({ ...omitted.retry, honorRetryAfter: true });
+    expect(partial.network).toEqual({ ...omitted.network, proxy: 'http://proxy.internal:3128' });
+    expect(partial.secrets).toEqual({ ...omitted.secrets, cacheSeconds: 5 });
+  });
+
   it('derives the default id from the SHA-256 of the url', () => {
     // sha256("https://receiver.example/a") begins 50155c38a274.
     expect(settings('').webhooks[0]!.id).toBe('webhook-50155c38a274');

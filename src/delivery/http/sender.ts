@@ -2,10 +2,19 @@ import { performance } from 'node:perf_hooks';
 import ipaddr from 'ipaddr.js';
 import { request, type Dispatcher } from 'undici';
 import { refusal } from '../../net/addresses.js';
-import { isLocalFault } from '../local-fault.js';
-import { storableBytes, storableText } from '../storable-text.js';
 import { AddressRefusedError } from './address-guard.js';
+import { Deadline } from './deadline.js';
 import { checkBeforeProxy, createEgress } from './egress.js';
+import { readExcerpt, type ResponseBody } from './excerpt.js';
+import { redactMessage, secretForms } from './redact.js';
+import {
+  classifyTransportFailure,
+  storableMessage,
+  transportFailureMessage,
+  type ErrorClass,
+} from './transport-errors.js';
+
+export { storableMessage, type ErrorClass } from './transport-errors.js';
 
 /**
  * The result of one POST: the receiver's status, or why there was none.
@@ -28,49 +37,10 @@ export type PostResult =
   | {
       readonly kind: 'error';
       readonly errorClass: ErrorClass;
-      /** Storable text (see storableText), at most MAX_MESSAGE_LENGTH characters. */
+      /** Storable text, cut to its length (see storableMessage). */
       readonly message: string;
       readonly durationMs: number;
     };
-
-/**
- * Why an attempt got no status. Stable names, recorded with the attempt and
- * used as a metrics label.
- *
- * - `timeout`: connect, headers or the overall deadline passed.
- * - `connection_refused`, `connection_reset`: TCP said no, or hung up before a status.
- * - `dns`: the host name did not resolve.
- * - `tls`: the TLS handshake or certificate check failed.
- * - `address_refused`: the address guard refused the address (private, metadata).
- * - `invalid_url`: not an http or https URL.
- * - `invalid_response`: the bytes were not an HTTP response (including an
- *   unsolicited `100 Continue`, see {@link HttpSender}), or its status is
- *   outside 100..599.
- * - `invalid_request`: undici refused the request itself (e.g. a header value
- *   with a line break).
- * - `secret_unavailable`: set by the caller when the API key could not be resolved.
- * - `proxy`: the proxy (network.proxy, HTTPS_PROXY) refused to open the
- *   tunnel to the receiver (a CONNECT answered other than 200).
- * - `local_fault`: this process ran out of a resource of its own for the
- *   request (file descriptors: EMFILE, ENFILE; memory: ENOMEM, ENOBUFS, an
- *   allocation failure). No fault of the receiver's: see isLocalFault
- *   (src/delivery/local-fault.ts).
- * - `other`: anything else; the message says what.
- */
-export type ErrorClass =
-  | 'timeout'
-  | 'connection_refused'
-  | 'connection_reset'
-  | 'dns'
-  | 'tls'
-  | 'address_refused'
-  | 'invalid_url'
-  | 'invalid_response'
-  | 'invalid_request'
-  | 'secret_unavailable'
-  | 'local_fault'
-  | 'proxy'
-  | 'other';
 
 export interface SenderOptions {
   /**
@@ -81,7 +51,7 @@ export interface SenderOptions {
   readonly timeoutMs: number;
   /** network.allowPrivateAddresses: loopback and private ranges are refused unless true. */
   readonly allowPrivateAddresses: boolean;
-  /** Bytes of the response body kept as the excerpt; the rest is never read. Default 1024. */
+  /** Bytes of the response body kept as the excerpt; the rest is never read. Default DEFAULT_EXCERPT_BYTES. */
   readonly maxResponseBytes?: number;
   /** network.proxy: every request goes through this HTTP CONNECT proxy. */
   readonly proxy?: string | undefined;
@@ -100,13 +70,11 @@ export interface PostRequest {
   readonly headers: Readonly<Record<string, string>>;
 }
 
+/** Bytes of a response body kept when SenderOptions.maxResponseBytes is unset: enough to show a receiver's error. */
+const DEFAULT_EXCERPT_BYTES = 1024;
+
 /** How long an idle pooled connection to a receiver is kept open. */
 const KEEP_ALIVE_MS = 30_000;
-
-/** Header values shorter than this are not scrubbed from messages (they would mangle ordinary words). */
-const MIN_REDACTED_LENGTH = 4;
-
-const MAX_MESSAGE_LENGTH = 500;
 
 /** The statuses HTTP defines (RFC 9110, section 15): anything else is not a response we read. */
 const MIN_STATUS = 100;
@@ -152,7 +120,7 @@ export class HttpSender {
   constructor(options: SenderOptions) {
     this.timeoutMs = options.timeoutMs;
     this.allowPrivateAddresses = options.allowPrivateAddresses;
-    this.maxResponseBytes = Math.max(0, options.maxResponseBytes ?? 1024);
+    this.maxResponseBytes = Math.max(0, options.maxResponseBytes ?? DEFAULT_EXCERPT_BYTES);
     const egress = createEgress({
       timeoutMs: options.timeoutMs,
       allowPrivateAddresses: options.allowPrivateAddresses,
@@ -184,8 +152,8 @@ export class HttpSender {
       if (error) {
         return {
           kind: 'error',
-          errorClass: classifyError(error),
-          message: storableMessage(errorMessage(error)),
+          errorClass: classifyTransportFailure(error),
+          message: storableMessage(transportFailureMessage(error)),
           durationMs: elapsed(),
         };
       }
@@ -213,8 +181,8 @@ export class HttpSender {
       } catch (error) {
         return {
           kind: 'error',
-          errorClass: classifyError(error),
-          message: storableMessage(redact(errorMessage(error), secrets)),
+          errorClass: classifyTransportFailure(error),
+          message: storableMessage(redactMessage(transportFailureMessage(error), secrets)),
           durationMs: elapsed(),
         };
       }
@@ -276,38 +244,6 @@ export class HttpSender {
   }
 }
 
-type ResponseBody = Dispatcher.ResponseData['body'];
-
-/**
- * A request's overall deadline: aborts its signal with a TimeoutError, as
- * AbortSignal.timeout() would, but its timer is cleared as soon as the request
- * is done. AbortSignal.timeout()'s timer lives until it fires or its signal is
- * garbage-collected: at a few thousand requests a second with a 30-second
- * timeout that is some 100,000 timers and signals held at once, each costing
- * CPU to create and heap until collected; this one costs neither once cleared.
- */
-class Deadline {
-  private readonly controller = new AbortController();
-  private readonly timer: NodeJS.Timeout;
-
-  constructor(ms: number) {
-    this.timer = setTimeout(
-      () => this.controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')),
-      ms,
-    );
-    // As AbortSignal.timeout()'s: the deadline alone never keeps the process running.
-    this.timer.unref();
-  }
-
-  get signal(): AbortSignal {
-    return this.controller.signal;
-  }
-
-  clear(): void {
-    clearTimeout(this.timer);
-  }
-}
-
 /** The caller's headers with Content-Type replaced by the sender's, whatever its case. */
 function requestHeaders(given: Readonly<Record<string, string>>): Record<string, string> {
   const headers: Record<string, string> = {};
@@ -316,173 +252,4 @@ function requestHeaders(given: Readonly<Record<string, string>>): Record<string,
   }
   headers['content-type'] = 'application/json';
   return headers;
-}
-
-/**
- * Up to max bytes of the body as UTF-8 (a character cut at the limit becomes
- * U+FFFD), with every request header value the receiver echoes replaced (see
- * redactExcerpt). The stream is destroyed afterwards, so the rest is never
- * read and the connection is closed rather than drained. A body that breaks
- * or is cut by the deadline yields what arrived before.
- */
-async function readExcerpt(body: ResponseBody, max: number, secrets: readonly Buffer[]): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  // Past the limit by the longest secret, so that one starting within the limit is read whole and replaced.
-  const read = max > 0 ? max + Math.max(0, ...secrets.map((secret) => secret.length)) : 0;
-  try {
-    if (read > 0) {
-      for await (const chunk of body) {
-        chunks.push(chunk.subarray(0, read - size));
-        size += Math.min(chunk.length, read - size);
-        if (size >= read) break;
-      }
-    }
-  } catch {
-    // The status has arrived and decides; what came before the break is the excerpt.
-  } finally {
-    // We are done with the body whatever state it is in. Destroying a body not
-    // yet read to its end emits an abort error: expected, so it is not an
-    // uncaught one.
-    body.on('error', () => {});
-    body.destroy();
-  }
-  return storableBytes(redactExcerpt(Buffer.concat(chunks), max, secrets));
-}
-
-const REDACTED = Buffer.from('[redacted]');
-
-/**
- * The first max bytes of data, with each occurrence of a secret that starts
- * within them replaced by [redacted] whole (data holds enough bytes past max
- * for it), so that no secret, nor its beginning, is kept.
- */
-function redactExcerpt(data: Buffer, max: number, secrets: readonly Buffer[]): Buffer {
-  const parts: Buffer[] = [];
-  let position = 0;
-  while (position < Math.min(data.length, max)) {
-    let at = -1;
-    let length = 0;
-    for (const secret of secrets) {
-      const found = data.indexOf(secret, position);
-      if (found !== -1 && (at === -1 || found < at || (found === at && secret.length > length))) {
-        at = found;
-        length = secret.length;
-      }
-    }
-    if (at === -1 || at >= max) {
-      parts.push(data.subarray(position, max));
-      break;
-    }
-    parts.push(data.subarray(position, at), REDACTED);
-    position = at + length;
-  }
-  return Buffer.concat(parts);
-}
-
-/** The error and its causes, outermost first. */
-function causes(error: unknown): unknown[] {
-  const chain: unknown[] = [];
-  let current = error;
-  while (current !== undefined && current !== null && chain.length < 8) {
-    chain.push(current);
-    current = typeof current === 'object' && 'cause' in current ? current.cause : undefined;
-  }
-  return chain;
-}
-
-function property(item: unknown, key: 'code' | 'name' | 'message'): string {
-  if (typeof item !== 'object' || item === null || !(key in item)) return '';
-  const value: unknown = (item as Record<typeof key, unknown>)[key];
-  return typeof value === 'string' ? value : '';
-}
-
-function classifyError(error: unknown): ErrorClass {
-  if (isLocalFault(error)) return 'local_fault';
-  for (const item of causes(error)) {
-    if (item instanceof AddressRefusedError) return 'address_refused';
-    if (/^Proxy response \(\d+\)/.test(property(item, 'message'))) return 'proxy';
-    const code = property(item, 'code');
-    const name = property(item, 'name');
-    if (name === 'TimeoutError' || name === 'AbortError' || code === 'ETIMEDOUT' || code.endsWith('_TIMEOUT'))
-      return 'timeout';
-    if (code === 'ECONNREFUSED') return 'connection_refused';
-    if (
-      code === 'ENOTFOUND' ||
-      code === 'EAI_AGAIN' ||
-      code === 'EAI_FAIL' ||
-      code === 'EAI_NODATA' ||
-      code === 'EAI_NONAME'
-    )
-      return 'dns';
-    if (/^(ERR_TLS|ERR_SSL|CERT_|DEPTH_ZERO|SELF_SIGNED|UNABLE_TO_|HOSTNAME_MISMATCH|ERR_TLS_CERT)/.test(code))
-      return 'tls';
-    if (
-      name === 'HTTPParserError' ||
-      code.startsWith('HPE_') ||
-      code === 'UND_ERR_HEADERS_OVERFLOW' ||
-      (code === 'UND_ERR_SOCKET' && /^bad (response|upgrade)$/.test(property(item, 'message')))
-    )
-      return 'invalid_response';
-    if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'UND_ERR_CLOSED')
-      return 'connection_reset';
-    if (code === 'UND_ERR_INVALID_ARG' || code === 'ERR_INVALID_HTTP_TOKEN' || code === 'ERR_INVALID_CHAR')
-      return 'invalid_request';
-  }
-  return 'other';
-}
-
-/** The messages of the error's chain, joined: what undici and the socket said. */
-function errorMessage(error: unknown): string {
-  const chain = causes(error);
-  const refused = chain.find((item): item is AddressRefusedError => item instanceof AddressRefusedError);
-  if (refused) return refused.message;
-  const messages = chain
-    .map((item) => (item instanceof Error ? item.message : typeof item === 'string' ? item : ''))
-    .filter(Boolean);
-  const unique = messages.filter((message, index) => messages.indexOf(message) === index);
-  return unique.join(': ') || 'unknown error';
-}
-
-/**
- * The byte forms in which a request header value (the API key, an
- * Authorization header) can come back from a receiver or a library: as sent
- * (UTF-8 and ISO-8859-1), escaped in a JSON string, percent-encoded and
- * form-encoded. Longest first, so a longer form is replaced before a form it
- * contains. A value shorter than MIN_REDACTED_LENGTH is not a secret worth
- * mangling ordinary words for.
- */
-function secretForms(values: readonly string[]): Buffer[] {
-  const forms = new Map<string, Buffer>();
-  const add = (form: Buffer): void => {
-    if (form.length > 0) forms.set(form.toString('hex'), form);
-  };
-  for (const value of values) {
-    if (value.length < MIN_REDACTED_LENGTH) continue;
-    for (const text of [
-      value,
-      JSON.stringify(value).slice(1, -1),
-      encodeURIComponent(value),
-      new URLSearchParams({ v: value }).toString().slice(2),
-    ]) {
-      add(Buffer.from(text, 'utf8'));
-    }
-    add(Buffer.from(value, 'latin1'));
-  }
-  return [...forms.values()].sort((a, b) => b.length - a.length);
-}
-
-/**
- * Scrubs request header values from a message. No message built here includes
- * headers, but undici's and Node's messages are not ours to promise about: the
- * API key must never reach an attempt record. Before the message is cut to
- * its length, so that a secret is never cut in two and half kept.
- */
-function redact(message: string, secrets: readonly Buffer[]): string {
-  return redactExcerpt(Buffer.from(message, 'utf8'), Number.MAX_SAFE_INTEGER, secrets).toString('utf8');
-}
-
-/** A message as recorded: cut to MAX_MESSAGE_LENGTH, then made storable (a surrogate pair cut in two is replaced). */
-export function storableMessage(message: string): string {
-  return storableText(message.slice(0, MAX_MESSAGE_LENGTH));
 }
