@@ -193,7 +193,8 @@ create index ticks_created_at on asset_webhooks.ticks (created_at);
 -- A payload: the exact bytes that every attempt sends. `open` payloads are
 -- still being filled by a running coalescing run and are never dispatched.
 -- Each `run` process's delivery pump (src/delivery/pump.ts) claims due
--- payloads with claim_payloads and writes every outcome with settle_payloads.
+-- payloads with claim_payloads; every change of a payload's state after that
+-- goes through transition_payloads.
 -- The state of a pending payload in its webhook's queue:
 --   not dispatched                          waiting in the queue (next_attempt_at, when set, is the
 --                                           earliest time it may be sent);
@@ -647,7 +648,7 @@ $$;
 -- yet sent (attempts.sent false), and the caller sends one only when one of
 -- its own requests to that webhook has ended and that request's result is not
 -- yet written, and says so in its next settle_and_claim (or undoes it with
--- abandon_attempt). Counting rows in flight this way never lets a receiver
+-- a given_back transition). Counting rows in flight this way never lets a receiver
 -- see more than its concurrency of requests at once: a row claimed while the
 -- webhook has its concurrency in flight is a standby, and a standby replaces a
 -- request that has ended but still counts until its result is written. No
@@ -791,73 +792,197 @@ begin
     from ranked r order by r.ord;
 end $$;
 
--- The one statement that changes a pending payload's state after a claim:
--- every attempt's result, an interrupted attempt closed by crash recovery,
--- and the expiry of a payload that is not in flight. The caller's policy
--- (src/delivery/policy/next-state.ts) has decided each outcome:
---   p_outcomes: delivered | retry (at p_retry_at) | rejected | retries_exhausted | expired
--- An entry with an attempt number is an attempt's result: it applies only
--- while that attempt is still the payload's unfinished attempt in flight; an
--- entry without one (an expiry) only while the payload is not in flight. An
--- entry that no longer applies (an operator redelivered the payload, another
--- process closed the attempt first) still records the attempt's result, as a
--- plain failed try (outcome 'retry'), and answers applied = false.
+-- One change of a payload's state, one row per change given to
+-- transition_payloads: the one way a payload's state changes once its
+-- coalescing run has sealed it. Named fields; each kind reads the ones listed
+-- for it, the rest stay null. src/lifecycle/transitions.ts builds them for the
+-- service and the CLI; record_configuration and the redelivery runbook build
+-- theirs in SQL, by name (jsonb_populate_record).
+--   kind              attempt_result   an attempt's result, as the retry policy decided its outcome
+--                     interrupted      the same, for an attempt crash recovery closes (its process is gone)
+--                     expiry           a payload not in flight dead-lettered as expired
+--                     webhook_removed  a pending payload of a webhook in no running process's configuration
+--                     redelivery       an operator sends a dead letter again, in a new series
+--                     given_back       a claimed attempt that will not be made goes back to its queue
+--                     pause_shift      a resumed webhook's payload: its window moves past the pause
+--   payload_id        every kind
+--   series            the series the caller saw: the change applies only to it. Null (webhook_removed,
+--                     redelivery, pause_shift): the current series
+--   attempt           attempt_result, interrupted, given_back: the attempt in flight it is about
+--   outcome           attempt_result, interrupted: delivered | retry | rejected | retries_exhausted | expired
+--   at                when it happened (delivered_at, dead_lettered_at); null: the statement's clock
+--   retry_at          outcome retry: when the payload is sent again (it keeps its slot until then)
+--   duration_ms, status_code, error_class, error_message, response_excerpt: the attempt's result
+--   started_at        when the attempt's request was sent (a standby is sent after its claim); null: the claim's time
+--   receiver_failed   what the attempt says of its receiver's health (webhooks.failing_since); null: nothing
+--   hold_until        the receiver's Retry-After: no payload of the webhook is claimed before it
+--   to_webhook_id     redelivery: the webhook the payload moves to; null: it stays with its webhook
+--   requested_by      redelivery: who asked (asset_webhooks.redeliveries); null: current_user
+--   paused_since      pause_shift: when the webhook's pause began
+create type asset_webhooks.payload_transition as (
+  kind             text,
+  payload_id       bigint,
+  series           integer,
+  attempt          integer,
+  outcome          text,
+  at               timestamptz,
+  retry_at         timestamptz,
+  duration_ms      integer,
+  status_code      integer,
+  error_class      text,
+  error_message    text,
+  response_excerpt text,
+  started_at       timestamptz,
+  receiver_failed  boolean,
+  hold_until       timestamptz,
+  to_webhook_id    text,
+  requested_by     text,
+  paused_since     timestamptz
+);
+
+-- transition_payloads' answer to one transition: its position in the batch
+-- (from 1), whether it applied and, when it did not, why (see transition_refusal).
+create type asset_webhooks.transition_answer as (idx integer, applied boolean, reason text);
+
+-- One attempt, by its key in asset_webhooks.attempts.
+create type asset_webhooks.attempt_key as (payload_id bigint, series integer, attempt integer);
+
+-- A payload claimed for an attempt, as claim_payloads returns it (settle_and_claim's `claimed`).
+create type asset_webhooks.claimed_payload as (
+  payload_id        bigint,
+  webhook_id        text,
+  series            integer,
+  attempt           integer,
+  series_started_at timestamptz,
+  body              text,
+  standby           boolean
+);
+
+-- A payload's state as the transitions read it: open, delivered,
+-- dead_lettered, or for a pending payload (see asset_webhooks.payloads)
+-- waiting (in its webhook's queue), retry_held (holding a slot until its
+-- retry) or in_flight (its attempt started and not finished).
+create function asset_webhooks.payload_state(p_status text, p_dispatched boolean, p_next_attempt_at timestamptz)
+returns text
+language sql immutable parallel safe as $$
+  select case when p_status <> 'pending' then p_status
+              when not p_dispatched then 'waiting'
+              when p_next_attempt_at is not null then 'retry_held'
+              else 'in_flight' end
+$$;
+
+-- Why a transition of kind p_kind does not apply to a payload in state
+-- p_state (payload_state), or null when it does. p_attempt_current: the
+-- transition's attempt is the payload's current one and has no outcome yet.
+--   attempt_result, interrupted, given_back: in_flight, at that attempt
+--   expiry:          waiting or retry_held (an attempt in flight settles by its result)
+--   webhook_removed: waiting, retry_held or in_flight (an open payload belongs to its coalescing run)
+--   redelivery:      dead_lettered
+--   pause_shift:     open, waiting, retry_held or in_flight
+-- An unknown kind is no refusal: transition_payloads raises on it (a caller's bug).
+create function asset_webhooks.transition_refusal(p_kind text, p_state text, p_attempt_current boolean)
+returns text
+language sql immutable parallel safe as $$
+  select case
+    when p_kind in ('attempt_result', 'interrupted', 'given_back') then
+      case when p_state <> 'in_flight' then 'not_in_flight'
+           when not coalesce(p_attempt_current, false) then 'attempt_moved_on' end
+    when p_kind = 'expiry' then
+      case when p_state = 'in_flight' then 'in_flight'
+           when p_state not in ('waiting', 'retry_held') then 'not_pending' end
+    when p_kind = 'webhook_removed' then
+      case when p_state = 'open' then 'still_open'
+           when p_state not in ('waiting', 'retry_held', 'in_flight') then 'not_pending' end
+    when p_kind = 'redelivery' then
+      case when p_state <> 'dead_lettered' then 'not_dead_lettered' end
+    when p_kind = 'pause_shift' then
+      case when p_state not in ('open', 'waiting', 'retry_held', 'in_flight') then 'not_pending' end
+  end
+$$;
+
+-- The one statement that changes payloads' states: every attempt's result
+-- (crash recovery's interrupted included), an expiry, a removed webhook's
+-- dead letters, an operator's redelivery (moved to another webhook or not),
+-- a claimed attempt given back, a resumed webhook's pause shift. One answer
+-- per transition, in order.
 --
--- p_started_at, when given, is when the attempt's request was sent: it
--- replaces the claim's time as the attempt's start (a standby is sent after
--- its claim: see claim_payloads).
+-- A transition that does not apply to the payload's state as it is when the
+-- statement locks it is refused: it answers applied = false with the reason
+-- (transition_refusal, or no_such_payload, series_moved_on,
+-- named_earlier_in_batch), changes nothing of the payload, and never fails
+-- the others: an error means the database refused the statement. A payload
+-- named twice in one batch is changed by its first entry only. An attempt's
+-- result is recorded whether or not it applies (an operator redelivered the
+-- payload, another process closed the attempt first): refused, it counts as
+-- a plain failed try (outcome 'retry'). A given_back attempt's unfinished row
+-- goes whether or not the payload still holds it: a request never made is no
+-- attempt.
 --
 -- A retry keeps its slot (dispatched) until its time; a final outcome frees
--- it. p_receiver_failed (null: not the receiver's verdict) and p_hold_until
--- update the webhook's health: the latest verdict of the batch wins (by
--- p_at, then by position), a
--- failure keeps the first failure's time, and hold_until only moves later.
-create function asset_webhooks.settle_payloads(
-  p_payload_ids bigint[], p_series integer[], p_attempts integer[],
-  p_duration_ms integer[], p_status_codes integer[], p_error_classes text[], p_error_messages text[], p_excerpts text[],
-  p_outcomes text[], p_at timestamptz[], p_retry_at timestamptz[],
-  p_receiver_failed boolean[], p_hold_until timestamptz[], p_started_at timestamptz[] default null
-) returns table (idx integer, applied boolean)
+-- it. receiver_failed and hold_until of the applied attempt results update
+-- the webhook's health: the latest verdict of the batch wins (by `at`, then
+-- by position), a failure keeps the first failure's time, and hold_until only
+-- moves later. A redelivery starts a new series (series_started_at now, no
+-- attempts) and records it in asset_webhooks.redeliveries. A pause shift
+-- moves series_started_at forward by the time the payload spent paused
+-- (a payload created during the pause starts its window now).
+create function asset_webhooks.transition_payloads(p_transitions asset_webhooks.payload_transition[])
+returns setof asset_webhooks.transition_answer
 language plpgsql
 -- Planned at each call, as claim_payloads.
 set plan_cache_mode = force_custom_plan
 as $$
-#variable_conflict use_column
 declare
-  v_applied boolean[];
+  v_refused text[];
+  v_unknown text;
 begin
+  select coalesce(t.kind, 'null') into v_unknown from unnest(p_transitions) t
+  where t.kind is null or t.kind not in ('attempt_result', 'interrupted', 'expiry', 'webhook_removed', 'redelivery',
+                                         'given_back', 'pause_shift')
+  limit 1;
+  if found then
+    raise exception 'asset_webhooks.transition_payloads: unknown transition kind %', v_unknown using errcode = '22023';
+  end if;
+
   -- In payload order, so that concurrent batches never wait on each other in a cycle.
-  perform 1 from asset_webhooks.payloads p where p.payload_id = any(p_payload_ids) order by p.payload_id for update;
+  perform 1 from unnest(p_transitions) t
+  join asset_webhooks.payloads p on p.payload_id = t.payload_id
+  order by p.payload_id for update of p;
 
-  -- A payload named twice in one batch is settled by its first entry only.
-  select array_agg(coalesce(
-           o.first and p.status = 'pending' and p.series = o.series
-           and case when o.attempt is null then not (p.dispatched and p.next_attempt_at is null)
-                    else p.attempts = o.attempt and p.dispatched and p.next_attempt_at is null
-                         and exists (select 1 from asset_webhooks.attempts a
-                                     where a.payload_id = o.payload_id and a.series = o.series
-                                       and a.attempt_no = o.attempt and a.outcome is null)
-               end, false) order by o.i)
-  into v_applied
-  from (select u.*, row_number() over (partition by u.payload_id order by u.i) = 1 as first
-        from unnest(p_payload_ids, p_series, p_attempts) with ordinality as u(payload_id, series, attempt, i)) o
-  left join asset_webhooks.payloads p on p.payload_id = o.payload_id;
+  select array_agg(case
+           when not u.first then 'named_earlier_in_batch'
+           when p.payload_id is null then 'no_such_payload'
+           when u.series is not null and u.series <> p.series then 'series_moved_on'
+           else asset_webhooks.transition_refusal(
+                  u.kind, asset_webhooks.payload_state(p.status, p.dispatched, p.next_attempt_at),
+                  p.attempts = u.attempt
+                  and exists (select 1 from asset_webhooks.attempts a
+                              where a.payload_id = p.payload_id and a.series = p.series
+                                and a.attempt_no = u.attempt and a.outcome is null))
+         end order by u.i)
+  into v_refused
+  from (select t.*, t.ordinality as i,
+               row_number() over (partition by t.payload_id order by t.ordinality) = 1 as first
+        from unnest(p_transitions) with ordinality t) u
+  left join asset_webhooks.payloads p on p.payload_id = u.payload_id;
 
+  -- Attempt results: recorded applied or not. One entry per attempt, its
+  -- first: an UPDATE joined to several would take any one of them.
   update asset_webhooks.attempts a
-  set duration_ms = r.duration_ms, status_code = r.status_code, error_class = r.error_class, error_message = r.error_message,
-      response_excerpt = r.excerpt, outcome = case when v_applied[r.i] then r.outcome else 'retry' end,
-      started_at = coalesce(p_started_at[r.i], a.started_at)
-  -- One entry per attempt, its first: an UPDATE joined to several would take any one of them.
-  from (select distinct on (u.payload_id, u.series, u.attempt) u.*
-        from unnest(p_payload_ids, p_series, p_attempts, p_duration_ms, p_status_codes, p_error_classes, p_error_messages, p_excerpts, p_outcomes)
-             with ordinality as u(payload_id, series, attempt, duration_ms, status_code, error_class, error_message, excerpt, outcome, i)
-        order by u.payload_id, u.series, u.attempt, u.i) r
-  where r.attempt is not null and a.payload_id = r.payload_id and a.series = r.series and a.attempt_no = r.attempt
-    and a.outcome is null;
+  set duration_ms = r.duration_ms, status_code = r.status_code, error_class = r.error_class,
+      error_message = r.error_message, response_excerpt = r.response_excerpt,
+      outcome = case when v_refused[r.i] is null then r.outcome else 'retry' end,
+      started_at = coalesce(r.started_at, a.started_at)
+  from (select distinct on (t.payload_id, t.series, t.attempt) t.*, t.ordinality as i
+        from unnest(p_transitions) with ordinality t
+        where t.kind in ('attempt_result', 'interrupted')
+        order by t.payload_id, t.series, t.attempt, t.ordinality) r
+  where a.payload_id = r.payload_id and a.series = r.series and a.attempt_no = r.attempt and a.outcome is null;
 
+  -- Attempt results and expiries that apply: the payload's next state.
   update asset_webhooks.payloads p
-  set last_status_code = case when r.attempt is null then p.last_status_code else r.status_code end,
-      last_error = case when r.attempt is null then p.last_error
+  set last_status_code = case when r.kind = 'expiry' then p.last_status_code else r.status_code end,
+      last_error = case when r.kind = 'expiry' then p.last_error
                         when r.error_class is null then null
                         else r.error_class || ': ' || coalesce(r.error_message, '') end,
       status = case r.outcome when 'delivered' then 'delivered' when 'retry' then 'pending' else 'dead_lettered' end,
@@ -865,17 +990,21 @@ begin
       dead_letter_reason = case when r.outcome not in ('delivered', 'retry') then r.outcome end,
       dead_lettered_at = case when r.outcome not in ('delivered', 'retry') then r.at end,
       dispatched = (r.outcome = 'retry'),
-      next_attempt_at = case when r.outcome = 'retry' then r.retry_at end
-  from unnest(p_payload_ids, p_attempts, p_status_codes, p_error_classes, p_error_messages, p_outcomes, p_at, p_retry_at)
-       with ordinality as r(payload_id, attempt, status_code, error_class, error_message, outcome, at, retry_at, i)
-  where v_applied[r.i] and p.payload_id = r.payload_id;
+      next_attempt_at = case when r.outcome = 'retry' then coalesce(r.retry_at, r.at) end
+  from (select t.kind, t.payload_id, t.status_code, t.error_class, t.error_message, t.retry_at, t.ordinality as i,
+               case when t.kind = 'expiry' then 'expired' else t.outcome end as outcome,
+               coalesce(t.at, clock_timestamp()) as at
+        from unnest(p_transitions) with ordinality t
+        where t.kind in ('attempt_result', 'interrupted', 'expiry')) r
+  where v_refused[r.i] is null and p.payload_id = r.payload_id;
 
   -- Written only when it changes: a healthy webhook's row is not rewritten by every delivery.
   with verdicts as (
-    select p.webhook_id, r.failed, r.at, r.hold_until, r.i
-    from unnest(p_payload_ids, p_receiver_failed, p_at, p_hold_until) with ordinality as r(payload_id, failed, at, hold_until, i)
-    join asset_webhooks.payloads p on p.payload_id = r.payload_id
-    where v_applied[r.i] and r.failed is not null
+    select p.webhook_id, t.receiver_failed as failed, t.at, t.hold_until, t.ordinality as i
+    from unnest(p_transitions) with ordinality t
+    join asset_webhooks.payloads p on p.payload_id = t.payload_id
+    where v_refused[t.ordinality] is null and t.kind in ('attempt_result', 'interrupted')
+      and t.receiver_failed is not null
   ),
   per_webhook as (
     select v.webhook_id, (array_agg(v.failed order by v.at desc, v.i desc))[1] as failed,
@@ -890,48 +1019,90 @@ begin
     and ((h.failed and w.failing_since is null) or (not h.failed and w.failing_since is not null)
          or h.hold_until > coalesce(w.hold_until, '-infinity'));
 
-  return query select o.i::integer, v_applied[o.i] from generate_series(1, cardinality(p_payload_ids)) as o(i);
+  update asset_webhooks.payloads p
+  set status = 'dead_lettered', dead_letter_reason = 'webhook_removed',
+      dead_lettered_at = coalesce(t.at, clock_timestamp()), dispatched = false, next_attempt_at = null
+  from unnest(p_transitions) with ordinality t
+  where v_refused[t.ordinality] is null and t.kind = 'webhook_removed' and p.payload_id = t.payload_id;
+
+  with chosen as (
+    select p.payload_id, coalesce(t.to_webhook_id, p.webhook_id) as webhook_id,
+           case when t.to_webhook_id <> p.webhook_id then p.webhook_id end as moved_from,
+           p.dead_letter_reason as previous_reason, coalesce(t.requested_by, current_user) as requested_by
+    from unnest(p_transitions) with ordinality t
+    join asset_webhooks.payloads p on p.payload_id = t.payload_id
+    where v_refused[t.ordinality] is null and t.kind = 'redelivery'
+  ),
+  started as (
+    update asset_webhooks.payloads p
+    set webhook_id = c.webhook_id, status = 'pending', series = p.series + 1, series_started_at = clock_timestamp(),
+        attempts = 0, dispatched = false, next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
+    from chosen c
+    where p.payload_id = c.payload_id
+    returning p.payload_id, p.series, c.requested_by, c.previous_reason, c.moved_from
+  )
+  insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason, moved_from)
+  select s.payload_id, s.series, s.requested_by, s.previous_reason, s.moved_from from started s;
+
+  delete from asset_webhooks.attempts a
+  using unnest(p_transitions) t
+  where t.kind = 'given_back' and a.payload_id = t.payload_id and a.series = t.series and a.attempt_no = t.attempt
+    and a.outcome is null;
+  update asset_webhooks.payloads p
+  set attempts = t.attempt - 1, dispatched = false,
+      last_attempt_at = (select max(a.started_at) from asset_webhooks.attempts a where a.payload_id = p.payload_id)
+  from unnest(p_transitions) with ordinality t
+  where v_refused[t.ordinality] is null and t.kind = 'given_back' and p.payload_id = t.payload_id;
+
+  update asset_webhooks.payloads p
+  set series_started_at = p.series_started_at + (now() - greatest(p.series_started_at, t.paused_since))
+  from unnest(p_transitions) with ordinality t
+  where v_refused[t.ordinality] is null and t.kind = 'pause_shift' and p.payload_id = t.payload_id
+    and p.series_started_at < now();
+
+  return query
+    select o.i::integer, v_refused[o.i] is null, v_refused[o.i]
+    from generate_series(1, coalesce(cardinality(p_transitions), 0)) as o(i);
 end $$;
 
--- settle_payloads, then claim_payloads, in one transaction and one round trip:
--- the slots the settled attempts free are taken again at once, by the same
--- rules and turns as any claim, without waiting for the caller's next claim.
--- The settle answers come first (idx and applied, the claim columns null),
--- then the claimed payloads (idx null). p_claim_max 0 claims nothing. The
--- claim never waits: its advisory locks are try-locks and its row locks skip
--- locked rows, so it adds no lock wait to the settle.
+-- transition_payloads, then claim_payloads, in one transaction and one round
+-- trip: the slots the settled attempts free are taken again at once, by the
+-- same rules and turns as any claim, without waiting for the caller's next
+-- claim. p_claim_max 0 claims nothing. The claim never waits: its advisory
+-- locks are try-locks and its row locks skip locked rows, so it adds no lock
+-- wait to the settle.
 --
--- p_sent_payload_ids, p_sent_series and p_sent_attempts name standbys the
--- caller has sent since its previous statement: their attempts are marked
--- sent first (see attempts.sent).
+-- One row of two arrays rather than a set of rows: `settled` holds
+-- transition_payloads' answers in request order, `claimed` the payloads
+-- claimed in claim order, each array of one type, so neither shape is padded
+-- with the other's null columns; the caller reads `claimed` with unnest.
+--
+-- p_sent names standbys the caller has sent since its previous statement:
+-- their attempts are marked sent first (see attempts.sent). That changes no
+-- payload's state (the attempt was in flight already), so it is no transition.
 create function asset_webhooks.settle_and_claim(
-  p_payload_ids bigint[], p_series integer[], p_attempts integer[],
-  p_duration_ms integer[], p_status_codes integer[], p_error_classes text[], p_error_messages text[], p_excerpts text[],
-  p_outcomes text[], p_at timestamptz[], p_retry_at timestamptz[],
-  p_receiver_failed boolean[], p_hold_until timestamptz[],
+  p_transitions asset_webhooks.payload_transition[],
   p_now timestamptz, p_claim_max integer, p_claim_share integer, p_claim_after text, p_expire_after_seconds integer,
-  p_standby integer default 0, p_standby_for text[] default '{}', p_started_at timestamptz[] default null,
-  p_sent_payload_ids bigint[] default '{}', p_sent_series integer[] default '{}', p_sent_attempts integer[] default '{}'
-) returns table (idx integer, applied boolean, payload_id bigint, webhook_id text, series integer, attempt integer,
-                 series_started_at timestamptz, body text, standby boolean)
+  p_standby integer default 0, p_standby_for text[] default '{}',
+  p_sent asset_webhooks.attempt_key[] default '{}',
+  out settled asset_webhooks.transition_answer[],
+  out claimed asset_webhooks.claimed_payload[]
+)
 language plpgsql
 as $$
 begin
   update asset_webhooks.attempts a set sent = true
-  from unnest(p_sent_payload_ids, p_sent_series, p_sent_attempts) as s(payload_id, series, attempt)
+  from unnest(p_sent) as s
   where a.payload_id = s.payload_id and a.series = s.series and a.attempt_no = s.attempt and not a.sent;
-  return query
-    select s.idx, s.applied, null::bigint, null::text, null::integer, null::integer, null::timestamptz, null::text,
-           null::boolean
-    from asset_webhooks.settle_payloads(p_payload_ids, p_series, p_attempts, p_duration_ms, p_status_codes,
-                                        p_error_classes, p_error_messages, p_excerpts, p_outcomes, p_at, p_retry_at,
-                                        p_receiver_failed, p_hold_until, p_started_at) s;
+  settled := array(select t from asset_webhooks.transition_payloads(p_transitions) t order by t.idx);
+  claimed := '{}';
   if p_claim_max > 0 then
-    return query
-      select null::integer, null::boolean, c.payload_id, c.webhook_id, c.series, c.attempt, c.series_started_at, c.body,
-             c.standby
+    claimed := array(
+      select row(c.payload_id, c.webhook_id, c.series, c.attempt, c.series_started_at, c.body,
+                 c.standby)::asset_webhooks.claimed_payload
       from asset_webhooks.claim_payloads(p_now, p_claim_max, p_claim_share, p_claim_after, p_expire_after_seconds,
-                                         p_standby, p_standby_for) c;
+                                         p_standby, p_standby_for) with ordinality c
+      order by c.ordinality);
   end if;
 end $$;
 
@@ -939,9 +1110,9 @@ end $$;
 -- process_gone) and the attempt started more than p_grace_seconds before
 -- p_now; or, for an attempt that names no process (a session named
 -- otherwise), started more than p_nameless_after_seconds before. Crash
--- recovery closes them through settle_payloads as interrupted, or, when
+-- recovery closes them through transition_payloads as interrupted, or, when
 -- `sent` is false (a standby never reported sent), undoes them with
--- abandon_attempt. Call it in a transaction of its own: process_gone holds
+-- a given_back transition. Call it in a transaction of its own: process_gone holds
 -- each lease it finds free until the transaction ends.
 create function asset_webhooks.orphaned_attempts(p_now timestamptz, p_grace_seconds integer, p_nameless_after_seconds integer)
 returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz,
@@ -979,21 +1150,6 @@ language sql stable as $$
    limit p_limit)
 $$;
 
--- Undoes the start of a claimed attempt that will not be made after all (its
--- webhook was disabled, paused or removed by a reload the database had not
--- seen yet, or a standby nobody sent, given back by its process or, once
--- the process is gone, by crash recovery: see claim_payloads): the payload
--- goes back to the queue as it was, its last attempt the one before.
-create function asset_webhooks.abandon_attempt(p_payload_id bigint, p_series integer, p_attempt integer) returns void
-language sql as $$
-  delete from asset_webhooks.attempts
-  where payload_id = p_payload_id and series = p_series and attempt_no = p_attempt and outcome is null;
-  update asset_webhooks.payloads p set attempts = p_attempt - 1, dispatched = false,
-    last_attempt_at = (select max(a.started_at) from asset_webhooks.attempts a where a.payload_id = p_payload_id)
-  where p.payload_id = p_payload_id and p.series = p_series and p.attempts = p_attempt and p.status = 'pending';
-$$;
-
-
 comment on column asset_webhooks.payloads.dead_letter_reason is
   'rejected (a 4xx), retries_exhausted, expired (deadLetterAfterSeconds after the series started), '
   'too_large (one event over maxPayloadBytes), webhook_removed (the webhook left the configuration of every running run process)';
@@ -1017,7 +1173,7 @@ create table asset_webhooks.process_configurations (
 
 -- Records the webhooks of one `run` process's configuration (at its start, at
 -- every reload and before every coalescing run it makes) and dead-letters,
--- with reason webhook_removed, the pending payloads of every recorded webhook
+-- with reason webhook_removed (transition_payloads), the pending payloads of every recorded webhook
 -- that is in no running process's configuration. Returns those webhooks with
 -- the number of payloads dead-lettered now.
 --
@@ -1045,6 +1201,9 @@ create function asset_webhooks.record_configuration(p_process_id text, p_webhook
                                                     p_grace_seconds integer default null)
 returns table (webhook_id text, dead_lettered integer)
 language plpgsql as $$
+declare
+  v_ids bigint[];
+  v_webhooks text[];
 begin
   perform pg_advisory_xact_lock(hashtextextended('asset_webhooks.record_configuration', 0));
   insert into asset_webhooks.process_configurations as c (process_id, webhook_ids)
@@ -1060,18 +1219,21 @@ begin
   delete from asset_webhooks.process_configurations c
   where c.process_id <> p_process_id and p_grace_seconds is not null
     and c.lease_free_since <= now() - make_interval(secs => p_grace_seconds);
+  select coalesce(array_agg(p.payload_id order by p.payload_id), '{}'),
+         coalesce(array_agg(p.webhook_id order by p.payload_id), '{}')
+  into v_ids, v_webhooks
+  from asset_webhooks.payloads p
+  where p.status = 'pending'
+    and exists (select 1 from asset_webhooks.webhooks w
+                where w.webhook_id = p.webhook_id
+                  and not exists (select 1 from asset_webhooks.process_configurations c
+                                  where w.webhook_id = any (c.webhook_ids)));
   return query
-  with removed as (
-    select w.webhook_id from asset_webhooks.webhooks w
-    where not exists (select 1 from asset_webhooks.process_configurations c where w.webhook_id = any (c.webhook_ids))
-  ),
-  dead as (
-    update asset_webhooks.payloads p
-    set status = 'dead_lettered', dead_letter_reason = 'webhook_removed', dead_lettered_at = clock_timestamp(),
-        dispatched = false, next_attempt_at = null
-    from removed r
-    where p.webhook_id = r.webhook_id and p.status = 'pending'
-    returning p.webhook_id
-  )
-  select d.webhook_id, count(*)::integer from dead d group by d.webhook_id order by d.webhook_id;
+  select v_webhooks[a.idx], count(*)::integer
+  from asset_webhooks.transition_payloads(array(
+         select jsonb_populate_record(null::asset_webhooks.payload_transition,
+                                      jsonb_build_object('kind', 'webhook_removed', 'payload_id', i.payload_id))
+         from unnest(v_ids) with ordinality as i(payload_id, n) order by i.n)) a
+  where a.applied
+  group by v_webhooks[a.idx] order by v_webhooks[a.idx];
 end $$;
