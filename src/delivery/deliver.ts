@@ -167,7 +167,7 @@ export async function settleAttempt(
   const next = nextState({
     classification,
     attemptsMade: Math.max(1, payload.attemptNo - uncounted),
-    createdAt: payload.seriesStartedAt,
+    seriesStartedAt: payload.seriesStartedAt,
     now,
     delaysSeconds: settings.delaysSeconds,
     deadLetterAfterSeconds: settings.deadLetterAfterSeconds,
