@@ -11,9 +11,9 @@ do $$ begin raise exception 'missing variable payload_id: run with -v payload_id
 begin;
 -- The same transition as the CLI's (asset_webhooks.transition_payloads): a
 -- payload that is not dead-lettered is refused and nothing changes.
-select t.applied, t.reason
+select t.applied, t.reason as refusal
 from asset_webhooks.transition_payloads(array[jsonb_populate_record(null::asset_webhooks.payload_transition,
-       jsonb_build_object('kind', 'redelivery', 'payload_id', :'payload_id'::bigint, 'requested_by', current_user))]) t;
+       jsonb_build_object('kind', 'redelivery', 'payload_id', :'payload_id'::bigint, 'requested_by', current_user))]) t \gset
 select payload_id, series, requested_by, previous_reason from asset_webhooks.redeliveries
 where payload_id = :'payload_id'::bigint and requested_at = now();
 -- requested_at defaults to now(), the start of this transaction: only this redelivery matches.
