@@ -2,9 +2,9 @@
 -- process_gone) and the attempt started more than p_grace_seconds before
 -- p_now; or, for an attempt that names no process (a session named
 -- otherwise), started more than p_nameless_after_seconds before. Crash
--- recovery closes them through settle_payloads as interrupted, or, when
+-- recovery closes them through transition_payloads as interrupted, or, when
 -- `sent` is false (a standby never reported sent), undoes them with
--- abandon_attempt. Call it in a transaction of its own: process_gone holds
+-- a given_back transition. Call it in a transaction of its own: process_gone holds
 -- each lease it finds free until the transaction ends.
 create or replace function asset_webhooks.orphaned_attempts(p_now timestamptz, p_grace_seconds integer, p_nameless_after_seconds integer)
 returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz,

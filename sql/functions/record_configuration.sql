@@ -1,6 +1,6 @@
 -- Records the webhooks of one `run` process's configuration (at its start, at
 -- every reload and before every coalescing run it makes) and dead-letters,
--- with reason webhook_removed, the pending payloads of every recorded webhook
+-- with reason webhook_removed (transition_payloads), the pending payloads of every recorded webhook
 -- that is in no running process's configuration. Returns those webhooks with
 -- the number of payloads dead-lettered now.
 --
@@ -28,6 +28,9 @@ create or replace function asset_webhooks.record_configuration(p_process_id text
                                                     p_grace_seconds integer default null)
 returns table (webhook_id text, dead_lettered integer)
 language plpgsql as $$
+declare
+  v_ids bigint[];
+  v_webhooks text[];
 begin
   perform pg_advisory_xact_lock(hashtextextended('asset_webhooks.record_configuration', 0));
   insert into asset_webhooks.process_configurations as c (process_id, webhook_ids)
@@ -43,18 +46,21 @@ begin
   delete from asset_webhooks.process_configurations c
   where c.process_id <> p_process_id and p_grace_seconds is not null
     and c.lease_free_since <= now() - make_interval(secs => p_grace_seconds);
+  select coalesce(array_agg(p.payload_id order by p.payload_id), '{}'),
+         coalesce(array_agg(p.webhook_id order by p.payload_id), '{}')
+  into v_ids, v_webhooks
+  from asset_webhooks.payloads p
+  where p.status = 'pending'
+    and exists (select 1 from asset_webhooks.webhooks w
+                where w.webhook_id = p.webhook_id
+                  and not exists (select 1 from asset_webhooks.process_configurations c
+                                  where w.webhook_id = any (c.webhook_ids)));
   return query
-  with removed as (
-    select w.webhook_id from asset_webhooks.webhooks w
-    where not exists (select 1 from asset_webhooks.process_configurations c where w.webhook_id = any (c.webhook_ids))
-  ),
-  dead as (
-    update asset_webhooks.payloads p
-    set status = 'dead_lettered', dead_letter_reason = 'webhook_removed', dead_lettered_at = clock_timestamp(),
-        dispatched = false, next_attempt_at = null
-    from removed r
-    where p.webhook_id = r.webhook_id and p.status = 'pending'
-    returning p.webhook_id
-  )
-  select d.webhook_id, count(*)::integer from dead d group by d.webhook_id order by d.webhook_id;
+  select v_webhooks[a.idx], count(*)::integer
+  from asset_webhooks.transition_payloads(array(
+         select jsonb_populate_record(null::asset_webhooks.payload_transition,
+                                      jsonb_build_object('kind', 'webhook_removed', 'payload_id', i.payload_id))
+         from unnest(v_ids) with ordinality as i(payload_id, n) order by i.n)) a
+  where a.applied
+  group by v_webhooks[a.idx] order by v_webhooks[a.idx];
 end $$;

@@ -135,7 +135,8 @@ create index ticks_created_at on asset_webhooks.ticks (created_at);
 -- A payload: the exact bytes that every attempt sends. `open` payloads are
 -- still being filled by a running coalescing run and are never dispatched.
 -- Each `run` process's delivery pump (src/delivery/pump.ts) claims due
--- payloads with claim_payloads and writes every outcome with settle_payloads.
+-- payloads with claim_payloads; every change of a payload's state after that
+-- goes through transition_payloads.
 -- The state of a pending payload in its webhook's queue:
 --   not dispatched                          waiting in the queue (next_attempt_at, when set, is the
 --                                           earliest time it may be sent);
@@ -418,6 +419,72 @@ where p.status = 'dead_lettered';
 comment on view asset_webhooks.dead_letters is
   'One row per dead-lettered payload. reason: rejected, retries_exhausted, expired, too_large or webhook_removed; '
   'redeliver with: asset-webhooks dead-letters redeliver PAYLOAD_ID [--to WEBHOOK_ID]';
+
+-- One change of a payload's state, one row per change given to
+-- transition_payloads: the one way a payload's state changes once its
+-- coalescing run has sealed it. Named fields; each kind reads the ones listed
+-- for it, the rest stay null. src/lifecycle/transitions.ts builds them for the
+-- service and the CLI; record_configuration and the redelivery runbook build
+-- theirs in SQL, by name (jsonb_populate_record).
+--   kind              attempt_result   an attempt's result, as the retry policy decided its outcome
+--                     interrupted      the same, for an attempt crash recovery closes (its process is gone)
+--                     expiry           a payload not in flight dead-lettered as expired
+--                     webhook_removed  a pending payload of a webhook in no running process's configuration
+--                     redelivery       an operator sends a dead letter again, in a new series
+--                     given_back       a claimed attempt that will not be made goes back to its queue
+--                     pause_shift      a resumed webhook's payload: its window moves past the pause
+--   payload_id        every kind
+--   series            the series the caller saw: the change applies only to it. Null (webhook_removed,
+--                     redelivery, pause_shift): the current series
+--   attempt           attempt_result, interrupted, given_back: the attempt in flight it is about
+--   outcome           attempt_result, interrupted: delivered | retry | rejected | retries_exhausted | expired
+--   at                when it happened (delivered_at, dead_lettered_at); null: the statement's clock
+--   retry_at          outcome retry: when the payload is sent again (it keeps its slot until then)
+--   duration_ms, status_code, error_class, error_message, response_excerpt: the attempt's result
+--   started_at        when the attempt's request was sent (a standby is sent after its claim); null: the claim's time
+--   receiver_failed   what the attempt says of its receiver's health (webhooks.failing_since); null: nothing
+--   hold_until        the receiver's Retry-After: no payload of the webhook is claimed before it
+--   to_webhook_id     redelivery: the webhook the payload moves to; null: it stays with its webhook
+--   requested_by      redelivery: who asked (asset_webhooks.redeliveries); null: current_user
+--   paused_since      pause_shift: when the webhook's pause began
+create type asset_webhooks.payload_transition as (
+  kind             text,
+  payload_id       bigint,
+  series           integer,
+  attempt          integer,
+  outcome          text,
+  at               timestamptz,
+  retry_at         timestamptz,
+  duration_ms      integer,
+  status_code      integer,
+  error_class      text,
+  error_message    text,
+  response_excerpt text,
+  started_at       timestamptz,
+  receiver_failed  boolean,
+  hold_until       timestamptz,
+  to_webhook_id    text,
+  requested_by     text,
+  paused_since     timestamptz
+);
+
+-- transition_payloads' answer to one transition: its position in the batch
+-- (from 1), whether it applied and, when it did not, why (see transition_refusal).
+create type asset_webhooks.transition_answer as (idx integer, applied boolean, reason text);
+
+-- One attempt, by its key in asset_webhooks.attempts.
+create type asset_webhooks.attempt_key as (payload_id bigint, series integer, attempt integer);
+
+-- A payload claimed for an attempt, as claim_payloads returns it (settle_and_claim's `claimed`).
+create type asset_webhooks.claimed_payload as (
+  payload_id        bigint,
+  webhook_id        text,
+  series            integer,
+  attempt           integer,
+  series_started_at timestamptz,
+  body              text,
+  standby           boolean
+);
 
 comment on column asset_webhooks.payloads.dead_letter_reason is
   'rejected (a 4xx), retries_exhausted, expired (deadLetterAfterSeconds after the series started), '

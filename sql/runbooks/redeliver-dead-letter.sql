@@ -9,21 +9,13 @@
 do $$ begin raise exception 'missing variable payload_id: run with -v payload_id=123'; end $$;
 \endif
 begin;
-with target as (
-  select payload_id, series, dead_letter_reason, webhook_id
-  from asset_webhooks.payloads
-  where payload_id = :'payload_id'::bigint and status = 'dead_lettered'
-  for update
-), reset as (
-  update asset_webhooks.payloads p
-  set status = 'pending', series = t.series + 1, series_started_at = clock_timestamp(), attempts = 0,
-      dispatched = false, next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
-  from target t where p.payload_id = t.payload_id
-  returning p.payload_id, p.series, p.webhook_id, t.dead_letter_reason
-)
-insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason)
-select payload_id, series, current_user, dead_letter_reason from reset
-returning payload_id, series, requested_by, previous_reason;
+-- The same transition as the CLI's (asset_webhooks.transition_payloads): a
+-- payload that is not dead-lettered is refused and nothing changes.
+select t.applied, t.reason as refusal
+from asset_webhooks.transition_payloads(array[jsonb_populate_record(null::asset_webhooks.payload_transition,
+       jsonb_build_object('kind', 'redelivery', 'payload_id', :'payload_id'::bigint, 'requested_by', current_user))]) t \gset
+select payload_id, series, requested_by, previous_reason from asset_webhooks.redeliveries
+where payload_id = :'payload_id'::bigint and requested_at = now();
 -- requested_at defaults to now(), the start of this transaction: only this redelivery matches.
 select exists (select 1 from asset_webhooks.redeliveries
                where payload_id = :'payload_id'::bigint and requested_at = now()) as redelivered \gset

@@ -2,11 +2,12 @@ import type pg from 'pg';
 import { isConnectionError } from '../db/connect.js';
 import type { DeadLetterReason } from '../interfaces.js';
 import { isLocalFault } from './local-fault.js';
-import { storableText } from './storable-text.js';
+import { applyTransitions, transitionsArray, transitionsParameter, type Transition } from '../lifecycle/transitions.js';
 
 /**
  * The database side of delivery: claiming payloads, writing their next state
- * (the only way a pending payload's state changes after a claim), and finding
+ * (through src/lifecycle/transitions.ts, the one way a payload's state
+ * changes), and finding
  * the attempts crash recovery closes and the payloads the expiry sweep ends.
  * See asset_webhooks.payloads in sql/migrations/0001_baseline.sql for the payload states.
  */
@@ -134,13 +135,40 @@ export interface Settled {
 
 /**
  * Writes several payloads' next states in one statement
- * (asset_webhooks.settle_payloads): the answers in request order.
+ * (asset_webhooks.transition_payloads): the answers in request order.
  */
 export async function settlePayloads(
   client: pg.ClientBase | pg.Pool,
   requests: readonly SettleRequest[],
 ): Promise<Settled[]> {
   return (await settleAndClaim(client, requests, null)).settled;
+}
+
+/**
+ * The transition a settle request asks for: an expiry when it names no
+ * attempt, else the attempt's result (interrupted when crash recovery closes
+ * it: errorClass `interrupted`).
+ */
+function transitionOf(request: SettleRequest): Transition {
+  const { payloadId, series } = request.payload;
+  if (request.attemptNo === null) return { kind: 'expiry', payloadId, series, at: request.at };
+  return {
+    kind: request.result.errorClass === 'interrupted' ? 'interrupted' : 'attempt_result',
+    payloadId,
+    series,
+    attemptNo: request.attemptNo,
+    outcome: request.result.outcome,
+    at: request.at,
+    retryAt: request.retryAt,
+    durationMs: request.result.durationMs,
+    statusCode: request.result.statusCode,
+    errorClass: request.result.errorClass,
+    errorMessage: request.result.errorMessage,
+    responseExcerpt: request.result.responseExcerpt,
+    sentAt: request.sentAt ?? null,
+    receiverFailed: request.receiverFailed,
+    holdWebhookUntil: request.holdWebhookUntil,
+  };
 }
 
 /**
@@ -154,26 +182,20 @@ export async function settleAndClaim(
   requests: readonly SettleRequest[],
   claim: ClaimRequest | null,
 ): Promise<{ settled: Settled[]; claimed: ClaimedPayload[] }> {
-  const column = <T>(pick: (request: SettleRequest) => T): T[] => requests.map(pick);
-  const { rows } = await client.query<{ idx: number | null; applied: boolean | null } & ClaimedRow>(
-    `select * from asset_webhooks.settle_and_claim($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[], $6::text[], $7::text[],
-       $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::boolean[], $13::timestamptz[],
-       $14, $15, $16, $17, $18, $19, $20::text[], $21::timestamptz[], $22::bigint[], $23::int[], $24::int[])`,
+  const { rows } = await client.query<
+    { settled: Array<{ idx: number; applied: boolean; reason: string | null }> } & {
+      [K in keyof ClaimedRow]: ClaimedRow[K] | null;
+    }
+  >(
+    `select to_jsonb(s.settled) as settled,
+            c.payload_id, c.webhook_id, c.series, c.attempt, c.series_started_at, c.body, c.standby
+     from asset_webhooks.settle_and_claim(${transitionsArray(1)}, $2, $3, $4, $5, $6, $7, $8::text[],
+            array(select jsonb_populate_record(null::asset_webhooks.attempt_key, k.key)
+                  from unnest($9::jsonb[]) as k(key))) s
+     left join lateral unnest(s.claimed) with ordinality as c on true
+     order by c.ordinality`,
     [
-      column((r) => r.payload.payloadId),
-      column((r) => r.payload.series),
-      column((r) => r.attemptNo),
-      column((r) => r.result.durationMs),
-      column((r) => r.result.statusCode),
-      // Whatever a receiver or a library said, a text column can hold it.
-      column((r) => storableText(r.result.errorClass)),
-      column((r) => storableText(r.result.errorMessage)),
-      column((r) => storableText(r.result.responseExcerpt)),
-      column((r) => r.result.outcome),
-      column((r) => r.at),
-      column((r) => r.retryAt),
-      column((r) => r.receiverFailed),
-      column((r) => r.holdWebhookUntil),
+      transitionsParameter(requests.map(transitionOf)),
       claim?.now ?? null,
       claim?.max ?? 0,
       claim?.share ?? 0,
@@ -181,25 +203,19 @@ export async function settleAndClaim(
       Math.ceil(claim?.expireAfterSeconds ?? 0),
       claim?.standby?.perWebhook ?? 0,
       claim?.standby?.webhooks ?? [],
-      column((r) => r.sentAt ?? null),
-      (claim?.sentStandbys ?? []).map((sent) => sent.payloadId),
-      (claim?.sentStandbys ?? []).map((sent) => sent.series),
-      (claim?.sentStandbys ?? []).map((sent) => sent.attemptNo),
+      (claim?.sentStandbys ?? []).map((sent) => ({
+        payload_id: sent.payloadId,
+        series: sent.series,
+        attempt: sent.attemptNo,
+      })),
     ],
   );
-  const settled: Settled[] = new Array(requests.length);
-  const claimed: ClaimedPayload[] = [];
-  let answered = 0;
-  for (const row of rows) {
-    if (row.idx === null) claimed.push(toClaimed(row));
-    else {
-      settled[row.idx - 1] = { applied: row.applied === true };
-      answered += 1;
-    }
+  const answers = rows[0]?.settled ?? [];
+  if (answers.length !== requests.length) {
+    throw new Error(`transition_payloads answered ${answers.length} of ${requests.length} results`);
   }
-  if (answered !== requests.length || settled.filter(Boolean).length !== requests.length) {
-    throw new Error(`settle_payloads answered ${answered} of ${requests.length} results`);
-  }
+  const settled: Settled[] = answers.map((answer) => ({ applied: answer.applied }));
+  const claimed = rows.filter((row): row is typeof row & ClaimedRow => row.payload_id !== null).map(toClaimed);
   return { settled, claimed };
 }
 
@@ -234,12 +250,10 @@ export async function localFaultsBefore(
   return rows[0]?.n ?? 0;
 }
 
-/** Undoes the claim of an attempt that will not be made (see asset_webhooks.abandon_attempt). */
+/** Undoes the claim of an attempt that will not be made (a given_back transition: see asset_webhooks.transition_payloads). */
 export async function abandonAttempt(client: pg.Pool | pg.ClientBase, payload: AttemptOf): Promise<void> {
-  await client.query('select asset_webhooks.abandon_attempt($1, $2, $3)', [
-    payload.payloadId,
-    payload.series,
-    payload.attemptNo,
+  await applyTransitions(client, [
+    { kind: 'given_back', payloadId: payload.payloadId, series: payload.series, attemptNo: payload.attemptNo },
   ]);
 }
 

@@ -67,7 +67,7 @@ export interface DeliveryContext {
 /**
  * Makes one claimed attempt: POST the stored body, classify the answer, let
  * the retry policy decide the payload's next state, and write it
- * (asset_webhooks.settle_payloads). No step holds a row lock across the
+ * (asset_webhooks.transition_payloads). No step holds a row lock across the
  * network. An HTTP outcome never throws. Returns the attempt's result, or
  * null when the attempt was not made (the webhook is disabled, paused or gone
  * in this process's configuration: the claim is undone).
@@ -167,7 +167,7 @@ export async function settleAttempt(
   const next = nextState({
     classification,
     attemptsMade: Math.max(1, payload.attemptNo - uncounted),
-    createdAt: payload.seriesStartedAt,
+    seriesStartedAt: payload.seriesStartedAt,
     now,
     delaysSeconds: settings.delaysSeconds,
     deadLetterAfterSeconds: settings.deadLetterAfterSeconds,

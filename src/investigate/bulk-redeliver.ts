@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
 import type { DeadLetterReason } from '../interfaces.js';
+import { redeliverPayloads } from '../lifecycle/transitions.js';
 import { assertMoveTarget, readWebhookState, type WebhookState } from './webhook-state.js';
 
 /** Every dead-letter reason, for `--reason`; the check below fails to compile when the type gains one that is missing here. */
@@ -93,29 +94,18 @@ export async function redeliverDeadLetters(
     }
     // Locked in payload order, as the single redelivery locks its one row, so a
     // delivery settling one of them meanwhile waits rather than interleaves.
-    await client.query(
-      `select 1 from asset_webhooks.payloads p where ${MATCHING} order by p.payload_id for update`,
+    const { rows: matching } = await client.query<{ payload_id: number }>(
+      `select p.payload_id from asset_webhooks.payloads p where ${MATCHING} order by p.payload_id for update`,
       parameters,
     );
-    const {
-      rows: [row],
-    } = await client.query<{ count: number; first: number | null; last: number | null }>(
-      `with started as (
-         update asset_webhooks.payloads t
-         set webhook_id = coalesce($6, t.webhook_id), status = 'pending', series = t.series + 1, series_started_at = clock_timestamp(),
-             attempts = 0, dispatched = false, next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
-         from (select p.payload_id, p.dead_letter_reason from asset_webhooks.payloads p where ${MATCHING}) dead
-         where t.payload_id = dead.payload_id
-         returning t.payload_id, t.series, dead.dead_letter_reason as previous_reason
-       ),
-       recorded as (
-         insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason, moved_from)
-         select s.payload_id, s.series, $5, s.previous_reason, case when $6::text is not null then $1 end from started s
-       )
-       select count(*)::int as count, min(payload_id) as first, max(payload_id) as last from started`,
-      [...parameters, requestedBy, target],
+    const answers = await redeliverPayloads(
+      client,
+      matching.map((match) => match.payload_id),
+      { requestedBy, toWebhookId: target },
     );
-    return row!;
+    // In payload order, as locked.
+    const started = answers.filter((answer) => answer.applied).map((answer) => answer.payloadId);
+    return { count: started.length, first: started[0] ?? null, last: started.at(-1) ?? null };
   });
   const webhookState = await readWebhookState(pool, target ?? selection.webhookId);
   // The pumps are woken once committed, as after a single redelivery; if this

@@ -4,6 +4,7 @@ import { operatorDb } from '../db/kysely.js';
 import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
 import { UserError } from '../errors.js';
+import { redeliverPayloads } from '../lifecycle/transitions.js';
 import { assertMoveTarget, readWebhookState, type WebhookState } from './webhook-state.js';
 
 export interface DeadLetter {
@@ -119,18 +120,10 @@ export async function redeliver(
         ? await readWebhookState(client, webhookId, { lock: true })
         : await assertMoveTarget(client, toOption, to);
     const movedFrom = webhookId === payload.webhook_id ? null : payload.webhook_id;
-    const series = payload.series + 1;
-    await client.query(
-      `update asset_webhooks.payloads
-       set webhook_id = $3, status = 'pending', series = $2, series_started_at = clock_timestamp(), attempts = 0, dispatched = false,
-           next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
-       where payload_id = $1`,
-      [payloadId, series, webhookId],
-    );
-    await client.query(
-      'insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason, moved_from) values ($1, $2, $3, $4, $5)',
-      [payloadId, series, requestedBy, payload.dead_letter_reason, movedFrom],
-    );
+    const [answer] = await redeliverPayloads(client, [payloadId], { requestedBy, toWebhookId: to ?? null });
+    if (!answer?.applied || answer.series === null)
+      throw new Error(`payload ${payloadId}: the redelivery was refused (${answer?.reason ?? 'no answer'})`);
+    const series = answer.series;
     return { series, webhookId, webhookState, movedFrom };
   });
   // Every delivery pump is woken to send it; if this fails, their next poll finds it.

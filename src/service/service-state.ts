@@ -7,6 +7,7 @@ import { routedWebhooks } from '../coalesce/routed-webhooks.js';
 import type { DeliveryContext, DeliverySettings, DeliveryWebhook } from '../delivery/deliver.js';
 import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { HttpSender } from '../delivery/http/sender.js';
+import { resumeWebhooks } from '../lifecycle/transitions.js';
 import { SettleBatcher } from '../delivery/settle-batcher.js';
 import { createSecretResolver } from '../secrets/resolver.js';
 import type { SecretResolver } from '../secrets/types.js';
@@ -105,7 +106,8 @@ export function deliveryContext(
  *
  * A webhook that is enabled and `paused` gets paused_since (kept from an
  * earlier pause if it is still set). Every other webhook whose paused_since is
- * set is resumed first, in one statement that clears it and moves each of its
+ * set is resumed first (src/lifecycle/transitions.ts, resumeWebhooks), in one
+ * transaction that clears it and moves each of its
  * waiting payloads' series_started_at forward by the time that payload spent
  * paused: the time paused never counts towards expiry, and a payload created
  * during the pause starts its window at the resume. The row lock on the
@@ -124,22 +126,9 @@ export async function syncWebhooks(
 ): Promise<string[]> {
   const webhooks = config.assetUpdater.webhooks;
   const paused = (webhook: WebhookConfig): boolean => webhook.enabled && webhook.paused;
-  const { rows: resumed } = await pool.query<{ webhook_id: string }>(
-    `with resumed as (
-       select w.webhook_id, w.paused_since from asset_webhooks.webhooks w
-       where w.paused_since is not null and not (w.webhook_id = any($1::text[]))
-       for update
-     ),
-     shifted as (
-       update asset_webhooks.payloads p
-       set series_started_at = p.series_started_at + (now() - greatest(p.series_started_at, r.paused_since))
-       from resumed r
-       where p.webhook_id = r.webhook_id and p.status in ('open', 'pending') and p.series_started_at < now()
-     )
-     update asset_webhooks.webhooks w set paused_since = null, updated_at = now()
-     from resumed r where w.webhook_id = r.webhook_id
-     returning w.webhook_id`,
-    [webhooks.filter(paused).map((webhook) => webhook.id)],
+  const resumed = await resumeWebhooks(
+    pool,
+    webhooks.filter(paused).map((webhook) => webhook.id),
   );
   const { rows } = await pool.query<{ webhook_id: string }>(
     `with configured as (
@@ -185,7 +174,7 @@ export async function syncWebhooks(
     );
   }
   if (rows.length > 0 || resumed.length > 0) await announcePayloadsReady(pool);
-  return [...new Set([...resumed, ...rows].map((row) => row.webhook_id))].sort();
+  return [...new Set([...resumed, ...rows.map((row) => row.webhook_id)])].sort();
 }
 
 /**

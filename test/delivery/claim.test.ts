@@ -1,6 +1,7 @@
 import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
+  abandonAttempt,
   claimPayloads,
   expiredPayloads,
   settlePayloads,
@@ -17,7 +18,7 @@ import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 // Claiming and settling payloads (asset_webhooks.claim_payloads,
-// settle_payloads and settle_and_claim, sql/functions/), called
+// transition_payloads and settle_and_claim, sql/functions/), called
 // directly against the real database and a real receiver, and the pump that
 // runs them.
 
@@ -223,11 +224,7 @@ describe('claiming payloads', () => {
        where webhook_id = 'shop' and dispatched and next_attempt_at is null`,
     );
     for (const row of rows)
-      await db.pool.query('select asset_webhooks.abandon_attempt($1, $2, $3)', [
-        row.payload_id,
-        row.series,
-        row.attempts,
-      ]);
+      await abandonAttempt(db.pool, { payloadId: row.payload_id, series: row.series, attemptNo: row.attempts });
     const failing = await claim(now, { standby });
     expect(of('shop', failing)).toEqual([false]);
     expect(of('erp', failing)).toEqual([false]);

@@ -13,8 +13,8 @@ import { receiverConfig } from '../helpers/config.js';
 import { resetData, silentLogger, TEST_PROCESS_ID } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
-// Payloads' next states written several per statement (asset_webhooks.settle_payloads,
-// sql/functions/settle_payloads.sql): each result must be settled
+// Payloads' next states written several per statement (asset_webhooks.transition_payloads,
+// sql/functions/transition_payloads.sql): each result must be settled
 // exactly as it would have been alone, and a failing batch must change nothing.
 
 const db = useTestDatabase();
@@ -77,7 +77,7 @@ function request(
   };
 }
 
-/** The pool as settle_payloads sees it, noting the size of every batch written. */
+/** The pool as transition_payloads sees it, noting the size of every batch written. */
 function counting(pool: pg.Pool): { pool: pg.Pool; batches: number[] } {
   const batches: number[] = [];
   const query = (text: string, values: unknown[][]): Promise<pg.QueryResult> => {

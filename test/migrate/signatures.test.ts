@@ -97,7 +97,7 @@ describe('a function whose signature changes between releases', () => {
     );
     const sql = copySql(temp('aw-migrate-signature-'));
     editSql(sql, 'functions/series_start_as_read.sql', 'returns timestamptz', 'returns timestamp');
-    editSql(sql, 'functions/abandon_attempt.sql', 'delete from', 'delete  from');
+    editSql(sql, 'functions/payload_state.sql', 'when not p_dispatched', 'when not  p_dispatched');
     const refused = await migrate(db.pool, db.url, { sqlDirectory: sql }).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(UserError);
     expect((refused as UserError).message).toBe(
@@ -109,7 +109,7 @@ describe('a function whose signature changes between releases', () => {
       'asset_webhooks.series_start_as_read(timestamp with time zone) -> timestamp with time zone',
     ]);
     const { rows } = await db.pool.query<{ same: boolean }>(
-      "select position('delete  from' in prosrc) = 0 as same from pg_proc where proname = 'abandon_attempt'",
+      "select position('not  p_dispatched' in prosrc) = 0 as same from pg_proc where proname = 'payload_state'",
     );
     expect(rows).toEqual([{ same: true }]);
     await db.pool.query('drop view public.series_report');
@@ -117,12 +117,12 @@ describe('a function whose signature changes between releases', () => {
 
   it('is dropped when its file is removed', async () => {
     const sql = copySql(temp('aw-migrate-signature-'));
-    rmSync(path.join(sql, 'functions/abandon_attempt.sql'));
+    rmSync(path.join(sql, 'functions/payload_state.sql'));
     await migrate(db.pool, db.url, { sqlDirectory: sql });
-    expect(await signatures('abandon_attempt')).toEqual([]);
+    expect(await signatures('payload_state')).toEqual([]);
     await migrate(db.pool, db.url);
-    expect(await signatures('abandon_attempt')).toEqual([
-      'asset_webhooks.abandon_attempt(bigint,integer,integer) -> void',
+    expect(await signatures('payload_state')).toEqual([
+      'asset_webhooks.payload_state(text,boolean,timestamp with time zone) -> text',
     ]);
   });
 });

@@ -35,12 +35,12 @@ export interface NextStateInput {
    * (asset_webhooks.series_start_as_read), so the window never ends here
    * before it ends in the database.
    */
-  readonly createdAt: Date;
+  readonly seriesStartedAt: Date;
   /** When the attempt finished: the clock of the caller, never read here. */
   readonly now: Date;
   /** retry.delaysSeconds: the delay before retry n is delaysSeconds[n - 1]. */
   readonly delaysSeconds: readonly number[];
-  /** retry.deadLetterAfterSeconds: the series' delivery window, from createdAt. */
+  /** retry.deadLetterAfterSeconds: the series' delivery window, from seriesStartedAt. */
   readonly deadLetterAfterSeconds: number;
   /**
    * The moment the response's Retry-After asked for (see parseRetryAfter),
@@ -72,7 +72,7 @@ export interface NextStateInput {
  * 2. `rejected` (4xx) → dead letter `rejected` at once, never retried.
  * 3. `retryable` with no delay left (attemptsMade > delaysSeconds.length) →
  *    dead letter `retries_exhausted`.
- * 4. `retryable` with `now` at or past createdAt + deadLetterAfterSeconds
+ * 4. `retryable` with `now` at or past seriesStartedAt + deadLetterAfterSeconds
  *    (24 h by default) → dead letter `expired`.
  * 5. `interrupted` (the process died or stopped mid-request, so the
  *    receiver may never have seen it) → retry at once, within the window,
@@ -96,7 +96,7 @@ export interface NextStateInput {
  * a number as 0 seconds; times past the largest a Date holds are that time).
  *
  * @throws RangeError when attemptsMade is not an integer of at least 1, or
- *   now or createdAt is an invalid Date (a bug in the caller, not a delivery
+ *   now or seriesStartedAt is an invalid Date (a bug in the caller, not a delivery
  *   outcome).
  */
 export function nextState(input: NextStateInput): NextState {
@@ -106,14 +106,14 @@ export function nextState(input: NextStateInput): NextState {
     );
   }
   const now = input.now.getTime();
-  if (!Number.isFinite(now) || !Number.isFinite(input.createdAt.getTime())) {
+  if (!Number.isFinite(now) || !Number.isFinite(input.seriesStartedAt.getTime())) {
     throw new RangeError(
-      `expected now and createdAt to be valid Dates, got ${String(input.now)} and ${String(input.createdAt)}`,
+      `expected now and seriesStartedAt to be valid Dates, got ${String(input.now)} and ${String(input.seriesStartedAt)}`,
     );
   }
   if (input.classification === 'delivered') return { kind: 'delivered' };
   if (input.classification === 'rejected') return { kind: 'dead_letter', reason: 'rejected' };
-  const end = deadline(input.createdAt, input.deadLetterAfterSeconds);
+  const end = deadline(input.seriesStartedAt, input.deadLetterAfterSeconds);
   if (input.classification === 'interrupted') {
     return now >= end ? { kind: 'dead_letter', reason: 'expired' } : { kind: 'retry', at: input.now };
   }
@@ -151,15 +151,15 @@ export function receiverFailed(classification: Classification): boolean | null {
 
 /**
  * Whether a series has used up its delivery window without delivery: true
- * from createdAt + deadLetterAfterSeconds on. The caller checks it before an
+ * from seriesStartedAt + deadLetterAfterSeconds on. The caller checks it before an
  * attempt, so a payload that waited (a disabled webhook, a queue behind a
  * strict-order predecessor) is dead-lettered `expired` instead of sent late.
  */
-export function isExpired(createdAt: Date, now: Date, deadLetterAfterSeconds: number): boolean {
-  return now.getTime() >= deadline(createdAt, deadLetterAfterSeconds);
+export function isExpired(seriesStartedAt: Date, now: Date, deadLetterAfterSeconds: number): boolean {
+  return now.getTime() >= deadline(seriesStartedAt, deadLetterAfterSeconds);
 }
 
 /** The end of the window in ms: never NaN (a window that is not a number is 0 s), possibly ±Infinity. */
-function deadline(createdAt: Date, deadLetterAfterSeconds: number): number {
-  return createdAt.getTime() + (Number.isNaN(deadLetterAfterSeconds) ? 0 : deadLetterAfterSeconds) * 1000;
+function deadline(seriesStartedAt: Date, deadLetterAfterSeconds: number): number {
+  return seriesStartedAt.getTime() + (Number.isNaN(deadLetterAfterSeconds) ? 0 : deadLetterAfterSeconds) * 1000;
 }

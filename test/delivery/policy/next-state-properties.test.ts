@@ -51,11 +51,11 @@ describe('nextState never produces an invalid Date', () => {
         fc.array(anyNumber, { maxLength: 12 }),
         anyNumber,
         retryAfter,
-        (kind, attemptsMade, createdAt, now, delaysSeconds, deadLetterAfterSeconds, asked) => {
+        (kind, attemptsMade, seriesStartedAt, now, delaysSeconds, deadLetterAfterSeconds, asked) => {
           const next = nextState({
             classification: kind,
             attemptsMade,
-            createdAt,
+            seriesStartedAt,
             now,
             delaysSeconds,
             deadLetterAfterSeconds,
@@ -88,7 +88,7 @@ describe('nextState never produces an invalid Date', () => {
           const next = nextState({
             classification: kind,
             attemptsMade,
-            createdAt: new Date(start),
+            seriesStartedAt: new Date(start),
             now,
             delaysSeconds,
             deadLetterAfterSeconds: window,
@@ -107,7 +107,7 @@ describe('nextState never produces an invalid Date', () => {
     );
   });
 
-  it('refuses an invalid now or createdAt as the caller bug it is, rather than return an invalid Date', () => {
+  it('refuses an invalid now or seriesStartedAt as the caller bug it is, rather than return an invalid Date', () => {
     const valid = new Date('2026-11-22T00:00:00.000Z');
     const input = {
       classification: 'retryable' as const,
@@ -115,15 +115,20 @@ describe('nextState never produces an invalid Date', () => {
       delaysSeconds: [60],
       deadLetterAfterSeconds: 86_400,
     };
-    expect(() => nextState({ ...input, createdAt: valid, now: new Date(NaN) })).toThrow(RangeError);
-    expect(() => nextState({ ...input, createdAt: new Date(NaN), now: valid })).toThrow(RangeError);
+    expect(() => nextState({ ...input, seriesStartedAt: valid, now: new Date(NaN) })).toThrow(RangeError);
+    expect(() => nextState({ ...input, seriesStartedAt: new Date(NaN), now: valid })).toThrow(RangeError);
   });
 });
 
 describe('a local fault (this process out of file descriptors or memory)', () => {
-  const createdAt = new Date('2026-11-22T00:00:00.000Z');
-  const at = (seconds: number): Date => new Date(createdAt.getTime() + seconds * 1000);
-  const base = { classification: 'local_fault', createdAt, delaysSeconds: [60], deadLetterAfterSeconds: 600 } as const;
+  const seriesStartedAt = new Date('2026-11-22T00:00:00.000Z');
+  const at = (seconds: number): Date => new Date(seriesStartedAt.getTime() + seconds * 1000);
+  const base = {
+    classification: 'local_fault',
+    seriesStartedAt,
+    delaysSeconds: [60],
+    deadLetterAfterSeconds: 600,
+  } as const;
 
   it('is retried after a short delay whatever delays are left, never dead-lettered retries_exhausted', () => {
     expect(nextState({ ...base, attemptsMade: 9, now: at(10) })).toEqual({

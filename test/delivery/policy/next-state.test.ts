@@ -1,13 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import { isExpired, nextState, type NextStateInput } from '../../../src/delivery/policy/next-state.js';
 
-const createdAt = new Date('2026-11-22T00:00:00.000Z');
-const plus = (seconds: number): Date => new Date(createdAt.getTime() + seconds * 1000);
+const seriesStartedAt = new Date('2026-11-22T00:00:00.000Z');
+const plus = (seconds: number): Date => new Date(seriesStartedAt.getTime() + seconds * 1000);
 const schedule = [60, 120, 240, 480, 480] as const;
 const DAY = 86_400;
 
 function input(overrides: Partial<NextStateInput> & Pick<NextStateInput, 'attemptsMade' | 'now'>): NextStateInput {
-  return { classification: 'retryable', createdAt, delaysSeconds: schedule, deadLetterAfterSeconds: DAY, ...overrides };
+  return {
+    classification: 'retryable',
+    seriesStartedAt,
+    delaysSeconds: schedule,
+    deadLetterAfterSeconds: DAY,
+    ...overrides,
+  };
 }
 
 describe('the default schedule 60, 120, 240, 480, 480: five retries, six attempts', () => {
@@ -93,12 +99,12 @@ describe('the delivery window (deadLetterAfterSeconds from the start of the seri
       kind: 'retry',
       at: plus(400),
     });
-    expect(isExpired(createdAt, plus(400), 400)).toBe(true);
+    expect(isExpired(seriesStartedAt, plus(400), 400)).toBe(true);
   });
 
   it('a series started by an operator redelivery gets a fresh window', () => {
     const redeliveredAt = plus(2 * DAY);
-    expect(nextState(input({ attemptsMade: 1, createdAt: redeliveredAt, now: redeliveredAt }))).toEqual({
+    expect(nextState(input({ attemptsMade: 1, seriesStartedAt: redeliveredAt, now: redeliveredAt }))).toEqual({
       kind: 'retry',
       at: plus(2 * DAY + 60),
     });
@@ -118,7 +124,7 @@ describe('the delivery window (deadLetterAfterSeconds from the start of the seri
     [DAY, true],
     [DAY + 1, true],
   ])('isExpired at +%ss is %s', (seconds, expected) => {
-    expect(isExpired(createdAt, plus(seconds), DAY)).toBe(expected);
+    expect(isExpired(seriesStartedAt, plus(seconds), DAY)).toBe(expected);
   });
 });
 

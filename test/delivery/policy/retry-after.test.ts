@@ -86,7 +86,7 @@ describe('the next attempt after a retried response with Retry-After', () => {
   const base = {
     classification: 'retryable',
     attemptsMade: 1,
-    createdAt: now,
+    seriesStartedAt: now,
     now,
     delaysSeconds: [60, 120],
     deadLetterAfterSeconds: 86_400,

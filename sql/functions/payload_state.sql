@@ -1,0 +1,12 @@
+-- A payload's state as the transitions read it: open, delivered,
+-- dead_lettered, or for a pending payload (see asset_webhooks.payloads)
+-- waiting (in its webhook's queue), retry_held (holding a slot until its
+-- retry) or in_flight (its attempt started and not finished).
+create or replace function asset_webhooks.payload_state(p_status text, p_dispatched boolean, p_next_attempt_at timestamptz)
+returns text
+language sql immutable parallel safe as $$
+  select case when p_status <> 'pending' then p_status
+              when not p_dispatched then 'waiting'
+              when p_next_attempt_at is not null then 'retry_held'
+              else 'in_flight' end
+$$;

@@ -1,0 +1,164 @@
+-- The one statement that changes payloads' states: every attempt's result
+-- (crash recovery's interrupted included), an expiry, a removed webhook's
+-- dead letters, an operator's redelivery (moved to another webhook or not),
+-- a claimed attempt given back, a resumed webhook's pause shift. One answer
+-- per transition, in order.
+--
+-- A transition that does not apply to the payload's state as it is when the
+-- statement locks it is refused: it answers applied = false with the reason
+-- (transition_refusal, or no_such_payload, series_moved_on,
+-- named_earlier_in_batch), changes nothing of the payload, and never fails
+-- the others: an error means the database refused the statement. A payload
+-- named twice in one batch is changed by its first entry only. An attempt's
+-- result is recorded whether or not it applies (an operator redelivered the
+-- payload, another process closed the attempt first): refused, it counts as
+-- a plain failed try (outcome 'retry'). A given_back attempt's unfinished row
+-- goes whether or not the payload still holds it: a request never made is no
+-- attempt.
+--
+-- A retry keeps its slot (dispatched) until its time; a final outcome frees
+-- it. receiver_failed and hold_until of the applied attempt results update
+-- the webhook's health: the latest verdict of the batch wins (by `at`, then
+-- by position), a failure keeps the first failure's time, and hold_until only
+-- moves later. A redelivery starts a new series (series_started_at now, no
+-- attempts) and records it in asset_webhooks.redeliveries. A pause shift
+-- moves series_started_at forward by the time the payload spent paused
+-- (a payload created during the pause starts its window now).
+create or replace function asset_webhooks.transition_payloads(p_transitions asset_webhooks.payload_transition[])
+returns setof asset_webhooks.transition_answer
+language plpgsql
+-- Planned at each call, as claim_payloads.
+set plan_cache_mode = force_custom_plan
+as $$
+declare
+  v_refused text[];
+  v_unknown text;
+begin
+  select coalesce(t.kind, 'null') into v_unknown from unnest(p_transitions) t
+  where t.kind is null or t.kind not in ('attempt_result', 'interrupted', 'expiry', 'webhook_removed', 'redelivery',
+                                         'given_back', 'pause_shift')
+  limit 1;
+  if found then
+    raise exception 'asset_webhooks.transition_payloads: unknown transition kind %', v_unknown using errcode = '22023';
+  end if;
+
+  -- In payload order, so that concurrent batches never wait on each other in a cycle.
+  perform 1 from unnest(p_transitions) t
+  join asset_webhooks.payloads p on p.payload_id = t.payload_id
+  order by p.payload_id for update of p;
+
+  select array_agg(case
+           when not u.first then 'named_earlier_in_batch'
+           when p.payload_id is null then 'no_such_payload'
+           when u.series is not null and u.series <> p.series then 'series_moved_on'
+           else asset_webhooks.transition_refusal(
+                  u.kind, asset_webhooks.payload_state(p.status, p.dispatched, p.next_attempt_at),
+                  p.attempts = u.attempt
+                  and exists (select 1 from asset_webhooks.attempts a
+                              where a.payload_id = p.payload_id and a.series = p.series
+                                and a.attempt_no = u.attempt and a.outcome is null))
+         end order by u.i)
+  into v_refused
+  from (select t.*, t.ordinality as i,
+               row_number() over (partition by t.payload_id order by t.ordinality) = 1 as first
+        from unnest(p_transitions) with ordinality t) u
+  left join asset_webhooks.payloads p on p.payload_id = u.payload_id;
+
+  -- Attempt results: recorded applied or not. One entry per attempt, its
+  -- first: an UPDATE joined to several would take any one of them.
+  update asset_webhooks.attempts a
+  set duration_ms = r.duration_ms, status_code = r.status_code, error_class = r.error_class,
+      error_message = r.error_message, response_excerpt = r.response_excerpt,
+      outcome = case when v_refused[r.i] is null then r.outcome else 'retry' end,
+      started_at = coalesce(r.started_at, a.started_at)
+  from (select distinct on (t.payload_id, t.series, t.attempt) t.*, t.ordinality as i
+        from unnest(p_transitions) with ordinality t
+        where t.kind in ('attempt_result', 'interrupted')
+        order by t.payload_id, t.series, t.attempt, t.ordinality) r
+  where a.payload_id = r.payload_id and a.series = r.series and a.attempt_no = r.attempt and a.outcome is null;
+
+  -- Attempt results and expiries that apply: the payload's next state.
+  update asset_webhooks.payloads p
+  set last_status_code = case when r.kind = 'expiry' then p.last_status_code else r.status_code end,
+      last_error = case when r.kind = 'expiry' then p.last_error
+                        when r.error_class is null then null
+                        else r.error_class || ': ' || coalesce(r.error_message, '') end,
+      status = case r.outcome when 'delivered' then 'delivered' when 'retry' then 'pending' else 'dead_lettered' end,
+      delivered_at = case when r.outcome = 'delivered' then r.at end,
+      dead_letter_reason = case when r.outcome not in ('delivered', 'retry') then r.outcome end,
+      dead_lettered_at = case when r.outcome not in ('delivered', 'retry') then r.at end,
+      dispatched = (r.outcome = 'retry'),
+      next_attempt_at = case when r.outcome = 'retry' then coalesce(r.retry_at, r.at) end
+  from (select t.kind, t.payload_id, t.status_code, t.error_class, t.error_message, t.retry_at, t.ordinality as i,
+               case when t.kind = 'expiry' then 'expired' else t.outcome end as outcome,
+               coalesce(t.at, clock_timestamp()) as at
+        from unnest(p_transitions) with ordinality t
+        where t.kind in ('attempt_result', 'interrupted', 'expiry')) r
+  where v_refused[r.i] is null and p.payload_id = r.payload_id;
+
+  -- Written only when it changes: a healthy webhook's row is not rewritten by every delivery.
+  with verdicts as (
+    select p.webhook_id, t.receiver_failed as failed, t.at, t.hold_until, t.ordinality as i
+    from unnest(p_transitions) with ordinality t
+    join asset_webhooks.payloads p on p.payload_id = t.payload_id
+    where v_refused[t.ordinality] is null and t.kind in ('attempt_result', 'interrupted')
+      and t.receiver_failed is not null
+  ),
+  per_webhook as (
+    select v.webhook_id, (array_agg(v.failed order by v.at desc, v.i desc))[1] as failed,
+           min(v.at) filter (where v.failed) as first_failure, max(v.hold_until) as hold_until
+    from verdicts v group by v.webhook_id
+  )
+  update asset_webhooks.webhooks w
+  set failing_since = case when h.failed then coalesce(w.failing_since, h.first_failure) end,
+      hold_until = greatest(w.hold_until, h.hold_until)
+  from per_webhook h
+  where w.webhook_id = h.webhook_id
+    and ((h.failed and w.failing_since is null) or (not h.failed and w.failing_since is not null)
+         or h.hold_until > coalesce(w.hold_until, '-infinity'));
+
+  update asset_webhooks.payloads p
+  set status = 'dead_lettered', dead_letter_reason = 'webhook_removed',
+      dead_lettered_at = coalesce(t.at, clock_timestamp()), dispatched = false, next_attempt_at = null
+  from unnest(p_transitions) with ordinality t
+  where v_refused[t.ordinality] is null and t.kind = 'webhook_removed' and p.payload_id = t.payload_id;
+
+  with chosen as (
+    select p.payload_id, coalesce(t.to_webhook_id, p.webhook_id) as webhook_id,
+           case when t.to_webhook_id <> p.webhook_id then p.webhook_id end as moved_from,
+           p.dead_letter_reason as previous_reason, coalesce(t.requested_by, current_user) as requested_by
+    from unnest(p_transitions) with ordinality t
+    join asset_webhooks.payloads p on p.payload_id = t.payload_id
+    where v_refused[t.ordinality] is null and t.kind = 'redelivery'
+  ),
+  started as (
+    update asset_webhooks.payloads p
+    set webhook_id = c.webhook_id, status = 'pending', series = p.series + 1, series_started_at = clock_timestamp(),
+        attempts = 0, dispatched = false, next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
+    from chosen c
+    where p.payload_id = c.payload_id
+    returning p.payload_id, p.series, c.requested_by, c.previous_reason, c.moved_from
+  )
+  insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason, moved_from)
+  select s.payload_id, s.series, s.requested_by, s.previous_reason, s.moved_from from started s;
+
+  delete from asset_webhooks.attempts a
+  using unnest(p_transitions) t
+  where t.kind = 'given_back' and a.payload_id = t.payload_id and a.series = t.series and a.attempt_no = t.attempt
+    and a.outcome is null;
+  update asset_webhooks.payloads p
+  set attempts = t.attempt - 1, dispatched = false,
+      last_attempt_at = (select max(a.started_at) from asset_webhooks.attempts a where a.payload_id = p.payload_id)
+  from unnest(p_transitions) with ordinality t
+  where v_refused[t.ordinality] is null and t.kind = 'given_back' and p.payload_id = t.payload_id;
+
+  update asset_webhooks.payloads p
+  set series_started_at = p.series_started_at + (now() - greatest(p.series_started_at, t.paused_since))
+  from unnest(p_transitions) with ordinality t
+  where v_refused[t.ordinality] is null and t.kind = 'pause_shift' and p.payload_id = t.payload_id
+    and p.series_started_at < now();
+
+  return query
+    select o.i::integer, v_refused[o.i] is null, v_refused[o.i]
+    from generate_series(1, coalesce(cardinality(p_transitions), 0)) as o(i);
+end $$;
