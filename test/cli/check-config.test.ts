@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
-import { badDocuments, twoWebhooks, valid } from './bad-documents.js';
+import { badDocuments, twoWebhooks, valid } from '../config/bad-documents.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 
 const tempDirectory = useTempDirectories();
