@@ -70,11 +70,10 @@ describe('a backfill of 100,000 assets', () => {
       // Interrupted with SIGINT once under way (its first progress line comes after 10,000 assets):
       // it stops after the chunk in progress commits and says so.
       const interruptedRun = startCli(args);
-      await eventually(
-        async () => (interruptedRun.output.stderr.includes('assets read') ? true : undefined),
-        120_000,
-        'the first progress line',
-      );
+      await eventually(async () => (interruptedRun.output.stderr.includes('assets read') ? true : undefined), {
+        timeoutMs: 120_000,
+        what: 'the first progress line',
+      });
       interruptedRun.child.kill('SIGINT');
       expect(await interruptedRun.exited).toBe(1);
       const stopped = JSON.parse(interruptedRun.output.stdout) as {
@@ -92,11 +91,10 @@ describe('a backfill of 100,000 assets', () => {
 
       // Resumed, then killed once it has written again.
       const first = startCli(args);
-      await eventually(
-        async () => (first.output.stderr.includes('assets read') ? true : undefined),
-        120_000,
-        'the first progress line',
-      );
+      await eventually(async () => (first.output.stderr.includes('assets read') ? true : undefined), {
+        timeoutMs: 120_000,
+        what: 'the first progress line',
+      });
       const killedPeak = peakRss(first.child.pid!);
       first.child.kill('SIGKILL');
       expect(await first.exited).toBe('SIGKILL');
@@ -109,7 +107,7 @@ describe('a backfill of 100,000 assets', () => {
       expect(Number(interrupted!.last)).toBeGreaterThan(Number(stopped.lastAssetId));
       expect(Number(interrupted!.last)).toBeLessThan(ASSETS);
 
-      const second = await runCli(args, {}, 300_000);
+      const second = await runCli(args, { env: {}, timeoutMs: 300_000 });
       expect(second.code).toBe(0);
       const result = JSON.parse(second.stdout) as {
         status: string;
@@ -144,8 +142,7 @@ describe('a backfill of 100,000 assets', () => {
           );
           return left!.n === 0 ? true : undefined;
         },
-        300_000,
-        'every backfill payload delivered',
+        { timeoutMs: 300_000, what: 'every backfill payload delivered' },
       );
       const events = receiver.requests.flatMap(
         (request) => (JSON.parse(request.body) as { events: Array<{ assetId: number; eventType: string }> }).events,

@@ -171,7 +171,7 @@ describe('a backfill write in progress', () => {
       try {
         const delivered = async (): Promise<true | undefined> =>
           (await payloads(db.pool, 'crm')).every((payload) => payload.status === 'delivered') ? true : undefined;
-        await eventually(delivered, 30_000, 'the captured events delivered');
+        await eventually(delivered, { timeoutMs: 30_000, what: 'the captured events delivered' });
         const result = await backfillHeldAtGate({
           config,
           // The write's second read of its assets (see backfill), after its payload ids are drawn.
@@ -187,8 +187,7 @@ describe('a backfill write in progress', () => {
                 )
                   ? true
                   : undefined,
-              30_000,
-              'the PURGED coalesced by the service',
+              { timeoutMs: 30_000, what: 'the PURGED coalesced by the service' },
             );
             // Time for the service's pump (it polls every second) to send the PURGED if it could.
             await new Promise((resolve) => setTimeout(resolve, 3000));
@@ -196,7 +195,7 @@ describe('a backfill write in progress', () => {
         });
         expect(result.code).toBe(0);
         expect(JSON.parse(result.stdout)).toMatchObject({ status: 'completed', eventsSent: 5 });
-        await eventually(delivered, 30_000, 'every payload delivered');
+        await eventually(delivered, { timeoutMs: 30_000, what: 'every payload delivered' });
       } finally {
         await service.stop();
         await receiver.close();
@@ -281,7 +280,6 @@ async function readWaitingAtGate(): Promise<void> {
       );
       return rows.length > 0 ? true : undefined;
     },
-    30_000,
-    "the backfill's read waiting at the gate",
+    { timeoutMs: 30_000, what: "the backfill's read waiting at the gate" },
   );
 }

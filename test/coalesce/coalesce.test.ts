@@ -408,7 +408,10 @@ describe('coalescing', () => {
       listener.on('notification', (message) => notified.push(message.channel));
       await listener.query(`listen ${PAYLOADS_READY_CHANNEL}`);
       await runCoalesce(db.pool, [crm]);
-      await eventually(async () => (notified.length > 0 ? true : undefined), 5_000, 'a notification');
+      await eventually(async () => (notified.length > 0 ? true : undefined), {
+        timeoutMs: 5_000,
+        what: 'a notification',
+      });
       expect(new Set(notified)).toEqual(new Set([PAYLOADS_READY_CHANNEL]));
       await listener.query(`unlisten ${PAYLOADS_READY_CHANNEL}`);
     } finally {
@@ -520,8 +523,7 @@ async function runWithFirstWriteHeld(webhooks: Parameters<typeof runCoalesce>[1]
         // the one before it returns).
         return rows[0]!.waiting > 0 && rows[0]!.claiming === 0 ? true : undefined;
       },
-      20_000,
-      'the first chunk to wait for its write, with the next two read',
+      { timeoutMs: 20_000, what: 'the first chunk to wait for its write, with the next two read' },
     );
     await meanwhile();
     await blocker.query('commit');

@@ -34,7 +34,7 @@ async function watch(
 }
 
 async function changesReach(counter: () => number, n: number): Promise<void> {
-  await eventually(async () => (counter() >= n ? true : undefined), 10_000, `${n} changes`);
+  await eventually(async () => (counter() >= n ? true : undefined), { timeoutMs: 10_000, what: `${n} changes` });
 }
 
 describe('watchConfigFile', () => {

@@ -39,7 +39,7 @@ describe('every connection string form node-postgres reads is accepted by the co
     // Embedded PostgreSQL asks for a password; the machine's server here trusts local connections.
     const password = server.password === '' ? '' : `&password=${server.password}`;
     const url = `postgres://${user}@/${db.name}?host=${encodeURIComponent(server.hostname)}&port=${port}${password}`;
-    const result = await runCli(['dead-letters', '--json'], { DATABASE_URL: url });
+    const result = await runCli(['dead-letters', '--json'], { env: { DATABASE_URL: url } });
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
   });

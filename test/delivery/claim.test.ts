@@ -100,11 +100,10 @@ function startPump(context: TestDelivery['context'], options: { pollMs?: number 
 }
 
 async function allDelivered(timeoutMs: number): Promise<void> {
-  await eventually(
-    async () => ((await states()).every((row) => row.status === 'delivered') ? true : undefined),
+  await eventually(async () => ((await states()).every((row) => row.status === 'delivered') ? true : undefined), {
     timeoutMs,
-    'every payload delivered',
-  );
+    what: 'every payload delivered',
+  });
 }
 
 const ok = { durationMs: 5, statusCode: 200, errorClass: null, errorMessage: null, responseExcerpt: null } as const;
@@ -397,8 +396,7 @@ describe('the delivery pump', () => {
         (await states()).every((row) => row.status === 'delivered' && row.attempts === 1 && !row.dispatched)
           ? true
           : undefined,
-      10_000,
-      'every payload delivered',
+      { timeoutMs: 10_000, what: 'every payload delivered' },
     );
   });
 
@@ -493,7 +491,10 @@ describe('the delivery pump', () => {
     answerAfter(receiver, 2500);
     const pump = startPump(context);
     // Nothing is known of the receiver yet: the first claim takes two standbys.
-    await eventually(async () => (pump.standby.held === 2 ? true : undefined), 10_000, 'two standbys held');
+    await eventually(async () => (pump.standby.held === 2 ? true : undefined), {
+      timeoutMs: 10_000,
+      what: 'two standbys held',
+    });
     await allDelivered(20_000);
     // The first two, and no more once the receiver's first answers took 2.5 s.
     expect(pump.standby).toEqual({ held: 0, sent: 0, givenBack: 2 });
@@ -511,11 +512,10 @@ describe('the delivery pump', () => {
     answerAfter(receiver, 300);
     const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
     pump.start();
-    await eventually(
-      async () => (pump.standby.held === 2 && receiver.requests.length === 4 ? true : undefined),
-      10_000,
-      'four requests open and two standbys held',
-    );
+    await eventually(async () => (pump.standby.held === 2 && receiver.requests.length === 4 ? true : undefined), {
+      timeoutMs: 10_000,
+      what: 'four requests open and two standbys held',
+    });
     await pump.stop();
     // The requests open finished; nothing more was sent.
     expect(receiver.requests).toHaveLength(4);

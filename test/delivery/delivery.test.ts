@@ -64,8 +64,7 @@ async function settled(count: number): Promise<PayloadRow[]> {
         ? rows
         : undefined;
     },
-    30_000,
-    `${count} payloads delivered or dead-lettered`,
+    { timeoutMs: 30_000, what: `${count} payloads delivered or dead-lettered` },
   );
 }
 
@@ -201,8 +200,7 @@ describe('delivery through the running service', () => {
           );
           return rows[0]!.n > 0 ? true : undefined;
         },
-        10_000,
-        'the chunk to wait before its commit',
+        { timeoutMs: 10_000, what: 'the chunk to wait before its commit' },
       );
       // The delivery in the busy slot ends meanwhile: its settle cannot see the chunk's payload.
       answerFirst(200);
@@ -211,8 +209,7 @@ describe('delivery through the running service', () => {
           const rows = await payloadRows();
           return rows.some((row) => row.status === 'delivered') ? true : undefined;
         },
-        10_000,
-        'the first payload delivered',
+        { timeoutMs: 10_000, what: 'the first payload delivered' },
       );
       await holder.query('select pg_advisory_unlock(4242)');
       await second;
@@ -252,8 +249,7 @@ describe('delivery through the running service', () => {
         );
         return rows[0]?.error_class === 'timeout' ? true : undefined;
       },
-      10_000,
-      'the hanging attempt to time out',
+      { timeoutMs: 10_000, what: 'the hanging attempt to time out' },
     );
   });
 
@@ -276,8 +272,7 @@ describe('delivery through the running service', () => {
         );
         return rows[0]?.overdue === true ? true : undefined;
       },
-      10_000,
-      'the retry to be two seconds overdue',
+      { timeoutMs: 10_000, what: 'the retry to be two seconds overdue' },
     );
     expect(crm.requests).toHaveLength(1);
     crm.respond = () => 200;
@@ -316,11 +311,9 @@ describe('delivery through the running service', () => {
         done();
       },
     });
-    running = await startTestService(
-      db.url,
-      config([{ id: 'crm', url: crm.url, apikey: 'rotating' }]),
-      createLogger({ level: 'trace', destination: sink }),
-    );
+    running = await startTestService(db.url, config([{ id: 'crm', url: crm.url, apikey: 'rotating' }]), {
+      logger: createLogger({ level: 'trace', destination: sink }),
+    });
     await db.pool.query('insert into assets (asset_id) values (1)');
     const [rejected] = await settled(1);
     expect(rejected).toMatchObject({ status: 'dead_lettered', dead_letter_reason: 'rejected' });

@@ -91,8 +91,7 @@ describe('a receiver that never answers', () => {
           { id: 'stuck', url: stuck.url, concurrency: 64 },
           ...healthy.map((target, index) => ({ id: `healthy-${index}`, url: target.url })),
         ]),
-        undefined,
-        port,
+        { httpPort: port },
       );
       // Every request the stuck receiver can take is open before the first change.
       await stuck.waitFor(64);
@@ -105,11 +104,10 @@ describe('a receiver that never answers', () => {
       }
       const lastCommit = Date.now();
       for (const target of healthy) {
-        await eventually(
-          async () => (receipts(target).size === 10 ? true : undefined),
-          20_000,
-          'every asset at each healthy receiver',
-        );
+        await eventually(async () => (receipts(target).size === 10 ? true : undefined), {
+          timeoutMs: 20_000,
+          what: 'every asset at each healthy receiver',
+        });
       }
       for (const target of healthy) {
         const late = [...receipts(target)]
@@ -136,8 +134,7 @@ describe('a receiver that never answers', () => {
           );
           return rows.length > 0 ? true : undefined;
         },
-        10_000,
-        'the stuck webhook to back off',
+        { timeoutMs: 10_000, what: 'the stuck webhook to back off' },
       );
       const before = stuck.requests.length;
       await new Promise((resolve) => setTimeout(resolve, 3500));
@@ -223,8 +220,7 @@ describe('a receiver that throttles', () => {
           );
           return found.every((row) => row.status !== 'pending') ? found : undefined;
         },
-        10_000,
-        'every payload settled',
+        { timeoutMs: 10_000, what: 'every payload settled' },
       );
       expect(rows).toEqual([
         { status: 'delivered', codes: [429, 200] },
@@ -244,8 +240,7 @@ describe('a receiver that throttles', () => {
         const { rows } = await db.pool.query<{ reason: string }>('select reason from asset_webhooks.dead_letters');
         return rows[0]?.reason;
       },
-      10_000,
-      'the payload to be dead-lettered',
+      { timeoutMs: 10_000, what: 'the payload to be dead-lettered' },
     ).then((reason) => expect(reason).toBe('rejected'));
     expect(throttling.requests).toHaveLength(1);
   });

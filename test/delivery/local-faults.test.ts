@@ -101,18 +101,20 @@ it(
       const response = await fetch(`http://127.0.0.1:${port}/readyz`);
       return { status: response.status, body: (await response.json()) as { status: string } };
     };
-    await eventually(
-      async () => ((await readyz().catch(() => undefined))?.status === 200 ? true : undefined),
-      30_000,
-      'run to be ready',
-    ).catch((error: unknown) => {
+    await eventually(async () => ((await readyz().catch(() => undefined))?.status === 200 ? true : undefined), {
+      timeoutMs: 30_000,
+      what: 'run to be ready',
+    }).catch((error: unknown) => {
       throw new Error(`${String(error)}; its log: ${log.slice(-2000)}`);
     });
     const pid = child.pid!;
 
     // Fill the child's descriptors with requests that hang.
     for (const id of HOGS) await insertPayloads(db.pool, id, 64);
-    await eventually(async () => ((await openFds(pid)) >= FD_LIMIT - 1 ? true : undefined), 20_000, 'descriptors full');
+    await eventually(async () => ((await openFds(pid)) >= FD_LIMIT - 1 ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'descriptors full',
+    });
     const [payloadId] = await insertPayloads(db.pool, 'crm', 1);
 
     // Its attempts fail for want of a descriptor: give it the first and one retry after LOCAL_FAULT_RETRY_SECONDS.
@@ -126,8 +128,7 @@ it(
         );
         return (rows[0]?.attempts ?? 0) >= 1 ? true : undefined;
       },
-      20_000,
-      'the first attempt',
+      { timeoutMs: 20_000, what: 'the first attempt' },
     );
     await new Promise((resolve) => setTimeout(resolve, (LOCAL_FAULT_RETRY_SECONDS + 2) * 1000));
 
@@ -144,8 +145,7 @@ it(
         );
         return rows[0]?.status === 'pending' ? undefined : rows[0];
       },
-      30_000,
-      'the payload to be delivered or dead-lettered',
+      { timeoutMs: 30_000, what: 'the payload to be delivered or dead-lettered' },
     );
     expect(settled).toEqual({ status: 'delivered', dead_letter_reason: null });
     const notReady = await eventually<{ status: number; body: { status: string; check?: string; reason?: string } }>(
@@ -153,8 +153,7 @@ it(
         const answer = await readyz().catch(() => undefined);
         return answer?.status === 503 ? answer : undefined;
       },
-      20_000,
-      '/readyz to answer 503',
+      { timeoutMs: 20_000, what: '/readyz to answer 503' },
     );
     expect(notReady.body).toMatchObject({ status: 'unavailable', check: 'local_resources' });
     expect(notReady.body.reason).toMatch(/file descriptors or memory/);

@@ -3,7 +3,7 @@ import { OWN_LEASE_SETTLE_MS, processGoneGrace } from '../../src/delivery/recove
 
 // Crash recovery takes another process for dead only after this process has
 // held its own lease for a while (after an outage every live process has
-// taken its lease back by then); test/e2e/process-lease.test.ts covers what
+// taken its lease back by then); test/service/process-lease.test.ts covers what
 // recovery does with the grace this returns.
 it('takes no process for dead until its own lease has been held 15 s, then waits out the request timeout plus 5 s', () => {
   expect(OWN_LEASE_SETTLE_MS).toBe(15_000);

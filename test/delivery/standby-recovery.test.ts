@@ -103,8 +103,7 @@ it('records every standby a pump sends as sent, in the statements that write its
         );
         return rows[0]!.waiting === 0 ? true : undefined;
       },
-      60_000,
-      'every payload delivered',
+      { timeoutMs: 60_000, what: 'every payload delivered' },
     );
     expect(pump.standby.sent).toBeGreaterThan(0);
     const { rows } = await db.pool.query<{ attempts: number; unsent: number }>(

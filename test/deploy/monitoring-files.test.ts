@@ -106,12 +106,10 @@ describe('deploy/ monitoring files', () => {
 
   beforeAll(async () => {
     const port = await freePort();
-    running = await startTestService(
-      db.url,
-      'assetUpdater:\n  intervalSeconds: 1\n  webhooks: []\n',
-      pino({ level: 'silent' }),
-      port,
-    );
+    running = await startTestService(db.url, 'assetUpdater:\n  intervalSeconds: 1\n  webhooks: []\n', {
+      logger: pino({ level: 'silent' }),
+      httpPort: port,
+    });
     const response = await fetch(`http://127.0.0.1:${port}/metrics`);
     expect(response.status).toBe(200);
     exposition = await response.text();

@@ -43,8 +43,7 @@ it(
           );
           return (rows[0]?.n ?? 0) > 0 ? true : undefined;
         },
-        20_000,
-        'the coalescer to block inside its chunk transaction',
+        { timeoutMs: 20_000, what: 'the coalescer to block inside its chunk transaction' },
       );
       const { rows: locked } = await db.pool.query<{ n: number }>(
         'select count(*)::int as n from asset_webhooks.outbox',
@@ -66,8 +65,7 @@ it(
           );
           return rows[0]!.n === 5 ? true : undefined;
         },
-        30_000,
-        'five payloads delivered',
+        { timeoutMs: 30_000, what: 'five payloads delivered' },
       );
       const delivered = receiver.requests.flatMap(
         (r) => (JSON.parse(r.body) as { events: Array<{ eventId: string; assetId: number }> }).events,
@@ -107,8 +105,7 @@ it(
       await eventually(
         async () =>
           [survivor, victim].every((p) => p.output.stderr.includes('asset-webhooks running')) ? true : undefined,
-        20_000,
-        'both processes to run',
+        { timeoutMs: 20_000, what: 'both processes to run' },
       );
       await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 5) g');
       await receiver.waitFor(1, 20_000);
@@ -132,8 +129,7 @@ it(
           );
           return rows[0]!.n === 5 ? true : undefined;
         },
-        60_000,
-        'every payload delivered by the process that lives',
+        { timeoutMs: 60_000, what: 'every payload delivered by the process that lives' },
       );
       expect(Date.now() - killedAt).toBeLessThan(60_000);
       // Strict order held, and only the payload in flight at the crash was sent twice.

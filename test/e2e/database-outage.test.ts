@@ -41,13 +41,12 @@ async function start(): Promise<{
   proxy = await databaseProxy(new URL(db.url));
   const configFile = path.join(tempDirectory('aw-outage-'), 'config.yaml');
   writeFileSync(configFile, receiverConfig([{ id: 'crm', url: receiver.url }]));
-  service = startCli(['run', '--database-url', proxy.url, '--config', configFile], { LOG_LEVEL: 'info' });
+  service = startCli(['run', '--database-url', proxy.url, '--config', configFile], { env: { LOG_LEVEL: 'info' } });
   const started = service;
-  await eventually(
-    async () => (started.output.stderr.includes('asset-webhooks running') ? true : undefined),
-    20_000,
-    'the service to start',
-  );
+  await eventually(async () => (started.output.stderr.includes('asset-webhooks running') ? true : undefined), {
+    timeoutMs: 20_000,
+    what: 'the service to start',
+  });
   return { proxy, service, receiver, configFile };
 }
 
@@ -69,8 +68,7 @@ it(
     // The receiver answers 200 meanwhile; the service cannot record it.
     await eventually(
       async () => (service.output.stderr.includes('could not record a delivery attempt') ? true : undefined),
-      15_000,
-      'the failed write to be logged',
+      { timeoutMs: 15_000, what: 'the failed write to be logged' },
     );
     await new Promise((resolve) => setTimeout(resolve, 3000));
     expect(service.child.exitCode).toBeNull();
@@ -87,17 +85,15 @@ it(
     await eventually(
       async () =>
         service.output.stderr.includes('could not record the configuration in the database') ? true : undefined,
-      10_000,
-      'the reload to be logged',
+      { timeoutMs: 10_000, what: 'the reload to be logged' },
     );
     expect(service.child.exitCode).toBeNull();
 
     proxy.up();
-    await eventually(
-      async () => ((await statuses()).join() === 'delivered' ? true : undefined),
-      30_000,
-      'the payload to be recorded as delivered',
-    );
+    await eventually(async () => ((await statuses()).join() === 'delivered' ? true : undefined), {
+      timeoutMs: 30_000,
+      what: 'the payload to be recorded as delivered',
+    });
     await eventually(
       async () => {
         const { rows } = await db.pool.query<{ webhook_id: string }>(
@@ -105,8 +101,7 @@ it(
         );
         return rows.map((row) => row.webhook_id).join() === 'crm,shop' ? true : undefined;
       },
-      10_000,
-      'the reloaded webhooks to be recorded',
+      { timeoutMs: 10_000, what: 'the reloaded webhooks to be recorded' },
     );
     const { rows: attempts } = await db.pool.query<{ outcome: string; status_code: number }>(
       'select outcome, status_code from asset_webhooks.attempts',
@@ -151,8 +146,7 @@ it(
     service.child.kill('SIGTERM');
     await eventually(
       async () => (service.output.stderr.includes('signal again to exit without waiting') ? true : undefined),
-      10_000,
-      'the stop to begin',
+      { timeoutMs: 10_000, what: 'the stop to begin' },
     );
     // The stop waits on its connections: still running three seconds later.
     await new Promise((resolve) => setTimeout(resolve, 3000));

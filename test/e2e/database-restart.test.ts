@@ -61,31 +61,28 @@ describe.each([
       receiver.respond = () => new Promise<number>((resolve) => setTimeout(() => resolve(200), 1500));
       const configFile = path.join(tempDirectory('aw-restart-'), 'config.yaml');
       writeFileSync(configFile, receiverConfig([{ id: 'crm', url: receiver.url }]));
-      service = startCli(['run', '--database-url', url(), '--config', configFile], { LOG_LEVEL: 'info' });
+      service = startCli(['run', '--database-url', url(), '--config', configFile], { env: { LOG_LEVEL: 'info' } });
       const running = service;
-      await eventually(
-        async () => (running.output.stderr.includes('asset-webhooks running') ? true : undefined),
-        20_000,
-        'the service to start',
-      );
+      await eventually(async () => (running.output.stderr.includes('asset-webhooks running') ? true : undefined), {
+        timeoutMs: 20_000,
+        what: 'the service to start',
+      });
 
       await pool.query('insert into assets (asset_id) values (1)');
       await receiver.waitFor(1, 20_000);
       await server.stop('fast');
       await eventually(
         async () => (running.output.stderr.includes('could not record a delivery attempt') ? true : undefined),
-        15_000,
-        'the failed write to be logged',
+        { timeoutMs: 15_000, what: 'the failed write to be logged' },
       );
       await new Promise((resolve) => setTimeout(resolve, 2000));
       expect(running.child.exitCode).toBeNull();
       await server.start();
 
-      await eventually(
-        async () => ((await statuses().catch(() => [])).join() === 'delivered' ? true : undefined),
-        30_000,
-        'the payload to be recorded as delivered',
-      );
+      await eventually(async () => ((await statuses().catch(() => [])).join() === 'delivered' ? true : undefined), {
+        timeoutMs: 30_000,
+        what: 'the payload to be recorded as delivered',
+      });
       const { rows: attempts } = await pool.query('select outcome, status_code from asset_webhooks.attempts');
       expect(attempts).toEqual([{ outcome: 'delivered', status_code: 200 }]);
       expect(receiver.requests).toHaveLength(1);
@@ -95,8 +92,7 @@ describe.each([
           running.output.stderr.includes('recorded a delivery attempt once the database answered again')
             ? true
             : undefined,
-        10_000,
-        'the late write to be logged',
+        { timeoutMs: 10_000, what: 'the late write to be logged' },
       );
       // The log names the payload; its body (the events, up to maxPayloadBytes) stays out of it.
       const retryLines = running.output.stderr
@@ -144,23 +140,30 @@ it(
     // No change is made, so the receiver is never called.
     writeFileSync(configFile, receiverConfig([{ id: 'crm', url: 'http://127.0.0.1:9/hook' }]));
     // debug: graphile-worker's info lines (such as its listener connecting) are logged at debug.
-    service = startCli(['run', '--database-url', server.tcpUrl, '--config', configFile], { LOG_LEVEL: 'debug' });
+    service = startCli(['run', '--database-url', server.tcpUrl, '--config', configFile], {
+      env: { LOG_LEVEL: 'debug' },
+    });
     const running = service;
     const listenerConnected = (): number =>
       graphileWorkerLines(running.output.stderr).filter((line) => line.msg.startsWith('Worker connected')).length;
-    await eventually(async () => (listenerConnected() === 1 ? true : undefined), 20_000, 'the listener to connect');
+    await eventually(async () => (listenerConnected() === 1 ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'the listener to connect',
+    });
 
     await server.stop('fast');
     // The lost session, then at least one refused reconnection.
     const listenerErrors = (): LogLine[] =>
       graphileWorkerLines(running.output.stderr).filter((line) => line.msg.startsWith('Error with notify listener'));
-    await eventually(
-      async () => (listenerErrors().length >= 2 ? true : undefined),
-      15_000,
-      'graphile-worker to report its listener lost twice',
-    );
+    await eventually(async () => (listenerErrors().length >= 2 ? true : undefined), {
+      timeoutMs: 15_000,
+      what: 'graphile-worker to report its listener lost twice',
+    });
     await server.start();
-    await eventually(async () => (listenerConnected() === 2 ? true : undefined), 30_000, 'the listener to reconnect');
+    await eventually(async () => (listenerConnected() === 2 ? true : undefined), {
+      timeoutMs: 30_000,
+      what: 'the listener to reconnect',
+    });
 
     const lines = graphileWorkerLines(running.output.stderr);
     // graphile-worker passes the error of a line as `error`.

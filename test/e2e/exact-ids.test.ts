@@ -58,7 +58,7 @@ beforeAll(async () => {
     }),
   );
   windowFrom = new Date(Date.now() - 60_000).toISOString();
-  service = startCli(['run', '--database-url', db.url, '--config', configFile], { LOG_LEVEL: 'info' });
+  service = startCli(['run', '--database-url', db.url, '--config', configFile], { env: { LOG_LEVEL: 'info' } });
   await db.pool.query(
     `insert into assets (asset_id, parent_id, domain_id, latest_atom_id) values (${A}, null, ${A}, ${ATOM}), (${B}, null, ${B}, null)`,
   );
@@ -75,8 +75,7 @@ beforeAll(async () => {
       );
       return state!.consumed === 4 && state!.waiting === 0 ? true : undefined;
     },
-    30_000,
-    'the four CREATED events coalesced and their payloads settled',
+    { timeoutMs: 30_000, what: 'the four CREATED events coalesced and their payloads settled' },
   );
 }, 60_000);
 
@@ -131,8 +130,7 @@ describe('asset and atom ids beyond 2^53 reach the receiver exactly as stored', 
         );
         return found.some((row) => row.outcome === 'pending') ? undefined : found;
       },
-      20_000,
-      'the delivery to domain to be recorded',
+      { timeoutMs: 20_000, what: 'the delivery to domain to be recorded' },
     );
     expect(rows.map((row) => [row.asset_id, row.atom_id, row.outcome, row.excluded_by])).toEqual([
       [B, null, 'excluded', 'filter:1'],

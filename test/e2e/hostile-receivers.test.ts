@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { runCli, startCli, type CliProcess } from '../helpers/cli.js';
 import { httpServer, tcpServer, type LocalServer } from '../helpers/http-servers.js';
 import {
@@ -18,6 +18,7 @@ import {
 } from '../helpers/hostile-servers.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
+import { useCleanup } from '../helpers/cleanup.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 import { OWN_LEASE_SETTLE_MS } from '../../src/delivery/recover.js';
@@ -39,6 +40,7 @@ import { OWN_LEASE_SETTLE_MS } from '../../src/delivery/recover.js';
 
 const tempDirectory = useTempDirectories();
 const db = useTestDatabase();
+const cleanup = useCleanup();
 
 const INTERVAL_SECONDS = 1;
 const REQUEST_TIMEOUT_SECONDS = 2;
@@ -49,15 +51,6 @@ const SCHEDULE_SLACK_MS = 3500;
 const SWEEP_MS = 5_000;
 /** Attempt times are recorded to the millisecond by two clocks of one machine: what rounding may take off a delay. */
 const ROUNDING_MS = 50;
-
-let processes: CliProcess[] = [];
-let servers: Array<Pick<LocalServer, 'close'>> = [];
-afterEach(async () => {
-  for (const p of processes) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-  await Promise.all(processes.map((p) => p.exited));
-  processes = [];
-  await Promise.all(servers.splice(0).map((server) => server.close()));
-});
 
 /** What the service must make of a row's answers. */
 type Expected =
@@ -309,7 +302,7 @@ const GIB = 1024 * 1024 * 1024;
 const GIGABYTES_WRITTEN_AT_MOST = 256 * 1024 * 1024;
 /** What a client that stops at its excerpt may make a gigabytes receiver write per request: socket buffers. */
 const GIGABYTES_PER_REQUEST_AT_MOST = 32 * 1024 * 1024;
-const GZIP_BOMB = gzipBomb(16, 64);
+const GZIP_BOMB = gzipBomb({ megabytes: 16, members: 64 });
 const INVALID_UTF8 = Buffer.from([0x65, 0x72, 0x72, 0xff, 0xfe, 0xc3, 0x28, 0xed, 0xa0, 0x80, 0xf0, 0x9f, 0x21]);
 
 /** A server that accepts connections and never reads from them, nor answers. */
@@ -591,16 +584,15 @@ function document(webhooks: ReadonlyArray<{ id: string; url: string }>, retry: R
 }
 
 async function startRun(configFile: string): Promise<CliProcess> {
-  const started = startCli(['run', '--database-url', db.url, '--config', configFile], { LOG_LEVEL: 'info' });
-  processes.push(started);
+  const started = startCli(['run', '--database-url', db.url, '--config', configFile], { env: { LOG_LEVEL: 'info' } });
+  cleanup.process(started);
   await eventually(
     async () => {
       if (started.child.exitCode !== null)
         throw new Error(`run exited ${started.child.exitCode}:\n${started.output.stderr}`);
       return started.output.stderr.includes('asset-webhooks running') ? true : undefined;
     },
-    20_000,
-    'run to start',
+    { timeoutMs: 20_000, what: 'run to start' },
   );
   return started;
 }
@@ -650,12 +642,12 @@ async function startReceivers(
   const started = new Map<string, HostileServer | LocalServer>();
   for (const row of rows) {
     const server = await hostileServer(row.answer);
-    servers.push(server);
+    cleanup.close(server);
     started.set(row.id, server);
   }
   for (const { id, server } of extra) started.set(id, server);
   const healthy = await startTestReceiver();
-  servers.push(healthy);
+  cleanup.close(healthy);
   return { rows, servers: started, healthy };
 }
 
@@ -709,9 +701,9 @@ it(
   async () => {
     await resetData(db.pool);
     const trap = await httpServer((_request, response) => response.writeHead(200).end('followed'));
-    servers.push(trap);
+    cleanup.close(trap);
     const silent = await neverReads();
-    servers.push(silent);
+    cleanup.close(silent);
     const rows: Row[] = selected([
       ...retryAfterRows(() => undefined),
       ...answerRows(trap),

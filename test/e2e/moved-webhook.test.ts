@@ -1,11 +1,12 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { stringify } from 'yaml';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { defaultWebhookId } from '../../src/config/schema.js';
 import { runCli, startCli, type CliProcess } from '../helpers/cli.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
+import { useCleanup } from '../helpers/cleanup.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 
@@ -14,22 +15,14 @@ import { useTempDirectories } from '../helpers/temp-directories.js';
 
 const tempDirectory = useTempDirectories();
 const db = useTestDatabase();
-let processes: CliProcess[] = [];
-let receivers: TestReceiver[] = [];
+const cleanup = useCleanup();
 
 beforeEach(() => resetData(db.pool));
-afterEach(async () => {
-  for (const p of processes) p.child.kill('SIGKILL');
-  await Promise.all(processes.map((p) => p.exited));
-  processes = [];
-  await Promise.all(receivers.map((r) => r.close()));
-  receivers = [];
-});
 
 async function receiver(status: number): Promise<TestReceiver> {
   const started = await startTestReceiver();
   started.respond = () => status;
-  receivers.push(started);
+  cleanup.close(started);
   return started;
 }
 
@@ -52,17 +45,16 @@ function writeConfig(webhooks: ReadonlyArray<Record<string, unknown>>): string {
 }
 
 function run(configFile: string): CliProcess {
-  const started = startCli(['run', '--database-url', db.url, '--config', configFile], { LOG_LEVEL: 'info' });
-  processes.push(started);
+  const started = startCli(['run', '--database-url', db.url, '--config', configFile], { env: { LOG_LEVEL: 'info' } });
+  cleanup.process(started);
   return started;
 }
 
 async function running(process: CliProcess): Promise<void> {
-  await eventually(
-    async () => (process.output.stderr.includes('asset-webhooks running') ? true : undefined),
-    30_000,
-    'the run process to start',
-  );
+  await eventually(async () => (process.output.stderr.includes('asset-webhooks running') ? true : undefined), {
+    timeoutMs: 30_000,
+    what: 'the run process to start',
+  });
 }
 
 async function stop(process: CliProcess): Promise<void> {
@@ -171,11 +163,10 @@ describe('a webhook whose url changed', () => {
     await fixed.waitFor(1);
     // The same bytes: body and eventIds as the old url got them.
     expect(fixed.requests[0]!.body).toBe(failing.requests[0]!.body);
-    await eventually(
-      async () => ((await payloadsOf(newId))[0]?.status === 'delivered' ? true : undefined),
-      20_000,
-      'the moved payload delivered',
-    );
+    await eventually(async () => ((await payloadsOf(newId))[0]?.status === 'delivered' ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'the moved payload delivered',
+    });
     expect(await payloadsOf(newId)).toMatchObject([{ payload_id: removed!.payload_id, status: 'delivered' }]);
     const { rows: records } = await db.pool.query(
       'select series, previous_reason, moved_from from asset_webhooks.redeliveries',
@@ -206,11 +197,10 @@ describe('a webhook whose url changed', () => {
       [3, 3],
     ] as const) {
       await db.pool.query('insert into assets (asset_id) values ($1)', [assetId]);
-      await eventually(
-        async () => ((await payloadsOf(oldId)).length === payloads ? true : undefined),
-        30_000,
-        `payload ${payloads} of the old id`,
-      );
+      await eventually(async () => ((await payloadsOf(oldId)).length === payloads ? true : undefined), {
+        timeoutMs: 30_000,
+        what: `payload ${payloads} of the old id`,
+      });
     }
     await stop(first);
     const second = run(writeConfig([{ url: fixed.url }]));
@@ -250,8 +240,7 @@ describe('a webhook whose url changed', () => {
         );
         return rows[0]!.n === 3 ? true : undefined;
       },
-      20_000,
-      'the payloads dead-lettered again as webhook_removed',
+      { timeoutMs: 20_000, what: 'the payloads dead-lettered again as webhook_removed' },
     );
     expect(failing.requests).toHaveLength(1);
 
@@ -284,8 +273,7 @@ describe('a webhook whose url changed', () => {
     await eventually(
       async () =>
         (await payloadsOf(newId)).filter((payload) => payload.status === 'delivered').length === 3 ? true : undefined,
-      20_000,
-      'the moved payloads delivered',
+      { timeoutMs: 20_000, what: 'the moved payloads delivered' },
     );
     expect((await payloadsOf(newId)).map((payload) => payload.payload_id)).toEqual(removed.map((p) => p.payload_id));
     const { rows: records } = await db.pool.query(
@@ -309,11 +297,10 @@ describe('a webhook whose url changed', () => {
     await running(newProcess);
     const runsBefore = await finishedRuns();
     await db.pool.query('insert into assets (asset_id) values (2), (3)');
-    await eventually(
-      async () => ((await finishedRuns()) >= runsBefore + 3 ? true : undefined),
-      30_000,
-      'three coalescing runs while both run',
-    );
+    await eventually(async () => ((await finishedRuns()) >= runsBefore + 3 ? true : undefined), {
+      timeoutMs: 30_000,
+      what: 'three coalescing runs while both run',
+    });
     const waiting = await payloadsOf(oldId);
     expect(waiting.length).toBeGreaterThanOrEqual(1);
     expect(waiting.filter((payload) => payload.status === 'dead_lettered')).toEqual([]);
@@ -322,8 +309,7 @@ describe('a webhook whose url changed', () => {
     // The new process's next recording (before its next coalescing run) finds the old id configured nowhere.
     await eventually(
       async () => ((await payloadsOf(oldId)).every((payload) => payload.status === 'dead_lettered') ? true : undefined),
-      20_000,
-      'the old payloads dead-lettered',
+      { timeoutMs: 20_000, what: 'the old payloads dead-lettered' },
     );
     expect(new Set((await payloadsOf(oldId)).map((payload) => payload.dead_letter_reason))).toEqual(
       new Set(['webhook_removed']),

@@ -71,11 +71,10 @@ async function pausedSince(): Promise<Date | null> {
 async function createAsset(): Promise<void> {
   const before = (await payloads()).length;
   await db.pool.query('insert into assets default values');
-  await eventually(
-    async () => ((await payloads()).length > before ? true : undefined),
-    20_000,
-    'a payload for the new asset',
-  );
+  await eventually(async () => ((await payloads()).length > before ? true : undefined), {
+    timeoutMs: 20_000,
+    what: 'a payload for the new asset',
+  });
 }
 
 describe('paused: true', () => {
@@ -89,7 +88,10 @@ describe('paused: true', () => {
     await db.pool.query('insert into assets default values');
     await db.pool.query('insert into assets default values');
     await db.pool.query('insert into assets default values');
-    await eventually(async () => ((await payloads()).length === 3 ? true : undefined), 20_000, 'three payloads');
+    await eventually(async () => ((await payloads()).length === 3 ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'three payloads',
+    });
     await receiver.waitFor(1);
     await reload({ paused: true });
     const pauseStart = (await pausedSince())!;
@@ -105,15 +107,17 @@ describe('paused: true', () => {
         );
         return rows[0]!.open === 0 && rows[0]!.retried > 0 ? true : undefined;
       },
-      20_000,
-      'the attempt in flight at the pause finished',
+      { timeoutMs: 20_000, what: 'the attempt in flight at the pause finished' },
     );
     const sentBeforePause = receiver.requests.length;
 
     // Events keep being coalesced into payloads over several runs, edits included.
     await createAsset();
     await db.pool.query("update assets set title = 'edited' where asset_id = 1");
-    await eventually(async () => ((await payloads()).length > 4 ? true : undefined), 20_000, 'a payload for the edit');
+    await eventually(async () => ((await payloads()).length > 4 ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'a payload for the edit',
+    });
     await createAsset();
     await createAsset();
 
@@ -130,8 +134,7 @@ describe('paused: true', () => {
         const { rows } = await db.pool.query<{ now: Date }>('select now()');
         return rows[0]!.now.getTime() > newest + (DEAD_LETTER_AFTER_SECONDS + 1) * 1000 ? true : undefined;
       },
-      30_000,
-      'every payload older than deadLetterAfterSeconds',
+      { timeoutMs: 30_000, what: 'every payload older than deadLetterAfterSeconds' },
     );
     // The expiry sweep every run process makes, with this document's deadLetterAfterSeconds.
     const sweeper = await testDelivery(db.pool, config({ paused: true }));
@@ -189,11 +192,10 @@ describe('paused: true', () => {
       );
     }
 
-    await eventually(
-      async () => ((await payloads()).every((p) => p.status === 'delivered') ? true : undefined),
-      30_000,
-      'every payload delivered',
-    );
+    await eventually(async () => ((await payloads()).every((p) => p.status === 'delivered') ? true : undefined), {
+      timeoutMs: 30_000,
+      what: 'every payload delivered',
+    });
     // After the requests of before the pause: each payload once, in payload order, so every event in order of occurrence.
     const sent = receiver.requests.slice(sentBeforePause);
     expect(sent.map((request) => request.body)).toEqual(made.map((p) => p.body));
@@ -220,8 +222,7 @@ describe('paused: true', () => {
         );
         return rows[0]?.excluded_by;
       },
-      20_000,
-      'the event routed',
+      { timeoutMs: 20_000, what: 'the event routed' },
     ).then((excludedBy) => expect(excludedBy).toBe('disabled'));
 
     await reload({});

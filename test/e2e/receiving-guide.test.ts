@@ -41,7 +41,10 @@ async function startExample(): Promise<number> {
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   exampleReceiver = { child, output: () => output };
-  const port = await eventually(async () => /listening on (\d+)/.exec(output)?.[1], 10_000, 'the example to listen');
+  const port = await eventually(async () => /listening on (\d+)/.exec(output)?.[1], {
+    timeoutMs: 10_000,
+    what: 'the example to listen',
+  });
   return Number(port);
 }
 
@@ -53,7 +56,9 @@ describe("docs/receiving.md's Node.js receiver", () => {
     const file = path.join(tempDirectory('aw-guide-'), 'config.yaml');
     writeFileSync(file, receiverConfig([{ id: 'guide', url, signing: { secret: 'guide-signing' } }]));
     run = startCli(['run', '--database-url', db.url, '--config', file], {
-      ASSET_WEBHOOKS_SECRET_GUIDE_SIGNING: KEY,
+      env: {
+        ASSET_WEBHOOKS_SECRET_GUIDE_SIGNING: KEY,
+      },
     });
 
     const acceptedLines = (): string[] =>
@@ -69,14 +74,12 @@ describe("docs/receiving.md's Node.js receiver", () => {
           .match(/upserted/g)?.length === 2
           ? true
           : undefined,
-      20_000,
-      `the example to upsert two assets; it printed: ${exampleReceiver!.output()}`,
+      { timeoutMs: 20_000, what: `the example to upsert two assets; it printed: ${exampleReceiver!.output()}` },
     );
     await db.pool.query('delete from assets where asset_id = 2');
     const accepted = await eventually(
       async () => (acceptedLines().some((line) => line.endsWith(': removed')) ? acceptedLines() : undefined),
-      20_000,
-      'the example to remove the purged asset',
+      { timeoutMs: 20_000, what: 'the example to remove the purged asset' },
     );
     expect(accepted.join('\n')).toMatch(/^accepted msg_\S+ with \d+ events: /);
     const { rows } = await db.pool.query<{ status: string }>('select status from asset_webhooks.payloads');

@@ -45,7 +45,7 @@ async function start(webhook: Partial<TestWebhook>): Promise<void> {
   const yaml = receiverConfig([{ id: 'crm', url: receiver.url, ...webhook }], {
     retry: { delaysSeconds: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1] },
   });
-  running = await startTestService(db.url, yaml, pino({ level: 'debug' }, sink));
+  running = await startTestService(db.url, yaml, { logger: pino({ level: 'debug' }, sink) });
 }
 
 /** Verifies with the receiver-side library, as an integrator would; throws WebhookVerificationError. */
@@ -90,8 +90,7 @@ describe('signed deliveries (signing.secret)', () => {
         );
         return rows[0]?.status === 'dead_lettered' ? true : undefined;
       },
-      20_000,
-      'the second payload dead-lettered (400)',
+      { timeoutMs: 20_000, what: 'the second payload dead-lettered (400)' },
     );
     await redeliver(db.pool, second!, 'test');
     await receiver.waitFor(4);
@@ -169,8 +168,7 @@ describe('signed deliveries (signing.secret)', () => {
         );
         return rows.length >= 2 ? rows : undefined;
       },
-      20_000,
-      'two failed attempts',
+      { timeoutMs: 20_000, what: 'two failed attempts' },
     );
     expect(failed[0]).toEqual({
       error_class: 'secret_unavailable',
@@ -187,8 +185,7 @@ describe('signed deliveries (signing.secret)', () => {
         );
         return rows[0];
       },
-      20_000,
-      'an attempt without the variable',
+      { timeoutMs: 20_000, what: 'an attempt without the variable' },
     );
     expect(unset.error_message).toMatch(/ASSET_WEBHOOKS_SECRET_CRM_SIGNING/);
 
@@ -200,8 +197,7 @@ describe('signed deliveries (signing.secret)', () => {
         const { rows } = await db.pool.query<{ status: string }>('select status from asset_webhooks.payloads');
         return rows.length === 1 && rows[0]!.status === 'delivered' ? true : undefined;
       },
-      20_000,
-      'the payload delivered',
+      { timeoutMs: 20_000, what: 'the payload delivered' },
     );
 
     const { rows: attempts } = await db.pool.query<{ text: string }>(

@@ -62,8 +62,7 @@ it(
           );
           return rows[0]!.open === 4 ? true : undefined;
         },
-        20_000,
-        'two requests open and two standbys claimed',
+        { timeoutMs: 20_000, what: 'two requests open and two standbys claimed' },
       );
       const { rows: before } = await db.pool.query<{ asset_id: number; attempts: number }>(
         `select e.asset_id::int, p.attempts from asset_webhooks.payloads p
@@ -85,8 +84,7 @@ it(
       await eventually(
         async () =>
           (await traced(events[1]!.event_id)).includes('claimed as a standby and never sent') ? true : undefined,
-        10_000,
-        'trace to say the standby was never sent',
+        { timeoutMs: 10_000, what: 'trace to say the standby was never sent' },
       );
       expect(await traced(events[0]!.event_id)).toContain('-> interrupted: its run process is gone');
 
@@ -96,8 +94,7 @@ it(
           const { rows } = await db.pool.query<{ status: string }>('select status from asset_webhooks.payloads');
           return rows.length === 4 && rows.every((row) => row.status !== 'pending') ? true : undefined;
         },
-        90_000,
-        'every payload to be delivered or dead-lettered after recovery',
+        { timeoutMs: 90_000, what: 'every payload to be delivered or dead-lettered after recovery' },
       );
 
       const { rows: attempts } = await db.pool.query<{

@@ -98,10 +98,10 @@ it('keeps one webhook-id for a retry, a redelivery, and a redelivery moved to an
   const payloadId = Number(rows[0]!.payload_id);
   const deadLettered = async (): Promise<true | undefined> =>
     (await payloadStatus(first, payloadId)) === 'dead_lettered' ? true : undefined;
-  await eventually(deadLettered, 20_000, 'the payload dead-lettered (400)');
+  await eventually(deadLettered, { timeoutMs: 20_000, what: 'the payload dead-lettered (400)' });
   await redeliver(first.pool, payloadId, 'test');
   await crm.waitFor(3, 30_000);
-  await eventually(deadLettered, 20_000, 'the redelivery dead-lettered (400)');
+  await eventually(deadLettered, { timeoutMs: 20_000, what: 'the redelivery dead-lettered (400)' });
   await redeliver(first.pool, payloadId, 'test', 'shop');
   await shop.waitFor(1, 30_000);
 

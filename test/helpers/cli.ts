@@ -9,8 +9,18 @@ export interface CliResult {
   readonly stderr: string;
 }
 
+export interface RunCliOptions {
+  /** Added to this process's environment. */
+  readonly env?: NodeJS.ProcessEnv;
+  /** The command is killed, and the promise rejected, after this long; default 60 000. */
+  readonly timeoutMs?: number;
+}
+
 /** Runs the real CLI as a child process to completion. */
-export function runCli(args: readonly string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 60_000): Promise<CliResult> {
+export function runCli(
+  args: readonly string[],
+  { env = {}, timeoutMs = 60_000 }: RunCliOptions = {},
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [cliPath, ...args], {
       env: { ...process.env, ...env },
@@ -39,12 +49,15 @@ export interface CliProcess {
   readonly exited: Promise<number | string>;
 }
 
-/** Starts the real CLI as a long-running child process (e.g. `run`), with `nodeArgs` for Node itself. */
-export function startCli(
-  args: readonly string[],
-  env: NodeJS.ProcessEnv = {},
-  nodeArgs: readonly string[] = [],
-): CliProcess {
+export interface StartCliOptions {
+  /** Added to this process's environment. */
+  readonly env?: NodeJS.ProcessEnv;
+  /** Arguments for Node itself, before the CLI's path. */
+  readonly nodeArgs?: readonly string[];
+}
+
+/** Starts the real CLI as a long-running child process (e.g. `run`). */
+export function startCli(args: readonly string[], { env = {}, nodeArgs = [] }: StartCliOptions = {}): CliProcess {
   return watchCli(
     spawn(process.execPath, [...nodeArgs, cliPath, ...args], {
       env: { ...process.env, ...env },

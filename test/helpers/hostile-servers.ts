@@ -184,7 +184,7 @@ export function informationalForever(everyMs: number): Answer {
  * a valid multi-member gzip stream (RFC 1952) that inflates to
  * megabytes × members MiB from a thousandth of that on the wire.
  */
-export function gzipBomb(megabytes: number, members: number): Buffer {
+export function gzipBomb({ megabytes, members }: { readonly megabytes: number; readonly members: number }): Buffer {
   const member = gzipSync(Buffer.alloc(megabytes * 1024 * 1024));
   return Buffer.concat(Array.from({ length: members }, () => member));
 }

@@ -88,8 +88,6 @@ export async function startTestReceiver(path = '/hook'): Promise<TestReceiver> {
   return receiver;
 }
 
-/** Polls until check() returns a value that is not undefined. */
-/** Makes the receiver answer 200 after `delayMs`, counting requests open at once; `most()` is the highest count seen. */
 export function answerAfter(receiver: TestReceiver, delayMs: number): { most(): number } {
   let open = 0;
   let most = 0;
@@ -106,10 +104,18 @@ export function answerAfter(receiver: TestReceiver, delayMs: number): { most(): 
   return { most: () => most };
 }
 
+/** How long eventually() polls, and what its timeout error names. */
+export interface EventuallyOptions {
+  /** Default 20 000. */
+  readonly timeoutMs?: number;
+  /** Named in the timeout error; default 'condition'. */
+  readonly what?: string;
+}
+
+/** Polls until check() returns a value that is not undefined; a check that throws ends the wait with its error. */
 export async function eventually<T>(
   check: () => Promise<T | undefined>,
-  timeoutMs = 20_000,
-  what = 'condition',
+  { timeoutMs = 20_000, what = 'condition' }: EventuallyOptions = {},
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

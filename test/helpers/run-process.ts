@@ -42,8 +42,7 @@ export async function untilRunning(run: CliProcess): Promise<void> {
       if (run.child.exitCode !== null) throw new Error(`run exited early:\n${run.output.stderr}`);
       return run.output.stderr.includes('asset-webhooks running') ? true : undefined;
     },
-    30_000,
-    'the run process to start',
+    { timeoutMs: 30_000, what: 'the run process to start' },
   );
 }
 

@@ -12,12 +12,18 @@ export interface TestService {
   stop(): Promise<void>;
 }
 
+export interface TestServiceOptions {
+  /** Default: a silent logger. */
+  readonly logger?: Logger;
+  /** The probe port; none unless given. */
+  readonly httpPort?: number;
+}
+
 /** Runs the real service in this process against a test database, with a configuration document. */
 export async function startTestService(
   databaseUrl: string,
   yaml: string,
-  logger: Logger = pino({ level: 'silent' }),
-  httpPort?: number,
+  { logger = pino({ level: 'silent' }), httpPort }: TestServiceOptions = {},
 ): Promise<TestService> {
   const directory = mkdtempSync(path.join(os.tmpdir(), 'aw-test-config-'));
   const configPath = path.join(directory, 'config.yaml');

@@ -146,8 +146,7 @@ describe('dead-letters redeliver --webhook', () => {
           const now = await states();
           return chosen.every((id) => now.get(id)!.status === 'delivered') ? now : undefined;
         },
-        30_000,
-        'the 50 redelivered payloads delivered',
+        { timeoutMs: 30_000, what: 'the 50 redelivered payloads delivered' },
       );
       expect([...after.entries()].filter(([, s]) => s.status === 'dead_lettered')).toHaveLength(DEAD - 50);
     },
@@ -168,8 +167,7 @@ describe('dead-letters redeliver --webhook', () => {
           const now = await states();
           return [...now.values()].every((s) => s.status === 'delivered') ? now : undefined;
         },
-        30_000,
-        'every payload delivered',
+        { timeoutMs: 30_000, what: 'every payload delivered' },
       );
       expect([...final.values()].every((s) => s.series === 2)).toBe(true);
       const {

@@ -162,14 +162,14 @@ describe('the command line refuses what it cannot answer', () => {
     const withZ = await runCli(['events', '--from', from, '--to', to, '--json', '--database-url', db.url]);
     const noOffset = await runCli(
       ['events', '--from', from.slice(0, -1), '--to', to.slice(0, -1), '--json', '--database-url', db.url],
-      { TZ: 'America/New_York' },
+      { env: { TZ: 'America/New_York' } },
     );
     // The same instant written in UTC+02:00.
     const shifted = (iso: string): string =>
       `${new Date(Date.parse(iso) + 7_200_000).toISOString().slice(0, -1)}+02:00`;
     const withOffset = await runCli(
       ['events', '--from', shifted(from), '--to', shifted(to), '--json', '--database-url', db.url],
-      { TZ: 'Asia/Tokyo' },
+      { env: { TZ: 'Asia/Tokyo' } },
     );
     expect(JSON.parse(withZ.stdout)).not.toHaveLength(0);
     expect(noOffset.stdout).toBe(withZ.stdout);

@@ -131,8 +131,10 @@ describe('a run against receivers that echo the key leaves it nowhere', () => {
     );
     const port = await freePort();
     service = startCli(['run', '--database-url', db.url, '--config', file, '--http-port', String(port)], {
-      LOG_LEVEL: 'debug',
-      ASSET_WEBHOOKS_SECRET_CRM_KEY: KEY,
+      env: {
+        LOG_LEVEL: 'debug',
+        ASSET_WEBHOOKS_SECRET_CRM_KEY: KEY,
+      },
     });
     const started = new Date(Date.now() - 60_000);
     await db.pool.query('insert into assets (asset_id) values (1)');
@@ -146,8 +148,7 @@ describe('a run against receivers that echo the key leaves it nowhere', () => {
         );
         return Number(row!.done) === paths.length ? true : undefined;
       },
-      60_000,
-      'every payload delivered or dead-lettered',
+      { timeoutMs: 60_000, what: 'every payload delivered or dead-lettered' },
     );
     const {
       rows: [attempts],

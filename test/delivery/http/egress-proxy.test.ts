@@ -30,7 +30,10 @@ async function startProxy(denyHosts: readonly string[] = []): Promise<ProxyProce
   });
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const port = await eventually(async () => /^listening (\d+)$/m.exec(output)?.[1], 10_000, 'the proxy to listen');
+  const port = await eventually(async () => /^listening (\d+)$/m.exec(output)?.[1], {
+    timeoutMs: 10_000,
+    what: 'the proxy to listen',
+  });
   return { url: `http://127.0.0.1:${port}`, child, lines: () => output.split('\n').filter((line) => line !== '') };
 }
 
@@ -109,11 +112,10 @@ describe('egress through an HTTP CONNECT proxy', () => {
     expect(classifyResponse(result)).toBe('retryable');
     // The proxy's line arrives over a pipe: wait for it, so no later test counts it as its own.
     const target = `127.0.0.1:${new URL(receiver.url).port}`;
-    await eventually(
-      async () => (connectsTo(target).includes(`REFUSED ${target}`) ? true : undefined),
-      5_000,
-      'the refusal',
-    );
+    await eventually(async () => (connectsTo(target).includes(`REFUSED ${target}`) ? true : undefined), {
+      timeoutMs: 5_000,
+      what: 'the refusal',
+    });
   });
 
   it('HTTP_PROXY is honoured when network.proxy is unset, and NO_PROXY sends directly', async () => {
@@ -159,7 +161,10 @@ describe('egress through an HTTP CONNECT proxy', () => {
     writeFileSync(file, document);
     runs.push(startCli(['run', '--database-url', db.url, '--config', file]));
     await db.pool.query('insert into assets (asset_id) values (1)');
-    await eventually(async () => (receiver.requests.length > before ? true : undefined), 20_000, 'a delivery');
+    await eventually(async () => (receiver.requests.length > before ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'a delivery',
+    });
     expect(proxy.lines().slice(seen)).toContain(`CONNECT localhost:${port}`);
   });
 });

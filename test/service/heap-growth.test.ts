@@ -57,7 +57,10 @@ describe('the heap growth limit of run', () => {
     const config = path.join(tempDirectory('aw-heap-'), 'config.yaml');
     writeFileSync(config, 'assetUpdater:\n  webhooks: []\n');
     const logLine = async (nodeArgs: string[]): Promise<{ heapGrowingPercent?: number | null; msg: string }> => {
-      const service = startCli(['run', '--database-url', db.url, '--config', config], { LOG_LEVEL: 'info' }, nodeArgs);
+      const service = startCli(['run', '--database-url', db.url, '--config', config], {
+        env: { LOG_LEVEL: 'info' },
+        nodeArgs,
+      });
       try {
         return await eventually(
           async () => {
@@ -66,8 +69,7 @@ describe('the heap growth limit of run', () => {
               ? undefined
               : (JSON.parse(line) as { heapGrowingPercent?: number | null; msg: string });
           },
-          30_000,
-          'the heap growth line',
+          { timeoutMs: 30_000, what: 'the heap growth line' },
         );
       } finally {
         service.child.kill('SIGTERM');

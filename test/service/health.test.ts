@@ -14,12 +14,10 @@ it(
   async () => {
     const proxy = await databaseProxy(new URL(db.url));
     const port = await freePort();
-    const running = await startTestService(
-      proxy.url,
-      'assetUpdater:\n  intervalSeconds: 1\n  webhooks: []\n',
-      pino({ level: 'silent' }),
-      port,
-    );
+    const running = await startTestService(proxy.url, 'assetUpdater:\n  intervalSeconds: 1\n  webhooks: []\n', {
+      logger: pino({ level: 'silent' }),
+      httpPort: port,
+    });
     const health = async (): Promise<{ status: number; body: { status: string; reason?: string } }> => {
       const response = await fetch(`http://127.0.0.1:${port}/healthz`);
       return { status: response.status, body: (await response.json()) as { status: string; reason?: string } };
@@ -32,17 +30,15 @@ it(
           const result = await health();
           return result.status === 503 ? result : undefined;
         },
-        20_000,
-        '/healthz to report 503',
+        { timeoutMs: 20_000, what: '/healthz to report 503' },
       );
       expect(down.body.status).toBe('unavailable');
       expect(down.body.reason).toMatch(/database not answering/);
       proxy.up();
-      await eventually(
-        async () => ((await health()).status === 200 ? true : undefined),
-        30_000,
-        '/healthz to return to 200',
-      );
+      await eventually(async () => ((await health()).status === 200 ? true : undefined), {
+        timeoutMs: 30_000,
+        what: '/healthz to return to 200',
+      });
     } finally {
       proxy.up();
       await running.stop();
@@ -56,12 +52,10 @@ it(
   { timeout: 90_000 },
   async () => {
     const port = await freePort();
-    const running = await startTestService(
-      db.url,
-      'assetUpdater:\n  intervalSeconds: 1\n  webhooks: []\n',
-      pino({ level: 'silent' }),
-      port,
-    );
+    const running = await startTestService(db.url, 'assetUpdater:\n  intervalSeconds: 1\n  webhooks: []\n', {
+      logger: pino({ level: 'silent' }),
+      httpPort: port,
+    });
     const get = async (
       path: string,
     ): Promise<{ status: number; body: { status: string; check?: string; reason?: string } }> => {
@@ -73,11 +67,10 @@ it(
     };
     try {
       await db.pool.query('insert into assets (asset_id) values (1)');
-      await eventually(
-        async () => ((await get('/readyz')).status === 200 ? true : undefined),
-        20_000,
-        '/readyz to answer 200',
-      );
+      await eventually(async () => ((await get('/readyz')).status === 200 ? true : undefined), {
+        timeoutMs: 20_000,
+        what: '/readyz to answer 200',
+      });
       await db.pool.query('drop view asset_webhooks.asset_state cascade');
       await db.pool.query('insert into assets (asset_id) values (2)');
       const failing = await eventually(
@@ -85,8 +78,7 @@ it(
           const result = await get('/readyz');
           return result.status === 503 ? result : undefined;
         },
-        20_000,
-        '/readyz to report 503',
+        { timeoutMs: 20_000, what: '/readyz to report 503' },
       );
       expect(failing.body).toMatchObject({
         status: 'unavailable',

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
 import { runCli, startCli, type CliProcess } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
@@ -10,23 +10,16 @@ import { databaseProxy } from '../helpers/database-proxy.js';
 import { oneEventBody } from '../helpers/payload-schema.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
+import { useCleanup } from '../helpers/cleanup.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 
 const tempDirectory = useTempDirectories();
 
 const db = useTestDatabase();
-let processes: CliProcess[] = [];
-let receivers: TestReceiver[] = [];
+const cleanup = useCleanup();
 
 beforeEach(() => resetData(db.pool));
-afterEach(async () => {
-  for (const p of processes) p.child.kill('SIGKILL');
-  await Promise.all(processes.map((p) => p.exited));
-  processes = [];
-  await Promise.all(receivers.map((r) => r.close()));
-  receivers = [];
-});
 
 function writeConfig(yaml: string): string {
   const file = path.join(tempDirectory('aw-e2e-'), 'config.yaml');
@@ -43,9 +36,11 @@ function serviceConfig(url: string): string {
 
 function run(configFile: string, extraArgs: string[] = []): CliProcess {
   const started = startCli(['run', '--database-url', db.url, '--config', configFile, ...extraArgs], {
-    LOG_LEVEL: 'info',
+    env: {
+      LOG_LEVEL: 'info',
+    },
   });
-  processes.push(started);
+  cleanup.process(started);
   return started;
 }
 
@@ -63,10 +58,13 @@ function delivered(receiver: TestReceiver): Delivered[] {
 describe('the service as operators run it', () => {
   it('delivers create, edit, version, trash, restore and purge through the reference schema', async () => {
     const receiver = await startTestReceiver();
-    receivers.push(receiver);
+    cleanup.close(receiver);
     run(writeConfig(serviceConfig(receiver.url)));
     await db.pool.query('insert into assets (asset_id, latest_atom_id) values (1, 100)');
-    await eventually(async () => (delivered(receiver).length >= 1 ? true : undefined), 20_000, 'CREATED');
+    await eventually(async () => (delivered(receiver).length >= 1 ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'CREATED',
+    });
     await db.pool.query("update assets set title = 'a' where asset_id = 1");
     await db.pool.query("update assets set title = 'b' where asset_id = 1");
     await db.pool.query(
@@ -74,17 +72,15 @@ describe('the service as operators run it', () => {
     );
     await db.pool.query('update assets set trashed_at = now() where asset_id = 1');
     await db.pool.query('update assets set trashed_at = null where asset_id = 1');
-    await eventually(
-      async () => (delivered(receiver).some((e) => e.eventType === 'DELETED') ? true : undefined),
-      20_000,
-      'DELETED',
-    );
+    await eventually(async () => (delivered(receiver).some((e) => e.eventType === 'DELETED') ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'DELETED',
+    });
     await db.pool.query('delete from assets where asset_id = 1');
-    await eventually(
-      async () => (delivered(receiver).some((e) => e.eventType === 'PURGED') ? true : undefined),
-      20_000,
-      'PURGED',
-    );
+    await eventually(async () => (delivered(receiver).some((e) => e.eventType === 'PURGED') ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'PURGED',
+    });
     const types = delivered(receiver).map((e) => e.eventType);
     expect(types[0]).toBe('CREATED');
     expect(types.at(-1)).toBe('PURGED');
@@ -95,7 +91,7 @@ describe('the service as operators run it', () => {
 
   it('exits 0 on SIGTERM during a slow delivery, with the payload delivered, not lost', async () => {
     const slow = await startTestReceiver();
-    receivers.push(slow);
+    cleanup.close(slow);
     slow.respond = () => new Promise<number>((resolve) => setTimeout(() => resolve(200), 1500));
     const proc = run(writeConfig(serviceConfig(slow.url)));
     await db.pool.query('insert into assets (asset_id) values (1)');
@@ -108,7 +104,7 @@ describe('the service as operators run it', () => {
 
   it('delivers to its enabled webhooks after another run process with a different configuration has come and gone', async () => {
     const receiver = await startTestReceiver();
-    receivers.push(receiver);
+    cleanup.close(receiver);
     const first = run(writeConfig(serviceConfig(receiver.url)));
     await db.pool.query('insert into assets (asset_id) values (1)');
     await receiver.waitFor(1);
@@ -122,17 +118,15 @@ describe('the service as operators run it', () => {
         );
         return rows[0]?.enabled === false ? true : undefined;
       },
-      20_000,
-      'crm disabled by the other process',
+      { timeoutMs: 20_000, what: 'crm disabled by the other process' },
     );
     other.child.kill('SIGTERM');
     expect(await other.exited).toBe(0);
     await db.pool.query('insert into assets (asset_id) values (2)');
-    await eventually(
-      async () => (delivered(receiver).some((e) => e.assetId === 2) ? true : undefined),
-      20_000,
-      'asset 2 delivered to crm',
-    );
+    await eventually(async () => (delivered(receiver).some((e) => e.assetId === 2) ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'asset 2 delivered to crm',
+    });
     // Restored: crm enabled again, shop (not in this process's document) disabled.
     expect(first.output.stderr).toMatch(
       /"webhooks":\["crm","shop"\].*asset_webhooks\.webhooks differed from this process's configuration/,
@@ -141,7 +135,7 @@ describe('the service as operators run it', () => {
 
   it('does not die of a SIGHUP that arrives while the command line is still loading its modules', async () => {
     const receiver = await startTestReceiver();
-    receivers.push(receiver);
+    cleanup.close(receiver);
     const configFile = writeConfig(serviceConfig(receiver.url));
     // A module loader hook (a test's own, through NODE_OPTIONS) holds the
     // loading of dist/cli/main.js until a file appears: the signal then lands
@@ -167,32 +161,32 @@ export async function load(url, context, nextLoad) {
       `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`,
     );
     const held = startCli(['run', '--database-url', db.url, '--config', configFile], {
-      LOG_LEVEL: 'info',
-      NODE_OPTIONS: `--import ${pathToFileURL(register).href}`,
+      env: {
+        LOG_LEVEL: 'info',
+        NODE_OPTIONS: `--import ${pathToFileURL(register).href}`,
+      },
     });
-    processes.push(held);
-    await eventually(
-      async () => (held.output.stderr.includes('loading held') ? true : undefined),
-      20_000,
-      'the loading of main.js to be held',
-    );
+    cleanup.process(held);
+    await eventually(async () => (held.output.stderr.includes('loading held') ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'the loading of main.js to be held',
+    });
     held.child.kill('SIGHUP');
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(held.child.exitCode, held.output.stderr).toBeNull();
     expect(held.child.signalCode).toBeNull();
     writeFileSync(release, '');
-    await eventually(
-      async () => (held.output.stderr.includes('configuration reloaded') ? true : undefined),
-      20_000,
-      'the held SIGHUP applied once up',
-    );
+    await eventually(async () => (held.output.stderr.includes('configuration reloaded') ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'the held SIGHUP applied once up',
+    });
     held.child.kill('SIGTERM');
     expect(await held.exited, held.output.stderr).toBe(0);
   });
 
   it("sends a pending payload that nothing announced (a lost wake-up): the delivery pump's poll finds it", async () => {
     const receiver = await startTestReceiver();
-    receivers.push(receiver);
+    cleanup.close(receiver);
     run(writeConfig(serviceConfig(receiver.url)));
     await db.pool.query('insert into assets (asset_id) values (1)');
     await receiver.waitFor(1, 20_000);
@@ -205,8 +199,7 @@ export async function load(url, context, nextLoad) {
         );
         return rows[0]!.n === 0 ? true : undefined;
       },
-      20_000,
-      'the first payload to be settled',
+      { timeoutMs: 20_000, what: 'the first payload to be settled' },
     );
     await eventually(
       async () => {
@@ -215,8 +208,7 @@ export async function load(url, context, nextLoad) {
         );
         return rows[0]!.second < 40 ? true : undefined;
       },
-      30_000,
-      'a moment away from the minute boundary',
+      { timeoutMs: 30_000, what: 'a moment away from the minute boundary' },
     );
     // Waiting, and no NOTIFY: as a payload whose wake-up was lost is left.
     const body = oneEventBody();
@@ -231,25 +223,29 @@ export async function load(url, context, nextLoad) {
 
   it('takes SIGHUP and SIGTERM during start-up: the reload is applied once it is up, the stop exits 0', async () => {
     const receiver = await startTestReceiver();
-    receivers.push(receiver);
+    cleanup.close(receiver);
     const configFile = writeConfig(serviceConfig(receiver.url));
     // The database answers nothing until up(): start-up waits in its first query.
     const proxy = await databaseProxy(new URL(db.url));
     try {
       proxy.hold();
-      const reloaded = startCli(['run', '--database-url', proxy.url, '--config', configFile], { LOG_LEVEL: 'info' });
-      processes.push(reloaded);
-      await eventually(async () => (proxy.accepted > 0 ? true : undefined), 20_000, 'start-up reached the database');
+      const reloaded = startCli(['run', '--database-url', proxy.url, '--config', configFile], {
+        env: { LOG_LEVEL: 'info' },
+      });
+      cleanup.process(reloaded);
+      await eventually(async () => (proxy.accepted > 0 ? true : undefined), {
+        timeoutMs: 20_000,
+        what: 'start-up reached the database',
+      });
       reloaded.child.kill('SIGHUP');
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(reloaded.child.exitCode, reloaded.output.stderr).toBeNull();
       expect(reloaded.child.signalCode).toBeNull();
       proxy.up();
-      await eventually(
-        async () => (reloaded.output.stderr.includes('configuration reloaded') ? true : undefined),
-        20_000,
-        'reloaded after start-up',
-      );
+      await eventually(async () => (reloaded.output.stderr.includes('configuration reloaded') ? true : undefined), {
+        timeoutMs: 20_000,
+        what: 'reloaded after start-up',
+      });
       await db.pool.query('insert into assets (asset_id) values (1)');
       await receiver.waitFor(1);
       // Gone before the next process starts: only that one's start-up may count as reaching the database.
@@ -258,13 +254,14 @@ export async function load(url, context, nextLoad) {
 
       proxy.hold();
       const accepted = proxy.accepted;
-      const stopped = startCli(['run', '--database-url', proxy.url, '--config', configFile], { LOG_LEVEL: 'info' });
-      processes.push(stopped);
-      await eventually(
-        async () => (proxy.accepted > accepted ? true : undefined),
-        20_000,
-        'start-up reached the database',
-      );
+      const stopped = startCli(['run', '--database-url', proxy.url, '--config', configFile], {
+        env: { LOG_LEVEL: 'info' },
+      });
+      cleanup.process(stopped);
+      await eventually(async () => (proxy.accepted > accepted ? true : undefined), {
+        timeoutMs: 20_000,
+        what: 'start-up reached the database',
+      });
       stopped.child.kill('SIGTERM');
       await new Promise((resolve) => setTimeout(resolve, 300));
       proxy.up();
@@ -274,13 +271,14 @@ export async function load(url, context, nextLoad) {
       // A database that never answers: the second Ctrl-C ends the wait.
       proxy.hold();
       const acceptedBefore = proxy.accepted;
-      const hung = startCli(['run', '--database-url', proxy.url, '--config', configFile], { LOG_LEVEL: 'info' });
-      processes.push(hung);
-      await eventually(
-        async () => (proxy.accepted > acceptedBefore ? true : undefined),
-        20_000,
-        'start-up reached the database',
-      );
+      const hung = startCli(['run', '--database-url', proxy.url, '--config', configFile], {
+        env: { LOG_LEVEL: 'info' },
+      });
+      cleanup.process(hung);
+      await eventually(async () => (proxy.accepted > acceptedBefore ? true : undefined), {
+        timeoutMs: 20_000,
+        what: 'start-up reached the database',
+      });
       hung.child.kill('SIGINT');
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(hung.child.exitCode).toBeNull();
@@ -295,18 +293,17 @@ export async function load(url, context, nextLoad) {
 
   it('keeps running on the old configuration after SIGHUP with a broken document', async () => {
     const receiver = await startTestReceiver();
-    receivers.push(receiver);
+    cleanup.close(receiver);
     const file = writeConfig(serviceConfig(receiver.url));
     const proc = run(file);
     await db.pool.query('insert into assets (asset_id) values (1)');
     await receiver.waitFor(1);
     writeFileSync(file, 'assetUpdater:\n  webhooks: [ { url: 12 } ]\n');
     proc.child.kill('SIGHUP');
-    await eventually(
-      async () => (proc.output.stderr.includes('configuration not reloaded') ? true : undefined),
-      10_000,
-      'the reload error',
-    );
+    await eventually(async () => (proc.output.stderr.includes('configuration not reloaded') ? true : undefined), {
+      timeoutMs: 10_000,
+      what: 'the reload error',
+    });
     await db.pool.query('insert into assets (asset_id) values (2)');
     await receiver.waitFor(2);
     expect(proc.child.exitCode).toBeNull();
@@ -314,16 +311,15 @@ export async function load(url, context, nextLoad) {
 
   it('applies an intervalSeconds changed by SIGHUP without a restart', async () => {
     const receiver = await startTestReceiver();
-    receivers.push(receiver);
+    cleanup.close(receiver);
     const hourly = receiverConfig([{ id: 'crm', url: receiver.url }], { intervalSeconds: 3600 });
     const file = writeConfig(hourly);
     const startedAt = Date.now();
     const proc = run(file);
-    await eventually(
-      async () => (proc.output.stderr.includes('asset-webhooks running') ? true : undefined),
-      20_000,
-      'the service to start',
-    );
+    await eventually(async () => (proc.output.stderr.includes('asset-webhooks running') ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'the service to start',
+    });
     await db.pool.query('insert into assets (asset_id) values (1)');
     // Started mid-hour, the service waits for the next whole hour: no run yet.
     await new Promise((resolve) => setTimeout(resolve, 3000));
@@ -345,7 +341,7 @@ export async function load(url, context, nextLoad) {
 
   it('serves /metrics in Prometheus format that moves with deliveries, and /healthz', async () => {
     const receiver = await startTestReceiver();
-    receivers.push(receiver);
+    cleanup.close(receiver);
     const port = await freePort();
     run(writeConfig(serviceConfig(receiver.url)), ['--http-port', String(port)]);
     const health = await eventually(
@@ -357,8 +353,7 @@ export async function load(url, context, nextLoad) {
           return undefined;
         }
       },
-      20_000,
-      '/healthz',
+      { timeoutMs: 20_000, what: '/healthz' },
     );
     expect(health).toEqual({ status: 'ok' });
     await db.pool.query('truncate asset_webhooks.capture_errors');
@@ -374,8 +369,7 @@ export async function load(url, context, nextLoad) {
           ? body
           : undefined;
       },
-      10_000,
-      'the delivery to show in /metrics',
+      { timeoutMs: 10_000, what: 'the delivery to show in /metrics' },
     );
     expect(text).toMatch(/# TYPE asset_webhooks_events_coalesced_total counter/);
     expect(text).toMatch(/asset_webhooks_outbox_backlog_rows \d+/);
@@ -392,8 +386,7 @@ export async function load(url, context, nextLoad) {
           /\nasset_webhooks_capture_gaps 1\n/.test(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text())
             ? true
             : undefined,
-        5_000,
-        'the disabled trigger to show in /metrics',
+        { timeoutMs: 5_000, what: 'the disabled trigger to show in /metrics' },
       );
     } finally {
       await db.pool.query('alter table public.asset_keywords enable always trigger asset_webhooks_capture_insert');
@@ -442,8 +435,7 @@ export async function load(url, context, nextLoad) {
           '--http-port',
           String(port),
         ],
-        {},
-        20_000,
+        { env: {}, timeoutMs: 20_000 },
       );
       expect(result.code).toBe(1);
       expect(result.stderr.trim().split('\n')).toEqual([
@@ -469,7 +461,10 @@ export async function load(url, context, nextLoad) {
     try {
       await run.query('begin isolation level repeatable read');
       await run.query('select count(*) from asset_webhooks.asset_state');
-      const migrating = runCli(['migrate', '--binding', 'reference', '--database-url', db.url], {}, 60_000);
+      const migrating = runCli(['migrate', '--binding', 'reference', '--database-url', db.url], {
+        env: {},
+        timeoutMs: 60_000,
+      });
       await eventually(
         async () => {
           const { rows } = await db.pool.query<{ n: number }>(
@@ -477,8 +472,7 @@ export async function load(url, context, nextLoad) {
           );
           return (rows[0]?.n ?? 0) > 0 ? true : undefined;
         },
-        20_000,
-        'migrate waiting for its lock',
+        { timeoutMs: 20_000, what: 'migrate waiting for its lock' },
       );
       // Without short lock tries this insert queued behind migrate until the run ended.
       const writer = await db.pool.connect();

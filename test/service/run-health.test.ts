@@ -94,7 +94,10 @@ it(
     const blocker = await db.pool.connect();
     try {
       await untilRunning(run);
-      await eventually(async () => ((await readyz()).status === 200 ? true : undefined), 30_000, '/readyz 200');
+      await eventually(async () => ((await readyz()).status === 200 ? true : undefined), {
+        timeoutMs: 30_000,
+        what: '/readyz 200',
+      });
       // graphile-worker can neither take nor add a job while this lock is held:
       // no coalescing run starts, and the last one that has an outcome succeeded.
       await blocker.query('begin');
@@ -104,15 +107,17 @@ it(
           const answer = await readyz();
           return answer.status === 503 ? answer : undefined;
         },
-        60_000,
-        '/readyz 503 while no coalescing run starts',
+        { timeoutMs: 60_000, what: '/readyz 503 while no coalescing run starts' },
       );
       expect(stalled.body).toMatchObject({
         check: 'coalescing',
         reason: expect.stringMatching(/^no coalescing run has started for \d+s, expected one every 1s/),
       });
       await blocker.query('rollback');
-      await eventually(async () => ((await readyz()).status === 200 ? true : undefined), 30_000, '/readyz 200 again');
+      await eventually(async () => ((await readyz()).status === 200 ? true : undefined), {
+        timeoutMs: 30_000,
+        what: '/readyz 200 again',
+      });
       expect(await stopRun(run)).toBe(0);
     } finally {
       await blocker.query('rollback').catch(() => {});

@@ -29,13 +29,12 @@ describe('the default 60-second interval', () => {
     directory = mkdtempSync(path.join(os.tmpdir(), 'aw-cron-'));
     const configFile = path.join(directory, 'config.yaml');
     writeFileSync(configFile, receiverConfig([{ id: 'crm', url: receiver.url }], { intervalSeconds: null }));
-    service = startCli(['run', '--database-url', db.url, '--config', configFile], { LOG_LEVEL: 'info' });
+    service = startCli(['run', '--database-url', db.url, '--config', configFile], { env: { LOG_LEVEL: 'info' } });
     const started = service;
-    await eventually(
-      async () => (started.output.stderr.includes('asset-webhooks running') ? true : undefined),
-      20_000,
-      'the service to start',
-    );
+    await eventually(async () => (started.output.stderr.includes('asset-webhooks running') ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'the service to start',
+    });
     expect(started.output.stderr).toContain('"intervalSeconds":60');
 
     const insertStartedAt = Date.now();

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
-import { badDocuments, twoWebhooks, valid } from './bad-documents.js';
+import { badDocuments, twoWebhooks, valid } from '../config/bad-documents.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 
 const tempDirectory = useTempDirectories();
@@ -111,14 +111,14 @@ describe('check-config refuses each class of bad document with the exact path (r
       /config-\d+\.yaml:200001:1: expected a document of at most 200000 lines, got more$/,
     ],
   ] as const)('%s, refused within seconds naming the limit', async ([, text, expected], { expect }) => {
-    const result = await runCli(['check-config', file(text)], {}, 15_000);
+    const result = await runCli(['check-config', file(text)], { env: {}, timeoutMs: 15_000 });
     expect(result.code).toBe(1);
     expect(result.stderr.trim()).toMatch(expected);
   });
 
   it.concurrent('a mapping of 49000 keys, checked without comparing every key with every other', async ({ expect }) => {
     const keys = Array.from({ length: 49_000 }, (_, index) => `X-K${index}: v`).join(', ');
-    const result = await runCli(['check-config', file(valid(`headers: { ${keys} }`))], {}, 20_000);
+    const result = await runCli(['check-config', file(valid(`headers: { ${keys} }`))], { env: {}, timeoutMs: 20_000 });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('expected at most 16384 bytes of headers in all');
   });
@@ -196,10 +196,10 @@ describe('check-config on a valid document', () => {
   it.concurrent('takes the file from --config, or else from ASSET_WEBHOOKS_CONFIG', async ({ expect }) => {
     const good = file(valid('id: from-option'));
     const other = file(valid('id: from-env'));
-    const byOption = await runCli(['check-config', '--config', good], { ASSET_WEBHOOKS_CONFIG: other });
+    const byOption = await runCli(['check-config', '--config', good], { env: { ASSET_WEBHOOKS_CONFIG: other } });
     expect(byOption.code).toBe(0);
     expect(byOption.stdout).toContain('from-option');
-    const byEnv = await runCli(['check-config'], { ASSET_WEBHOOKS_CONFIG: other });
+    const byEnv = await runCli(['check-config'], { env: { ASSET_WEBHOOKS_CONFIG: other } });
     expect(byEnv.code).toBe(0);
     expect(byEnv.stdout).toContain('from-env');
   });
@@ -219,7 +219,7 @@ describe('check-config on a valid document', () => {
   );
 
   it.concurrent('without a file, --config or ASSET_WEBHOOKS_CONFIG: exit 1 naming both', async ({ expect }) => {
-    const result = await runCli(['check-config'], { ASSET_WEBHOOKS_CONFIG: undefined });
+    const result = await runCli(['check-config'], { env: { ASSET_WEBHOOKS_CONFIG: undefined } });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(
       '--config: expected a configuration file (or the environment variable ASSET_WEBHOOKS_CONFIG), got nothing',

@@ -96,11 +96,10 @@ it(
       first.child.kill('SIGKILL');
       await first.exited;
       // PostgreSQL ends the dead process's sessions, and its lease with them.
-      await eventually(
-        async () => ((await processGone(processId)) ? true : undefined),
-        10_000,
-        "the killed process's lease to be free",
-      );
+      await eventually(async () => ((await processGone(processId)) ? true : undefined), {
+        timeoutMs: 10_000,
+        what: "the killed process's lease to be free",
+      });
       expect((await runCli(['trace', eventId, '--database-url', db.url])).stdout).toContain(
         '-> interrupted: its run process is gone',
       );
@@ -131,8 +130,7 @@ it(
           const { rows } = await db.pool.query<{ status: string }>('select status from asset_webhooks.payloads');
           return rows.every((row) => row.status === 'delivered') ? true : undefined;
         },
-        30_000,
-        'the payload to be delivered by the second process',
+        { timeoutMs: 30_000, what: 'the payload to be delivered by the second process' },
       );
       expect(receiver.requests).toHaveLength(2);
       expect(receiver.requests[1]!.body).toBe(receiver.requests[0]!.body);
@@ -208,8 +206,7 @@ it(
           );
           return rows[0]!.status === 'delivered' ? true : undefined;
         },
-        30_000,
-        'the recovered payload to be delivered',
+        { timeoutMs: 30_000, what: 'the recovered payload to be delivered' },
       );
       const { rows: attempts } = await db.pool.query(
         'select attempt_no, outcome, error_class, process_id = $2 as dead from asset_webhooks.attempts where payload_id = $1 order by attempt_no',
@@ -237,16 +234,14 @@ it(
       await db.pool.query(
         "select pg_terminate_backend(pid) from pg_stat_activity where application_name like 'asset-webhooks lease %' and datname = current_database()",
       );
-      await eventually(
-        async () => ((await processGone(processId)) ? true : undefined),
-        10_000,
-        'the lease to be lost with its connection',
-      );
-      await eventually(
-        async () => ((await processGone(processId)) ? undefined : true),
-        10_000,
-        'the lease to be held again',
-      );
+      await eventually(async () => ((await processGone(processId)) ? true : undefined), {
+        timeoutMs: 10_000,
+        what: 'the lease to be lost with its connection',
+      });
+      await eventually(async () => ((await processGone(processId)) ? undefined : true), {
+        timeoutMs: 10_000,
+        what: 'the lease to be held again',
+      });
     } finally {
       await lease.release();
     }
@@ -326,16 +321,14 @@ it(
       expect(await processGone(processId)).toBe(false);
       // The server ends the session and frees the lock; the lease's socket hears nothing.
       proxy.silence();
-      await eventually(
-        async () => ((await processGone(processId)) ? true : undefined),
-        10_000,
-        'the server to free the lock',
-      );
-      await eventually(
-        async () => ((await processGone(processId)) ? undefined : true),
-        10_000,
-        'the lease to be held again',
-      );
+      await eventually(async () => ((await processGone(processId)) ? true : undefined), {
+        timeoutMs: 10_000,
+        what: 'the server to free the lock',
+      });
+      await eventually(async () => ((await processGone(processId)) ? undefined : true), {
+        timeoutMs: 10_000,
+        what: 'the lease to be held again',
+      });
       expect(lease.heldForMs()).toBeGreaterThan(0);
     } finally {
       await lease.release();

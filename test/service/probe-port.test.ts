@@ -93,11 +93,10 @@ async function deliverAssets(receiver: TestReceiver, first: number, count: numbe
         .map((event) => event.assetId)
         .filter((id) => id >= first && id < first + count),
     );
-  await eventually(
-    async () => (delivered().length >= count ? true : undefined),
+  await eventually(async () => (delivered().length >= count ? true : undefined), {
     timeoutMs,
-    `${count} assets delivered`,
-  );
+    what: `${count} assets delivered`,
+  });
   expect(delivered().sort((a, b) => a - b)).toEqual(Array.from({ length: count }, (_, i) => first + i));
 }
 
@@ -225,21 +224,19 @@ it(
       expect(held).toBeGreaterThan(0);
       expect(held).toBeLessThanOrEqual(64);
       // The others are closed once the header timeout has passed without a request.
-      await eventually(
-        async () => (openCount(sockets) === 0 ? true : undefined),
-        15_000,
-        'every idle connection closed',
-      );
+      await eventually(async () => (openCount(sockets) === 0 ? true : undefined), {
+        timeoutMs: 15_000,
+        what: 'every idle connection closed',
+      });
       // A connection left idle after a request is closed too (keep-alive timeout).
       const kept = await idleSockets(port, 1);
       kept[0]!.write('GET /livez HTTP/1.1\r\nhost: x\r\n\r\n');
       await new Promise((resolve) => setTimeout(resolve, 500));
       expect(openCount(kept)).toBe(1);
-      await eventually(
-        async () => (openCount(kept) === 0 ? true : undefined),
-        15_000,
-        'the kept-alive connection closed',
-      );
+      await eventually(async () => (openCount(kept) === 0 ? true : undefined), {
+        timeoutMs: 15_000,
+        what: 'the kept-alive connection closed',
+      });
       expect((await fetch(`http://127.0.0.1:${port}/livez`)).status).toBe(200);
     } finally {
       for (const socket of sockets) socket.destroy();

@@ -56,7 +56,7 @@ beforeAll(async () => {
 });
 
 const explain = (args: readonly string[], env: NodeJS.ProcessEnv = {}) =>
-  runCli(['explain', ...args, '--config', configFile, '--database-url', db.url], env);
+  runCli(['explain', ...args, '--config', configFile, '--database-url', db.url], { env });
 
 describe('explain evaluates a webhook against an asset in the database', () => {
   it.concurrent.for([
@@ -161,7 +161,9 @@ describe('explain evaluates a webhook against an asset in the database', () => {
 
   it('reads the configuration from ASSET_WEBHOOKS_CONFIG when --config is not given', async () => {
     const result = await runCli(['explain', '--webhook', 'shop', '--asset', '7001', '--database-url', db.url], {
-      ASSET_WEBHOOKS_CONFIG: configFile,
+      env: {
+        ASSET_WEBHOOKS_CONFIG: configFile,
+      },
     });
     expect(result.code).toBe(0);
     expect(result.stdout).toContain('=> delivered');
@@ -185,7 +187,9 @@ describe('explain refuses what it cannot evaluate', () => {
 
   it('no configuration at all: exit 1, naming --config and ASSET_WEBHOOKS_CONFIG', async () => {
     const result = await runCli(['explain', '--webhook', 'shop', '--asset', '7001', '--database-url', db.url], {
-      ASSET_WEBHOOKS_CONFIG: undefined,
+      env: {
+        ASSET_WEBHOOKS_CONFIG: undefined,
+      },
     });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(

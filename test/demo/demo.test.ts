@@ -25,7 +25,7 @@ it('npm run demo -- --duration 20 delivers to both receivers and leaves nothing 
   const before = new Set(embeddedDirectories());
   const processesBefore = new Set(postgresProcesses());
   // DATABASE_URL names a real database here: the plain demo must not use it.
-  const result = await runCli(['demo', '--duration', '20'], { DATABASE_URL: db.url }, 120_000);
+  const result = await runCli(['demo', '--duration', '20'], { env: { DATABASE_URL: db.url }, timeoutMs: 120_000 });
   expect(result.code).toBe(0);
   const summary = /receivers got: crm (\d+) events in (\d+) payloads, shop (\d+) events in (\d+) payloads/.exec(
     result.stdout,
@@ -41,7 +41,10 @@ it('npm run demo -- --duration 20 delivers to both receivers and leaves nothing 
 }, 150_000);
 
 it('demo --database-url runs in the empty database given, keeps its tables there, and refuses a database that has asset tables', async () => {
-  const result = await runCli(['demo', '--database-url', db.url, '--duration', '10'], { DATABASE_URL: '' }, 120_000);
+  const result = await runCli(['demo', '--database-url', db.url, '--duration', '10'], {
+    env: { DATABASE_URL: '' },
+    timeoutMs: 120_000,
+  });
   expect(result.code, result.stdout + result.stderr).toBe(0);
   const summary = /receivers got: crm (\d+) events in (\d+) payloads/.exec(result.stdout);
   expect(summary, result.stdout + result.stderr).not.toBeNull();
@@ -55,7 +58,7 @@ it('demo --database-url runs in the empty database given, keeps its tables there
   );
   expect(rows[0]!.delivered).toBe(Number(summary![2]));
 
-  const again = await runCli(['demo', '--database-url', db.url, '--duration', '5'], {}, 60_000);
+  const again = await runCli(['demo', '--database-url', db.url, '--duration', '5'], { env: {}, timeoutMs: 60_000 });
   expect(again.code).toBe(1);
   expect(again.stderr.trim()).toMatch(
     /^--database-url: expected an empty database for the demo .*, got .* with schema asset_webhooks, (table asset_\w+, )*table assets$/,
@@ -83,11 +86,10 @@ it('Ctrl-C in a terminal (SIGINT to the whole process group) stops the demo clea
   );
   // Until something was delivered to both receivers, so the summary has figures to show.
   const delivered = /\n\s*shop\s+[1-9]/;
-  await eventually(
-    async () => (delivered.test(stdout) ? true : undefined),
-    90_000,
-    'a delivery to the shop receiver',
-  ).catch(() => undefined);
+  await eventually(async () => (delivered.test(stdout) ? true : undefined), {
+    timeoutMs: 90_000,
+    what: 'a delivery to the shop receiver',
+  }).catch(() => undefined);
   expect(stdout, stdout + stderr).toMatch(delivered);
   // Not a terminal: the commands to try are printed once, with the files they need.
   expect(stdout.match(/Try, in another terminal:/g)).toHaveLength(1);

@@ -39,11 +39,10 @@ async function statusesOf(webhookId: string): Promise<Array<{ status: string; re
 }
 
 async function running(process: CliProcess): Promise<void> {
-  await eventually(
-    async () => (process.output.stderr.includes('asset-webhooks running') ? true : undefined),
-    30_000,
-    'the run process to start',
-  );
+  await eventually(async () => (process.output.stderr.includes('asset-webhooks running') ? true : undefined), {
+    timeoutMs: 30_000,
+    what: 'the run process to start',
+  });
 }
 
 it(
@@ -80,7 +79,7 @@ it(
     const proxy = await databaseProxy(new URL(db.url));
     const processes: CliProcess[] = [];
     const run = (url: string, config: string): CliProcess => {
-      const started = startCli(['run', '--database-url', url, '--config', config], { LOG_LEVEL: 'info' });
+      const started = startCli(['run', '--database-url', url, '--config', config], { env: { LOG_LEVEL: 'info' } });
       processes.push(started);
       return started;
     };
@@ -106,11 +105,10 @@ it(
 
       // The old process's connections, its lease's among them, are lost for a few seconds.
       proxy.down();
-      await eventually(
-        async () => ((await processGone(oldId)) ? true : undefined),
-        10_000,
-        "the old process's lease to be free",
-      );
+      await eventually(async () => ((await processGone(oldId)) ? true : undefined), {
+        timeoutMs: 10_000,
+        what: "the old process's lease to be free",
+      });
       const cutAt = Date.now();
       await sleep(2_000);
       expect(await statusesOf('b')).toEqual([{ status: 'pending', reason: null }]);
@@ -121,11 +119,10 @@ it(
       );
       expect(seenFree).toEqual([{ free: true }]);
       proxy.up();
-      await eventually(
-        async () => ((await processGone(oldId)) ? undefined : true),
-        20_000,
-        'the old process to take its lease again',
-      );
+      await eventually(async () => ((await processGone(oldId)) ? undefined : true), {
+        timeoutMs: 20_000,
+        what: 'the old process to take its lease again',
+      });
       expect(oldProcess.child.exitCode).toBeNull();
 
       // Past the grace since the lease was first found free, with recordings every second: nothing removed.
@@ -146,8 +143,7 @@ it(
       } = await db.pool.query<{ at: Date }>('select now() as at');
       await eventually(
         async () => ((await statusesOf('b')).every((payload) => payload.status === 'dead_lettered') ? true : undefined),
-        40_000,
-        "b's payload to be dead-lettered once the old process is gone",
+        { timeoutMs: 40_000, what: "b's payload to be dead-lettered once the old process is gone" },
       );
       expect(await statusesOf('b')).toEqual([{ status: 'dead_lettered', reason: 'webhook_removed' }]);
       const {

@@ -1,40 +1,35 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, renameSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
 import { startCli, type CliProcess } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
+import { useCleanup } from '../helpers/cleanup.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 const tempDirectory = useTempDirectories();
 const db = useTestDatabase();
-let processes: CliProcess[] = [];
-let receivers: TestReceiver[] = [];
+const cleanup = useCleanup();
 
 beforeEach(() => resetData(db.pool));
-afterEach(async () => {
-  for (const p of processes) p.child.kill('SIGKILL');
-  await Promise.all(processes.map((p) => p.exited));
-  processes = [];
-  await Promise.all(receivers.map((r) => r.close()));
-  receivers = [];
-});
 
 async function receiver(): Promise<TestReceiver> {
   const started = await startTestReceiver();
-  receivers.push(started);
+  cleanup.close(started);
   return started;
 }
 
 function run(configFile: string, extraArgs: string[] = ['--watch-config']): CliProcess {
   const started = startCli(['run', '--database-url', db.url, '--config', configFile, ...extraArgs], {
-    LOG_LEVEL: 'info',
+    env: {
+      LOG_LEVEL: 'info',
+    },
   });
-  processes.push(started);
+  cleanup.process(started);
   return started;
 }
 
@@ -50,11 +45,10 @@ function count(text: string, what: string): number {
 
 /** Waits for the `n`th occurrence of a log message of the process. */
 async function logged(proc: CliProcess, message: string, n = 1): Promise<void> {
-  await eventually(
-    async () => (count(proc.output.stderr, `"msg":"${message}"`) >= n ? true : undefined),
-    20_000,
-    `${n} × "${message}"`,
-  );
+  await eventually(async () => (count(proc.output.stderr, `"msg":"${message}"`) >= n ? true : undefined), {
+    timeoutMs: 20_000,
+    what: `${n} × "${message}"`,
+  });
 }
 
 /**
@@ -141,11 +135,10 @@ describe('run --watch-config', () => {
     writeFileSync(file, 'assetUpdater:\n  webhooks: [ { url: "not a url", enabled: true } ]\n');
     await logged(proc, 'invalid configuration: keeping the one in use');
     await db.pool.query('insert into assets (asset_id) values (3)');
-    await eventually(
-      async () => (assetIds(crm).includes(3) && assetIds(shop).includes(3) ? true : undefined),
-      20_000,
-      'asset 3 at both',
-    );
+    await eventually(async () => (assetIds(crm).includes(3) && assetIds(shop).includes(3) ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'asset 3 at both',
+    });
     expect(count(proc.output.stderr, '"msg":"configuration reloaded"')).toBe(1);
 
     // Fixed: reloaded again, and shop disabled this time.
@@ -158,7 +151,10 @@ describe('run --watch-config', () => {
     );
     await logged(proc, 'configuration reloaded', 2);
     await db.pool.query('insert into assets (asset_id) values (4)');
-    await eventually(async () => (assetIds(crm).includes(4) ? true : undefined), 20_000, 'asset 4 at crm');
+    await eventually(async () => (assetIds(crm).includes(4) ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'asset 4 at crm',
+    });
     // Coalesced after the reload: no payload for shop was made of it.
     const { rows } = await db.pool.query<{ n: number }>(
       "select count(*)::int as n from asset_webhooks.payloads where webhook_id = 'shop'",
@@ -178,7 +174,10 @@ describe('run --watch-config when the path holds something other than a configur
 
   /** Waits for the metric to read `value`: /metrics serves one rendering for up to a second. */
   async function metricBecomes(port: number, name: string, value: number): Promise<void> {
-    await eventually(async () => ((await metric(port, name)) === value ? true : undefined), 5_000, `${name} ${value}`);
+    await eventually(async () => ((await metric(port, name)) === value ? true : undefined), {
+      timeoutMs: 5_000,
+      what: `${name} ${value}`,
+    });
   }
 
   it.for([
@@ -212,11 +211,10 @@ describe('run --watch-config when the path holds something other than a configur
       }
       // Still delivering with the configuration in use.
       await db.pool.query('insert into assets (asset_id) values (2)');
-      await eventually(
-        async () => (assetIds(before).includes(2) ? true : undefined),
-        20_000,
-        'asset 2 at the first receiver',
-      );
+      await eventually(async () => (assetIds(before).includes(2) ? true : undefined), {
+        timeoutMs: 20_000,
+        what: 'asset 2 at the first receiver',
+      });
       // Unchanged, the file is not reloaded again (nor read: a FIFO or a device would hang or never end).
       await new Promise((resolve) => setTimeout(resolve, 2500));
       expect(count(proc.output.stderr, '"msg":"invalid configuration: keeping the one in use"')).toBe(6);
@@ -226,11 +224,10 @@ describe('run --watch-config when the path holds something other than a configur
       await logged(proc, 'configuration reloaded');
       await metricBecomes(port, 'asset_webhooks_config_file_unusable', 0);
       await db.pool.query('insert into assets (asset_id) values (3)');
-      await eventually(
-        async () => (assetIds(after).includes(3) ? true : undefined),
-        20_000,
-        'asset 3 at the second receiver',
-      );
+      await eventually(async () => (assetIds(after).includes(3) ? true : undefined), {
+        timeoutMs: 20_000,
+        what: 'asset 3 at the second receiver',
+      });
 
       proc.child.kill('SIGTERM');
       const exited = await Promise.race([

@@ -56,8 +56,7 @@ describe('recording paused across run processes', () => {
           );
           return rows[0]!.n >= 3 ? true : undefined;
         },
-        20_000,
-        'three resumes waiting',
+        { timeoutMs: 20_000, what: 'three resumes waiting' },
       );
       await holder.query('commit');
       await Promise.all(resumes);

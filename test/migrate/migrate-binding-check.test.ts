@@ -53,7 +53,9 @@ async function startWarnings({
       done();
     },
   });
-  const service = await startTestService(db.url, config, createLogger({ level: 'warn', destination: sink }));
+  const service = await startTestService(db.url, config, {
+    logger: createLogger({ level: 'warn', destination: sink }),
+  });
   await service.stop();
   return log
     .trim()
