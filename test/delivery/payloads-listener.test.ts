@@ -38,7 +38,7 @@ async function backends(name: string): Promise<number[]> {
 
 /** Waits until `calls` has passed `count`. */
 async function calledPast(calls: () => number, count: number, what: string): Promise<number> {
-  return eventually(async () => (calls() > count ? calls() : undefined), 10_000, what);
+  return eventually(async () => (calls() > count ? calls() : undefined), { timeoutMs: 10_000, what });
 }
 
 describe('payloads-ready listener', () => {
@@ -79,7 +79,10 @@ describe('payloads-ready listener', () => {
     await calledPast(listener.calls, 0, 'the call that follows LISTEN');
     expect(await backends(name)).toHaveLength(1);
     await listeners.pop()!.close();
-    await eventually(async () => ((await backends(name)).length === 0 ? true : undefined), 10_000, 'no backend');
+    await eventually(async () => ((await backends(name)).length === 0 ? true : undefined), {
+      timeoutMs: 10_000,
+      what: 'no backend',
+    });
     const before = listener.calls();
     await announcePayloadsReady(db.pool);
     await new Promise((resolve) => setTimeout(resolve, 300));

@@ -110,8 +110,7 @@ async function nothingFailed(): Promise<void> {
       const open = await db.pool.query('select 1 from asset_webhooks.attempts where outcome is null limit 1');
       return open.rowCount === 0 ? true : undefined;
     },
-    10_000,
-    'every attempt settled',
+    { timeoutMs: 10_000, what: 'every attempt settled' },
   );
   const { rows } = await db.pool.query<{ dead: number; failed: number; undelivered: number }>(
     `select (select count(*)::int from asset_webhooks.payloads where status = 'dead_lettered') as dead,
