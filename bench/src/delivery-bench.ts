@@ -6,7 +6,7 @@ import type pg from 'pg';
 import { pino } from 'pino';
 import { Agent, request } from 'undici';
 import { announcePayloadsReady } from '../../src/db/payloads-ready.js';
-import { serializeBody, serializeEvent } from '../../src/payload/serialize.js';
+import { serializeBody, serializeEvent } from '../../src/payloads/serialize.js';
 import { startService } from '../../src/service/service.js';
 import { busyCpus, measuredSplit, postmasterOf, withCpu, type CpuSplit } from './cpu.js';
 import { createScratchAttempts, durableBaseline, durablePool, synchronousCommitOf } from './durable-baseline.js';

@@ -8,7 +8,7 @@ import type { WebhookConfig } from '../config/schema.js';
 import { inTransaction } from '../db/transaction.js';
 import { compileWebhook } from '../filters/compile.js';
 import { assetStateColumns, assetStateFromRow, IN_TRASH_COLUMN, type AssetStateRow } from '../db/asset-state.js';
-import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
+import { isoTimestamp, serializeEvent } from '../payloads/serialize.js';
 import { insertBackfillEvents, type BackfillEvent } from '../payloads/events.js';
 import { writePayloads } from '../payloads/store.js';
 import {

@@ -4,7 +4,7 @@ import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
 import type { DecimalId } from '../interfaces.js';
 import type { Statement } from '../db/columns.js';
-import { isoTimestamp, serializeEvent } from '../payload/serialize.js';
+import { isoTimestamp, serializeEvent } from '../payloads/serialize.js';
 import { PayloadIdBlock } from '../payloads/ids.js';
 import { sealOpenPayloads } from '../payloads/seal.js';
 import { writePayloads } from '../payloads/store.js';

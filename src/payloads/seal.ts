@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { Params } from '../db/columns.js';
 import type { DecimalId, EventType } from '../interfaces.js';
-import { serializeBody, serializeEvent } from '../payload/serialize.js';
+import { serializeBody, serializeEvent } from '../payloads/serialize.js';
 
 /**
  * Seals the payloads a crashed run left `open`: each gets the body of the

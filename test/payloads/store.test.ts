@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { chunkStatements } from '../../src/coalesce/persist.js';
 import { Packer, type Batch } from '../../src/coalesce/pack.js';
 import { NOTHING_SEEN } from '../../src/coalesce/seen.js';
-import { serializeBody, serializeEvent } from '../../src/payload/serialize.js';
+import { serializeBody, serializeEvent } from '../../src/payloads/serialize.js';
 import { assignPayloadIds } from '../../src/payloads/ids.js';
 import { PAYLOAD_COLUMNS, PAYLOADS_PER_STATEMENT, writePayloads } from '../../src/payloads/store.js';
 import { useTestDatabase } from '../helpers/test-database.js';

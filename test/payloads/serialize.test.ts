@@ -7,7 +7,7 @@ import {
   serializeBody,
   serializeEvent,
   type PayloadEvent,
-} from '../../src/payload/serialize.js';
+} from '../../src/payloads/serialize.js';
 import { payloadSchemaErrors } from '../helpers/payload-schema.js';
 
 // The JSON body receivers are promised (spec section 5, schema/payload.schema.json):

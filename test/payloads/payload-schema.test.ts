@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { EVENT_TYPES } from '../../src/interfaces.js';
-import { serializeBody, serializeEvent, type PayloadEvent } from '../../src/payload/serialize.js';
+import { serializeBody, serializeEvent, type PayloadEvent } from '../../src/payloads/serialize.js';
 import { payloadSchemaErrors } from '../helpers/payload-schema.js';
 
 const schema = JSON.parse(readFileSync(new URL('../../schema/payload.schema.json', import.meta.url), 'utf8')) as {
