@@ -1,15 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import type pg from 'pg';
-import { Packer, type Batch } from '../coalesce/pack.js';
 import { assignPayloadIds } from '../payloads/ids.js';
 import { announcePayloadsReady } from '../db/payloads-ready.js';
 import type { WebhookConfig } from '../config/schema.js';
 import { inTransaction } from '../db/transaction.js';
 import { compileWebhook } from '../filters/compile.js';
-import { assetStateColumns, assetStateFromRow, IN_TRASH_COLUMN, type AssetStateRow } from '../db/asset-state.js';
+import { assetStateFromRow, IN_TRASH_COLUMN } from '../db/asset-state.js';
 import { isoTimestamp, serializeEvent } from '../payloads/serialize.js';
-import { insertBackfillEvents, type BackfillEvent } from '../payloads/events.js';
+import { insertBackfillEvents } from '../payloads/events.js';
 import { writePayloads } from '../payloads/store.js';
 import {
   completeBackfill,
@@ -20,6 +19,8 @@ import {
   unlockBackfill,
   type BackfillRow,
 } from './store.js';
+import { changedSinceRead, missingAssets, readAssets } from './reads.js';
+import { planWrite, type PendingEvent, type WritePlan } from './write-plan.js';
 
 /**
  * A backfill: one EDITED event with a new eventId, to one webhook only, for
@@ -107,30 +108,6 @@ const READ_SIZE = 1000;
 /** Assets read without enough events to fill a write, after which the position is committed anyway. */
 const ASSETS_PER_WRITE = 20_000;
 
-/** An event gathered for the next write. */
-interface PendingEvent extends Omit<BackfillEvent, 'batch'> {
-  readonly json: string;
-  /** The asset read just before this one (null: none since the backfill began). */
-  readonly previousAssetId: string | null;
-  /** Assets read and excluded since the last write, before this one. */
-  readonly readBefore: number;
-  readonly excludedBefore: number;
-}
-
-interface ReadRow extends AssetStateRow {
-  asset_key: string;
-  read_at: string;
-  in_trash: boolean | null;
-}
-
-/** How a write's events are cut: what it commits, and the position it leaves. */
-interface WritePlan {
-  readonly batches: Batch[];
-  readonly events: BackfillEvent[];
-  readonly carried: PendingEvent[];
-  readonly position: { readonly lastAssetId: string | null; readonly read: number; readonly excluded: number };
-}
-
 export async function backfill(options: BackfillOptions): Promise<BackfillResult> {
   const { pool, webhook } = options;
   const dryRun = options.dryRun === true;
@@ -193,35 +170,8 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
     let pendingExcluded = 0;
     let readCursor = totals.lastAssetId;
 
-    /**
-     * Packs the gathered events: the payloads that are full (all, when
-     * `completed`) are written, with their events and the position up to the
-     * last asset they cover. The events of the payload still open are carried
-     * to the next write, not committed: their assets lie after the committed
-     * position, so a crash reads them again. Every payload but a backfill's
-     * last is therefore full.
-     */
-    const plan = (completed: boolean): WritePlan => {
-      const packer = new Packer(webhook.id, limits);
-      const carriers = pending.map((event) => packer.add(event.eventId, event.json));
-      if (completed) packer.finish();
-      const open = completed ? undefined : packer.drain().find((batch) => !batch.sealed);
-      const cut = open === undefined ? pending.length : carriers.indexOf(open);
-      const carried = pending.slice(cut);
-      return {
-        batches: [...new Set(carriers.slice(0, cut))],
-        events: pending.slice(0, cut).map((event, index) => ({ ...event, batch: carriers[index]! })),
-        carried,
-        position:
-          carried.length === 0
-            ? { lastAssetId: readCursor, read: pendingRead, excluded: pendingExcluded }
-            : {
-                lastAssetId: carried[0]!.previousAssetId,
-                read: carried[0]!.readBefore,
-                excluded: carried[0]!.excludedBefore,
-              },
-      };
-    };
+    const plan = (completed: boolean): WritePlan =>
+      planWrite({ webhookId: webhook.id, limits, pending, readCursor, pendingRead, pendingExcluded, completed });
 
     /** Turns the gathered events of assets gone or trashed since they were read into exclusions. */
     const leaveOut = (changed: ReadonlyMap<string, string>): void => {
@@ -346,62 +296,4 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
     if (locked !== null) await unlockBackfill(session, locked).catch(() => {});
     session.release();
   }
-}
-
-/**
- * The next assets after `after` in ascending asset_id, with the time they were
- * read (formatted as eventTimestamps are). The binding's view is read by its
- * key, so each read costs the chunk, not the table.
- */
-async function readAssets(
-  client: pg.PoolClient,
-  after: string | null,
-  listed: readonly string[] | null,
-  limit: number,
-): Promise<ReadRow[]> {
-  const parameters: unknown[] = [limit];
-  const conditions: string[] = [];
-  if (after !== null) conditions.push(`s.asset_id > $${parameters.push(after)}::bigint`);
-  if (listed !== null) conditions.push(`s.asset_id = any($${parameters.push(listed)}::bigint[])`);
-  const { rows } = await client.query<ReadRow>(
-    `select ${assetStateColumns('s')}, s.asset_id::text as asset_key, s.in_trash,
-            to_char(statement_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as read_at
-     from asset_webhooks.asset_state s
-     ${conditions.length === 0 ? '' : `where ${conditions.join(' and ')}`}
-     order by s.asset_id
-     limit $1`,
-    parameters,
-  );
-  return rows;
-}
-
-/**
- * The assets of `events` that, read now, no longer exist (asset_gone) or are
- * in the Trash (in_trash), by asset id.
- */
-async function changedSinceRead(client: pg.PoolClient, events: readonly BackfillEvent[]): Promise<Map<string, string>> {
-  if (events.length === 0) return new Map();
-  const { rows } = await client.query<{ id: string; check: string }>(
-    `select g.id::text as id, case when s.asset_id is null then 'asset_gone' else 'in_trash' end as check
-     from unnest($1::bigint[]) as g(id)
-     left join asset_webhooks.asset_state s on s.asset_id = g.id
-     where s.asset_id is null or s.in_trash`,
-    [events.map((event) => event.assetId)],
-  );
-  return new Map(rows.map((row) => [row.id, row.check]));
-}
-
-/** The listed assets that do not exist: the first 100 and how many. */
-async function missingAssets(
-  client: pg.PoolClient,
-  listed: readonly string[],
-): Promise<{ ids: string[]; count: number }> {
-  const { rows } = await client.query<{ id: string; count: number }>(
-    `select m.id::text as id, (count(*) over ())::int as count
-     from unnest($1::bigint[]) as m(id)
-     where not exists (select 1 from asset_webhooks.asset_state s where s.asset_id = m.id)
-     order by m.id limit 100`,
-    [listed],
-  );
-  return { ids: rows.map((row) => row.id), count: rows[0]?.count ?? 0 };
 }
