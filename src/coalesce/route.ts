@@ -1,4 +1,11 @@
 import type { WebhookChecks } from '../filters/compile.js';
+import type { RoutingIndex } from '../filters/routing-index.js';
+import type { DecimalId } from '../interfaces.js';
+import { serializeEvent } from '../payloads/serialize.js';
+import type { ClaimedEvent } from './claim.js';
+import { collapsedInto } from './collapse.js';
+import type { Batch, Packer } from './pack.js';
+import { NOTHING_SEEN, type SeenRow, type SeenValues } from './seen.js';
 
 /**
  * What the coalescer needs of one configured webhook: its id, its batch size
@@ -17,3 +24,91 @@ export interface RoutedWebhook extends WebhookChecks {
  * the check that excluded an event is named by asset_webhooks.event_outcomes.
  */
 export type Route = 'deliver' | 'collapsed' | 'disabled' | 'asset_gone' | 'excluded';
+
+/** What a run routes by: the recorded configuration, its index, and a packer per webhook (same positions). */
+export interface Routing {
+  readonly routingId: number;
+  readonly index: RoutingIndex;
+  readonly seen: SeenValues;
+  readonly packers: readonly Packer[];
+}
+
+/** One event's routes as stored: what routing saw, and the webhooks (positions) and batches that carry it. */
+export interface RoutedEvent {
+  /** What routing saw of the asset (SeenValues.of). */
+  readonly seen: SeenRow;
+  readonly positions: number[];
+  readonly batches: Batch[];
+}
+
+/**
+ * Routes and packs one chunk: each event is evaluated only against the
+ * webhooks the index finds for it (see RoutingIndex), and what is stored per
+ * event follows the webhooks that receive it; the others' outcomes are
+ * derived from what routing saw (see SeenValues). Counts every event's route
+ * to every configured webhook in `counts`.
+ */
+export function routeChunk(
+  rows: readonly ClaimedEvent[],
+  routing: Routing,
+  counts: Partial<Record<Route, number>>,
+): { routes: RoutedEvent[]; atomIds: Array<DecimalId | null>; collapsed: Array<string | null> } {
+  const { index, packers, seen } = routing;
+  const disabled = index.size - index.enabledCount;
+  const routes = new Array<RoutedEvent>(rows.length);
+  const atomIds: Array<DecimalId | null> = new Array<DecimalId | null>(rows.length);
+  const collapsed: Array<string | null> = new Array<string | null>(rows.length);
+  let delivered = 0;
+  let excluded = 0;
+  let gone = 0;
+  let merged = 0;
+  for (let i = 0; i < rows.length; i += 1) {
+    const row = rows[i]!;
+    const into = collapsedInto(row);
+    // EDITED reflects the asset at delivery time: its latest atom now.
+    const atomId =
+      row.eventType === 'PURGED'
+        ? null
+        : row.eventType === 'EDITED'
+          ? (row.asset?.latestAtomId ?? row.atomId)
+          : row.atomId;
+    atomIds[i] = atomId;
+    collapsed[i] = into;
+    if (into !== null) {
+      // Collapsed for every webhook, before any check: nothing to evaluate or keep.
+      merged += 1;
+      routes[i] = { seen: NOTHING_SEEN, positions: [], batches: [] };
+      continue;
+    }
+    const receivers = index.deliveringTo(row.eventType, row.asset);
+    const positions = new Array<number>(receivers.length);
+    const batches = new Array<Batch>(receivers.length);
+    if (receivers.length > 0) {
+      const json = serializeEvent({
+        atomId,
+        eventId: row.eventId,
+        eventTimestamp: row.eventTimestamp,
+        assetId: row.assetId,
+        assetUuid: row.assetUuid ?? '',
+        eventType: row.eventType,
+      });
+      for (let k = 0; k < receivers.length; k += 1) {
+        positions[k] = receivers[k]! + 1;
+        batches[k] = packers[receivers[k]!]!.add(row.eventId, json);
+      }
+    }
+    delivered += receivers.length;
+    if (row.eventType !== 'PURGED' && row.asset === null) gone += index.enabledCount;
+    else excluded += index.enabledCount - receivers.length;
+    routes[i] = { seen: row.eventType === 'PURGED' ? NOTHING_SEEN : seen.of(row.asset), positions, batches };
+  }
+  const add = (route: Route, n: number): void => {
+    if (n > 0) counts[route] = (counts[route] ?? 0) + n;
+  };
+  add('deliver', delivered);
+  add('excluded', excluded);
+  add('asset_gone', gone);
+  add('collapsed', merged * index.size);
+  add('disabled', (rows.length - merged) * disabled);
+  return { routes, atomIds, collapsed };
+}
