@@ -1,4 +1,4 @@
--- Claims up to p_max payloads that may be sent at p_now, starting their
+-- Claims up to p_max payloads that may be sent now (asset_webhooks.now()), starting their
 -- attempts, and returns them (with their bodies) for the caller to send.
 --
 -- Webhooks take turns: they are visited in id order starting after p_after
@@ -28,7 +28,7 @@
 -- (a try-lock: a webhook being claimed elsewhere is skipped, not waited for),
 -- and payloads another transaction holds (a coalescing chunk) are skipped;
 -- with concurrency 1 only the head itself may be claimed, so strict order holds.
-create or replace function asset_webhooks.claim_payloads(p_now timestamptz, p_max integer, p_share integer, p_after text,
+create or replace function asset_webhooks.claim_payloads(p_max integer, p_share integer, p_after text,
                                               p_expire_after_seconds integer,
                                               p_standby integer default 0, p_standby_for text[] default '{}')
 returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz,
@@ -43,6 +43,8 @@ as $$
 #variable_conflict use_column
 declare
   w record;
+  -- Read once: every check of this call is made at one time.
+  v_now timestamptz := asset_webhooks.now();
   v_window interval := make_interval(secs => p_expire_after_seconds);
   v_claimed integer := 0;
   v_in_flight integer;
@@ -72,9 +74,9 @@ begin
                                then greatest(p_standby, 0) else 0 end as slots,
              exists (select 1 from asset_webhooks.payloads r
                      where r.webhook_id = k.webhook_id and r.status = 'pending' and r.dispatched
-                       and r.next_attempt_at <= p_now) as retry_due) l
+                       and r.next_attempt_at <= v_now) as retry_due) l
     -- A paused webhook's payloads, retries included, wait for its resume.
-    where k.enabled and k.paused_since is null and (k.hold_until is null or k.hold_until <= p_now)
+    where k.enabled and k.paused_since is null and (k.hold_until is null or k.hold_until <= v_now)
       and (select count(*) from asset_webhooks.payloads f
            where f.webhook_id = k.webhook_id and f.status = 'pending' and f.dispatched and f.next_attempt_at is null)
           < l.slots
@@ -95,7 +97,7 @@ begin
     v_ids := case when w.retry_due then
                array(select q.payload_id from asset_webhooks.payloads q
                      where q.webhook_id = w.webhook_id and q.status = 'pending' and q.dispatched
-                       and q.next_attempt_at <= p_now and p_now < q.series_started_at + v_window
+                       and q.next_attempt_at <= v_now and v_now < q.series_started_at + v_window
                      order by q.payload_id limit v_take for update skip locked)
              else '{}' end;
     -- Waiting retries hold slots of the concurrency, not of the failing limit.
@@ -110,7 +112,7 @@ begin
     elsif v_room > 0 then
       v_ids := v_ids || array(select q.payload_id from asset_webhooks.payloads q
                               where q.webhook_id = w.webhook_id and q.status = 'pending' and not q.dispatched
-                                and p_now < q.series_started_at + v_window
+                                and v_now < q.series_started_at + v_window
                               order by q.payload_id + 0 limit v_room for update skip locked);
     end if;
     continue when cardinality(v_ids) = 0;
@@ -127,16 +129,16 @@ begin
   -- webhook's started attempts beyond what it may send now are standbys.
   return query
     with due as (
-      select q.payload_id, coalesce(q.next_attempt_at, p_now) <= p_now as due, o.ord
+      select q.payload_id, coalesce(q.next_attempt_at, v_now) <= v_now as due, o.ord
       from unnest(v_all) with ordinality as o(payload_id, ord)
       join asset_webhooks.payloads q on q.payload_id = o.payload_id
-      where q.status = 'pending' and p_now < q.series_started_at + v_window
+      where q.status = 'pending' and v_now < q.series_started_at + v_window
     ),
     claimed as (
       update asset_webhooks.payloads p
       set dispatched = true,
           attempts = case when d.due then p.attempts + 1 else p.attempts end,
-          last_attempt_at = case when d.due then p_now else p.last_attempt_at end,
+          last_attempt_at = case when d.due then v_now else p.last_attempt_at end,
           next_attempt_at = case when d.due then null else p.next_attempt_at end
       from due d
       where p.payload_id = d.payload_id
@@ -154,9 +156,9 @@ begin
     ),
     started as (
       insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at, sent)
-      select r.payload_id, r.series, r.attempts, p_now, not r.standby from ranked r
+      select r.payload_id, r.series, r.attempts, v_now, not r.standby from ranked r
     )
-    select r.payload_id, r.webhook_id, r.series, r.attempts, asset_webhooks.series_start_as_read(r.series_started_at), r.body,
+    select r.payload_id, r.webhook_id, r.series, r.attempts, r.series_started_at, r.body,
            r.standby
     from ranked r order by r.ord;
 end $$;

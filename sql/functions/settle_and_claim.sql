@@ -15,7 +15,7 @@
 -- payload's state (the attempt was in flight already), so it is no transition.
 create or replace function asset_webhooks.settle_and_claim(
   p_transitions asset_webhooks.payload_transition[],
-  p_now timestamptz, p_claim_max integer, p_claim_share integer, p_claim_after text, p_expire_after_seconds integer,
+  p_claim_max integer, p_claim_share integer, p_claim_after text, p_expire_after_seconds integer,
   p_standby integer default 0, p_standby_for text[] default '{}',
   p_sent asset_webhooks.attempt_key[] default '{}',
   out settled asset_webhooks.transition_answer[],
@@ -33,7 +33,7 @@ begin
     claimed := array(
       select row(c.payload_id, c.webhook_id, c.series, c.attempt, c.series_started_at, c.body,
                  c.standby)::asset_webhooks.claimed_payload
-      from asset_webhooks.claim_payloads(p_now, p_claim_max, p_claim_share, p_claim_after, p_expire_after_seconds,
+      from asset_webhooks.claim_payloads(p_claim_max, p_claim_share, p_claim_after, p_expire_after_seconds,
                                          p_standby, p_standby_for) with ordinality c
       order by c.ordinality);
   end if;

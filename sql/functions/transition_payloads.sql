@@ -16,6 +16,13 @@
 -- goes whether or not the payload still holds it: a request never made is no
 -- attempt.
 --
+-- Time is asset_webhooks.now(), read once per statement: the policy gives a
+-- retry as a delay (retry_in), and it is due at now() + retry_in, never after
+-- the end of the series' window (series_started_at + window_seconds), where
+-- the expiry sweep ends it; a retry decided at or after that end is written
+-- as `expired` (its attempt too), and its answer says so. A Retry-After hold
+-- (hold_in) counts from now() the same way and ends by the window's end.
+--
 -- A retry keeps its slot (dispatched) until its time; a final outcome frees
 -- it. receiver_failed and hold_until of the applied attempt results update
 -- the webhook's health: the latest verdict of the batch wins (by `at`, then
@@ -31,7 +38,10 @@ language plpgsql
 set plan_cache_mode = force_custom_plan
 as $$
 declare
+  v_now timestamptz := asset_webhooks.now();
   v_refused text[];
+  -- Per transition: the outcome written (an attempt result's, a retry past its window's end `expired`).
+  v_outcome text[];
   v_unknown text;
 begin
   select coalesce(t.kind, 'null') into v_unknown from unnest(p_transitions) t
@@ -57,8 +67,14 @@ begin
                   and exists (select 1 from asset_webhooks.attempts a
                               where a.payload_id = p.payload_id and a.series = p.series
                                 and a.attempt_no = u.attempt and a.outcome is null))
+         end order by u.i),
+         array_agg(case
+           when u.kind in ('attempt_result', 'interrupted') and u.outcome = 'retry' and u.window_seconds is not null
+                and p.payload_id is not null
+                and v_now >= p.series_started_at + make_interval(secs => u.window_seconds) then 'expired'
+           else u.outcome
          end order by u.i)
-  into v_refused
+  into v_refused, v_outcome
   from (select t.*, t.ordinality as i,
                row_number() over (partition by t.payload_id order by t.ordinality) = 1 as first
         from unnest(p_transitions) with ordinality t) u
@@ -69,7 +85,7 @@ begin
   update asset_webhooks.attempts a
   set duration_ms = r.duration_ms, status_code = r.status_code, error_class = r.error_class,
       error_message = r.error_message, response_excerpt = r.response_excerpt,
-      outcome = case when v_refused[r.i] is null then r.outcome else 'retry' end,
+      outcome = case when v_refused[r.i] is null then v_outcome[r.i] else 'retry' end,
       started_at = coalesce(r.started_at, a.started_at)
   from (select distinct on (t.payload_id, t.series, t.attempt) t.*, t.ordinality as i
         from unnest(p_transitions) with ordinality t
@@ -88,17 +104,23 @@ begin
       dead_letter_reason = case when r.outcome not in ('delivered', 'retry') then r.outcome end,
       dead_lettered_at = case when r.outcome not in ('delivered', 'retry') then r.at end,
       dispatched = (r.outcome = 'retry'),
-      next_attempt_at = case when r.outcome = 'retry' then coalesce(r.retry_at, r.at) end
-  from (select t.kind, t.payload_id, t.status_code, t.error_class, t.error_message, t.retry_at, t.ordinality as i,
-               case when t.kind = 'expiry' then 'expired' else t.outcome end as outcome,
-               coalesce(t.at, clock_timestamp()) as at
+      next_attempt_at = case when r.outcome = 'retry' then
+                          least(v_now + greatest(coalesce(r.retry_in, interval '0'), interval '0'),
+                                p.series_started_at + make_interval(secs => r.window_seconds)) end
+  from (select t.kind, t.payload_id, t.status_code, t.error_class, t.error_message, t.retry_in, t.window_seconds,
+               t.ordinality as i,
+               case when t.kind = 'expiry' then 'expired' else v_outcome[t.ordinality] end as outcome,
+               coalesce(t.at, v_now) as at
         from unnest(p_transitions) with ordinality t
         where t.kind in ('attempt_result', 'interrupted', 'expiry')) r
   where v_refused[r.i] is null and p.payload_id = r.payload_id;
 
   -- Written only when it changes: a healthy webhook's row is not rewritten by every delivery.
   with verdicts as (
-    select p.webhook_id, t.receiver_failed as failed, t.at, t.hold_until, t.ordinality as i
+    select p.webhook_id, t.receiver_failed as failed, coalesce(t.at, v_now) as at,
+           case when v_outcome[t.ordinality] = 'retry' and t.hold_in is not null then
+             least(v_now + t.hold_in, p.series_started_at + make_interval(secs => t.window_seconds)) end as hold_until,
+           t.ordinality as i
     from unnest(p_transitions) with ordinality t
     join asset_webhooks.payloads p on p.payload_id = t.payload_id
     where v_refused[t.ordinality] is null and t.kind in ('attempt_result', 'interrupted')
@@ -119,7 +141,7 @@ begin
 
   update asset_webhooks.payloads p
   set status = 'dead_lettered', dead_letter_reason = 'webhook_removed',
-      dead_lettered_at = coalesce(t.at, clock_timestamp()), dispatched = false, next_attempt_at = null
+      dead_lettered_at = coalesce(t.at, v_now), dispatched = false, next_attempt_at = null
   from unnest(p_transitions) with ordinality t
   where v_refused[t.ordinality] is null and t.kind = 'webhook_removed' and p.payload_id = t.payload_id;
 
@@ -133,7 +155,7 @@ begin
   ),
   started as (
     update asset_webhooks.payloads p
-    set webhook_id = c.webhook_id, status = 'pending', series = p.series + 1, series_started_at = clock_timestamp(),
+    set webhook_id = c.webhook_id, status = 'pending', series = p.series + 1, series_started_at = v_now,
         attempts = 0, dispatched = false, next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
     from chosen c
     where p.payload_id = c.payload_id
@@ -159,6 +181,7 @@ begin
     and p.series_started_at < now();
 
   return query
-    select o.i::integer, v_refused[o.i] is null, v_refused[o.i]
+    select o.i::integer, v_refused[o.i] is null, v_refused[o.i],
+           case when v_refused[o.i] is null then v_outcome[o.i] end
     from generate_series(1, coalesce(cardinality(p_transitions), 0)) as o(i);
 end $$;

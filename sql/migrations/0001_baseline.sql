@@ -438,12 +438,17 @@ comment on view asset_webhooks.dead_letters is
 --                     redelivery, pause_shift): the current series
 --   attempt           attempt_result, interrupted, given_back: the attempt in flight it is about
 --   outcome           attempt_result, interrupted: delivered | retry | rejected | retries_exhausted | expired
---   at                when it happened (delivered_at, dead_lettered_at); null: the statement's clock
---   retry_at          outcome retry: when the payload is sent again (it keeps its slot until then)
+--   at                when it happened (delivered_at, dead_lettered_at); null: asset_webhooks.now()
+--   retry_in          outcome retry: the delay, from asset_webhooks.now(), before the payload is sent again
+--                     (it keeps its slot until then); never past the end of its window
+--   window_seconds    attempt_result, interrupted: retry.deadLetterAfterSeconds. A retry decided at or
+--                     after series_started_at + window_seconds by asset_webhooks.now() is `expired`
+--                     instead; null: no window
 --   duration_ms, status_code, error_class, error_message, response_excerpt: the attempt's result
 --   started_at        when the attempt's request was sent (a standby is sent after its claim); null: the claim's time
 --   receiver_failed   what the attempt says of its receiver's health (webhooks.failing_since); null: nothing
---   hold_until        the receiver's Retry-After: no payload of the webhook is claimed before it
+--   hold_in           the receiver's Retry-After, as a delay from asset_webhooks.now() (never past the end
+--                     of the payload's window): no payload of the webhook is claimed before it
 --   to_webhook_id     redelivery: the webhook the payload moves to; null: it stays with its webhook
 --   requested_by      redelivery: who asked (asset_webhooks.redeliveries); null: current_user
 --   paused_since      pause_shift: when the webhook's pause began
@@ -454,7 +459,8 @@ create type asset_webhooks.payload_transition as (
   attempt          integer,
   outcome          text,
   at               timestamptz,
-  retry_at         timestamptz,
+  retry_in         interval,
+  window_seconds   integer,
   duration_ms      integer,
   status_code      integer,
   error_class      text,
@@ -462,15 +468,17 @@ create type asset_webhooks.payload_transition as (
   response_excerpt text,
   started_at       timestamptz,
   receiver_failed  boolean,
-  hold_until       timestamptz,
+  hold_in          interval,
   to_webhook_id    text,
   requested_by     text,
   paused_since     timestamptz
 );
 
 -- transition_payloads' answer to one transition: its position in the batch
--- (from 1), whether it applied and, when it did not, why (see transition_refusal).
-create type asset_webhooks.transition_answer as (idx integer, applied boolean, reason text);
+-- (from 1), whether it applied and, when it did not, why (see transition_refusal);
+-- for an attempt result that applied, the payload's outcome as written (a
+-- retry decided past the window is `expired`).
+create type asset_webhooks.transition_answer as (idx integer, applied boolean, reason text, outcome text);
 
 -- One attempt, by its key in asset_webhooks.attempts.
 create type asset_webhooks.attempt_key as (payload_id bigint, series integer, attempt integer);

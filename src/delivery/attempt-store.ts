@@ -19,7 +19,7 @@ export interface ClaimedPayload {
   readonly series: number;
   /** The attempt being made, counted from 1 within the series. */
   readonly attemptNo: number;
-  /** The series' start to the millisecond, rounded up (asset_webhooks.series_start_as_read): what the retry policy counts the window from. */
+  /** The series' start, for the record: the window is counted from it in the database only (asset_webhooks.now()). */
   readonly seriesStartedAt: Date;
   readonly body: string;
   /**
@@ -30,7 +30,12 @@ export interface ClaimedPayload {
   readonly standby: boolean;
 }
 
+/**
+ * A claim: the database decides by its own clock (asset_webhooks.now()) which
+ * payloads are due and which have expired.
+ */
 export interface ClaimRequest {
+  /** When the caller asked, by its own clock: standbys' age in the process (see Standbys). Not sent. */
   readonly now: Date;
   /** Most payloads to claim in all. */
   readonly max: number;
@@ -59,9 +64,8 @@ export type AttemptOf = Pick<ClaimedPayload, 'payloadId' | 'series' | 'attemptNo
 /** Claims due payloads and starts their attempts (asset_webhooks.claim_payloads). */
 export async function claimPayloads(client: pg.Pool | pg.ClientBase, request: ClaimRequest): Promise<ClaimedPayload[]> {
   const { rows } = await client.query<ClaimedRow>(
-    'select * from asset_webhooks.claim_payloads($1, $2, $3, $4, $5, $6, $7::text[])',
+    'select * from asset_webhooks.claim_payloads($1, $2, $3, $4, $5, $6::text[])',
     [
-      request.now,
       request.max,
       request.share,
       request.after,
@@ -118,12 +122,16 @@ export interface SettleRequest {
   /** The attempt this settles; null for the expiry of a payload not in flight. */
   readonly attemptNo: number | null;
   readonly result: AttemptResult;
-  readonly at: Date;
-  readonly retryAt: Date | null;
+  /** When it happened, for the record; null or absent: the database's clock as it is written. */
+  readonly at?: Date | null | undefined;
+  /** Outcome retry: the delay in ms before it is sent again, from the database's clock as it is written. */
+  readonly retryInMs: number | null;
+  /** retry.deadLetterAfterSeconds: the database turns a retry decided past the window's end into `expired`. */
+  readonly windowSeconds: number | null;
   /** What the attempt says of the receiver's health (see receiverFailed); null: nothing. */
   readonly receiverFailed: boolean | null;
-  /** The receiver's Retry-After: no payload of the webhook is claimed before it. */
-  readonly holdWebhookUntil: Date | null;
+  /** The receiver's Retry-After in ms: no payload of the webhook is claimed before it ends. */
+  readonly holdWebhookForMs: number | null;
   /** When the attempt's request was sent, recorded as its start; absent: the claim's time stays. */
   readonly sentAt?: Date | null | undefined;
 }
@@ -131,6 +139,8 @@ export interface SettleRequest {
 export interface Settled {
   /** False when the payload had moved on (an operator's redelivery, another process's recovery): only the result is kept. */
   readonly applied: boolean;
+  /** True when the database found a retry past its window's end and wrote it `expired` instead. */
+  readonly expired?: true;
 }
 
 /**
@@ -151,15 +161,16 @@ export async function settlePayloads(
  */
 function transitionOf(request: SettleRequest): Transition {
   const { payloadId, series } = request.payload;
-  if (request.attemptNo === null) return { kind: 'expiry', payloadId, series, at: request.at };
+  if (request.attemptNo === null) return { kind: 'expiry', payloadId, series, at: request.at ?? null };
   return {
     kind: request.result.errorClass === 'interrupted' ? 'interrupted' : 'attempt_result',
     payloadId,
     series,
     attemptNo: request.attemptNo,
     outcome: request.result.outcome,
-    at: request.at,
-    retryAt: request.retryAt,
+    at: request.at ?? null,
+    retryInMs: request.retryInMs,
+    windowSeconds: request.windowSeconds === null ? null : Math.ceil(request.windowSeconds),
     durationMs: request.result.durationMs,
     statusCode: request.result.statusCode,
     errorClass: request.result.errorClass,
@@ -167,7 +178,7 @@ function transitionOf(request: SettleRequest): Transition {
     responseExcerpt: request.result.responseExcerpt,
     sentAt: request.sentAt ?? null,
     receiverFailed: request.receiverFailed,
-    holdWebhookUntil: request.holdWebhookUntil,
+    holdWebhookForMs: request.holdWebhookForMs,
   };
 }
 
@@ -183,20 +194,19 @@ export async function settleAndClaim(
   claim: ClaimRequest | null,
 ): Promise<{ settled: Settled[]; claimed: ClaimedPayload[] }> {
   const { rows } = await client.query<
-    { settled: Array<{ idx: number; applied: boolean; reason: string | null }> } & {
+    { settled: Array<{ idx: number; applied: boolean; reason: string | null; outcome: string | null }> } & {
       [K in keyof ClaimedRow]: ClaimedRow[K] | null;
     }
   >(
     `select to_jsonb(s.settled) as settled,
             c.payload_id, c.webhook_id, c.series, c.attempt, c.series_started_at, c.body, c.standby
-     from asset_webhooks.settle_and_claim(${transitionsArray(1)}, $2, $3, $4, $5, $6, $7, $8::text[],
+     from asset_webhooks.settle_and_claim(${transitionsArray(1)}, $2, $3, $4, $5, $6, $7::text[],
             array(select jsonb_populate_record(null::asset_webhooks.attempt_key, k.key)
-                  from unnest($9::jsonb[]) as k(key))) s
+                  from unnest($8::jsonb[]) as k(key))) s
      left join lateral unnest(s.claimed) with ordinality as c on true
      order by c.ordinality`,
     [
       transitionsParameter(requests.map(transitionOf)),
-      claim?.now ?? null,
       claim?.max ?? 0,
       claim?.share ?? 0,
       claim?.after ?? null,
@@ -214,7 +224,9 @@ export async function settleAndClaim(
   if (answers.length !== requests.length) {
     throw new Error(`transition_payloads answered ${answers.length} of ${requests.length} results`);
   }
-  const settled: Settled[] = answers.map((answer) => ({ applied: answer.applied }));
+  const settled: Settled[] = answers.map((answer) =>
+    answer.applied && answer.outcome === 'expired' ? { applied: true, expired: true } : { applied: answer.applied },
+  );
   const claimed = rows.filter((row): row is typeof row & ClaimedRow => row.payload_id !== null).map(toClaimed);
   return { settled, claimed };
 }
@@ -269,8 +281,7 @@ export interface OrphanedAttempt {
 }
 
 export async function orphanedAttempts(
-  pool: pg.Pool,
-  now: Date,
+  pool: pg.Pool | pg.ClientBase,
   graceSeconds: number | null,
   namelessAfterSeconds: number,
 ): Promise<OrphanedAttempt[]> {
@@ -281,7 +292,7 @@ export async function orphanedAttempts(
     attempt: number;
     series_started_at: Date;
     sent: boolean;
-  }>('select * from asset_webhooks.orphaned_attempts($1, $2, $3)', [now, graceSeconds, namelessAfterSeconds]);
+  }>('select * from asset_webhooks.orphaned_attempts($1, $2)', [graceSeconds, namelessAfterSeconds]);
   return rows.map((row) => ({
     payloadId: row.payload_id,
     webhookId: row.webhook_id,
@@ -292,16 +303,15 @@ export async function orphanedAttempts(
   }));
 }
 
-/** Payloads past their window that are not in flight (asset_webhooks.expired_payloads). */
+/** Payloads past their window by the database's clock that are not in flight (asset_webhooks.expired_payloads). */
 export async function expiredPayloads(
-  pool: pg.Pool,
-  now: Date,
+  pool: pg.Pool | pg.ClientBase,
   expireAfterSeconds: number,
   limit: number,
 ): Promise<Array<{ payloadId: number; series: number }>> {
   const { rows } = await pool.query<{ payload_id: number; series: number }>(
-    'select * from asset_webhooks.expired_payloads($1, $2, $3)',
-    [now, Math.ceil(expireAfterSeconds), limit],
+    'select * from asset_webhooks.expired_payloads($1, $2)',
+    [Math.ceil(expireAfterSeconds), limit],
   );
   return rows.map((row) => ({ payloadId: row.payload_id, series: row.series }));
 }

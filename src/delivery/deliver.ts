@@ -56,8 +56,6 @@ export interface DeliveryContext {
   webhook(id: string): DeliveryWebhook | undefined;
   settings(): DeliverySettings;
   readonly logger: Logger;
-  /** The clock every delivery rule reads (claims, retry times, expiry, recovery). */
-  now(): Date;
   /** Told of every finished attempt (metrics). */
   onAttempt?(webhookId: string, result: AttemptResult): void;
   /** Aborted when the service stops: results still unwritten then get ten more seconds. */
@@ -87,7 +85,8 @@ export async function deliverClaimed(
     await releaseClaimed(claimed, context);
     return null;
   }
-  const sentAt = context.now();
+  // For the record only: when the request left this process.
+  const sentAt = new Date();
   const post = await send(context, webhook, claimed);
   if (post.kind === 'response' && (post.statusCode === 401 || post.statusCode === 403)) {
     // A key may have been rotated: read it again on the next attempt.
@@ -97,17 +96,17 @@ export async function deliverClaimed(
   const settings = context.settings();
   const classification = classifyResponse(post, settings.retryStatusCodes);
   answered?.(receiverFailed(classification) === false);
-  const now = context.now();
-  // Without retry.honorRetryAfter every retry follows delaysSeconds, as the specification says.
+  // Without retry.honorRetryAfter every retry follows delaysSeconds, as the specification says. The
+  // header is read as a delay from the answer's arrival: the retry's time is the database's to set.
+  const answeredAt = new Date();
   const retryAfter =
-    settings.honorRetryAfter === true && post.kind === 'response' ? parseRetryAfter(post.retryAfter, now) : null;
+    settings.honorRetryAfter === true && post.kind === 'response' ? parseRetryAfter(post.retryAfter, answeredAt) : null;
   const { result, applied } = await settleAttempt(
     context,
     claimed,
     describe(post),
     classification,
-    now,
-    retryAfter,
+    retryAfter === null ? null : retryAfter.getTime() - answeredAt.getTime(),
     sentAt,
   );
   const log = {
@@ -147,15 +146,17 @@ export async function releaseClaimed(claimed: ClaimedPayload, context: DeliveryC
 /**
  * Decides an attempt's next state by the retry policy and writes it with the
  * attempt's result: the one path of every attempt outcome, crash recovery's
- * `interrupted` included. Returns the result as recorded.
+ * `interrupted` included. The database applies the delivery window by its
+ * own clock as it writes (a retry past the window's end is `expired`).
+ * `retryAfterMs`: how long the response's Retry-After asked to wait. Returns
+ * the result as recorded.
  */
 export async function settleAttempt(
   context: DeliveryContext,
-  payload: Pick<ClaimedPayload, 'payloadId' | 'series' | 'attemptNo' | 'seriesStartedAt' | 'webhookId'>,
+  payload: Pick<ClaimedPayload, 'payloadId' | 'series' | 'attemptNo' | 'webhookId'>,
   result: Omit<AttemptResult, 'outcome'>,
   classification: Classification,
-  now: Date,
-  retryAfter: Date | null = null,
+  retryAfterMs: number | null = null,
   sentAt: Date | null = null,
 ): Promise<{ result: AttemptResult; applied: boolean }> {
   const settings = context.settings();
@@ -167,30 +168,26 @@ export async function settleAttempt(
   const next = nextState({
     classification,
     attemptsMade: Math.max(1, payload.attemptNo - uncounted),
-    seriesStartedAt: payload.seriesStartedAt,
-    now,
     delaysSeconds: settings.delaysSeconds,
-    deadLetterAfterSeconds: settings.deadLetterAfterSeconds,
-    retryAfter,
+    retryAfterMs,
   });
   const outcome: AttemptResult['outcome'] =
     next.kind === 'delivered' ? 'delivered' : next.kind === 'retry' ? 'retry' : next.reason;
-  const recorded: AttemptResult = { ...result, outcome };
   const request: SettleRequest = {
     payload,
     attemptNo: payload.attemptNo,
-    result: recorded,
-    at: now,
-    retryAt: next.kind === 'retry' ? next.at : null,
+    result: { ...result, outcome },
+    retryInMs: next.kind === 'retry' ? next.inMs : null,
+    windowSeconds: settings.deadLetterAfterSeconds,
     receiverFailed: receiverFailed(classification),
-    holdWebhookUntil: next.kind === 'retry' ? (next.holdWebhookUntil ?? null) : null,
+    holdWebhookForMs: next.kind === 'retry' ? (next.holdWebhookForMs ?? null) : null,
     sentAt,
   };
   const settled = await untilWritten(context, payload, () => context.settler.settle(request));
   // Superseded (an operator's redelivery, another process's recovery): the result is kept as a plain failed try.
-  return settled.applied
-    ? { result: recorded, applied: true }
-    : { result: { ...recorded, outcome: 'retry' }, applied: false };
+  if (!settled.applied) return { result: { ...result, outcome: 'retry' }, applied: false };
+  // The outcome as written: a retry the database found past the window's end is `expired`.
+  return { result: { ...result, outcome: settled.expired === true ? 'expired' : outcome }, applied: true };
 }
 
 /**

@@ -64,7 +64,8 @@ export class DeliveryPump {
     private readonly options: PumpOptions,
   ) {
     this.ledger = new SlotLedger({
-      now: () => context.now(),
+      // Standbys' age in this process: no decision about a payload's window.
+      now: () => new Date(),
       settings: () => context.settings(),
       standbyPerWebhook: options.standbyPerWebhook,
     });

@@ -37,9 +37,8 @@ export function processGoneGrace(ownLeaseHeldForMs: number, requestTimeoutSecond
  * seconds. Returns how many attempts it closed or undid.
  */
 export async function recoverOrphans(context: DeliveryContext, ownLeaseHeldForMs: number): Promise<number> {
-  const now = context.now();
   const grace = processGoneGrace(ownLeaseHeldForMs, context.settings().requestTimeoutSeconds);
-  const orphans = await orphanedAttempts(context.pool, now, grace, NAMELESS_ATTEMPT_AFTER_SECONDS);
+  const orphans = await orphanedAttempts(context.pool, grace, NAMELESS_ATTEMPT_AFTER_SECONDS);
   let closed = 0;
   let undone = 0;
   for (const orphan of orphans) {
@@ -59,7 +58,6 @@ export async function recoverOrphans(context: DeliveryContext, ownLeaseHeldForMs
         responseExcerpt: null,
       },
       'interrupted',
-      now,
     );
     if (applied) closed += 1;
   }
@@ -83,20 +81,19 @@ export async function recoverOrphans(context: DeliveryContext, ownLeaseHeldForMs
  * the one settle path. Returns how many.
  */
 export async function expireWaiting(context: DeliveryContext): Promise<number> {
-  const now = context.now();
   let expired = 0;
   for (;;) {
-    const due = await expiredPayloads(context.pool, now, context.settings().deadLetterAfterSeconds, 500);
+    const due = await expiredPayloads(context.pool, context.settings().deadLetterAfterSeconds, 500);
     if (due.length === 0) break;
     const answers = await Promise.all(
       due.map((payload) =>
         context.settler.settle({
           payload,
           attemptNo: null,
-          at: now,
-          retryAt: null,
+          retryInMs: null,
+          windowSeconds: null,
           receiverFailed: null,
-          holdWebhookUntil: null,
+          holdWebhookForMs: null,
           result: {
             durationMs: null,
             statusCode: null,

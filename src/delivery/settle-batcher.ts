@@ -163,9 +163,10 @@ const MAX_INT4 = 2 ** 31 - 1;
  * A result the database refused, as it can always be written: the attempt
  * failed as `unrecordable`, its message saying why (the database's error,
  * and the status or error class the attempt had); no excerpt; numbers an
- * integer column cannot hold and dates that are not valid left out. The
- * payload's next state is the one its policy decided (a retry whose time is
- * not a valid date is due at once), so it goes on with its schedule.
+ * integer column cannot hold, dates that are not valid and delays that are
+ * not finite left out. The payload's next state is the one its policy
+ * decided (a retry whose delay is not finite is due at once), so it goes on
+ * with its schedule.
  */
 export function unrecordable(request: SettleRequest, error: unknown): SettleRequest {
   const { result } = request;
@@ -173,6 +174,7 @@ export function unrecordable(request: SettleRequest, error: unknown): SettleRequ
     value !== null && Number.isInteger(value) && Math.abs(value) <= MAX_INT4 ? value : null;
   const date = (value: Date | null | undefined): Date | null =>
     value instanceof Date && Number.isFinite(value.getTime()) ? value : null;
+  const delay = (value: number | null): number | null => (value !== null && Number.isFinite(value) ? value : null);
   const had = result.statusCode !== null ? `status ${String(result.statusCode).slice(0, 16)}` : result.errorClass;
   return {
     ...request,
@@ -186,8 +188,10 @@ export function unrecordable(request: SettleRequest, error: unknown): SettleRequ
       responseExcerpt: null,
       outcome: result.outcome,
     },
-    retryAt: result.outcome === 'retry' ? (date(request.retryAt) ?? request.at) : null,
-    holdWebhookUntil: date(request.holdWebhookUntil),
+    at: date(request.at),
+    retryInMs: result.outcome === 'retry' ? (delay(request.retryInMs) ?? 0) : null,
+    windowSeconds: delay(request.windowSeconds),
+    holdWebhookForMs: delay(request.holdWebhookForMs),
     sentAt: date(request.sentAt),
   };
 }

@@ -19,8 +19,19 @@ export interface AttemptResultTransition {
   readonly series: number;
   readonly attemptNo: number;
   readonly outcome: 'delivered' | 'retry' | 'rejected' | 'retries_exhausted' | 'expired';
-  readonly at: Date;
-  readonly retryAt: Date | null;
+  /** When it happened (delivered_at, dead_lettered_at); null: the database's clock (asset_webhooks.now()). */
+  readonly at: Date | null;
+  /**
+   * Outcome retry: the delay in ms, from the database's clock as the result
+   * is written, before the payload is sent again; never past its window's end.
+   */
+  readonly retryInMs: number | null;
+  /**
+   * retry.deadLetterAfterSeconds: a retry decided by the database's clock at
+   * or after series_started_at + windowSeconds is written `expired` instead;
+   * null: no window.
+   */
+  readonly windowSeconds: number | null;
   readonly durationMs: number | null;
   readonly statusCode: number | null;
   readonly errorClass: string | null;
@@ -29,7 +40,8 @@ export interface AttemptResultTransition {
   /** When the request was sent, recorded as the attempt's start; null: the claim's time stays. */
   readonly sentAt: Date | null;
   readonly receiverFailed: boolean | null;
-  readonly holdWebhookUntil: Date | null;
+  /** The receiver's Retry-After in ms from the database's clock: no payload of the webhook is claimed before it ends. */
+  readonly holdWebhookForMs: number | null;
 }
 
 /** A payload not in flight dead-lettered as expired. */
@@ -37,7 +49,8 @@ export interface ExpiryTransition {
   readonly kind: 'expiry';
   readonly payloadId: number;
   readonly series: number;
-  readonly at: Date;
+  /** Null: the database's clock. */
+  readonly at: Date | null;
 }
 
 /** A claimed attempt that will not be made: the payload goes back to its queue as it was. */
@@ -55,6 +68,8 @@ export interface TransitionAnswer {
   readonly applied: boolean;
   /** Why it was refused (see asset_webhooks.transition_refusal); null when it applied. */
   readonly reason: string | null;
+  /** An applied attempt result's outcome as written: a retry decided past its window's end is `expired`. */
+  readonly outcome: string | null;
 }
 
 /**
@@ -65,6 +80,15 @@ export interface TransitionAnswer {
 function timeOf(date: Date | null): string | null {
   if (date === null) return null;
   return Number.isNaN(date.getTime()) ? String(date) : date.toISOString();
+}
+
+/**
+ * A delay as the row's interval holds it. One that is not a finite number
+ * stays text the database refuses, as timeOf does.
+ */
+function intervalOf(ms: number | null): string | null {
+  if (ms === null) return null;
+  return Number.isFinite(ms) ? `${Math.round(ms)} milliseconds` : String(ms);
 }
 
 /** The row of asset_webhooks.payload_transition, by field name. */
@@ -79,7 +103,8 @@ function rowOf(transition: Transition): Record<string, unknown> {
         attempt: transition.attemptNo,
         outcome: transition.outcome,
         at: timeOf(transition.at),
-        retry_at: timeOf(transition.retryAt),
+        retry_in: intervalOf(transition.retryInMs),
+        window_seconds: transition.windowSeconds,
         duration_ms: transition.durationMs,
         status_code: transition.statusCode,
         // Whatever a receiver or a library said, a text column can hold it.
@@ -88,7 +113,7 @@ function rowOf(transition: Transition): Record<string, unknown> {
         response_excerpt: storableText(transition.responseExcerpt),
         started_at: timeOf(transition.sentAt),
         receiver_failed: transition.receiverFailed,
-        hold_until: timeOf(transition.holdWebhookUntil),
+        hold_in: intervalOf(transition.holdWebhookForMs),
       };
     case 'expiry':
       return { kind: 'expiry', payload_id: transition.payloadId, series: transition.series, at: timeOf(transition.at) };
@@ -119,10 +144,11 @@ export function transitionsArray(n: number): string {
 interface AnswerRow {
   applied: boolean;
   reason: string | null;
+  outcome: string | null;
 }
 
 function toAnswer(row: AnswerRow): TransitionAnswer {
-  return { applied: row.applied, reason: row.reason };
+  return { applied: row.applied, reason: row.reason, outcome: row.outcome };
 }
 
 /** Applies transitions in one statement: the answers in order. */
@@ -131,7 +157,7 @@ export async function applyTransitions(
   transitions: readonly Transition[],
 ): Promise<TransitionAnswer[]> {
   const { rows } = await client.query<AnswerRow>(
-    `select applied, reason from asset_webhooks.transition_payloads(${transitionsArray(1)}) order by idx`,
+    `select applied, reason, outcome from asset_webhooks.transition_payloads(${transitionsArray(1)}) order by idx`,
     [transitionsParameter(transitions)],
   );
   return rows.map(toAnswer);
@@ -148,8 +174,8 @@ export async function redeliverPayloads(
   client: pg.Pool | pg.ClientBase,
   payloadIds: readonly number[],
   { requestedBy, toWebhookId }: { requestedBy: string; toWebhookId: string | null },
-): Promise<Array<TransitionAnswer & { payloadId: number; series: number | null }>> {
-  const { rows } = await client.query<AnswerRow>(
+): Promise<Array<Omit<TransitionAnswer, 'outcome'> & { payloadId: number; series: number | null }>> {
+  const { rows } = await client.query<Omit<AnswerRow, 'outcome'>>(
     `select a.applied, a.reason
      from asset_webhooks.transition_payloads(array(
             select jsonb_populate_record(null::asset_webhooks.payload_transition,
@@ -167,7 +193,7 @@ export async function redeliverPayloads(
   const seriesOf = new Map(series.map((row) => [row.payload_id, row.series]));
   return rows.map((row, index) => {
     const payloadId = payloadIds[index]!;
-    return { ...toAnswer(row), payloadId, series: seriesOf.get(payloadId) ?? null };
+    return { applied: row.applied, reason: row.reason, payloadId, series: seriesOf.get(payloadId) ?? null };
   });
 }
 

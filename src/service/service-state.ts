@@ -59,7 +59,11 @@ export class ServiceState {
   }
 }
 
-/** A delivery context that always reads the current state (reloads swap it), and time from `clock`. */
+/**
+ * A delivery context that always reads the current state (reloads swap it).
+ * It holds no clock: the database's (asset_webhooks.now()) decides claims,
+ * retry times, expiry and recovery.
+ */
 export function deliveryContext(
   pool: pg.Pool,
   installationId: string,
@@ -67,7 +71,6 @@ export function deliveryContext(
   logger: Logger,
   metrics: ServiceMetrics,
   stopping?: AbortSignal,
-  clock: () => Date = () => new Date(),
 ): DeliveryContext {
   return {
     pool,
@@ -82,7 +85,6 @@ export function deliveryContext(
     webhook: (id) => current().webhook(id),
     settings: () => current().deliverySettings(),
     logger,
-    now: clock,
     onAttempt: (webhookId, result) => metrics.recordAttempt(webhookId, result),
     stopping,
   };

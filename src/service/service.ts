@@ -33,8 +33,6 @@ export interface ServiceOptions {
   readonly concurrency?: number | undefined;
   /** V8's heap growth as `run` set it (see limitHeapGrowth), told in the line that says the service runs. */
   readonly heapGrowingPercent?: number | null | undefined;
-  /** The clock delivery's rules read (claims, retry times, expiry, recovery). Default: the system clock. */
-  readonly clock?: () => Date;
 }
 
 export interface RunningService {
@@ -69,7 +67,6 @@ export interface RunningService {
  */
 export async function startService(options: ServiceOptions): Promise<RunningService> {
   const { logger } = options;
-  const clock = options.clock ?? (() => new Date());
   const config = await loadConfigFile(options.configPath);
   const started = new Started();
   const failedStart = async (error: unknown): Promise<never> => {
@@ -141,7 +138,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // Values read from the database change at most once per coalescing run.
   const metrics = new ServiceMetrics(pool, () => state.settings.intervalSeconds * 1000);
   const shutdown = new AbortController();
-  const delivery = deliveryContext(pool, installationId, () => state, logger, metrics, shutdown.signal, clock);
+  const delivery = deliveryContext(pool, installationId, () => state, logger, metrics, shutdown.signal);
 
   let httpServer: Server | undefined;
   // Set once graphile-worker has started; the probes answer before that.

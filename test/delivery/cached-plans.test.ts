@@ -39,7 +39,7 @@ it('claims and settles from a session whose plans were made while payloads was e
     // More calls than PostgreSQL makes custom plans for before it keeps a generic one.
     const claim = (): ClaimRequest => ({ now: new Date(), max: 8, share: 8, after: null, expireAfterSeconds: 86_400 });
     for (let i = 0; i < 12; i += 1) {
-      await session.query('select * from asset_webhooks.claim_payloads(now(), 8, 8, null, 86400)');
+      await session.query('select * from asset_webhooks.claim_payloads(8, 8, null, 86400)');
       await settleAndClaim(session, [], claim());
     }
     // A history of delivered payloads, and a backlog of each webhook, with no statistics taken since.
@@ -57,7 +57,7 @@ it('claims and settles from a session whose plans were made while payloads was e
       webhook_id: string;
       series: number;
       attempt: number;
-    }>('select * from asset_webhooks.claim_payloads(now(), 8, 8, null, 86400)');
+    }>('select * from asset_webhooks.claim_payloads(8, 8, null, 86400)');
     const claimRead = await readInTransaction(session);
     await session.query('commit');
     expect(claimed.map((row) => row.webhook_id).sort()).toEqual(['crm', 'shop', 'shop', 'shop', 'shop']);
@@ -79,10 +79,10 @@ it('claims and settles from a session whose plans were made while payloads was e
           responseExcerpt: null,
           outcome: 'delivered',
         },
-        at: new Date(),
-        retryAt: null,
+        retryInMs: null,
+        windowSeconds: null,
         receiverFailed: false,
-        holdWebhookUntil: null,
+        holdWebhookForMs: null,
       })),
       claim(),
     );

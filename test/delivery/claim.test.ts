@@ -1,4 +1,5 @@
 import { PassThrough } from 'node:stream';
+import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   abandonAttempt,
@@ -13,6 +14,7 @@ import { expireWaiting, OWN_LEASE_SETTLE_MS, recoverOrphans } from '../../src/de
 import { createLogger } from '../../src/logging/logger.js';
 import { receiverConfig, type TestWebhook } from '../helpers/config.js';
 import { insertPayloads, testDelivery, type TestDelivery } from '../helpers/delivery.js';
+import { ClockPools } from '../helpers/db-clock.js';
 import { answerAfter, eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -26,10 +28,13 @@ const db = useTestDatabase();
 let receiver: TestReceiver;
 let deliveries: TestDelivery[] = [];
 let pumps: DeliveryPump[] = [];
+/** The database's clock moved ahead: the one time the delivery rules read. */
+let clocks: ClockPools;
 
 beforeEach(async () => {
   await resetData(db.pool);
   receiver = await startTestReceiver();
+  clocks = new ClockPools(db.url);
 });
 afterEach(async () => {
   await Promise.all(pumps.map((pump) => pump.stop()));
@@ -37,6 +42,7 @@ afterEach(async () => {
   await Promise.all(deliveries.map((delivery) => delivery.close()));
   deliveries = [];
   await receiver.close();
+  await clocks.close();
 });
 
 async function setUp(
@@ -44,7 +50,6 @@ async function setUp(
   options: {
     deadLetterAfterSeconds?: number;
     delaysSeconds?: number[];
-    clock?: () => Date;
     logger?: ReturnType<typeof createLogger>;
     requestTimeoutSeconds?: number;
   } = {},
@@ -59,13 +64,14 @@ async function setUp(
       },
     },
   );
-  const delivery = await testDelivery(db.pool, yaml, { clock: options.clock, logger: options.logger });
+  const delivery = await testDelivery(db.pool, yaml, { logger: options.logger });
   deliveries.push(delivery);
   return delivery;
 }
 
+/** Claims with the database's clock `aheadMs` ahead. */
 function claim(
-  now = new Date(),
+  aheadMs = 0,
   options: {
     max?: number;
     share?: number;
@@ -74,8 +80,8 @@ function claim(
     standby?: { perWebhook: number; webhooks: string[] };
   } = {},
 ): Promise<ClaimedPayload[]> {
-  return claimPayloads(db.pool, {
-    now,
+  return claimPayloads(aheadMs === 0 ? db.pool : clocks.ahead(aheadMs), {
+    now: new Date(),
     max: options.max ?? 100,
     share: options.share ?? 100,
     after: options.after ?? null,
@@ -118,40 +124,83 @@ describe('claiming payloads', () => {
       [ids[0], 1, '{"n":1}'],
     ]);
     expect(await claim()).toEqual([]);
-    await settleAttempt(context, first[0]!, ok, 'delivered', new Date());
+    await settleAttempt(context, first[0]!, ok, 'delivered');
     expect((await claim()).map((payload) => payload.payloadId)).toEqual([ids[1]]);
   });
 
   it('a failed head keeps its slot until its retry time (concurrency 1), then is claimed again as attempt 2', async () => {
-    const now = new Date();
     const { context } = await setUp([{ id: 'shop' }], { delaysSeconds: [30] });
     const ids = await insertPayloads(db.pool, 'shop', 2);
-    const [head] = await claim(now);
-    await settleAttempt(context, head!, unavailable, 'retryable', now);
+    const [head] = await claim();
+    await settleAttempt(context, head!, unavailable, 'retryable');
     expect((await states()).map((row) => [row.status, row.dispatched, row.attempts])).toEqual([
       ['pending', true, 1],
       ['pending', false, 0],
     ]);
-    expect(await claim(new Date(now.getTime() + 29_000))).toEqual([]);
-    const again = await claim(new Date(now.getTime() + 31_000));
+    expect(await claim(29_000)).toEqual([]);
+    const again = await claim(31_000);
     expect(again.map((payload) => [payload.payloadId, payload.attemptNo])).toEqual([[ids[0], 2]]);
   });
 
   it('never dead-letters a payload as expired before its window has passed, when the series started between two milliseconds', async () => {
-    // The start keeps microseconds in the database: 0.8 ms past a millisecond.
-    const start = new Date(Math.floor(Date.now() / 1000) * 1000);
-    const at = (ms: number): Date => new Date(start.getTime() + ms);
     const { context } = await setUp([{ id: 'shop' }], { delaysSeconds: [1, 1, 1, 1], deadLetterAfterSeconds: 3 });
     const [id] = await insertPayloads(db.pool, 'shop', 1);
+    // The start keeps microseconds in the database: 0.8 ms past a millisecond.
     await db.pool.query(
-      "update asset_webhooks.payloads set series_started_at = $2::timestamptz + interval '800 microseconds' where payload_id = $1",
-      [id, start],
+      "update asset_webhooks.payloads set series_started_at = date_trunc('milliseconds', clock_timestamp()) + interval '800 microseconds' where payload_id = $1",
+      [id],
     );
-    const [first] = await claim(at(0), { expireAfterSeconds: 3 });
-    // The policy reads the start rounded up, never before the database's.
-    expect(first!.seriesStartedAt).toEqual(at(1));
-    // A failure 2.5 s in is retried at the window's end as the policy reads it: not before the database's.
-    await settleAttempt(context, first!, unavailable, 'retryable', at(2500));
+    const end = 3000.8;
+    /**
+     * Runs `probe` on a session whose database clock is set to the series'
+     * start + ms (it runs on from there): its result, and the clock's reading
+     * (ms after the start) once it is done.
+     */
+    async function at<T>(
+      ms: number,
+      probe: (client: pg.PoolClient) => Promise<T>,
+    ): Promise<{ value: T; doneAt: number }> {
+      const client = await db.pool.connect();
+      try {
+        await client.query(
+          `select set_config('asset_webhooks.clock_offset',
+                    (p.series_started_at + $2 * interval '1 millisecond' - clock_timestamp())::text, false)
+           from asset_webhooks.payloads p where p.payload_id = $1`,
+          [id, ms],
+        );
+        const value = await probe(client);
+        const { rows } = await client.query<{ done_at: string }>(
+          'select extract(epoch from asset_webhooks.now() - series_started_at) * 1000 as done_at from asset_webhooks.payloads where payload_id = $1',
+          [id],
+        );
+        return { value, doneAt: Number(rows[0]!.done_at) };
+      } finally {
+        await client.query("select set_config('asset_webhooks.clock_offset', '', false)");
+        client.release();
+      }
+    }
+    /** `probe` at ms, made again until it was over before the window's end (the clock runs on meanwhile). */
+    async function before<T>(ms: number, probe: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+      for (let tries = 1; ; tries += 1) {
+        const { value, doneAt } = await at(ms, probe);
+        if (doneAt < end) return value;
+        if (tries === 50) throw new Error(`every probe at ${ms} ms ended after the window's end`);
+      }
+    }
+    const claimAt = (client: pg.PoolClient): Promise<ClaimedPayload[]> =>
+      claimPayloads(client, { now: new Date(), max: 100, share: 100, after: null, expireAfterSeconds: 3 });
+    const { value: claimed } = await at(0, claimAt);
+    const [first] = claimed;
+    expect(first).toBeDefined();
+    // A failure 2.5 s in is retried at the window's end: the database's, to the microsecond.
+    await at(2500, (client) =>
+      settleAttempt(
+        { ...context, settler: { settle: async (request) => (await settlePayloads(client, [request]))[0]! } },
+        first!,
+        unavailable,
+        'retryable',
+      ),
+    );
     const {
       rows: [retry],
     } = await db.pool.query<{ due: boolean }>(
@@ -160,10 +209,11 @@ describe('claiming payloads', () => {
     );
     expect(retry!.due).toBe(true);
     // So no claim between the two ends takes it: the expiry sweep ends it at the database's end.
-    expect(await claim(at(3000), { expireAfterSeconds: 3 })).toEqual([]);
-    expect(await claim(at(3001), { expireAfterSeconds: 3 })).toEqual([]);
-    expect(await expiredPayloads(db.pool, at(3000), 3, 10)).toEqual([]);
-    expect(await expiredPayloads(db.pool, at(3001), 3, 10)).toEqual([{ payloadId: id, series: 1 }]);
+    // Probed a millisecond before the end: three round trips must fit between the clock's setting and its reading.
+    expect(await before(2999, claimAt)).toEqual([]);
+    expect((await at(3001, claimAt)).value).toEqual([]);
+    expect(await before(2999, (client) => expiredPayloads(client, 3, 10))).toEqual([]);
+    expect((await at(3001, (client) => expiredPayloads(client, 3, 10))).value).toEqual([{ payloadId: id, series: 1 }]);
   });
 
   it('two processes claiming at once never exceed the concurrency and never take a payload twice', async () => {
@@ -182,14 +232,13 @@ describe('claiming payloads', () => {
     await setUp([{ id: 'big', concurrency: 64 }, { id: 'small' }]);
     await insertPayloads(db.pool, 'big', 1000);
     const [single] = await insertPayloads(db.pool, 'small', 1);
-    const first = await claim(new Date(), { max: 8, share: 8 });
+    const first = await claim(0, { max: 8, share: 8 });
     expect(new Set(first.map((payload) => payload.webhookId))).toEqual(new Set(['big']));
-    const second = await claim(new Date(), { max: 8, share: 8, after: first.at(-1)!.webhookId });
+    const second = await claim(0, { max: 8, share: 8, after: first.at(-1)!.webhookId });
     expect(second[0]).toMatchObject({ webhookId: 'small', payloadId: single });
   });
 
   it('claims standbys beyond the concurrency only for the webhooks named, never with concurrency 1 or while failing', async () => {
-    const now = new Date();
     const { context } = await setUp(
       [
         { id: 'shop', concurrency: 4 },
@@ -200,42 +249,41 @@ describe('claiming payloads', () => {
     );
     for (const webhook of ['shop', 'crm', 'erp']) await insertPayloads(db.pool, webhook, 10);
     const standby = { perWebhook: 2, webhooks: ['shop', 'erp'] };
-    const first = await claim(now, { standby });
+    const first = await claim(0, { standby });
     const of = (webhookId: string, claimed: ClaimedPayload[]) =>
       claimed.filter((payload) => payload.webhookId === webhookId).map((payload) => payload.standby);
     // In payload order: the concurrency is sent, the rest waits as standby.
     expect(of('shop', first)).toEqual([false, false, false, false, true, true]);
     expect(of('crm', first)).toEqual([false, false, false, false]);
     expect(of('erp', first)).toEqual([false]);
-    expect(await claim(now, { standby })).toEqual([]);
+    expect(await claim(0, { standby })).toEqual([]);
     // A slot freed while the standbys are held: the next claim is a standby again, so at most 4 are ever sent.
     const shop = first.filter((payload) => payload.webhookId === 'shop');
-    await settleAttempt(context, shop[0]!, ok, 'delivered', now);
-    expect((await claim(now, { standby })).map((payload) => [payload.webhookId, payload.standby])).toEqual([
+    await settleAttempt(context, shop[0]!, ok, 'delivered');
+    expect((await claim(0, { standby })).map((payload) => [payload.webhookId, payload.standby])).toEqual([
       ['shop', true],
     ]);
     // Failing: one attempt in flight, and no standby.
     for (const payload of [...shop.slice(2), ...first.filter((p) => p.webhookId !== 'shop')])
-      await settleAttempt(context, payload, ok, 'delivered', now);
-    await settleAttempt(context, shop[1]!, unavailable, 'retryable', now);
+      await settleAttempt(context, payload, ok, 'delivered');
+    await settleAttempt(context, shop[1]!, unavailable, 'retryable');
     const { rows } = await db.pool.query<{ payload_id: number; series: number; attempts: number }>(
       `select payload_id, series, attempts from asset_webhooks.payloads
        where webhook_id = 'shop' and dispatched and next_attempt_at is null`,
     );
     for (const row of rows)
       await abandonAttempt(db.pool, { payloadId: row.payload_id, series: row.series, attemptNo: row.attempts });
-    const failing = await claim(now, { standby });
+    const failing = await claim(0, { standby });
     expect(of('shop', failing)).toEqual([false]);
     expect(of('erp', failing)).toEqual([false]);
   });
 
   it('a failing webhook has at most one attempt in flight until one succeeds', async () => {
-    const now = new Date();
     const { context } = await setUp([{ id: 'shop', concurrency: 8 }], { delaysSeconds: [600] });
     await insertPayloads(db.pool, 'shop', 20);
-    const first = await claim(now);
+    const first = await claim();
     expect(first).toHaveLength(8);
-    await settleAttempt(context, first[0]!, unavailable, 'retryable', now);
+    await settleAttempt(context, first[0]!, unavailable, 'retryable');
     const {
       rows: [webhook],
     } = await db.pool.query(
@@ -243,15 +291,15 @@ describe('claiming payloads', () => {
     );
     expect(webhook).toEqual({ failing: true });
     // Seven still in flight: nothing more while failing.
-    expect(await claim(now)).toEqual([]);
+    expect(await claim()).toEqual([]);
     for (const payload of first.slice(1))
-      await settleAttempt(context, payload, { ...ok, statusCode: null, errorClass: 'timeout' }, 'retryable', now);
+      await settleAttempt(context, payload, { ...ok, statusCode: null, errorClass: 'timeout' }, 'retryable');
     // Their retries come due together: one at a time.
-    const later = new Date(now.getTime() + 601_000);
+    const later = 601_000;
     const single = await claim(later);
     expect(single).toHaveLength(1);
     expect(await claim(later)).toEqual([]);
-    await settleAttempt(context, single[0]!, ok, 'delivered', later);
+    await settleAttempt(clocks.context(context, later), single[0]!, ok, 'delivered');
     // Healthy again: the other seven retries and the freed slot are used at once.
     expect(await claim(later)).toHaveLength(8);
     const {
@@ -261,33 +309,26 @@ describe('claiming payloads', () => {
   });
 
   it('a throttled webhook is not claimed until its Retry-After passes; another webhook is', async () => {
-    const now = new Date();
     const { context } = await setUp([{ id: 'shop', concurrency: 4 }, { id: 'crm' }], { delaysSeconds: [1] });
     const shop = await insertPayloads(db.pool, 'shop', 3);
-    const first = await claim(now);
+    const first = await claim();
     const shopClaimed = first.filter((payload) => payload.webhookId === 'shop');
     expect(shopClaimed).toHaveLength(3);
-    await settleAttempt(
-      context,
-      shopClaimed[0]!,
-      { ...ok, statusCode: 429 },
-      'retryable',
-      now,
-      new Date(now.getTime() + 120_000),
-    );
+    await settleAttempt(context, shopClaimed[0]!, { ...ok, statusCode: 429 }, 'retryable', 120_000);
     const [crm] = await insertPayloads(db.pool, 'crm', 1);
     const {
       rows: [payload],
-    } = await db.pool.query<{ next_attempt_at: Date }>(
-      'select next_attempt_at from asset_webhooks.payloads where payload_id = $1',
+    } = await db.pool.query<{ in_s: number }>(
+      'select round(extract(epoch from next_attempt_at - asset_webhooks.now()))::int as in_s from asset_webhooks.payloads where payload_id = $1',
       [shop[0]],
     );
-    expect(payload!.next_attempt_at.getTime()).toBe(now.getTime() + 120_000);
+    // Its Retry-After, from the database's clock as the result was written.
+    expect(payload!.in_s).toBe(120);
     // The other two of shop are settled meanwhile; its queue stays held, crm goes on.
-    for (const other of shopClaimed.slice(1)) await settleAttempt(context, other, ok, 'delivered', now);
+    for (const other of shopClaimed.slice(1)) await settleAttempt(context, other, ok, 'delivered');
     await insertPayloads(db.pool, 'shop', 1);
-    expect((await claim(new Date(now.getTime() + 60_000))).map((claimed) => claimed.payloadId)).toEqual([crm]);
-    const after = await claim(new Date(now.getTime() + 121_000));
+    expect((await claim(60_000)).map((claimed) => claimed.payloadId)).toEqual([crm]);
+    const after = await claim(121_000);
     expect(after.map((claimed) => claimed.webhookId)).toEqual(['shop', 'shop']);
   });
 
@@ -298,14 +339,14 @@ describe('claiming payloads', () => {
       "update asset_webhooks.payloads set series_started_at = now() - interval '2 minutes' where payload_id = $1",
       [ids[0]],
     );
-    expect(await claim(new Date(), { expireAfterSeconds: 60 })).toEqual([]);
+    expect(await claim(0, { expireAfterSeconds: 60 })).toEqual([]);
     expect(await expireWaiting(context)).toBe(1);
     const { rows } = await db.pool.query(
       'select status, dead_letter_reason from asset_webhooks.payloads where payload_id = $1',
       [ids[0]],
     );
     expect(rows).toEqual([{ status: 'dead_lettered', dead_letter_reason: 'expired' }]);
-    expect((await claim(new Date(), { expireAfterSeconds: 60 })).map((payload) => payload.payloadId)).toEqual([ids[1]]);
+    expect((await claim(0, { expireAfterSeconds: 60 })).map((payload) => payload.payloadId)).toEqual([ids[1]]);
   });
 });
 
@@ -355,10 +396,10 @@ describe('attempts of claimed payloads', () => {
       {
         payload: { payloadId: ids[0]!, series: 1 },
         attemptNo: 1,
-        at: new Date(),
-        retryAt: new Date(),
+        retryInMs: 0,
+        windowSeconds: null,
         receiverFailed: null,
-        holdWebhookUntil: null,
+        holdWebhookForMs: null,
         result: {
           durationMs: null,
           statusCode: null,

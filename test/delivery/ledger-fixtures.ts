@@ -44,10 +44,10 @@ export function settleOf(attempt: ClaimedPayload): SettleRequest {
       responseExcerpt: null,
       outcome: 'delivered',
     },
-    at: new Date(0),
-    retryAt: null,
+    retryInMs: null,
+    windowSeconds: null,
     receiverFailed: false,
-    holdWebhookUntil: null,
+    holdWebhookForMs: null,
   };
 }
 

@@ -1,5 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { claimPayloads, type AttemptResult } from '../../src/delivery/attempt-store.js';
+import {
+  claimPayloads,
+  settlePayloads,
+  type AttemptResult,
+  type SettleRequest,
+} from '../../src/delivery/attempt-store.js';
 import { settleAttempt } from '../../src/delivery/deliver.js';
 import type { Classification } from '../../src/delivery/policy/classify.js';
 import { LOCAL_FAULT_RETRY_SECONDS } from '../../src/delivery/policy/next-state.js';
@@ -10,7 +15,7 @@ import { useTestDatabase } from '../helpers/test-database.js';
 
 // Attempts that failed for want of the process's own file descriptors or
 // memory do not count against retry.delaysSeconds, with the real database
-// counting them (asset_webhooks.attempts) and a clock the test moves.
+// counting them (asset_webhooks.attempts) and its clock moved by the test.
 
 const db = useTestDatabase();
 let delivery: TestDelivery | undefined;
@@ -36,13 +41,11 @@ const failed: Record<'local_fault' | 'retryable', Omit<AttemptResult, 'outcome'>
 
 describe('local faults and the retry schedule', () => {
   it('three local faults, then a 503: the one retry of delaysSeconds [60] is still there; a second 503 uses it up', async () => {
-    let now = new Date('2026-11-22T12:00:00.000Z');
     delivery = await testDelivery(
       db.pool,
       receiverConfig([{ id: 'crm', url: 'http://127.0.0.1:9/hook' }], { retry: { delaysSeconds: [60] } }),
-      { clock: () => now },
     );
-    await insertPayloads(db.pool, 'crm', 1, now);
+    const [id] = await insertPayloads(db.pool, 'crm', 1);
     const outcomes: Array<{ outcome: string; retryInSeconds: number | null }> = [];
     const steps: Array<'local_fault' | 'retryable'> = [
       'local_fault',
@@ -51,26 +54,37 @@ describe('local faults and the retry schedule', () => {
       'retryable',
       'retryable',
     ];
-    for (const step of steps) {
-      const [claimed] = await claimPayloads(db.pool, {
-        now,
-        max: 1,
-        share: 1,
-        after: null,
-        expireAfterSeconds: 86_400,
-      });
-      expect(claimed).toBeDefined();
-      const { result } = await settleAttempt(delivery.context, claimed!, failed[step], step as Classification, now);
-      const { rows } = await db.pool.query<{ next_attempt_at: Date | null }>(
-        'select next_attempt_at from asset_webhooks.payloads where payload_id = $1',
-        [claimed!.payloadId],
-      );
-      const next = rows[0]!.next_attempt_at;
-      outcomes.push({
-        outcome: result.outcome,
-        retryInSeconds: next === null ? null : (next.getTime() - now.getTime()) / 1000,
-      });
-      if (next !== null) now = next;
+    // One session, its database clock moved to each retry's time (asset_webhooks.clock_offset).
+    const session = await db.pool.connect();
+    const context = {
+      ...delivery.context,
+      settler: { settle: async (request: SettleRequest) => (await settlePayloads(session, [request]))[0]! },
+    };
+    try {
+      for (const step of steps) {
+        const [claimed] = await claimPayloads(session, {
+          now: new Date(),
+          max: 1,
+          share: 1,
+          after: null,
+          expireAfterSeconds: 86_400,
+        });
+        expect(claimed).toBeDefined();
+        const { result } = await settleAttempt(context, claimed!, failed[step], step as Classification);
+        const { rows } = await session.query<{ in_s: number | null }>(
+          'select round(extract(epoch from next_attempt_at - asset_webhooks.now()))::int as in_s from asset_webhooks.payloads where payload_id = $1',
+          [id],
+        );
+        outcomes.push({ outcome: result.outcome, retryInSeconds: rows[0]!.in_s });
+        await session.query(
+          `select set_config('asset_webhooks.clock_offset', (p.next_attempt_at - clock_timestamp())::text, false)
+           from asset_webhooks.payloads p where p.payload_id = $1 and p.next_attempt_at is not null`,
+          [id],
+        );
+      }
+    } finally {
+      await session.query("select set_config('asset_webhooks.clock_offset', '', false)");
+      session.release();
     }
     expect(outcomes).toEqual([
       { outcome: 'retry', retryInSeconds: LOCAL_FAULT_RETRY_SECONDS },

@@ -64,16 +64,16 @@ const ok: AttemptResult = {
 function request(
   payloadId: number,
   result: Partial<AttemptResult> = {},
-  options: { series?: number; retryAt?: Date } = {},
+  options: { series?: number; retryInMs?: number } = {},
 ): SettleRequest {
   return {
     payload: { payloadId, series: options.series ?? 1 },
     attemptNo: 1,
     result: { ...ok, ...result },
-    at: new Date(),
-    retryAt: options.retryAt ?? null,
+    retryInMs: options.retryInMs ?? null,
+    windowSeconds: null,
     receiverFailed: (result.outcome ?? 'delivered') === 'retry',
-    holdWebhookUntil: null,
+    holdWebhookForMs: null,
   };
 }
 
@@ -137,14 +137,13 @@ describe('settling attempts in batches', () => {
       'update asset_webhooks.payloads set series = 2, attempts = 0, dispatched = false where payload_id = $1',
       [shop[3]],
     );
-    const retryAt = new Date(Date.now() + 60_000);
     const { pool, batches } = counting(db.pool);
     const batcher = new SettleBatcher(pool, { maxInFlight: 1 });
     const first = batcher.settle(request(crm[0]!));
     const answers = await Promise.all([
       batcher.settle(request(shop[0]!)),
       batcher.settle(request(shop[2]!, { statusCode: 400, outcome: 'rejected' })),
-      batcher.settle(request(shop[1]!, { statusCode: 503, outcome: 'retry' }, { retryAt })),
+      batcher.settle(request(shop[1]!, { statusCode: 503, outcome: 'retry' }, { retryInMs: 60_000 })),
       batcher.settle(request(shop[3]!)),
     ]);
     await first;
@@ -159,11 +158,12 @@ describe('settling attempts in batches', () => {
     ]);
     const {
       rows: [retry],
-    } = await db.pool.query<{ next_attempt_at: Date }>(
-      'select next_attempt_at from asset_webhooks.payloads where payload_id = $1',
+    } = await db.pool.query<{ in_s: number }>(
+      'select round(extract(epoch from next_attempt_at - asset_webhooks.now()))::int as in_s from asset_webhooks.payloads where payload_id = $1',
       [shop[1]],
     );
-    expect(retry!.next_attempt_at.getTime()).toBe(retryAt.getTime());
+    // Due its delay after the database's clock when the batch was written.
+    expect(retry!.in_s).toBe(60);
     // The superseded attempt's result is kept as a plain failed try.
     const { rows: superseded } = await db.pool.query(
       'select outcome, status_code from asset_webhooks.attempts where payload_id = $1',
@@ -212,18 +212,19 @@ describe('settling attempts in batches', () => {
     const ids = await payloads('shop', 8, 8);
     const { pool, batches } = counting(db.pool);
     const batcher = new SettleBatcher(pool, { maxInFlight: 1 });
-    const retryAt = new Date(Date.now() + 60_000);
     // Held back by the first statement, the other seven go together in one batch.
     const first = batcher.settle(request(ids[0]!));
     const rest = ids.slice(1).map((id, index) => {
       if (index === 2)
-        // A retry time past what a Date holds (22007 in the database).
+        // A retry delay that is no number (22007 in the database).
         return batcher.settle(
-          request(id, { statusCode: 503, outcome: 'retry', responseExcerpt: 'busy' }, { retryAt: new Date(NaN) }),
+          request(id, { statusCode: 503, outcome: 'retry', responseExcerpt: 'busy' }, { retryInMs: Number.NaN }),
         );
       if (index === 4)
         // A number no integer column holds (22003).
-        return batcher.settle(request(id, { durationMs: 2 ** 40, statusCode: 500, outcome: 'retry' }, { retryAt }));
+        return batcher.settle(
+          request(id, { durationMs: 2 ** 40, statusCode: 500, outcome: 'retry' }, { retryInMs: 60_000 }),
+        );
       return batcher.settle(request(id));
     });
     await expect(first).resolves.toEqual({ applied: true });

@@ -15,12 +15,13 @@ export interface TestDelivery {
 
 /**
  * The delivery context the service builds, for a configuration document,
- * with its webhooks recorded; `clock` moves time for the delivery rules.
+ * with its webhooks recorded. Time moves with the database's clock (see
+ * db-clock.ts), never with a clock of this process.
  */
 export async function testDelivery(
   pool: pg.Pool,
   yaml: string,
-  options: { logger?: Logger; clock?: () => Date; stopping?: AbortSignal } = {},
+  options: { logger?: Logger; stopping?: AbortSignal } = {},
 ): Promise<TestDelivery> {
   const state = new ServiceState(parseConfigText(yaml, 'test'));
   await syncWebhooks(pool, state.config, { processId: TEST_PROCESS_ID, logger: silentLogger });
@@ -31,7 +32,6 @@ export async function testDelivery(
     options.logger ?? silentLogger,
     new ServiceMetrics(pool),
     options.stopping,
-    options.clock,
   );
   return { context, state, close: () => state.close() };
 }

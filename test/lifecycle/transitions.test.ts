@@ -133,7 +133,7 @@ function transitionFor(kind: Kind, payloadId: number): Record<string, unknown> {
         attempt: 1,
         outcome: 'retry',
         at,
-        retry_at: at,
+        retry_in: '0 seconds',
         error_class: 'interrupted',
       };
     case 'expiry':
@@ -227,7 +227,8 @@ describe('transition_payloads', () => {
         attemptNo: 1,
         outcome: 'delivered',
         at: new Date(),
-        retryAt: null,
+        retryInMs: null,
+        windowSeconds: null,
         durationMs: 12,
         statusCode: 200,
         errorClass: null,
@@ -235,10 +236,10 @@ describe('transition_payloads', () => {
         responseExcerpt: 'ok',
         sentAt: null,
         receiverFailed: false,
-        holdWebhookUntil: null,
+        holdWebhookForMs: null,
       },
     ]);
-    expect(late).toEqual({ applied: false, reason: 'not_in_flight' });
+    expect(late).toEqual({ applied: false, reason: 'not_in_flight', outcome: null });
     const { rows } = await db.pool.query(
       `select p.status, p.dead_letter_reason, a.outcome, a.status_code, a.response_excerpt
        from asset_webhooks.payloads p join asset_webhooks.attempts a using (payload_id) where payload_id = $1`,

@@ -49,20 +49,21 @@ describe('migrate applies the function files on every run', () => {
 
   it('installs the text of a changed function file at the next migrate', async () => {
     const sql = copySql(temp('aw-migrate-functions-'));
-    const read = async (): Promise<string> =>
+    // Seconds asset_webhooks.now() is ahead of the database's clock, with no offset set.
+    const read = async (): Promise<number> =>
       (
-        await db.pool.query<{ at: string }>(
-          "select to_char(asset_webhooks.series_start_as_read('2026-11-27T10:00:00.000100Z') at time zone 'UTC', 'HH24:MI:SS.US') as at",
+        await db.pool.query<{ ahead: number }>(
+          'select round(extract(epoch from asset_webhooks.now() - clock_timestamp()))::int as ahead',
         )
-      ).rows[0]!.at;
-    expect(await read()).toBe('10:00:00.001000');
-    const oid = await oidOf('series_start_as_read');
+      ).rows[0]!.ahead;
+    expect(await read()).toBe(0);
+    const oid = await oidOf('now');
 
-    editSql(sql, 'functions/series_start_as_read.sql', "interval '999 microseconds'", "interval '0 microseconds'");
+    editSql(sql, 'functions/now.sql', "interval '0'", "interval '1 day'");
     const result = await migrate(db.pool, db.url, { sqlDirectory: sql });
 
-    expect(await read()).toBe('10:00:00.000000');
-    expect(await oidOf('series_start_as_read')).toBe(oid);
+    expect(await read()).toBe(86_400);
+    expect(await oidOf('now')).toBe(oid);
     expect(result.functionsDigest).not.toBe(codeDigest);
   });
 

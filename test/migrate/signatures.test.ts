@@ -92,22 +92,18 @@ describe('a function whose signature changes between releases', () => {
   });
 
   it('is refused, with nothing changed, when an object the files do not recreate depends on it', async () => {
-    await db.pool.query(
-      'create view public.series_report as select asset_webhooks.series_start_as_read(now()) as started',
-    );
+    await db.pool.query('create view public.series_report as select asset_webhooks.now() as started');
     const sql = copySql(temp('aw-migrate-signature-'));
-    editSql(sql, 'functions/series_start_as_read.sql', 'returns timestamptz', 'returns timestamp');
+    editSql(sql, 'functions/now.sql', 'returns timestamptz', 'returns timestamp');
     editSql(sql, 'functions/payload_state.sql', 'when not p_dispatched', 'when not  p_dispatched');
     const refused = await migrate(db.pool, db.url, { sqlDirectory: sql }).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(UserError);
     expect((refused as UserError).message).toBe(
-      'sql/functions/series_start_as_read.sql: expected to drop function asset_webhooks.series_start_as_read(timestamp with time zone) ' +
+      'sql/functions/now.sql: expected to drop function asset_webhooks.now() ' +
         'to create it anew (its signature or columns changed, or its file is gone), got objects that depend on it and that ' +
         'migrate does not recreate: view series_report (drop or change them first; no function was changed)',
     );
-    expect(await signatures('series_start_as_read')).toEqual([
-      'asset_webhooks.series_start_as_read(timestamp with time zone) -> timestamp with time zone',
-    ]);
+    expect(await signatures('now')).toEqual(['asset_webhooks.now() -> timestamp with time zone']);
     const { rows } = await db.pool.query<{ same: boolean }>(
       "select position('not  p_dispatched' in prosrc) = 0 as same from pg_proc where proname = 'payload_state'",
     );

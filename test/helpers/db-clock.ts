@@ -1,0 +1,45 @@
+import type pg from 'pg';
+import { settlePayloads } from '../../src/delivery/attempt-store.js';
+import type { DeliveryContext } from '../../src/delivery/deliver.js';
+import { createPool } from '../../src/db/connect.js';
+
+/**
+ * The database URL whose sessions read asset_webhooks.now() `offsetMs` ahead
+ * of the database's clock: the libpq option that sets
+ * asset_webhooks.clock_offset for every connection. The one way tests move
+ * the time of a payload's lifecycle; they never sleep for it.
+ */
+export function urlAhead(url: string, offsetMs: number): string {
+  const shifted = new URL(url);
+  shifted.searchParams.set('options', `-c asset_webhooks.clock_offset=${Math.round(offsetMs * 1000)}us`);
+  return shifted.toString();
+}
+
+/** Pools on urlAhead, closed together. */
+export class ClockPools {
+  private readonly pools = new Map<number, pg.Pool>();
+
+  constructor(private readonly url: string) {}
+
+  /** A pool whose asset_webhooks.now() is `offsetMs` ahead. */
+  ahead(offsetMs: number): pg.Pool {
+    let pool = this.pools.get(offsetMs);
+    if (!pool) {
+      pool = createPool(urlAhead(this.url, offsetMs), { max: 2 });
+      this.pools.set(offsetMs, pool);
+    }
+    return pool;
+  }
+
+  /** `context` writing its results, one statement each, through a pool `offsetMs` ahead. */
+  context(context: DeliveryContext, offsetMs: number): DeliveryContext {
+    const pool = this.ahead(offsetMs);
+    return { ...context, pool, settler: { settle: async (request) => (await settlePayloads(pool, [request]))[0]! } };
+  }
+
+  async close(): Promise<void> {
+    const pools = [...this.pools.values()];
+    this.pools.clear();
+    await Promise.all(pools.map((pool) => pool.end()));
+  }
+}
