@@ -1,6 +1,7 @@
 import type { DeliveryContext } from './deliver.js';
 import { settleAttempt } from './deliver.js';
-import { abandonAttempt, expiredPayloads, orphanedAttempts } from './attempt-store.js';
+import { abandonAttempt } from './attempt-store.js';
+import { expiredPayloads, orphanedAttempts } from './recovery-reads.js';
 
 /**
  * How long this process holds its own lease before it takes other processes

@@ -4,12 +4,12 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   abandonAttempt,
   claimPayloads,
-  expiredPayloads,
   settlePayloads,
   type ClaimedPayload,
 } from '../../src/delivery/attempt-store.js';
 import { deliverClaimed, settleAttempt } from '../../src/delivery/deliver.js';
 import { DeliveryPump } from '../../src/delivery/pump.js';
+import { expiredPayloads } from '../../src/delivery/recovery-reads.js';
 import { expireWaiting, OWN_LEASE_SETTLE_MS, recoverOrphans } from '../../src/delivery/recover.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { receiverConfig, type TestWebhook } from '../helpers/config.js';

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { claimPayloads, expiredPayloads } from '../../src/delivery/attempt-store.js';
+import { claimPayloads } from '../../src/delivery/attempt-store.js';
+import { expiredPayloads } from '../../src/delivery/recovery-reads.js';
 import { applyTransitions, type AttemptResultTransition } from '../../src/lifecycle/transitions.js';
 import { ClockPools } from '../helpers/db-clock.js';
 import { insertPayloads } from '../helpers/delivery.js';
