@@ -1,6 +1,7 @@
 import { describeError } from '../db/connect.js';
 import { claimPayloads, type ClaimedPayload } from './attempt-store.js';
-import { deliverClaimed, releaseClaimed, type DeliveryContext } from './deliver.js';
+import type { DeliveryContext } from './context.js';
+import { deliverClaimed, releaseClaimed } from './deliver.js';
 import { listenForPayloads, type PayloadsListener } from './payloads-listener.js';
 import { expireWaiting, recoverOrphans } from './recover.js';
 import { SlotLedger } from './slot-ledger.js';

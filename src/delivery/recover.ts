@@ -1,4 +1,4 @@
-import type { DeliveryContext } from './deliver.js';
+import type { DeliveryContext } from './context.js';
 import { settleAttempt } from './deliver.js';
 import { abandonAttempt } from './attempt-store.js';
 import { expiredPayloads, orphanedAttempts } from './recovery-reads.js';

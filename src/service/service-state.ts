@@ -4,7 +4,7 @@ import type { Config, WebhookConfig } from '../config/schema.js';
 import { redactedUrl } from '../config/schema.js';
 import type { RoutedWebhook } from '../coalesce/route.js';
 import { routedWebhooks } from '../coalesce/routed-webhooks.js';
-import type { DeliveryContext, DeliverySettings, DeliveryWebhook } from '../delivery/deliver.js';
+import type { DeliveryContext, DeliverySettings, DeliveryWebhook } from '../delivery/context.js';
 import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { HttpSender } from '../delivery/http/sender.js';
 import { resumeWebhooks } from '../lifecycle/transitions.js';

@@ -1,7 +1,8 @@
 import { readInstallationId } from '../../src/db/installation.js';
 import { afterEach, beforeEach, expect, it, vi } from 'vitest';
 import { parseConfigText } from '../../src/config/load.js';
-import { deliverClaimed, type DeliveryContext } from '../../src/delivery/deliver.js';
+import type { DeliveryContext } from '../../src/delivery/context.js';
+import { deliverClaimed } from '../../src/delivery/deliver.js';
 import {
   claimPayloads,
   type ClaimedPayload,

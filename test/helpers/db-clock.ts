@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { settlePayloads } from '../../src/delivery/attempt-store.js';
-import type { DeliveryContext } from '../../src/delivery/deliver.js';
+import type { DeliveryContext } from '../../src/delivery/context.js';
 import { createPool } from '../../src/db/connect.js';
 
 /**

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { parseConfigText } from '../../src/config/load.js';
 import { readInstallationId } from '../../src/db/installation.js';
-import type { DeliveryContext } from '../../src/delivery/deliver.js';
+import type { DeliveryContext } from '../../src/delivery/context.js';
 import { ServiceMetrics } from '../../src/service/metrics.js';
 import { deliveryContext, ServiceState, syncWebhooks } from '../../src/service/service-state.js';
 import { silentLogger, TEST_PROCESS_ID } from './seed.js';
