@@ -57,21 +57,11 @@ export const SCRATCH_TABLE = 'aw_bench_scratch.attempts';
 
 export async function createScratchAttempts(pool: pg.Pool): Promise<void> {
   await pool.query(`create schema if not exists aw_bench_scratch`);
-  await pool.query(`create table if not exists ${SCRATCH_TABLE} (
-    payload_id        bigint not null,
-    series            integer not null,
-    attempt_no        integer not null,
-    started_at        timestamptz not null,
-    duration_ms       integer,
-    status_code       integer,
-    error_class       text,
-    error_message     text,
-    response_excerpt  text,
-    outcome           text check (outcome in ('delivered', 'retry', 'rejected', 'retries_exhausted', 'expired')),
-    process_id        text,
-    sent              boolean not null default true,
-    primary key (payload_id, series, attempt_no)
-  )`);
+  // LIKE copies the columns, defaults, checks and primary key, and never a foreign key.
+  await pool.query(
+    `create table if not exists ${SCRATCH_TABLE}
+       (like asset_webhooks.attempts including defaults including constraints including indexes)`,
+  );
 }
 
 /**
