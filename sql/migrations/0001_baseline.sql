@@ -171,7 +171,9 @@ create table asset_webhooks.payloads (
   -- Start of the current series: creation, or an operator's redelivery,
   -- moved forward by any time the series then spent with its webhook paused
   -- (webhooks.paused_since). The payload expires deadLetterAfterSeconds after it.
-  series_started_at   timestamptz not null default clock_timestamp(),
+  -- Its default, the database's clock as asset_webhooks.now() reads it, is set
+  -- by sql/dependents/payloads_series_started_at_default.sql.
+  series_started_at   timestamptz not null,
   attempts            integer not null default 0,
   next_attempt_at     timestamptz,
   last_attempt_at     timestamptz,
