@@ -75,11 +75,10 @@ export async function migrate(
       const databaseVersion = await readSchemaVersion(client);
       assertNotPreRelease(await readApplied(client), migrations);
       if (databaseVersion > codeVersion) {
-        throw new SchemaVersionError(
-          `schema asset_webhooks is at version ${databaseVersion}, newer than this code's version ${codeVersion}: ` +
-            'expected a release of asset-webhooks at least as new as the one that migrated the database',
+        throw versionMismatch(
           databaseVersion,
           codeVersion,
+          'expected a release of asset-webhooks at least as new as the one that migrated the database',
         );
       }
       for (const migration of migrations) {
@@ -254,6 +253,16 @@ export async function readSchemaVersion(client: pg.Pool | pg.PoolClient): Promis
   return rows[0]?.version ?? 0;
 }
 
+/** A schema at another version than the code's, in one line that names both and says what to do. */
+function versionMismatch(databaseVersion: number, codeVersion: number, advice: string): SchemaVersionError {
+  const relation = databaseVersion > codeVersion ? 'newer' : 'older';
+  return new SchemaVersionError(
+    `schema asset_webhooks is at version ${databaseVersion}, ${relation} than this code's version ${codeVersion}: ${advice}`,
+    databaseVersion,
+    codeVersion,
+  );
+}
+
 /** The digest of this code's function files, read once: readiness checks the schema at every probe. */
 let codeRoutineDigest: string | undefined;
 
@@ -268,19 +277,13 @@ export async function assertSchemaCurrent(pool: pg.Pool): Promise<void> {
   const codeVersion = codeSchemaVersion();
   const databaseVersion = await readSchemaVersion(pool);
   if (databaseVersion < codeVersion) {
-    throw new SchemaVersionError(
-      `schema asset_webhooks is at version ${databaseVersion}, older than this code's version ${codeVersion}: ` +
-        'run `asset-webhooks migrate` first',
-      databaseVersion,
-      codeVersion,
-    );
+    throw versionMismatch(databaseVersion, codeVersion, 'run `asset-webhooks migrate` first');
   }
   if (databaseVersion > codeVersion) {
-    throw new SchemaVersionError(
-      `schema asset_webhooks is at version ${databaseVersion}, newer than this code's version ${codeVersion}: ` +
-        'upgrade asset-webhooks before running it against this database',
+    throw versionMismatch(
       databaseVersion,
       codeVersion,
+      'upgrade asset-webhooks before running it against this database',
     );
   }
   codeRoutineDigest ??= routineDigest(loadRoutineFiles());
