@@ -3,13 +3,23 @@
 -- database's clock, never its own, so two processes whose clocks differ
 -- cannot disagree about whether a payload's window has passed.
 --
--- clock_timestamp() moved by the setting asset_webhooks.clock_offset (an
--- interval; unset or empty is none): tests move time with it, per session
--- (`set asset_webhooks.clock_offset = '3 seconds'`) or per connection (the
--- libpq option `-c asset_webhooks.clock_offset=3s` of a database URL), and
--- never sleep. Production leaves it unset.
+-- clock_timestamp(), unless the setting asset_webhooks.clock says otherwise:
+-- an interval runs the clock that far ahead (or behind), and a timestamp stops
+-- it at that instant. Tests turn this one knob, per session
+-- (`set asset_webhooks.clock = '3 seconds'`) or per connection (the libpq
+-- option `-c asset_webhooks.clock=3s` of a database URL), and never sleep; a
+-- stopped clock lets a test decide at an exact microsecond however slow the
+-- machine is. Production leaves it unset (or empty).
 create or replace function asset_webhooks.now() returns timestamptz
-language sql volatile parallel safe as $$
-  select clock_timestamp() + coalesce(nullif(current_setting('asset_webhooks.clock_offset', true), '')::interval,
-                                      interval '0')
-$$;
+language plpgsql volatile parallel safe as $$
+declare
+  v_setting text := nullif(current_setting('asset_webhooks.clock', true), '');
+begin
+  if v_setting is null then
+    return clock_timestamp();
+  elsif v_setting ~ '^\s*\d{4}-\d{2}-\d{2}' then
+    return v_setting::timestamptz;
+  else
+    return clock_timestamp() + v_setting::interval;
+  end if;
+end $$;

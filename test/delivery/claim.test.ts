@@ -150,7 +150,6 @@ describe('claiming payloads', () => {
       "update asset_webhooks.payloads set series_started_at = date_trunc('milliseconds', clock_timestamp()) + interval '800 microseconds' where payload_id = $1",
       [id],
     );
-    const end = 3000.8;
     /**
      * Runs `probe` on a session whose database clock is set to the series'
      * start + ms (it runs on from there): its result, and the clock's reading
@@ -163,7 +162,7 @@ describe('claiming payloads', () => {
       const client = await db.pool.connect();
       try {
         await client.query(
-          `select set_config('asset_webhooks.clock_offset',
+          `select set_config('asset_webhooks.clock',
                     (p.series_started_at + $2 * interval '1 millisecond' - clock_timestamp())::text, false)
            from asset_webhooks.payloads p where p.payload_id = $1`,
           [id, ms],
@@ -175,16 +174,27 @@ describe('claiming payloads', () => {
         );
         return { value, doneAt: Number(rows[0]!.done_at) };
       } finally {
-        await client.query("select set_config('asset_webhooks.clock_offset', '', false)");
+        await client.query("select set_config('asset_webhooks.clock', '', false)");
         client.release();
       }
     }
-    /** `probe` at ms, made again until it was over before the window's end (the clock runs on meanwhile). */
-    async function before<T>(ms: number, probe: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-      for (let tries = 1; ; tries += 1) {
-        const { value, doneAt } = await at(ms, probe);
-        if (doneAt < end) return value;
-        if (tries === 50) throw new Error(`every probe at ${ms} ms ended after the window's end`);
+    /**
+     * Runs `probe` on a session whose database clock is stopped at the series'
+     * start + ms: the decision is taken at that exact instant, however slow
+     * the machine is.
+     */
+    async function stoppedAt<T>(ms: number, probe: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+      const client = await db.pool.connect();
+      try {
+        await client.query(
+          `select set_config('asset_webhooks.clock', (p.series_started_at + $2 * interval '1 millisecond')::text, false)
+           from asset_webhooks.payloads p where p.payload_id = $1`,
+          [id, ms],
+        );
+        return await probe(client);
+      } finally {
+        await client.query("select set_config('asset_webhooks.clock', '', false)");
+        client.release();
       }
     }
     const claimAt = (client: pg.PoolClient): Promise<ClaimedPayload[]> =>
@@ -209,10 +219,17 @@ describe('claiming payloads', () => {
     );
     expect(retry!.due).toBe(true);
     // So no claim between the two ends takes it: the expiry sweep ends it at the database's end.
-    // Probed a millisecond before the end: three round trips must fit between the clock's setting and its reading.
-    expect(await before(2999, claimAt)).toEqual([]);
+    // The window ends 3,000 ms after the start, which lies 0.8 ms past a
+    // millisecond. Decided 0.1 ms past where it would end were the start cut to
+    // milliseconds, and a hundredth of a millisecond before its true end:
+    for (const ms of [2999.3, 2999.99]) {
+      expect(await stoppedAt(ms, claimAt)).toEqual([]);
+      expect(await stoppedAt(ms, (client) => expiredPayloads(client, 3, 10))).toEqual([]);
+    }
+    // At the end exactly, the sweep ends it and no claim takes it.
+    expect(await stoppedAt(3000, claimAt)).toEqual([]);
+    expect(await stoppedAt(3000, (client) => expiredPayloads(client, 3, 10))).toEqual([{ payloadId: id, series: 1 }]);
     expect((await at(3001, claimAt)).value).toEqual([]);
-    expect(await before(2999, (client) => expiredPayloads(client, 3, 10))).toEqual([]);
     expect((await at(3001, (client) => expiredPayloads(client, 3, 10))).value).toEqual([{ payloadId: id, series: 1 }]);
   });
 

@@ -54,7 +54,7 @@ describe('local faults and the retry schedule', () => {
       'retryable',
       'retryable',
     ];
-    // One session, its database clock moved to each retry's time (asset_webhooks.clock_offset).
+    // One session, its database clock moved to each retry's time (asset_webhooks.clock).
     const session = await db.pool.connect();
     const context = {
       ...delivery.context,
@@ -77,13 +77,13 @@ describe('local faults and the retry schedule', () => {
         );
         outcomes.push({ outcome: result.outcome, retryInSeconds: rows[0]!.in_s });
         await session.query(
-          `select set_config('asset_webhooks.clock_offset', (p.next_attempt_at - clock_timestamp())::text, false)
+          `select set_config('asset_webhooks.clock', (p.next_attempt_at - clock_timestamp())::text, false)
            from asset_webhooks.payloads p where p.payload_id = $1 and p.next_attempt_at is not null`,
           [id],
         );
       }
     } finally {
-      await session.query("select set_config('asset_webhooks.clock_offset', '', false)");
+      await session.query("select set_config('asset_webhooks.clock', '', false)");
       session.release();
     }
     expect(outcomes).toEqual([

@@ -6,12 +6,12 @@ import { createPool } from '../../src/db/connect.js';
 /**
  * The database URL whose sessions read asset_webhooks.now() `offsetMs` ahead
  * of the database's clock: the libpq option that sets
- * asset_webhooks.clock_offset for every connection. The one way tests move
+ * asset_webhooks.clock for every connection. The one way tests move
  * the time of a payload's lifecycle; they never sleep for it.
  */
 export function urlAhead(url: string, offsetMs: number): string {
   const shifted = new URL(url);
-  shifted.searchParams.set('options', `-c asset_webhooks.clock_offset=${Math.round(offsetMs * 1000)}us`);
+  shifted.searchParams.set('options', `-c asset_webhooks.clock=${Math.round(offsetMs * 1000)}us`);
   return shifted.toString();
 }
 

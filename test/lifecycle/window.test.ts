@@ -9,7 +9,7 @@ import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 // The delivery window of a payload is the database's to apply, by its own
-// clock (asset_webhooks.now(), moved here by asset_webhooks.clock_offset):
+// clock (asset_webhooks.now(), moved here by asset_webhooks.clock):
 // transition_payloads turns a retry decided at or past
 // series_started_at + window_seconds into `expired`, and keeps every retry
 // time within the window.

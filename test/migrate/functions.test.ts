@@ -59,7 +59,7 @@ describe('migrate applies the function files on every run', () => {
     expect(await read()).toBe(0);
     const oid = await oidOf('now');
 
-    editSql(sql, 'functions/now.sql', "interval '0'", "interval '1 day'");
+    editSql(sql, 'functions/now.sql', 'return clock_timestamp();', "return clock_timestamp() + interval '1 day';");
     const result = await migrate(db.pool, db.url, { sqlDirectory: sql });
 
     expect(await read()).toBe(86_400);
