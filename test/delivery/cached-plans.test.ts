@@ -2,6 +2,7 @@ import pg from 'pg';
 import { beforeEach, expect, it } from 'vitest';
 import { settleAndClaim, type ClaimRequest } from '../../src/delivery/attempt-store.js';
 import { insertPayloads } from '../helpers/delivery.js';
+import { settleOf } from './ledger-fixtures.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
@@ -68,22 +69,7 @@ it('claims and settles from a session whose plans were made while payloads was e
     await session.query('begin');
     const { settled, claimed: next } = await settleAndClaim(
       session,
-      claimed.map((row) => ({
-        payload: { payloadId: row.payload_id, series: row.series },
-        attemptNo: row.attempt,
-        result: {
-          durationMs: 1,
-          statusCode: 200,
-          errorClass: null,
-          errorMessage: null,
-          responseExcerpt: null,
-          outcome: 'delivered',
-        },
-        retryInMs: null,
-        windowSeconds: null,
-        receiverFailed: false,
-        holdWebhookForMs: null,
-      })),
+      claimed.map((row) => settleOf({ payloadId: row.payload_id, series: row.series, attemptNo: row.attempt })),
       claim(),
     );
     const settleRead = await readInTransaction(session);

@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import type { ClaimedPayload, ClaimRequest, SettleRequest } from '../../src/delivery/attempt-store.js';
+import type { AttemptOf, ClaimedPayload, ClaimRequest, SettleRequest } from '../../src/delivery/attempt-store.js';
 import { SlotLedger, type LedgerEffect } from '../../src/delivery/slot-ledger.js';
 
 // Shared by slot-ledger.test.ts and standby.test.ts: a ledger on a clock the test moves.
@@ -32,7 +32,8 @@ export function payload(webhookId: string, standby = false): ClaimedPayload {
   };
 }
 
-export function settleOf(attempt: ClaimedPayload): SettleRequest {
+/** A delivered result (a 200) of one attempt. */
+export function settleOf(attempt: AttemptOf): SettleRequest {
   return {
     payload: { payloadId: attempt.payloadId, series: attempt.series },
     attemptNo: attempt.attemptNo,

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
+import type { PayloadEvent } from '../../src/payloads/serialize.js';
 
 /**
  * schema/payload.schema.json, the body receivers are promised
@@ -58,4 +59,17 @@ export function oneEventBody(): string {
     eventType: 'EDITED',
   };
   return JSON.stringify({ count: 1, events: [event], webhookTimestamp: now });
+}
+
+/** One EDITED event with fixed ids, for tests of the body's shape; fields can be overridden. */
+export function sampleEvent(overrides: Partial<PayloadEvent> = {}): PayloadEvent {
+  return {
+    atomId: '12',
+    eventId: '0b7f3c1e-6a4d-4f0e-9a51-3f2d8c4b7e10',
+    eventTimestamp: '2026-11-27T09:14:03.120Z',
+    assetId: '7',
+    assetUuid: '5d1c2b9a-8f3e-4c6d-b1a7-2e9f0c3d4a58',
+    eventType: 'EDITED',
+    ...overrides,
+  };
 }

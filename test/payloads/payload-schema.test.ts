@@ -3,21 +3,13 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { EVENT_TYPES } from '../../src/interfaces.js';
 import { serializeBody, serializeEvent, type PayloadEvent } from '../../src/payloads/serialize.js';
-import { payloadSchemaErrors } from '../helpers/payload-schema.js';
+import { payloadSchemaErrors, sampleEvent } from '../helpers/payload-schema.js';
 
 const schema = JSON.parse(readFileSync(new URL('../../schema/payload.schema.json', import.meta.url), 'utf8')) as {
   examples: unknown[];
 };
 
-const event = (overrides: Partial<PayloadEvent> = {}): PayloadEvent => ({
-  atomId: '12',
-  eventId: '0b7f3c1e-6a4d-4f0e-9a51-3f2d8c4b7e10',
-  eventTimestamp: '2026-11-27T09:14:03.120Z',
-  assetId: '7',
-  assetUuid: '5d1c2b9a-8f3e-4c6d-b1a7-2e9f0c3d4a58',
-  eventType: 'EDITED',
-  ...overrides,
-});
+const event = sampleEvent;
 const body = (events: PayloadEvent[]): string => serializeBody(events.map(serializeEvent), '2026-11-27T09:15:00.004Z');
 
 describe('schema/payload.schema.json', () => {

@@ -8,22 +8,14 @@ import {
   serializeEvent,
   type PayloadEvent,
 } from '../../src/payloads/serialize.js';
-import { payloadSchemaErrors } from '../helpers/payload-schema.js';
+import { payloadSchemaErrors, sampleEvent } from '../helpers/payload-schema.js';
 
 // The JSON body receivers are promised (spec section 5, schema/payload.schema.json):
 // exactly {"count", "events", "webhookTimestamp"} and, per event, exactly the six
 // fields in the contract's order; ids are JSON numbers with PostgreSQL's digits.
 
 const TIMESTAMP = '2026-11-27T09:15:00.004Z';
-const event = (overrides: Partial<PayloadEvent> = {}): PayloadEvent => ({
-  atomId: '12',
-  eventId: '0b7f3c1e-6a4d-4f0e-9a51-3f2d8c4b7e10',
-  eventTimestamp: '2026-11-27T09:14:03.120Z',
-  assetId: '7',
-  assetUuid: '5d1c2b9a-8f3e-4c6d-b1a7-2e9f0c3d4a58',
-  eventType: 'EDITED',
-  ...overrides,
-});
+const event = sampleEvent;
 
 describe('serializeEvent', () => {
   it('writes exactly the six fields, in the contract order', () => {
