@@ -56,6 +56,10 @@ export async function holdProcessLease(
   let lost = false;
   let retry: NodeJS.Timeout | undefined;
   let check: NodeJS.Timeout | undefined;
+  // A take under way: release() waits for it, or the lock it is taking would
+  // outlive the release (the connection is only set once the lock is held).
+  let taking: Promise<void> | undefined;
+  let connecting: pg.Client | undefined;
 
   const drop = (gone: pg.Client, why: string): void => {
     if (client !== gone || released) return;
@@ -75,6 +79,7 @@ export async function holdProcessLease(
     });
     next.on('error', (error: Error) => drop(next, describeError(error)));
     next.on('end', () => drop(next, 'the connection ended'));
+    connecting = next;
     try {
       await next.connect();
       await next.query('select pg_advisory_lock(asset_webhooks.process_lease_key($1))', [processId]);
@@ -87,6 +92,8 @@ export async function holdProcessLease(
     } catch (error) {
       await next.end().catch(() => {});
       throw error;
+    } finally {
+      connecting = undefined;
     }
     if (released) {
       await next.end().catch(() => {});
@@ -111,7 +118,8 @@ export async function holdProcessLease(
   const schedule = (attempt: number): void => {
     retry = setTimeout(
       () => {
-        take().catch((error: unknown) => {
+        taking = take();
+        taking.catch((error: unknown) => {
           if (released) return;
           if (attempt === 0)
             logger.warn({ processId, err: describeError(error) }, "could not take this process's lease; trying again");
@@ -122,18 +130,26 @@ export async function holdProcessLease(
     );
   };
 
-  await take();
+  taking = take();
+  await taking;
   return {
     heldForMs: () => (client ? performance.now() - heldSince : 0),
     async release() {
       released = true;
       clearTimeout(retry);
       clearInterval(check);
+      // A take under way ends within 2 s, or its connection is dropped.
+      const abandon = setTimeout(() => connecting && destroy(connecting), 2000);
+      await taking?.catch(() => {});
+      clearTimeout(abandon);
       const held = client;
       client = undefined;
       if (!held) return;
-      // end() waits for the server's answer, which a silently dropped connection never gives.
+      // A silently dropped connection never answers either statement below.
       const ended = setTimeout(() => destroy(held), 2000);
+      // The lock is freed explicitly, so it is free when release() returns; a
+      // session's locks are otherwise freed only once its backend has exited.
+      await held.query('select pg_advisory_unlock_all()').catch(() => {});
       await held.end().catch(() => {});
       clearTimeout(ended);
     },

@@ -154,7 +154,12 @@ it(
         [killed!.at, graceSeconds],
       );
       expect(after).toEqual({ waited: true });
-      expect(newProcess.output.stderr).toContain('webhook is in the configuration of no running process');
+      // The process logs once its statement has returned, which can be after the test sees the commit.
+      await eventually(
+        async () =>
+          newProcess.output.stderr.includes('webhook is in the configuration of no running process') ? true : undefined,
+        { timeoutMs: 10_000, what: 'the new process to log the removal' },
+      );
       expect(await statusesOf('a')).toEqual([{ status: 'delivered', reason: null }]);
     } finally {
       for (const process of processes) process.child.kill('SIGKILL');
