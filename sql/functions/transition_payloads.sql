@@ -42,13 +42,20 @@ declare
   v_refused text[];
   -- Per transition: the outcome written (an attempt result's, a retry past its window's end `expired`).
   v_outcome text[];
+  -- The kinds in the batch: a statement for a kind not in it is not run, so
+  -- it is not planned either (each is planned at every call it runs).
+  v_kinds text[];
   v_unknown text;
 begin
-  select coalesce(t.kind, 'null') into v_unknown from unnest(p_transitions) t
-  where t.kind is null or t.kind not in ('attempt_result', 'interrupted', 'expiry', 'webhook_removed', 'redelivery',
-                                         'given_back', 'pause_shift')
-  limit 1;
-  if found then
+  if coalesce(cardinality(p_transitions), 0) = 0 then
+    return;
+  end if;
+  select array_agg(distinct coalesce(t.kind, 'null')) into v_kinds from unnest(p_transitions) t;
+  if not v_kinds <@ array['attempt_result', 'interrupted', 'expiry', 'webhook_removed', 'redelivery', 'given_back',
+                          'pause_shift'] then
+    select k into v_unknown from unnest(v_kinds) k
+    where k not in ('attempt_result', 'interrupted', 'expiry', 'webhook_removed', 'redelivery', 'given_back', 'pause_shift')
+    limit 1;
     raise exception 'asset_webhooks.transition_payloads: unknown transition kind %', v_unknown using errcode = '22023';
   end if;
 
@@ -82,106 +89,120 @@ begin
 
   -- Attempt results: recorded applied or not. One entry per attempt, its
   -- first: an UPDATE joined to several would take any one of them.
-  update asset_webhooks.attempts a
-  set duration_ms = r.duration_ms, status_code = r.status_code, error_class = r.error_class,
-      error_message = r.error_message, response_excerpt = r.response_excerpt,
-      outcome = case when v_refused[r.i] is null then v_outcome[r.i] else 'retry' end,
-      started_at = coalesce(r.started_at, a.started_at)
-  from (select distinct on (t.payload_id, t.series, t.attempt) t.*, t.ordinality as i
-        from unnest(p_transitions) with ordinality t
-        where t.kind in ('attempt_result', 'interrupted')
-        order by t.payload_id, t.series, t.attempt, t.ordinality) r
-  where a.payload_id = r.payload_id and a.series = r.series and a.attempt_no = r.attempt and a.outcome is null;
+  if v_kinds && array['attempt_result', 'interrupted'] then
+    update asset_webhooks.attempts a
+    set duration_ms = r.duration_ms, status_code = r.status_code, error_class = r.error_class,
+        error_message = r.error_message, response_excerpt = r.response_excerpt,
+        outcome = case when v_refused[r.i] is null then v_outcome[r.i] else 'retry' end,
+        started_at = coalesce(r.started_at, a.started_at)
+    from (select distinct on (t.payload_id, t.series, t.attempt) t.*, t.ordinality as i
+          from unnest(p_transitions) with ordinality t
+          where t.kind in ('attempt_result', 'interrupted')
+          order by t.payload_id, t.series, t.attempt, t.ordinality) r
+    where a.payload_id = r.payload_id and a.series = r.series and a.attempt_no = r.attempt and a.outcome is null;
+  end if;
 
   -- Attempt results and expiries that apply: the payload's next state.
-  update asset_webhooks.payloads p
-  set last_status_code = case when r.kind = 'expiry' then p.last_status_code else r.status_code end,
-      last_error = case when r.kind = 'expiry' then p.last_error
-                        when r.error_class is null then null
-                        else r.error_class || ': ' || coalesce(r.error_message, '') end,
-      status = case r.outcome when 'delivered' then 'delivered' when 'retry' then 'pending' else 'dead_lettered' end,
-      delivered_at = case when r.outcome = 'delivered' then r.at end,
-      dead_letter_reason = case when r.outcome not in ('delivered', 'retry') then r.outcome end,
-      dead_lettered_at = case when r.outcome not in ('delivered', 'retry') then r.at end,
-      dispatched = (r.outcome = 'retry'),
-      next_attempt_at = case when r.outcome = 'retry' then
-                          least(v_now + greatest(coalesce(r.retry_in, interval '0'), interval '0'),
-                                p.series_started_at + make_interval(secs => r.window_seconds)) end
-  from (select t.kind, t.payload_id, t.status_code, t.error_class, t.error_message, t.retry_in, t.window_seconds,
-               t.ordinality as i,
-               case when t.kind = 'expiry' then 'expired' else v_outcome[t.ordinality] end as outcome,
-               coalesce(t.at, v_now) as at
-        from unnest(p_transitions) with ordinality t
-        where t.kind in ('attempt_result', 'interrupted', 'expiry')) r
-  where v_refused[r.i] is null and p.payload_id = r.payload_id;
+  if v_kinds && array['attempt_result', 'interrupted', 'expiry'] then
+    update asset_webhooks.payloads p
+    set last_status_code = case when r.kind = 'expiry' then p.last_status_code else r.status_code end,
+        last_error = case when r.kind = 'expiry' then p.last_error
+                          when r.error_class is null then null
+                          else r.error_class || ': ' || coalesce(r.error_message, '') end,
+        status = case r.outcome when 'delivered' then 'delivered' when 'retry' then 'pending' else 'dead_lettered' end,
+        delivered_at = case when r.outcome = 'delivered' then r.at end,
+        dead_letter_reason = case when r.outcome not in ('delivered', 'retry') then r.outcome end,
+        dead_lettered_at = case when r.outcome not in ('delivered', 'retry') then r.at end,
+        dispatched = (r.outcome = 'retry'),
+        next_attempt_at = case when r.outcome = 'retry' then
+                            least(v_now + greatest(coalesce(r.retry_in, interval '0'), interval '0'),
+                                  p.series_started_at + make_interval(secs => r.window_seconds)) end
+    from (select t.kind, t.payload_id, t.status_code, t.error_class, t.error_message, t.retry_in, t.window_seconds,
+                 t.ordinality as i,
+                 case when t.kind = 'expiry' then 'expired' else v_outcome[t.ordinality] end as outcome,
+                 coalesce(t.at, v_now) as at
+          from unnest(p_transitions) with ordinality t
+          where t.kind in ('attempt_result', 'interrupted', 'expiry')) r
+    where v_refused[r.i] is null and p.payload_id = r.payload_id;
+  end if;
 
   -- Written only when it changes: a healthy webhook's row is not rewritten by every delivery.
-  with verdicts as (
-    select p.webhook_id, t.receiver_failed as failed, coalesce(t.at, v_now) as at,
-           case when v_outcome[t.ordinality] = 'retry' and t.hold_in is not null then
-             least(v_now + t.hold_in, p.series_started_at + make_interval(secs => t.window_seconds)) end as hold_until,
-           t.ordinality as i
-    from unnest(p_transitions) with ordinality t
-    join asset_webhooks.payloads p on p.payload_id = t.payload_id
-    where v_refused[t.ordinality] is null and t.kind in ('attempt_result', 'interrupted')
-      and t.receiver_failed is not null
-  ),
-  per_webhook as (
-    select v.webhook_id, (array_agg(v.failed order by v.at desc, v.i desc))[1] as failed,
-           min(v.at) filter (where v.failed) as first_failure, max(v.hold_until) as hold_until
-    from verdicts v group by v.webhook_id
-  )
-  update asset_webhooks.webhooks w
-  set failing_since = case when h.failed then coalesce(w.failing_since, h.first_failure) end,
-      hold_until = greatest(w.hold_until, h.hold_until)
-  from per_webhook h
-  where w.webhook_id = h.webhook_id
-    and ((h.failed and w.failing_since is null) or (not h.failed and w.failing_since is not null)
-         or h.hold_until > coalesce(w.hold_until, '-infinity'));
+  if v_kinds && array['attempt_result', 'interrupted'] then
+    with verdicts as (
+      select p.webhook_id, t.receiver_failed as failed, coalesce(t.at, v_now) as at,
+             case when v_outcome[t.ordinality] = 'retry' and t.hold_in is not null then
+               least(v_now + t.hold_in, p.series_started_at + make_interval(secs => t.window_seconds)) end as hold_until,
+             t.ordinality as i
+      from unnest(p_transitions) with ordinality t
+      join asset_webhooks.payloads p on p.payload_id = t.payload_id
+      where v_refused[t.ordinality] is null and t.kind in ('attempt_result', 'interrupted')
+        and t.receiver_failed is not null
+    ),
+    per_webhook as (
+      select v.webhook_id, (array_agg(v.failed order by v.at desc, v.i desc))[1] as failed,
+             min(v.at) filter (where v.failed) as first_failure, max(v.hold_until) as hold_until
+      from verdicts v group by v.webhook_id
+    )
+    update asset_webhooks.webhooks w
+    set failing_since = case when h.failed then coalesce(w.failing_since, h.first_failure) end,
+        hold_until = greatest(w.hold_until, h.hold_until)
+    from per_webhook h
+    where w.webhook_id = h.webhook_id
+      and ((h.failed and w.failing_since is null) or (not h.failed and w.failing_since is not null)
+           or h.hold_until > coalesce(w.hold_until, '-infinity'));
+  end if;
 
-  update asset_webhooks.payloads p
-  set status = 'dead_lettered', dead_letter_reason = 'webhook_removed',
-      dead_lettered_at = coalesce(t.at, v_now), dispatched = false, next_attempt_at = null
-  from unnest(p_transitions) with ordinality t
-  where v_refused[t.ordinality] is null and t.kind = 'webhook_removed' and p.payload_id = t.payload_id;
-
-  with chosen as (
-    select p.payload_id, coalesce(t.to_webhook_id, p.webhook_id) as webhook_id,
-           case when t.to_webhook_id <> p.webhook_id then p.webhook_id end as moved_from,
-           p.dead_letter_reason as previous_reason, coalesce(t.requested_by, current_user) as requested_by
-    from unnest(p_transitions) with ordinality t
-    join asset_webhooks.payloads p on p.payload_id = t.payload_id
-    where v_refused[t.ordinality] is null and t.kind = 'redelivery'
-  ),
-  started as (
+  if v_kinds && array['webhook_removed'] then
     update asset_webhooks.payloads p
-    set webhook_id = c.webhook_id, status = 'pending', series = p.series + 1, series_started_at = v_now,
-        attempts = 0, dispatched = false, next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
-    from chosen c
-    where p.payload_id = c.payload_id
-    returning p.payload_id, p.series, c.requested_by, c.previous_reason, c.moved_from
-  )
-  insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason, moved_from)
-  select s.payload_id, s.series, s.requested_by, s.previous_reason, s.moved_from from started s;
+    set status = 'dead_lettered', dead_letter_reason = 'webhook_removed',
+        dead_lettered_at = coalesce(t.at, v_now), dispatched = false, next_attempt_at = null
+    from unnest(p_transitions) with ordinality t
+    where v_refused[t.ordinality] is null and t.kind = 'webhook_removed' and p.payload_id = t.payload_id;
+  end if;
 
-  delete from asset_webhooks.attempts a
-  using unnest(p_transitions) t
-  where t.kind = 'given_back' and a.payload_id = t.payload_id and a.series = t.series and a.attempt_no = t.attempt
-    and a.outcome is null;
-  update asset_webhooks.payloads p
-  set attempts = t.attempt - 1, dispatched = false,
-      last_attempt_at = (select max(a.started_at) from asset_webhooks.attempts a where a.payload_id = p.payload_id)
-  from unnest(p_transitions) with ordinality t
-  where v_refused[t.ordinality] is null and t.kind = 'given_back' and p.payload_id = t.payload_id;
+  if v_kinds && array['redelivery'] then
+    with chosen as (
+      select p.payload_id, coalesce(t.to_webhook_id, p.webhook_id) as webhook_id,
+             case when t.to_webhook_id <> p.webhook_id then p.webhook_id end as moved_from,
+             p.dead_letter_reason as previous_reason, coalesce(t.requested_by, current_user) as requested_by
+      from unnest(p_transitions) with ordinality t
+      join asset_webhooks.payloads p on p.payload_id = t.payload_id
+      where v_refused[t.ordinality] is null and t.kind = 'redelivery'
+    ),
+    started as (
+      update asset_webhooks.payloads p
+      set webhook_id = c.webhook_id, status = 'pending', series = p.series + 1, series_started_at = v_now,
+          attempts = 0, dispatched = false, next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
+      from chosen c
+      where p.payload_id = c.payload_id
+      returning p.payload_id, p.series, c.requested_by, c.previous_reason, c.moved_from
+    )
+    insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason, moved_from)
+    select s.payload_id, s.series, s.requested_by, s.previous_reason, s.moved_from from started s;
+  end if;
 
-  update asset_webhooks.payloads p
-  set series_started_at = p.series_started_at + (now() - greatest(p.series_started_at, t.paused_since))
-  from unnest(p_transitions) with ordinality t
-  where v_refused[t.ordinality] is null and t.kind = 'pause_shift' and p.payload_id = t.payload_id
-    and p.series_started_at < now();
+  if v_kinds && array['given_back'] then
+    delete from asset_webhooks.attempts a
+    using unnest(p_transitions) t
+    where t.kind = 'given_back' and a.payload_id = t.payload_id and a.series = t.series and a.attempt_no = t.attempt
+      and a.outcome is null;
+    update asset_webhooks.payloads p
+    set attempts = t.attempt - 1, dispatched = false,
+        last_attempt_at = (select max(a.started_at) from asset_webhooks.attempts a where a.payload_id = p.payload_id)
+    from unnest(p_transitions) with ordinality t
+    where v_refused[t.ordinality] is null and t.kind = 'given_back' and p.payload_id = t.payload_id;
+  end if;
+
+  if v_kinds && array['pause_shift'] then
+    update asset_webhooks.payloads p
+    set series_started_at = p.series_started_at + (now() - greatest(p.series_started_at, t.paused_since))
+    from unnest(p_transitions) with ordinality t
+    where v_refused[t.ordinality] is null and t.kind = 'pause_shift' and p.payload_id = t.payload_id
+      and p.series_started_at < now();
+  end if;
 
   return query
     select o.i::integer, v_refused[o.i] is null, v_refused[o.i],
            case when v_refused[o.i] is null then v_outcome[o.i] end
-    from generate_series(1, coalesce(cardinality(p_transitions), 0)) as o(i);
+    from generate_series(1, cardinality(p_transitions)) as o(i);
 end $$;

@@ -485,17 +485,6 @@ create type asset_webhooks.transition_answer as (idx integer, applied boolean, r
 -- One attempt, by its key in asset_webhooks.attempts.
 create type asset_webhooks.attempt_key as (payload_id bigint, series integer, attempt integer);
 
--- A payload claimed for an attempt, as claim_payloads returns it (settle_and_claim's `claimed`).
-create type asset_webhooks.claimed_payload as (
-  payload_id        bigint,
-  webhook_id        text,
-  series            integer,
-  attempt           integer,
-  series_started_at timestamptz,
-  body              text,
-  standby           boolean
-);
-
 comment on column asset_webhooks.payloads.dead_letter_reason is
   'rejected (a 4xx), retries_exhausted, expired (deadLetterAfterSeconds after the series started), '
   'too_large (one event over maxPayloadBytes), webhook_removed (the webhook left the configuration of every running run process)';

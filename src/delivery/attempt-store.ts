@@ -197,13 +197,12 @@ export async function settleAndClaim(
       [K in keyof ClaimedRow]: ClaimedRow[K] | null;
     }
   >(
-    `select to_jsonb(s.settled) as settled,
-            c.payload_id, c.webhook_id, c.series, c.attempt, c.series_started_at, c.body, c.standby
+    `select case when s.ordinality = 1 then to_jsonb(s.settled) end as settled,
+            s.payload_id, s.webhook_id, s.series, s.attempt, s.series_started_at, s.body, s.standby
      from asset_webhooks.settle_and_claim(${transitionsArray(1)}, $2, $3, $4, $5, $6, $7::text[],
             array(select jsonb_populate_record(null::asset_webhooks.attempt_key, k.key)
-                  from unnest($8::jsonb[]) as k(key))) s
-     left join lateral unnest(s.claimed) with ordinality as c on true
-     order by c.ordinality`,
+                  from unnest($8::jsonb[]) as k(key))) with ordinality s
+     order by s.ordinality`,
     [
       transitionsParameter(requests.map(transitionOf)),
       claim?.max ?? 0,
