@@ -39,9 +39,16 @@ it('claims and settles from a session whose plans were made while payloads was e
   try {
     // More calls than PostgreSQL makes custom plans for before it keeps a generic one.
     const claim = (): ClaimRequest => ({ now: new Date(), max: 8, share: 8, after: null, expireAfterSeconds: 86_400 });
+    // Each settle names a payload that does not exist, so that every statement an attempt's result
+    // runs is planned while the table is empty.
     for (let i = 0; i < 12; i += 1) {
       await session.query('select * from asset_webhooks.claim_payloads(8, 8, null, 86400)');
-      await settleAndClaim(session, [], claim());
+      const { settled } = await settleAndClaim(
+        session,
+        [settleOf({ payloadId: -1 - i, series: 1, attemptNo: 1 })],
+        claim(),
+      );
+      expect(settled).toEqual([{ applied: false }]);
     }
     // A history of delivered payloads, and a backlog of each webhook, with no statistics taken since.
     const history = await insertPayloads(db.pool, 'shop', 60_000);
