@@ -1,28 +1,49 @@
 import { Command, CommanderError } from 'commander';
 import { UserError } from '../errors.js';
-import { registerMigrate } from './commands/migrate.js';
-import { registerRun } from './commands/run.js';
-import { registerDemo } from './commands/demo.js';
-import { registerCheckConfig } from './commands/check-config.js';
-import { registerExplain } from './commands/explain.js';
-import { registerInvestigation } from './commands/investigate.js';
-import { registerBackfill } from './commands/backfill.js';
 import { printable } from '../text/printable.js';
 
-/** Builds the command line. Each command lives in its own file under commands/. */
-export function buildProgram(): Command {
+type Register = (program: Command) => void;
+
+/**
+ * Each command's module, loaded only when that command runs (or for the
+ * help, which lists them all), so a command pays its own imports alone:
+ * `check-config` does not load the service, the database driver and the
+ * HTTP client that `run` needs. In the order the help lists them.
+ */
+const COMMANDS: ReadonlyArray<{ readonly names: readonly string[]; readonly load: () => Promise<Register> }> = [
+  { names: ['migrate'], load: async () => (await import('./commands/migrate.js')).registerMigrate },
+  { names: ['run'], load: async () => (await import('./commands/run.js')).registerRun },
+  { names: ['check-config'], load: async () => (await import('./commands/check-config.js')).registerCheckConfig },
+  { names: ['explain'], load: async () => (await import('./commands/explain.js')).registerExplain },
+  {
+    names: ['trace', 'events', 'dead-letters'],
+    load: async () => (await import('./commands/investigate.js')).registerInvestigation,
+  },
+  { names: ['backfill'], load: async () => (await import('./commands/backfill.js')).registerBackfill },
+  { names: ['demo'], load: async () => (await import('./commands/demo.js')).registerDemo },
+];
+
+/**
+ * Builds the command line. Each command lives in its own file under
+ * commands/. Given the name of the command to run, only that command is
+ * registered; otherwise (no command, the help, a name that is no command)
+ * every one is.
+ */
+export async function buildProgram(commandName?: string): Promise<Command> {
   const program = new Command('asset-webhooks')
     .description('Outbound webhooks for asset changes: a transactional outbox in the asset PostgreSQL database.')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
-  registerMigrate(program);
-  registerRun(program);
-  registerCheckConfig(program);
-  registerExplain(program);
-  registerInvestigation(program);
-  registerBackfill(program);
-  registerDemo(program);
+  const named = COMMANDS.find((command) => commandName !== undefined && command.names.includes(commandName));
+  for (const register of await Promise.all((named ? [named] : COMMANDS).map((command) => command.load()))) {
+    register(program);
+  }
   return program;
+}
+
+/** The command a command line names: its first argument that is not an option. */
+function commandNameOf(argv: readonly string[]): string | undefined {
+  return argv.slice(2).find((arg) => !arg.startsWith('-'));
 }
 
 /**
@@ -30,7 +51,7 @@ export function buildProgram(): Command {
  * (one line per problem on stderr), 2 bad usage.
  */
 export async function main(argv: readonly string[]): Promise<number> {
-  const program = buildProgram();
+  const program = await buildProgram(commandNameOf(argv));
   try {
     await program.parseAsync([...argv]);
     return typeof process.exitCode === 'number' ? process.exitCode : 0;

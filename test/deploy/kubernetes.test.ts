@@ -104,9 +104,9 @@ const runContainer = podSpec.containers[0]!;
  * exist, every flag must be one of its options and its value must pass the
  * option's own parser. Returns the command's name and parsed options.
  */
-function parseArgs(container: IContainer): { command: string; options: Record<string, unknown> } {
+async function parseArgs(container: IContainer): Promise<{ command: string; options: Record<string, unknown> }> {
   const [name, ...rest] = container.args ?? [];
-  const command = buildProgram().commands.find((candidate) => candidate.name() === name);
+  const command = (await buildProgram()).commands.find((candidate) => candidate.name() === name);
   if (!command) throw new Error(`${container.name}: expected a command of asset-webhooks, got ${JSON.stringify(name)}`);
   command.configureOutput({ writeErr: () => {} });
   const { operands, unknown } = command.parseOptions(rest);
@@ -141,7 +141,7 @@ describe('deploy/kubernetes', () => {
     }
   });
 
-  it('refuses an invalid manifest, an unknown kind and a flag the CLI does not have (the checks can fail)', () => {
+  it('refuses an invalid manifest, an unknown kind and a flag the CLI does not have (the checks can fail)', async () => {
     const badReplicas = structuredClone(deployment) as unknown as { spec: { replicas: unknown } } & Manifest;
     badReplicas.spec.replicas = 'two';
     expect(() => validate(badReplicas, 'test')).toThrow(/spec\/replicas must be integer/);
@@ -158,20 +158,20 @@ describe('deploy/kubernetes', () => {
     expect(() => validate({ apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'x' } }, 'test')).toThrow(
       /expected one of .*, got apps\/v1\/StatefulSet/,
     );
-    expect(() => parseArgs({ ...runContainer, args: ['run', '--http-prot', '9464'] })).toThrow(/--http-prot/);
-    expect(() => parseArgs({ ...runContainer, args: ['run', '--http-port', 'metrics'] })).toThrow(
+    await expect(parseArgs({ ...runContainer, args: ['run', '--http-prot', '9464'] })).rejects.toThrow(/--http-prot/);
+    await expect(parseArgs({ ...runContainer, args: ['run', '--http-port', 'metrics'] })).rejects.toThrow(
       /--http-port: expected an integer/,
     );
-    expect(() => parseArgs({ ...runContainer, args: ['serve'] })).toThrow(/expected a command/);
+    await expect(parseArgs({ ...runContainer, args: ['serve'] })).rejects.toThrow(/expected a command/);
   });
 
   it('validates with the schemas of Kubernetes 1.34 or later (resource.k8s.io/v1 is GA in 1.34)', () => {
     expect(() => new ResourceClaim({ metadata: { name: 'x' }, spec: {} }).validate()).not.toThrow();
   });
 
-  it('migrates in a Job and runs with --watch-config and --http-port, with flags the CLI has', () => {
-    expect(parseArgs(job.spec!.template.spec!.containers[0]!)).toEqual({ command: 'migrate', options: {} });
-    const { command, options } = parseArgs(runContainer);
+  it('migrates in a Job and runs with --watch-config and --http-port, with flags the CLI has', async () => {
+    expect(await parseArgs(job.spec!.template.spec!.containers[0]!)).toEqual({ command: 'migrate', options: {} });
+    const { command, options } = await parseArgs(runContainer);
     expect(command).toBe('run');
     expect(options).toMatchObject({ watchConfig: true, httpPort: 9464, config: expect.any(String) });
     const metrics = runContainer.ports?.find((port) => port.name === 'metrics');
@@ -201,7 +201,7 @@ describe('deploy/kubernetes', () => {
   });
 
   it('reads a valid document from the ConfigMap through a directory mount, which sees its updates', async () => {
-    const configPath = parseArgs(runContainer).options.config as string;
+    const configPath = (await parseArgs(runContainer)).options.config as string;
     const mount = runContainer.volumeMounts?.find((candidate) => candidate.mountPath === posix.dirname(configPath));
     expect(mount, `a volume mounted at ${posix.dirname(configPath)}`).toBeDefined();
     // A subPath mount is a copy taken at start: --watch-config would never see an edit.
