@@ -5,6 +5,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
 import { startCli, type CliProcess } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
+import { twoCoalescingRunsSince } from '../helpers/coalesce-runs.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
@@ -97,6 +98,7 @@ describe('run --watch-config', () => {
 
     volume.update(receiverConfig([{ id: 'crm', url: after.url }]));
     await logged(proc, 'configuration reloaded');
+    await twoCoalescingRunsSince(db.pool);
     await db.pool.query('insert into assets (asset_id) values (2)');
     await after.waitFor(1);
     expect(assetIds(after)).toEqual([2]);
@@ -127,6 +129,7 @@ describe('run --watch-config', () => {
       ]),
     );
     await logged(proc, 'configuration reloaded');
+    await twoCoalescingRunsSince(db.pool);
     await db.pool.query('insert into assets (asset_id) values (2)');
     await shop.waitFor(1);
     expect(assetIds(shop)).toEqual([2]);
@@ -150,6 +153,7 @@ describe('run --watch-config', () => {
       ]),
     );
     await logged(proc, 'configuration reloaded', 2);
+    await twoCoalescingRunsSince(db.pool);
     await db.pool.query('insert into assets (asset_id) values (4)');
     await eventually(async () => (assetIds(crm).includes(4) ? true : undefined), {
       timeoutMs: 20_000,
@@ -223,6 +227,7 @@ describe('run --watch-config when the path holds something other than a configur
       volume.update(receiverConfig([{ id: 'crm', url: after.url.replace('127.0.0.1', 'localhost') }]));
       await logged(proc, 'configuration reloaded');
       await metricBecomes(port, 'asset_webhooks_config_file_unusable', 0);
+      await twoCoalescingRunsSince(db.pool);
       await db.pool.query('insert into assets (asset_id) values (3)');
       await eventually(async () => (assetIds(after).includes(3) ? true : undefined), {
         timeoutMs: 20_000,
