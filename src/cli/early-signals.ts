@@ -23,3 +23,12 @@ export function takeEarlySignals(): NodeJS.Signals[] {
   for (const signal of SIGNALS) process.removeListener(signal, record);
   return received.splice(0);
 }
+
+/**
+ * The command a command line names: its first argument that is not an
+ * option. The entry point reads it before it loads anything (to buffer
+ * signals for `run`), and main.ts to register only that command.
+ */
+export function commandNameOf(argv: readonly string[]): string | undefined {
+  return argv.slice(2).find((arg) => !arg.startsWith('-'));
+}

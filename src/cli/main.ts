@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { UserError } from '../errors.js';
 import { printable } from '../text/printable.js';
+import { commandNameOf } from './early-signals.js';
 
 type Register = (program: Command) => void;
 
@@ -39,11 +40,6 @@ export async function buildProgram(commandName?: string): Promise<Command> {
     register(program);
   }
   return program;
-}
-
-/** The command a command line names: its first argument that is not an option. */
-function commandNameOf(argv: readonly string[]): string | undefined {
-  return argv.slice(2).find((arg) => !arg.startsWith('-'));
 }
 
 /**

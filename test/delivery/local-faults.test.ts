@@ -157,8 +157,8 @@ it(
     );
     expect(notReady.body).toMatchObject({ status: 'unavailable', check: 'local_resources' });
     expect(notReady.body.reason).toMatch(/file descriptors or memory/);
-    // Asked until a scrape answers with the counter: one scrape in a CI rehearsal lacked it, though
-    // /readyz had just reported the fault, which is recorded in the same call as the counter.
+    // Asked until a scrape carries the counter (set in the same call as /readyz's fault), so the
+    // assertion does not depend on which scrape first shows it.
     const faults = await eventually(
       async () => {
         const metrics = await fetch(`http://127.0.0.1:${port}/metrics`)
