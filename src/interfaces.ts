@@ -26,6 +26,13 @@ export const EVENT_TYPES = ['CREATED', 'EDITED', 'DELETED', 'PURGED', 'REVERSION
 export type EventType = (typeof EVENT_TYPES)[number];
 
 /**
+ * The type an event is sent as: its own, or UNMATCHED, which only a mirror
+ * webhook receives (in place of the exclusion of an event of an asset in its
+ * set, or from a reconcile): the asset left the set of what the webhook gets.
+ */
+export type SentEventType = EventType | 'UNMATCHED';
+
+/**
  * A bigint of the asset schema (an asset, atom, parent, schema, type or domain
  * id) as PostgreSQL prints it: decimal digits, `-` before a negative one. Exact
  * for every bigint, where a JavaScript number is exact only up to 2^53 - 1; in a

@@ -21,6 +21,7 @@ const COMMANDS: ReadonlyArray<{ readonly names: readonly string[]; readonly load
     load: async () => (await import('./commands/investigate.js')).registerInvestigation,
   },
   { names: ['backfill'], load: async () => (await import('./commands/backfill.js')).registerBackfill },
+  { names: ['reconcile'], load: async () => (await import('./commands/reconcile.js')).registerReconcile },
   { names: ['demo'], load: async () => (await import('./commands/demo.js')).registerDemo },
 ];
 

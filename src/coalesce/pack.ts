@@ -18,6 +18,12 @@ export interface Batch {
   sealed: boolean;
   /** A single event larger than maxPayloadBytes: dead-lettered as too_large. */
   tooLarge: boolean;
+  /**
+   * Holds an event serialized for this webhook alone (a mirror webhook's
+   * UNMATCHED or raised eventTimestamp): the same eventIds no longer mean the
+   * same bytes, so its body is never shared (see payloadGroups).
+   */
+  tailored: boolean;
 }
 
 export interface PackLimits {
@@ -39,8 +45,8 @@ export class Packer {
     private readonly limits: PackLimits,
   ) {}
 
-  /** Adds one serialized event; returns the batch that carries it. */
-  add(eventId: string, serializedEvent: string): Batch {
+  /** Adds one serialized event (`tailored`: for this webhook alone, see Batch); returns the batch that carries it. */
+  add(eventId: string, serializedEvent: string, tailored = false): Batch {
     const size = Buffer.byteLength(serializedEvent);
     if (bodyBytes(1, size) > this.limits.maxPayloadBytes) {
       // It can never fit: a batch of its own, dead-lettered instead of blocking the webhook.
@@ -50,6 +56,7 @@ export class Packer {
       alone.eventBytes = size;
       alone.sealed = true;
       alone.tooLarge = true;
+      alone.tailored = tailored;
       return alone;
     }
     let batch = this.current;
@@ -68,6 +75,7 @@ export class Packer {
     batch.events.push(serializedEvent);
     batch.eventIds.push(eventId);
     batch.eventBytes += size;
+    if (tailored) batch.tailored = true;
     this.touched.add(batch);
     if (batch.events.length >= this.limits.batchSize) {
       this.seal(batch);
@@ -97,6 +105,7 @@ export class Packer {
       eventBytes: 0,
       sealed: false,
       tooLarge: false,
+      tailored: false,
     };
     this.touched.add(batch);
     return batch;

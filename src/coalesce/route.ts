@@ -1,6 +1,7 @@
 import type { WebhookChecks } from '../filters/compile.js';
 import type { RoutingIndex } from '../filters/routing-index.js';
 import type { DecimalId } from '../interfaces.js';
+import type { MirrorRouting } from '../mirror/route.js';
 import { serializeEvent } from '../payloads/serialize.js';
 import type { ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
@@ -15,15 +16,18 @@ import { NOTHING_SEEN, type SeenRow, type SeenValues } from './seen.js';
 export interface RoutedWebhook extends WebhookChecks {
   readonly id: string;
   readonly batchSize: number;
+  /** Keeps the set of assets announced to it and gets UNMATCHED (src/mirror/route.ts). */
+  readonly mirror?: boolean;
 }
 
 /**
  * An event's route to one webhook: `deliver`, `collapsed` (an EDITED merged
  * into a later one: decided before every check), `disabled`, `asset_gone`,
- * or `excluded` by one of the webhook's own checks. Counted per run (metrics);
+ * or `excluded` by one of the webhook's own checks, or, for a mirror webhook,
+ * `unmatched`: excluded, and sent as UNMATCHED instead. Counted per run (metrics);
  * the check that excluded an event is named by asset_webhooks.event_outcomes.
  */
-export type Route = 'deliver' | 'collapsed' | 'disabled' | 'asset_gone' | 'excluded';
+export type Route = 'deliver' | 'collapsed' | 'disabled' | 'asset_gone' | 'excluded' | 'unmatched';
 
 /** What a run routes by: the recorded configuration, its index, and a packer per webhook (same positions). */
 export interface Routing {
@@ -31,6 +35,8 @@ export interface Routing {
   readonly index: RoutingIndex;
   readonly seen: SeenValues;
   readonly packers: readonly Packer[];
+  /** null when no enabled webhook is a mirror one. */
+  readonly mirror: MirrorRouting | null;
 }
 
 /** One event's routes as stored: what routing saw, and the webhooks (positions) and batches that carry it. */
@@ -39,6 +45,8 @@ export interface RoutedEvent {
   readonly seen: SeenRow;
   readonly positions: number[];
   readonly batches: Batch[];
+  /** The positions among `positions` that got the event as an UNMATCHED (mirror webhooks). */
+  readonly unmatched: number[];
 }
 
 /**
@@ -53,7 +61,7 @@ export function routeChunk(
   routing: Routing,
   counts: Partial<Record<Route, number>>,
 ): { routes: RoutedEvent[]; atomIds: Array<DecimalId | null>; collapsed: Array<string | null> } {
-  const { index, packers, seen } = routing;
+  const { index, packers, seen, mirror } = routing;
   const disabled = index.size - index.enabledCount;
   const routes = new Array<RoutedEvent>(rows.length);
   const atomIds: Array<DecimalId | null> = new Array<DecimalId | null>(rows.length);
@@ -62,6 +70,7 @@ export function routeChunk(
   let excluded = 0;
   let gone = 0;
   let merged = 0;
+  let unmatched = 0;
   for (let i = 0; i < rows.length; i += 1) {
     const row = rows[i]!;
     const into = collapsedInto(row);
@@ -77,12 +86,14 @@ export function routeChunk(
     if (into !== null) {
       // Collapsed for every webhook, before any check: nothing to evaluate or keep.
       merged += 1;
-      routes[i] = { seen: NOTHING_SEEN, positions: [], batches: [] };
+      routes[i] = { seen: NOTHING_SEEN, positions: [], batches: [], unmatched: [] };
       continue;
     }
     const receivers = index.deliveringTo(row.eventType, row.asset);
     const positions = new Array<number>(receivers.length);
     const batches = new Array<Batch>(receivers.length);
+    const sent = mirror === null ? null : { ...row, assetUuid: row.assetUuid ?? '', atomId };
+    const sentMs = sent === null ? 0 : Date.parse(row.eventTimestamp);
     if (receivers.length > 0) {
       const json = serializeEvent({
         atomId,
@@ -93,20 +104,36 @@ export function routeChunk(
         eventType: row.eventType,
       });
       for (let k = 0; k < receivers.length; k += 1) {
-        positions[k] = receivers[k]! + 1;
-        batches[k] = packers[receivers[k]!]!.add(row.eventId, json);
+        const position = receivers[k]!;
+        const sentJson = sent !== null && mirror!.isMirror(position) ? mirror!.delivered(position, sent, sentMs, json) : json;
+        positions[k] = position + 1;
+        batches[k] = packers[position]!.add(row.eventId, sentJson, sentJson !== json);
       }
     }
+    const unmatchedTo: number[] = [];
+    if (sent !== null)
+      mirror!.unmatchedFor(sent, sentMs, receivers, (position, json) => {
+        positions.push(position + 1);
+        batches.push(packers[position]!.add(row.eventId, json, true));
+        unmatchedTo.push(position + 1);
+      });
+    unmatched += unmatchedTo.length;
     delivered += receivers.length;
     if (row.eventType !== 'PURGED' && row.asset === null) gone += index.enabledCount;
-    else excluded += index.enabledCount - receivers.length;
-    routes[i] = { seen: row.eventType === 'PURGED' ? NOTHING_SEEN : seen.of(row.asset), positions, batches };
+    else excluded += index.enabledCount - receivers.length - unmatchedTo.length;
+    routes[i] = {
+      seen: row.eventType === 'PURGED' ? NOTHING_SEEN : seen.of(row.asset),
+      positions,
+      batches,
+      unmatched: unmatchedTo,
+    };
   }
   const add = (route: Route, n: number): void => {
     if (n > 0) counts[route] = (counts[route] ?? 0) + n;
   };
   add('deliver', delivered);
   add('excluded', excluded);
+  add('unmatched', unmatched);
   add('asset_gone', gone);
   add('collapsed', merged * index.size);
   add('disabled', (rows.length - merged) * disabled);

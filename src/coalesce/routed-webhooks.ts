@@ -10,5 +10,6 @@ export function routedWebhooks(webhooks: readonly WebhookConfig[]): RoutedWebhoo
     resourceTypes: webhook.resourceTypes,
     eventTypes: webhook.eventTypes,
     filters: webhook.filters,
+    mirror: webhook.mirror,
   }));
 }

@@ -18,6 +18,8 @@ export async function recordRouting(
       resourceTypes: webhook.resourceTypes,
       eventTypes: webhook.eventTypes,
       filters: webhook.filters,
+      // Only when set, so that a configuration without mirrors keeps the digest it had before them.
+      ...(webhook.mirror === true ? { mirror: true } : {}),
     }),
   );
   const digest = createHash('sha256')

@@ -14,6 +14,7 @@ import { RoutingIndex } from '../filters/routing-index.js';
 import { routeChunk, type Route, type RoutedWebhook, type Routing } from './route.js';
 import { recordRouting } from './routing.js';
 import { SeenValues } from './seen.js';
+import { MirrorRouting } from '../mirror/route.js';
 
 /**
  * Only one coalescing run at a time per database, whatever schedules it: runs
@@ -70,10 +71,7 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
   const now = options.now ?? (() => new Date());
   const lockClient = await pool.connect();
   try {
-    const {
-      rows: [lock],
-    } = await lockClient.query<{ locked: boolean }>('select pg_try_advisory_lock($1) as locked', [COALESCE_LOCK_KEY]);
-    if (!lock?.locked) {
+    if (!(await takeCoalesceLock(lockClient))) {
       logger.info('another coalescing run is in progress; this one does nothing');
       return { runId: null, events: 0, payloads: 0, chunks: 0, deferred: 0, routes: {} };
     }
@@ -86,6 +84,35 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
   } finally {
     lockClient.release();
   }
+}
+
+/**
+ * Takes the coalescing lock for the session, or returns false when another
+ * run holds it. A reconcile (src/mirror/reconcile.ts) takes it too, for one
+ * short chunk at a time: a run waits a few seconds for that rather than
+ * skipping its turn, while a run that finds another run under way, which
+ * holds it far longer, gives up once they have passed.
+ */
+export async function takeCoalesceLock(session: pg.PoolClient): Promise<boolean> {
+  const {
+    rows: [lock],
+  } = await session.query<{ locked: boolean }>('select pg_try_advisory_lock($1) as locked', [COALESCE_LOCK_KEY]);
+  if (lock?.locked === true) return true;
+  await session.query("set lock_timeout = '5s'");
+  try {
+    await session.query('select pg_advisory_lock($1)', [COALESCE_LOCK_KEY]);
+    return true;
+  } catch (error) {
+    if ((error as { code?: string }).code === '55P03') return false;
+    throw error;
+  } finally {
+    await session.query('reset lock_timeout');
+  }
+}
+
+/** Blocks until the coalescing lock is held by the current transaction (a reconcile chunk). */
+export async function waitForCoalesceLock(client: pg.PoolClient): Promise<void> {
+  await client.query('select pg_advisory_xact_lock($1)', [COALESCE_LOCK_KEY]);
 }
 
 /** `session` holds the run's advisory lock; every chunk is read on it (see recordRunStart). */
@@ -128,6 +155,7 @@ async function runLocked(
     index: new RoutingIndex(webhooks),
     seen: new SeenValues(webhooks),
     packers,
+    mirror: MirrorRouting.of(webhooks),
   };
   const routes: Partial<Record<Route, number>> = {};
   const payloadIds = new Set<number>();
@@ -164,6 +192,11 @@ async function runLocked(
         deferred += chunk.deferred;
         const rows = chunk.events;
         if (rows.length === 0) continue;
+        // The chunk before may still be being written: see MirrorMembers.
+        await routing.mirror?.members.load(
+          pool,
+          rows.map((row) => row.assetId),
+        );
         const routed = routeChunk(rows, routing, routes);
         const batches = packers.flatMap((packer) => packer.drain());
         await payloadIdBlock.assign(batches);
@@ -181,8 +214,10 @@ async function runLocked(
             deliveredTo: routed.routes.map((route) => route.positions),
             // The batches have their payload ids by now.
             payloadIds: routed.routes.map((route) => route.batches.map((batch) => batch.payloadId!)),
+            unmatchedTo: routed.routes.map((route) => route.unmatched),
           },
           batches,
+          routing.mirror?.members.takeChanges() ?? [],
           isoTimestamp(now()),
         );
         const sealed = batches.some((batch) => batch.sealed);

@@ -28,6 +28,8 @@ export interface ConsumedEvents {
    */
   readonly deliveredTo: ReadonlyArray<readonly number[]>;
   readonly payloadIds: ReadonlyArray<readonly number[]>;
+  /** The positions among deliveredTo that got the event as an UNMATCHED (mirror webhooks). */
+  readonly unmatchedTo: ReadonlyArray<readonly number[]>;
 }
 
 type Seen = Column<ConsumedEvents>['value'];
@@ -50,6 +52,7 @@ export const CONSUMED_COLUMNS: ReadonlyArray<Column<ConsumedEvents>> = [
   { name: 'collapsed_into', type: 'uuid', value: (events, i) => events.collapsedInto[i]! },
   { name: 'delivered_to', type: 'text', value: (events, i) => listLiteral(events.deliveredTo[i]!) },
   { name: 'payload_ids', type: 'text', value: (events, i) => listLiteral(events.payloadIds[i]!) },
+  { name: 'unmatched_to', type: 'text', value: (events, i) => listLiteral(events.unmatchedTo[i]!) },
   { name: 'asset_gone', type: 'boolean', value: seen((row) => row.asset_gone) },
   { name: 'seen_supertype', type: 'text', value: seen((row) => row.seen_supertype) },
   { name: 'seen_parent_id', type: 'bigint', value: seen((row) => row.seen_parent_id) },
@@ -89,11 +92,11 @@ export function consumeCtes(params: Params, runId: string, routingId: string, ev
      moved as (
        insert into asset_webhooks.events
          (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, collapsed_into,
-          routing_id, delivered_to, payload_ids, asset_gone, seen_supertype, seen_parent_id, seen_state, seen_schema_id, seen_type_id,
+          routing_id, delivered_to, payload_ids, unmatched_to, asset_gone, seen_supertype, seen_parent_id, seen_state, seen_schema_id, seen_type_id,
           seen_domain_id, seen_keywords, seen_field_names, seen_field_values)
        select r.event_id, c.seq, c.occurred_at, c.event_type, c.asset_id, coalesce(c.asset_uuid, r.asset_uuid), r.atom_id, ${runId},
               clock_timestamp(), r.collapsed_into,
-              ${routingId}, r.delivered_to::integer[], r.payload_ids::bigint[], r.asset_gone, r.seen_supertype, r.seen_parent_id, r.seen_state,
+              ${routingId}, r.delivered_to::integer[], r.payload_ids::bigint[], r.unmatched_to::integer[], r.asset_gone, r.seen_supertype, r.seen_parent_id, r.seen_state,
               r.seen_schema_id, r.seen_type_id, r.seen_domain_id, r.seen_keywords::text[], r.seen_field_names::text[],
               r.seen_field_values::text[]
        from consumed c

@@ -1,4 +1,4 @@
-import type { DecimalId, EventType } from '../interfaces.js';
+import type { DecimalId, SentEventType } from '../interfaces.js';
 
 /** One event object of a payload: exactly these six fields, the receivers' contract. */
 export interface PayloadEvent {
@@ -7,7 +7,7 @@ export interface PayloadEvent {
   readonly eventTimestamp: string;
   readonly assetId: DecimalId;
   readonly assetUuid: string;
-  readonly eventType: EventType;
+  readonly eventType: SentEventType;
 }
 
 /** ISO-8601 UTC with milliseconds and Z. */

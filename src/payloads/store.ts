@@ -77,7 +77,8 @@ export function payloadGroups(batches: readonly Batch[], webhookTimestamp: strin
   // Batches sealed here with the same events in the same order (webhooks whose
   // filters agree) get the same timestamp, so the same bytes: the first
   // carries the body, the others name it (payloads.body_of). A too_large
-  // payload neither shares its body nor lends it: it is never sent.
+  // payload neither shares its body nor lends it: it is never sent; nor does
+  // a tailored one (Batch.tailored), whose events' bytes are its own.
   const bodies = new Map<string, { payloadId: number; bytes: number }>();
   for (let start = 0; start < written.length; start += PAYLOADS_PER_STATEMENT) {
     groups.push(
@@ -108,11 +109,12 @@ function payloadRow(
     eventCount: batch.events.length,
     eventIds,
   } as const;
-  const shared = batch.tooLarge ? undefined : bodies.get(eventIds);
+  const own = batch.tooLarge || batch.tailored;
+  const shared = own ? undefined : bodies.get(eventIds);
   if (shared) return { ...sealed, body: '', bodyOf: shared.payloadId, byteSize: shared.bytes };
   const body = batchBody(batch, webhookTimestamp);
   const bytes = Buffer.byteLength(body);
-  if (!batch.tooLarge) bodies.set(eventIds, { payloadId: row.payloadId, bytes });
+  if (!own) bodies.set(eventIds, { payloadId: row.payloadId, bytes });
   return { ...sealed, body, bodyOf: null, byteSize: bytes };
 }
 

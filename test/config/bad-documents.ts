@@ -15,6 +15,22 @@ export const twoWebhooks = (first: string, second: string): string =>
  */
 export const badDocuments: readonly (readonly [string, string, string])[] = [
   // missing and mistyped keys
+  // mirror webhooks (CONTRACT section 7, Mirror)
+  [
+    'a mirror webhook without Deleted and Purged',
+    valid('mirror: true, eventTypes: [Created, Edited, Reversion]'),
+    'assetUpdater.webhooks[0].eventTypes: expected the event types of a mirror webhook to include Created, Edited, Deleted and Purged (missing: Deleted, Purged), got a list ["CREATED","EDITED","REVERSION"]',
+  ],
+  [
+    'Unmatched on a webhook without mirror',
+    valid('eventTypes: [Created, Unmatched]'),
+    'assetUpdater.webhooks[0].eventTypes: expected Unmatched only on a webhook with mirror: true (only mirror webhooks receive it), got "Unmatched"',
+  ],
+  [
+    'mirror written as a string',
+    valid('mirror: "yes"'),
+    'assetUpdater.webhooks[0].mirror: expected true or false, got "yes"',
+  ],
   [
     'a missing enabled',
     'assetUpdater:\n  webhooks:\n    - { url: "https://receiver.example/a" }\n',
@@ -158,7 +174,7 @@ export const badDocuments: readonly (readonly [string, string, string])[] = [
   [
     'an unknown event type',
     valid('eventTypes: [Created, Renamed]'),
-    'assetUpdater.webhooks[0].eventTypes[1]: expected one of Created, Edited, Deleted, Purged, Reversion (any case), got "Renamed"',
+    'assetUpdater.webhooks[0].eventTypes[1]: expected one of Created, Edited, Deleted, Purged, Reversion, Unmatched (any case), got "Renamed"',
   ],
   [
     'an empty event type list',
@@ -562,7 +578,7 @@ export const badDocuments: readonly (readonly [string, string, string])[] = [
   [
     'a NUL in an event type',
     valid('eventTypes: ["Created\\0"]'),
-    'assetUpdater.webhooks[0].eventTypes[0]: expected one of Created, Edited, Deleted, Purged, Reversion (any case), got "Created\\u0000"',
+    'assetUpdater.webhooks[0].eventTypes[0]: expected one of Created, Edited, Deleted, Purged, Reversion, Unmatched (any case), got "Created\\u0000"',
   ],
   [
     'a NUL in a header value',

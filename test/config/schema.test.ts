@@ -99,6 +99,14 @@ describe('normalization', () => {
     ]);
   });
 
+  it('reads mirror (default false), accepts Unmatched on a mirror webhook and keeps it out of the routed event types', () => {
+    expect(settings('').webhooks[0]!.mirror).toBe(false);
+    const mirrored = settings('mirror: true, eventTypes: [Created, Edited, Deleted, Purged, unmatched]').webhooks[0]!;
+    expect(mirrored.mirror).toBe(true);
+    expect(mirrored.eventTypes).toEqual(['CREATED', 'EDITED', 'DELETED', 'PURGED']);
+    expect(settings('mirror: true').webhooks[0]!.eventTypes).toHaveLength(5);
+  });
+
   it('keeps resource types as written (they match exactly)', () => {
     expect(settings('resourceTypes: [Project, resource, Custom Type]').webhooks[0]!.resourceTypes).toEqual([
       'Project',

@@ -159,7 +159,9 @@ it('consumes a chunk of a large outbox backlog reading only that chunk, when its
         seen: seqs.map(() => NOTHING_SEEN),
         deliveredTo: seqs.map(() => []),
         payloadIds: seqs.map(() => []),
+        unmatchedTo: seqs.map(() => []),
       },
+      [],
       [],
       new Date().toISOString(),
     );

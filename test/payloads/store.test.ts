@@ -166,8 +166,10 @@ it('keeps a chunk statement with a full group of payload rows under the bind par
       seen: [NOTHING_SEEN],
       deliveredTo: [[1]],
       payloadIds: [[1]],
+      unmatchedTo: [[]],
     },
     batches,
+    [],
     TIMESTAMP,
   );
   expect(statements).toHaveLength(1);

@@ -80,6 +80,11 @@ export function registerBackfill(program: Command): void {
         config?: string;
       }) => {
         const { config, webhook } = await loadConfiguredWebhook(options.config, options.webhook);
+        if (webhook.mirror)
+          throw new UserError(
+            'webhook_is_mirror',
+            `--webhook: expected a webhook without mirror, got ${webhook.id}, a mirror webhook: use reconcile --webhook ${webhook.id}, which also keeps its set`,
+          );
         if (!webhook.enabled)
           throw new UserError(
             'webhook_disabled',

@@ -8,17 +8,26 @@ import { httpUrl } from './urls.js';
 
 /** Payload names of the event types by their lower-case configuration names (Created → CREATED). */
 const EVENT_TYPE_BY_NAME = new Map<string, EventType>(EVENT_TYPES.map((type) => [type.toLowerCase(), type]));
-const EVENT_TYPE_NAMES = 'Created, Edited, Deleted, Purged, Reversion';
+const EVENT_TYPE_NAMES = 'Created, Edited, Deleted, Purged, Reversion, Unmatched';
 
+/**
+ * `Unmatched` names what a mirror webhook gets when an asset leaves its set.
+ * A mirror webhook gets it whether listed or not; it is read as the marker
+ * `null`, which the webhook's schema refuses on a webhook without `mirror`
+ * and then drops.
+ */
 const eventTypeName = z
   .string({ error: `expected one of ${EVENT_TYPE_NAMES}` })
-  .refine((value) => EVENT_TYPE_BY_NAME.has(value.toLowerCase()), {
+  .refine((value) => value.toLowerCase() === 'unmatched' || EVENT_TYPE_BY_NAME.has(value.toLowerCase()), {
     error: `expected one of ${EVENT_TYPE_NAMES} (any case)`,
   })
-  .transform((value) => EVENT_TYPE_BY_NAME.get(value.toLowerCase())!);
+  .transform((value) => EVENT_TYPE_BY_NAME.get(value.toLowerCase()) ?? null);
+
+/** What a mirror webhook must receive for its receiver's copy to follow the assets. */
+const MIRROR_EVENT_TYPES: readonly EventType[] = ['CREATED', 'EDITED', 'DELETED', 'PURGED'];
 
 /** One entry of `webhooks`: a receiver and what it gets. */
-export const webhook = z.strictObject({
+const webhookKeys = z.strictObject({
   /** Unique among the webhooks. Left out, it is derived from the url (see defaultWebhookId). */
   id: z
     .string({ error: 'expected an id of 1 to 64 characters A-Z a-z 0-9 _ . -' })
@@ -60,7 +69,38 @@ export const webhook = z.strictObject({
   concurrency: intRange(1, 64).default(1),
   /** Filter groups, all of which must pass. */
   filters: z.array(filterGroup, { error: 'expected a list of filter groups' }).default(() => []),
+  /**
+   * The service keeps the set of assets it has announced to the webhook and
+   * sends UNMATCHED when one stops passing its checks (docs/mirror.md).
+   */
+  mirror: z.boolean({ error: 'expected true or false' }).default(false),
 });
+
+/** A webhook, with `Unmatched` checked against `mirror` and dropped from eventTypes. */
+export const webhook = webhookKeys
+  .superRefine((value, context) => {
+    if (!value.mirror && value.eventTypes.includes(null))
+      context.addIssue({
+        code: 'custom',
+        path: ['eventTypes'],
+        input: 'Unmatched',
+        message: 'expected Unmatched only on a webhook with mirror: true (only mirror webhooks receive it)',
+      });
+    const missing = MIRROR_EVENT_TYPES.filter((type) => !value.eventTypes.includes(type));
+    if (value.mirror && missing.length > 0)
+      context.addIssue({
+        code: 'custom',
+        path: ['eventTypes'],
+        input: value.eventTypes.filter((type) => type !== null),
+        message: `expected the event types of a mirror webhook to include Created, Edited, Deleted and Purged (missing: ${missing
+          .map((type) => type.charAt(0) + type.slice(1).toLowerCase())
+          .join(', ')})`,
+      });
+  })
+  .transform(({ eventTypes, ...rest }) => ({
+    ...rest,
+    eventTypes: eventTypes.filter((type): type is EventType => type !== null),
+  }));
 
 /** `webhook-` + the first 12 hex digits of the SHA-256 of the url: the id of a webhook that sets none. */
 export function defaultWebhookId(url: string): string {

@@ -1,0 +1,270 @@
+import { createHash, randomUUID } from 'node:crypto';
+import os from 'node:os';
+import type pg from 'pg';
+import { readAssets } from '../backfill/reads.js';
+import { Packer } from '../coalesce/pack.js';
+import { waitForCoalesceLock } from '../coalesce/run.js';
+import { routedWebhooks } from '../coalesce/routed-webhooks.js';
+import { NOTHING_SEEN, SeenValues } from '../coalesce/seen.js';
+import type { WebhookConfig } from '../config/schema.js';
+import { assetStateFromRow } from '../db/asset-state.js';
+import { announcePayloadsReady } from '../db/payloads-ready.js';
+import { inTransaction } from '../db/transaction.js';
+import { compileWebhook } from '../filters/compile.js';
+import { assignPayloadIds } from '../payloads/ids.js';
+import { isoTimestamp, serializeEvent } from '../payloads/serialize.js';
+import { writePayloads } from '../payloads/store.js';
+import { insertReconcileEvents, type ReconcileEvent } from './events.js';
+import { MirrorMembers, writeMemberChanges } from './members.js';
+import { leavingCheck } from './route.js';
+
+/**
+ * A reconcile makes a mirror webhook's set (asset_webhooks.mirror_members)
+ * what its checks give now, and tells the receiver the difference:
+ *  - an EDITED with a new eventId for each asset that passes the checks (as
+ *    an EDITED of it would), is not in the Trash and is not in the set;
+ *  - an UNMATCHED for each asset of the set that no longer passes them, and,
+ *    in a second phase, for each asset of the set that no longer exists
+ *    (its PURGED never reached the webhook: sent while it was disabled).
+ *
+ * Each chunk reads its assets, decides, and writes its payloads, events,
+ * membership and position in one transaction that holds the coalescing lock
+ * (src/coalesce/run.ts): no coalescing run routes meanwhile, so membership
+ * has one writer, the chunk's payloads come after every payload routed
+ * before it and before every one routed after it, and a change committed
+ * after its read is routed after it, from the set the chunk left. The set
+ * itself keeps an interrupted reconcile from sending an asset twice; the
+ * position only saves reading again what is done.
+ */
+export interface ReconcileOptions {
+  readonly pool: pg.Pool;
+  readonly webhook: WebhookConfig;
+  readonly maxPayloadBytes: number;
+  /** Count what would be sent, change nothing. */
+  readonly dryRun?: boolean;
+  readonly requestedBy?: string;
+  /** Called after each chunk, for progress lines. */
+  readonly onProgress?: (progress: ReconcileProgress) => void;
+  /** Once aborted, the reconcile stops after the chunk in progress commits. */
+  readonly signal?: AbortSignal;
+}
+
+export interface ReconcileProgress {
+  readonly reconcileId: number | null;
+  readonly phase: 'assets' | 'gone';
+  /** Totals of the reconcile, earlier interrupted runs included. */
+  readonly assetsRead: number;
+  readonly editedSent: number;
+  readonly unmatchedSent: number;
+  readonly payloads: number;
+  /** Within the phase, every asset up to this id is done. */
+  readonly lastAssetId: string | null;
+}
+
+export interface ReconcileResult extends ReconcileProgress {
+  readonly webhookId: string;
+  readonly status: 'running' | 'completed';
+  readonly resumed: boolean;
+  readonly dryRun: boolean;
+}
+
+/** Assets per chunk: the coalescing lock is held for one chunk, a fraction of a second. */
+const CHUNK = 500;
+
+/** The digest of what decides a mirror webhook's set: a reconcile against other checks starts over. */
+export function checksDigest(webhook: Pick<WebhookConfig, 'resourceTypes' | 'eventTypes' | 'filters'>): string {
+  return createHash('sha256')
+    .update(JSON.stringify([webhook.resourceTypes, webhook.eventTypes, webhook.filters]))
+    .digest('hex');
+}
+
+interface ReconcileRow {
+  reconcile_id: number;
+  checks_digest: string;
+  status: 'running' | 'completed';
+  phase: 'assets' | 'gone';
+  last_asset_id: string | null;
+  assets_read: string;
+  edited_sent: string;
+  unmatched_sent: string;
+  payloads: string;
+}
+
+const SELECT_ROW = `select reconcile_id, checks_digest, status, phase, last_asset_id::text as last_asset_id,
+        assets_read, edited_sent, unmatched_sent, payloads from asset_webhooks.reconciles`;
+
+export async function reconcile(options: ReconcileOptions): Promise<ReconcileResult> {
+  const { pool, webhook } = options;
+  const dryRun = options.dryRun === true;
+  const [routed] = routedWebhooks([webhook]);
+  const compiled = compileWebhook(webhook);
+  const seen = new SeenValues([routed!]);
+  const digest = checksDigest(webhook);
+  const session = await pool.connect();
+  try {
+    const {
+      rows: [found],
+    } = await session.query<ReconcileRow>(`${SELECT_ROW} where webhook_id = $1 and status = 'running'`, [webhook.id]);
+    let row = found ?? null;
+    const resumed = row !== null;
+    if (row !== null && row.checks_digest !== digest && !dryRun) {
+      // Its position was reached under other checks: start over (the set keeps what is done from being sent again).
+      await session.query(
+        `update asset_webhooks.reconciles set checks_digest = $2, phase = 'assets', last_asset_id = null, updated_at = clock_timestamp()
+         where reconcile_id = $1`,
+        [row.reconcile_id, digest],
+      );
+      row = { ...row, checks_digest: digest, phase: 'assets', last_asset_id: null };
+    }
+    if (row === null && !dryRun) {
+      const {
+        rows: [created],
+      } = await session.query<ReconcileRow>(
+        `insert into asset_webhooks.reconciles (webhook_id, checks_digest, requested_by) values ($1, $2, $3)
+         returning reconcile_id, checks_digest, status, phase, last_asset_id::text as last_asset_id,
+                   assets_read, edited_sent, unmatched_sent, payloads`,
+        [webhook.id, digest, options.requestedBy ?? `${os.userInfo().username}@${os.hostname()}`],
+      );
+      row = created!;
+    }
+    const totals = {
+      reconcileId: row?.reconcile_id ?? null,
+      phase: row?.phase ?? ('assets' as 'assets' | 'gone'),
+      assetsRead: Number(row?.assets_read ?? 0),
+      editedSent: Number(row?.edited_sent ?? 0),
+      unmatchedSent: Number(row?.unmatched_sent ?? 0),
+      payloads: Number(row?.payloads ?? 0),
+      lastAssetId: row?.last_asset_id ?? null,
+    };
+    let status: 'running' | 'completed' = 'running';
+    const members = new MirrorMembers([webhook.id]);
+    const limits = { batchSize: webhook.batchSize, maxPayloadBytes: options.maxPayloadBytes };
+
+    /** One chunk: decides and (unless a dry run) writes; returns whether the phase is over. */
+    const chunk = async (client: pg.PoolClient): Promise<boolean> => {
+      if (!dryRun) await waitForCoalesceLock(client);
+      const events: ReconcileEvent[] = [];
+      const send = (
+        event: Omit<ReconcileEvent, 'json' | 'payloadId' | 'eventId' | 'occurredAt'>,
+        readMs: number,
+        lastMs: number,
+      ): void => {
+        const at = Math.max(readMs, lastMs + 1);
+        const occurredAt = new Date(at).toISOString();
+        const eventId = randomUUID();
+        const json = serializeEvent({ ...event, eventId, eventTimestamp: occurredAt, assetUuid: event.assetUuid ?? '' });
+        events.push({ ...event, eventId, occurredAt, json, payloadId: null });
+        members.set({
+          webhookId: webhook.id,
+          assetId: event.assetId,
+          assetUuid: event.assetUuid,
+          member: event.eventType === 'EDITED',
+          lastMs: at,
+        });
+      };
+      let read = 0;
+      let phaseOver: boolean;
+      let last: string | null;
+      if (totals.phase === 'assets') {
+        const rows = await readAssets(client, totals.lastAssetId, null, CHUNK);
+        await members.load(
+          client,
+          rows.map((state) => state.asset_key),
+        );
+        for (const state of rows) {
+          const asset = assetStateFromRow(state);
+          const passes = leavingCheck(compiled, asset) === null;
+          const { member, lastMs } = members.get(webhook.id, state.asset_key);
+          const readMs = Date.parse(state.read_at);
+          const common = {
+            assetId: state.asset_key,
+            assetUuid: asset.assetUuid,
+            atomId: asset.latestAtomId,
+            seen: seen.of(asset),
+          };
+          if (passes && !member && state.in_trash !== true) send({ ...common, eventType: 'EDITED' }, readMs, lastMs);
+          else if (!passes && member) send({ ...common, eventType: 'UNMATCHED' }, readMs, lastMs);
+        }
+        read = rows.length;
+        phaseOver = rows.length < CHUNK;
+        last = rows.at(-1)?.asset_key ?? totals.lastAssetId;
+      } else {
+        const { rows } = await client.query<{ asset_id: string; asset_uuid: string | null; last_ms: string; now: string }>(
+          `select m.asset_id::text as asset_id, m.asset_uuid, (extract(epoch from m.last_event_at) * 1000)::bigint::text as last_ms,
+                  to_char(statement_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as now
+           from asset_webhooks.mirror_members m
+           where m.webhook_id = $1 and m.member and m.asset_id > coalesce($2::bigint, -9223372036854775808)
+             and not exists (select 1 from asset_webhooks.asset_state s where s.asset_id = m.asset_id)
+           order by m.asset_id
+           limit $3`,
+          [webhook.id, totals.lastAssetId, CHUNK],
+        );
+        for (const gone of rows) {
+          send(
+            {
+              eventType: 'UNMATCHED',
+              assetId: gone.asset_id,
+              assetUuid: gone.asset_uuid,
+              atomId: null,
+              seen: { ...NOTHING_SEEN, asset_gone: true },
+            },
+            Date.parse(gone.now),
+            Number(gone.last_ms),
+          );
+        }
+        phaseOver = rows.length < CHUNK;
+        last = rows.at(-1)?.asset_id ?? totals.lastAssetId;
+      }
+      const packer = new Packer(webhook.id, limits);
+      const byEvent = events.map((event) => packer.add(event.eventId, event.json));
+      packer.finish();
+      const batches = packer.drain();
+      const changes = members.takeChanges();
+      const nextPhase = phaseOver && totals.phase === 'assets' ? 'gone' : totals.phase;
+      const completed = phaseOver && totals.phase === 'gone';
+      if (!dryRun) {
+        await assignPayloadIds(client, batches);
+        events.forEach((event, i) => (event.payloadId = byEvent[i]!.payloadId));
+        await writePayloads(client, null, batches, isoTimestamp(new Date()));
+        await insertReconcileEvents(client, totals.reconcileId!, routed!, events);
+        await writeMemberChanges(client, changes);
+        await client.query(
+          `update asset_webhooks.reconciles
+           set phase = $2, last_asset_id = $3, assets_read = assets_read + $4, edited_sent = edited_sent + $5,
+               unmatched_sent = unmatched_sent + $6, payloads = payloads + $7, updated_at = clock_timestamp(),
+               status = case when $8 then 'completed' else status end, finished_at = case when $8 then clock_timestamp() end
+           where reconcile_id = $1`,
+          [
+            totals.reconcileId,
+            nextPhase,
+            nextPhase === totals.phase ? last : null,
+            read,
+            events.filter((event) => event.eventType === 'EDITED').length,
+            events.filter((event) => event.eventType === 'UNMATCHED').length,
+            batches.length,
+            completed,
+          ],
+        );
+      }
+      totals.assetsRead += read;
+      totals.editedSent += events.filter((event) => event.eventType === 'EDITED').length;
+      totals.unmatchedSent += events.filter((event) => event.eventType === 'UNMATCHED').length;
+      totals.payloads += batches.length;
+      totals.lastAssetId = nextPhase === totals.phase ? last : null;
+      totals.phase = nextPhase;
+      if (completed) status = 'completed';
+      return batches.length > 0;
+    };
+
+    while (status === 'running') {
+      const sent = dryRun ? await chunk(session) : await inTransaction(session, chunk);
+      // The pumps are woken once committed; if this fails, their next poll finds the payloads.
+      if (sent && !dryRun) await announcePayloadsReady(pool).catch(() => {});
+      options.onProgress?.({ ...totals });
+      if (options.signal?.aborted) break;
+    }
+    return { ...totals, webhookId: webhook.id, status, resumed, dryRun };
+  } finally {
+    session.release();
+  }
+}
