@@ -24,8 +24,13 @@ const COALESCE_LOCK_KEY = 7_200_531_002;
 
 export interface CoalesceOptions {
   readonly pool: pg.Pool;
-  /** Every configured webhook, enabled or not (disabled ones record `disabled`). */
-  readonly webhooks: readonly RoutedWebhook[];
+  /**
+   * Every configured webhook, enabled or not (disabled ones record `disabled`);
+   * a function is asked once the run holds the coalescing lock, so that a
+   * reload before then is routed by (a reconcile queued by that reload
+   * then comes after this run: see src/mirror/auto-reconcile.ts).
+   */
+  readonly webhooks: readonly RoutedWebhook[] | (() => readonly RoutedWebhook[]);
   readonly maxPayloadBytes: number;
   /**
    * Outbox rows per chunk transaction; memory is bounded by it (three chunks
@@ -122,7 +127,8 @@ async function runLocked(
   now: () => Date,
   session: pg.PoolClient,
 ): Promise<CoalesceResult> {
-  const { pool, webhooks } = options;
+  const { pool } = options;
+  const webhooks = typeof options.webhooks === 'function' ? options.webhooks() : options.webhooks;
   // A previous run that crashed may have left open payloads: their events are
   // those that name them (written in the same transactions), so seal them.
   const sealed = await sealOpenPayloads(pool, () => isoTimestamp(now()));

@@ -137,12 +137,14 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
       lastAssetId: row?.last_asset_id ?? null,
     };
     let status: 'running' | 'completed' = 'running';
-    const members = new MirrorMembers([webhook.id]);
     const limits = { batchSize: webhook.batchSize, maxPayloadBytes: options.maxPayloadBytes };
 
     /** One chunk: decides and (unless a dry run) writes; returns whether the phase is over. */
     const chunk = async (client: pg.PoolClient): Promise<boolean> => {
       if (!dryRun) await waitForCoalesceLock(client);
+      // Read afresh for each chunk: the chunk before committed, and another
+      // reconcile of the webhook may have written since.
+      const members = new MirrorMembers([webhook.id]);
       const events: ReconcileEvent[] = [];
       const send = (
         event: Omit<ReconcileEvent, 'json' | 'payloadId' | 'eventId' | 'occurredAt'>,

@@ -19,7 +19,7 @@ export class ServiceMetrics {
   });
   readonly eventsRouted = new Counter({
     name: 'asset_webhooks_event_routes_total',
-    help: 'Event-to-webhook decisions by route: deliver, collapsed, disabled, asset_gone, or excluded by a filter check (event_outcomes names it).',
+    help: 'Event-to-webhook decisions by route: deliver, collapsed, disabled, asset_gone, excluded by a filter check (event_outcomes names it), or unmatched (a mirror webhook got it as UNMATCHED).',
     labelNames: ['route'],
     registers: [this.registry],
   });
@@ -263,6 +263,26 @@ export class ServiceMetrics {
         this.set(read());
       },
     });
+  }
+
+  readonly reconciles = new Counter({
+    name: 'asset_webhooks_reconciles_total',
+    help: 'Reconciles of mirror webhooks that run processes started after a reload changed their filters, by outcome (completed, failed).',
+    labelNames: ['webhook', 'outcome'],
+    registers: [this.registry],
+  });
+  readonly reconcileEvents = new Counter({
+    name: 'asset_webhooks_reconcile_events_total',
+    help: 'Events sent by the reconciles this process ran, by webhook and type (EDITED, UNMATCHED).',
+    labelNames: ['webhook', 'type'],
+    registers: [this.registry],
+  });
+
+  /** Records one completed reconcile. */
+  recordReconcile(result: { webhookId: string; editedSent: number; unmatchedSent: number }): void {
+    this.reconciles.inc({ webhook: result.webhookId, outcome: 'completed' });
+    this.reconcileEvents.inc({ webhook: result.webhookId, type: 'EDITED' }, result.editedSent);
+    this.reconcileEvents.inc({ webhook: result.webhookId, type: 'UNMATCHED' }, result.unmatchedSent);
   }
 
   /** Records one coalescing run. */

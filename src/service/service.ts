@@ -16,6 +16,7 @@ import { holdProcessLease, runApplicationName, type ProcessLease } from './proce
 import { ServiceMetrics } from './metrics.js';
 import { deliveryContext, forgetConfiguration, ServiceState, syncWebhooks } from './service-state.js';
 import { inTurn, readReloadedState } from './reload.js';
+import { changedMirrors, queueReconciles } from '../mirror/auto-reconcile.js';
 import { Started } from './started.js';
 import { serviceTasks } from './tasks.js';
 import { startTicker } from './ticker.js';
@@ -184,6 +185,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         state: () => state,
         recorder,
         payloadsWritten: () => pump.wake(),
+        processName: `run ${processId}`,
       }),
       logger,
       started,
@@ -248,6 +250,18 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     const previous = state;
     state = next;
     void previous.close().catch(() => {});
+    const changed = changedMirrors(previous.settings.webhooks, next.settings.webhooks);
+    if (changed.length > 0) {
+      // Queued by every process that reloads; one job per webhook runs (see queueReconciles).
+      queueReconciles(pool, changed).then(
+        () => logger.info({ webhooks: changed }, "reconcile queued: a mirror webhook's filters changed"),
+        (error: unknown) =>
+          logger.error(
+            { webhooks: changed, err: describeError(error) },
+            'could not queue the reconcile of changed mirror webhooks; run asset-webhooks reconcile --webhook ID',
+          ),
+      );
+    }
     logger.info(
       { webhooks: next.routed.length, intervalSeconds: next.settings.intervalSeconds },
       'configuration reloaded',

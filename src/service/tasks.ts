@@ -5,12 +5,16 @@ import { coalesce } from '../coalesce/run.js';
 import { recordTickOutcome } from '../coalesce/schedule.js';
 import { describeError } from '../db/connect.js';
 import { runMaintenance } from '../maintenance/maintenance.js';
+import { RECONCILE_TASK, runQueuedReconcile } from '../mirror/auto-reconcile.js';
 import type { ServiceMetrics } from './metrics.js';
 import { syncWebhooks, type ServiceState } from './service-state.js';
 
 type Recorder = Parameters<typeof syncWebhooks>[2];
 
-/** graphile-worker's tasks: a coalescing run (scheduled by the ticker) and maintenance (its crontab). */
+/**
+ * graphile-worker's tasks: a coalescing run (scheduled by the ticker),
+ * maintenance (its crontab) and a mirror webhook's reconcile (queued by a reload).
+ */
 export function serviceTasks(options: {
   readonly pool: pg.Pool;
   readonly logger: Logger;
@@ -19,6 +23,8 @@ export function serviceTasks(options: {
   readonly recorder: Recorder;
   /** Called after each coalescing run: the payloads it wrote are ready to send. */
   readonly payloadsWritten: () => void;
+  /** Who a reconcile this process starts is recorded as requested by. */
+  readonly processName: string;
 }): TaskList {
   const { pool, logger, metrics } = options;
   return {
@@ -30,8 +36,11 @@ export function serviceTasks(options: {
       // otherwise leave webhooks routed here but never sent, or the reverse.
       // Under the coalescing lock: a run of another process cannot rewrite them while this one routes.
       const current = options.state();
+      // The configuration in use once the run holds the coalescing lock: see CoalesceOptions.webhooks.
+      let locked = current;
       const beforeRun = async (): Promise<void> => {
-        const restored = await syncWebhooks(pool, current.config, options.recorder);
+        locked = options.state();
+        const restored = await syncWebhooks(pool, locked.config, options.recorder);
         if (restored.length > 0) {
           logger.warn(
             { webhooks: restored },
@@ -43,7 +52,7 @@ export function serviceTasks(options: {
       try {
         const result = await coalesce({
           pool,
-          webhooks: current.routed,
+          webhooks: () => locked.routed,
           maxPayloadBytes: current.settings.maxPayloadBytes,
           logger,
           beforeRun,
@@ -53,6 +62,24 @@ export function serviceTasks(options: {
         if (slot !== null) await recordTickOutcome(pool, slot, null).catch(() => {});
       } catch (error) {
         if (slot !== null) await recordTickOutcome(pool, slot, describeError(error)).catch(() => {});
+        throw error;
+      }
+    },
+    [RECONCILE_TASK]: async (payload) => {
+      const current = options.state();
+      try {
+        const result = await runQueuedReconcile({
+          pool,
+          logger,
+          webhooks: current.settings.webhooks,
+          maxPayloadBytes: current.settings.maxPayloadBytes,
+          requestedBy: options.processName,
+          payload,
+        });
+        if (result !== null) metrics.recordReconcile(result);
+      } catch (error) {
+        metrics.reconciles.inc({ webhook: String((payload as { webhookId?: unknown }).webhookId), outcome: 'failed' });
+        logger.error({ err: describeError(error) }, 'reconcile failed; graphile-worker tries it again');
         throw error;
       }
     },

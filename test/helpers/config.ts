@@ -12,6 +12,9 @@ export interface TestWebhook {
   readonly resourceTypes?: readonly string[];
   readonly batchSize?: number;
   readonly concurrency?: number;
+  readonly mirror?: boolean;
+  readonly eventTypes?: readonly string[];
+  readonly filters?: ReadonlyArray<Readonly<Record<string, unknown>>>;
 }
 
 export interface TestConfigOptions {

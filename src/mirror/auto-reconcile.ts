@@ -1,0 +1,77 @@
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import type { WebhookConfig } from '../config/schema.js';
+import { checksDigest, reconcile, type ReconcileResult } from './reconcile.js';
+
+/** graphile-worker's task name for a reconcile the service starts by itself. */
+export const RECONCILE_TASK = 'reconcile';
+
+/**
+ * The mirror webhooks whose set a reload changed: enabled mirror webhooks
+ * of `next` that were mirror webhooks of `previous` with other resource
+ * types, parent rule or filters (checksDigest). A new mirror webhook, or one
+ * that becomes a mirror, is not among them: `reconcile` sends it its
+ * initial set when an operator asks (docs/mirror.md).
+ */
+export function changedMirrors(previous: readonly WebhookConfig[], next: readonly WebhookConfig[]): string[] {
+  const before = new Map(previous.map((webhook) => [webhook.id, webhook]));
+  return next.flatMap((webhook) => {
+    const old = before.get(webhook.id);
+    if (!webhook.enabled || !webhook.mirror || old === undefined || !old.mirror) return [];
+    return checksDigest(old) === checksDigest(webhook) ? [] : [webhook.id];
+  });
+}
+
+/**
+ * Queues a reconcile of each webhook: one job per webhook (a second request
+ * while one waits replaces it), in a queue of its own, so that the
+ * reconciles of one webhook run one at a time, whichever process's worker
+ * takes them.
+ */
+export async function queueReconciles(pool: pg.Pool, webhookIds: readonly string[]): Promise<void> {
+  for (const id of webhookIds) {
+    await pool.query(
+      `select graphile_worker.add_job($1, json_build_object('webhookId', $2::text), queue_name := $3, job_key := $3, max_attempts := 10)`,
+      [RECONCILE_TASK, id, `asset_webhooks_reconcile:${id}`],
+    );
+  }
+}
+
+/**
+ * The task: reconciles the webhook as the process's configuration has it
+ * now, or does nothing when it is no longer an enabled mirror webhook.
+ */
+export async function runQueuedReconcile(options: {
+  readonly pool: pg.Pool;
+  readonly logger: Logger;
+  readonly webhooks: readonly WebhookConfig[];
+  readonly maxPayloadBytes: number;
+  readonly requestedBy: string;
+  readonly payload: unknown;
+}): Promise<ReconcileResult | null> {
+  const id = (options.payload as { webhookId?: unknown } | null)?.webhookId;
+  const webhook = options.webhooks.find((candidate) => candidate.id === id);
+  const logger = options.logger.child({ webhook: id });
+  if (webhook === undefined || !webhook.mirror || !webhook.enabled) {
+    logger.info('reconcile not run: the webhook is no longer an enabled mirror webhook in this configuration');
+    return null;
+  }
+  logger.info("reconcile started: the webhook's filters changed");
+  const result = await reconcile({
+    pool: options.pool,
+    webhook,
+    maxPayloadBytes: options.maxPayloadBytes,
+    requestedBy: options.requestedBy,
+  });
+  logger.info(
+    {
+      reconcileId: result.reconcileId,
+      assetsRead: result.assetsRead,
+      edited: result.editedSent,
+      unmatched: result.unmatchedSent,
+      payloads: result.payloads,
+    },
+    'reconcile completed',
+  );
+  return result;
+}
