@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { WebhookConfig } from '../config/schema.js';
-import { checksDigest, reconcile, type ReconcileResult } from './reconcile.js';
+import { checksDigest, reconcile, reconcileLockName, type ReconcileResult } from './reconcile.js';
 
 /** graphile-worker's task name for a reconcile the service starts by itself. */
 export const RECONCILE_TASK = 'reconcile';
@@ -22,19 +22,43 @@ export function changedMirrors(previous: readonly WebhookConfig[], next: readonl
   });
 }
 
+/** Who a reconcile the service starts is recorded as requested by: `run ` and the process id. */
+export const SERVICE_REQUESTER_PREFIX = 'run ';
+
 /**
- * Queues a reconcile of each webhook: one job per webhook (a second request
- * while one waits replaces it), in a queue of its own, so that the
- * reconciles of one webhook run one at a time, whichever process's worker
- * takes them.
+ * Queues a reconcile of each webhook: one waiting job per webhook (a second
+ * request while one waits replaces it). Reconciles of one webhook run one at
+ * a time by an advisory lock (see reconcile), not by a graphile-worker named
+ * queue, which a worker that dies keeps locked for hours.
  */
 export async function queueReconciles(pool: pg.Pool, webhookIds: readonly string[]): Promise<void> {
   for (const id of webhookIds) {
     await pool.query(
-      `select graphile_worker.add_job($1, json_build_object('webhookId', $2::text), queue_name := $3, job_key := $3, max_attempts := 10)`,
+      `select graphile_worker.add_job($1, json_build_object('webhookId', $2::text), job_key := $3, max_attempts := 10)`,
       [RECONCILE_TASK, id, `asset_webhooks_reconcile:${id}`],
     );
   }
+}
+
+/**
+ * Queues again the reconciles the service started that no process is
+ * running any more (their process died: the job it held stays locked for
+ * hours), so that they resume. Run by maintenance, every minute. A
+ * reconcile an operator started and interrupted is left to the operator.
+ * Returns the webhooks queued.
+ */
+export async function requeueOrphanedReconciles(pool: pg.Pool): Promise<string[]> {
+  const { rows } = await pool.query<{ webhook_id: string }>(
+    `select r.webhook_id from asset_webhooks.reconciles r
+     where r.status = 'running' and r.requested_by like $1 || '%'
+       and not exists (select 1 from pg_locks l
+                       where l.locktype = 'advisory' and l.granted
+                         and ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended($2 || r.webhook_id, 0))`,
+    [SERVICE_REQUESTER_PREFIX, reconcileLockName('')],
+  );
+  const ids = rows.map((row) => row.webhook_id);
+  await queueReconciles(pool, ids);
+  return ids;
 }
 
 /**
@@ -62,6 +86,7 @@ export async function runQueuedReconcile(options: {
     webhook,
     maxPayloadBytes: options.maxPayloadBytes,
     requestedBy: options.requestedBy,
+    waitForOther: true,
   });
   logger.info(
     {

@@ -14,6 +14,7 @@ import { compileWebhook } from '../filters/compile.js';
 import { assignPayloadIds } from '../payloads/ids.js';
 import { isoTimestamp, serializeEvent } from '../payloads/serialize.js';
 import { writePayloads } from '../payloads/store.js';
+import { UserError } from '../errors.js';
 import { insertReconcileEvents, type ReconcileEvent } from './events.js';
 import { MirrorMembers, writeMemberChanges } from './members.js';
 import { leavingCheck } from './route.js';
@@ -47,6 +48,11 @@ export interface ReconcileOptions {
   readonly onProgress?: (progress: ReconcileProgress) => void;
   /** Once aborted, the reconcile stops after the chunk in progress commits. */
   readonly signal?: AbortSignal;
+  /**
+   * When another reconcile of the webhook is under way: wait for it to end
+   * (true, the service's), or refuse at once (false, the default: the command).
+   */
+  readonly waitForOther?: boolean;
 }
 
 export interface ReconcileProgress {
@@ -101,7 +107,25 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
   const seen = new SeenValues([routed!]);
   const digest = checksDigest(webhook);
   const session = await pool.connect();
+  let locked = false;
   try {
+    // One reconcile of a webhook at a time, whichever process runs it; the
+    // lock goes with the session of a process that dies.
+    if (options.waitForOther === true) {
+      await session.query('select pg_advisory_lock(hashtextextended($1, 0))', [reconcileLockName(webhook.id)]);
+    } else {
+      const {
+        rows: [lock],
+      } = await session.query<{ locked: boolean }>('select pg_try_advisory_lock(hashtextextended($1, 0)) as locked', [
+        reconcileLockName(webhook.id),
+      ]);
+      if (lock?.locked !== true)
+        throw new UserError(
+          'reconcile_running',
+          `--webhook: a reconcile of webhook ${webhook.id} is under way in another process; it ends by itself (asset_webhooks.reconciles shows its progress)`,
+        );
+    }
+    locked = true;
     const {
       rows: [found],
     } = await session.query<ReconcileRow>(`${SELECT_ROW} where webhook_id = $1 and status = 'running'`, [webhook.id]);
@@ -154,7 +178,12 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
         const at = Math.max(readMs, lastMs + 1);
         const occurredAt = new Date(at).toISOString();
         const eventId = randomUUID();
-        const json = serializeEvent({ ...event, eventId, eventTimestamp: occurredAt, assetUuid: event.assetUuid ?? '' });
+        const json = serializeEvent({
+          ...event,
+          eventId,
+          eventTimestamp: occurredAt,
+          assetUuid: event.assetUuid ?? '',
+        });
         events.push({ ...event, eventId, occurredAt, json, payloadId: null });
         members.set({
           webhookId: webhook.id,
@@ -191,7 +220,12 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
         phaseOver = rows.length < CHUNK;
         last = rows.at(-1)?.asset_key ?? totals.lastAssetId;
       } else {
-        const { rows } = await client.query<{ asset_id: string; asset_uuid: string | null; last_ms: string; now: string }>(
+        const { rows } = await client.query<{
+          asset_id: string;
+          asset_uuid: string | null;
+          last_ms: string;
+          now: string;
+        }>(
           `select m.asset_id::text as asset_id, m.asset_uuid, (extract(epoch from m.last_event_at) * 1000)::bigint::text as last_ms,
                   to_char(statement_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as now
            from asset_webhooks.mirror_members m
@@ -267,6 +301,15 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
     }
     return { ...totals, webhookId: webhook.id, status, resumed, dryRun };
   } finally {
+    if (locked)
+      await session
+        .query('select pg_advisory_unlock(hashtextextended($1, 0))', [reconcileLockName(webhook.id)])
+        .catch(() => {});
     session.release();
   }
+}
+
+/** The advisory lock a reconcile of the webhook holds (hashed to a key). */
+export function reconcileLockName(webhookId: string): string {
+  return `asset_webhooks.reconcile:${webhookId}`;
 }

@@ -66,7 +66,9 @@ export class MirrorRouting {
 
   /** null when no enabled webhook is a mirror one: routing then does exactly what it did without mirrors. */
   static of(webhooks: readonly MirrorWebhook[]): MirrorRouting | null {
-    const mirrors = webhooks.flatMap((webhook, position) => (webhook.enabled && webhook.mirror === true ? [position] : []));
+    const mirrors = webhooks.flatMap((webhook, position) =>
+      webhook.enabled && webhook.mirror === true ? [position] : [],
+    );
     return mirrors.length === 0 ? null : new MirrorRouting(webhooks, mirrors);
   }
 

@@ -16,7 +16,7 @@ import { holdProcessLease, runApplicationName, type ProcessLease } from './proce
 import { ServiceMetrics } from './metrics.js';
 import { deliveryContext, forgetConfiguration, ServiceState, syncWebhooks } from './service-state.js';
 import { inTurn, readReloadedState } from './reload.js';
-import { changedMirrors, queueReconciles } from '../mirror/auto-reconcile.js';
+import { changedMirrors, queueReconciles, SERVICE_REQUESTER_PREFIX } from '../mirror/auto-reconcile.js';
 import { Started } from './started.js';
 import { serviceTasks } from './tasks.js';
 import { startTicker } from './ticker.js';
@@ -185,7 +185,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         state: () => state,
         recorder,
         payloadsWritten: () => pump.wake(),
-        processName: `run ${processId}`,
+        processName: `${SERVICE_REQUESTER_PREFIX}${processId}`,
       }),
       logger,
       started,

@@ -5,7 +5,7 @@ import { coalesce } from '../coalesce/run.js';
 import { recordTickOutcome } from '../coalesce/schedule.js';
 import { describeError } from '../db/connect.js';
 import { runMaintenance } from '../maintenance/maintenance.js';
-import { RECONCILE_TASK, runQueuedReconcile } from '../mirror/auto-reconcile.js';
+import { RECONCILE_TASK, requeueOrphanedReconciles, runQueuedReconcile } from '../mirror/auto-reconcile.js';
 import type { ServiceMetrics } from './metrics.js';
 import { syncWebhooks, type ServiceState } from './service-state.js';
 
@@ -85,6 +85,9 @@ export function serviceTasks(options: {
     },
     maintenance: async () => {
       await runMaintenance({ pool, retentionDays: options.state().settings.retentionDays, logger });
+      const requeued = await requeueOrphanedReconciles(pool);
+      if (requeued.length > 0)
+        logger.warn({ webhooks: requeued }, 'reconcile queued again: the process that ran it is gone');
     },
   };
 }

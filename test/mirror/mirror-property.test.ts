@@ -31,9 +31,12 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
 );
 
 const routed = (set: number): RoutedWebhook =>
-  openWebhook('copy', { mirror: true, resourceTypes: ['Resource'], filters: FILTER_SETS[set] as unknown as FilterGroup[] });
-const configured = (set: number) =>
-  webhook(`id: copy, mirror: true, filters: ${JSON.stringify(FILTER_SETS[set])}`);
+  openWebhook('copy', {
+    mirror: true,
+    resourceTypes: ['Resource'],
+    filters: FILTER_SETS[set] as unknown as FilterGroup[],
+  });
+const configured = (set: number) => webhook(`id: copy, mirror: true, filters: ${JSON.stringify(FILTER_SETS[set])}`);
 
 beforeAll(async () => {
   await registerWebhooks(db.pool, [routed(0)]);

@@ -147,7 +147,7 @@ describe('reconcile', () => {
     ]);
     // Asset 4 is purged while the webhook is disabled: its PURGED never reaches it.
     await runCoalesce(db.pool, [mirror({ enabled: false })]);
-    await db.pool.query("update assets set trashed_at = now() where asset_id = 3");
+    await db.pool.query('update assets set trashed_at = now() where asset_id = 3');
     await db.pool.query('delete from asset_keywords where asset_id = 4');
     await db.pool.query('delete from assets where asset_id = 4');
     await runCoalesce(db.pool, [mirror({ enabled: false })]);

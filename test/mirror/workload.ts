@@ -8,9 +8,8 @@ import type pg from 'pg';
  * view (independently of the service's evaluation).
  */
 
-/** Assets 1..3 are folders (parents), never changed; the workload's assets are 10..(10 + ASSETS - 1). */
+/** Assets 1..3 are folders (parents), never changed; a workload's assets are 10 and up. */
 export const FOLDERS = [1, 2, 3];
-export const ASSETS = 5;
 const FIRST = 10;
 
 /** The two filter sets a mirror webhook switches between (resource types [Resource], top-level assets only). */
@@ -24,8 +23,7 @@ export const FILTER_SETS = [
 
 /** The active assets (not in the Trash) that pass filter set `set`, as SQL over the binding's view. */
 export async function expectedSet(pool: pg.Pool, set: number): Promise<number[]> {
-  const filter =
-    set === 0 ? `'shop' = any(s.keywords)` : `s.domain_id = 1 and not ('hidden' = any(s.keywords))`;
+  const filter = set === 0 ? `'shop' = any(s.keywords)` : `s.domain_id = 1 and not ('hidden' = any(s.keywords))`;
   const { rows } = await pool.query<{ id: string }>(
     `select s.asset_id::text as id from asset_webhooks.asset_state s
      where not s.in_trash and s.supertype = 'Resource' and s.parent_id is null and ${filter}
@@ -46,29 +44,42 @@ export type Op =
   | { readonly kind: 'restore'; readonly asset: number }
   | { readonly kind: 'purge'; readonly asset: number };
 
-const asset = fc.integer({ min: FIRST, max: FIRST + ASSETS - 1 });
 const keyword = fc.constantFrom('shop', 'hidden', 'other');
 
-export const opArbitrary: fc.Arbitrary<Op> = fc.oneof(
-  {
-    weight: 3,
-    arbitrary: fc.record({
-      kind: fc.constant('create' as const),
+/** Operations on `assets` assets (ids 10 and up): fewer assets, more operations on each. */
+export const opsOn = (assets: number): fc.Arbitrary<Op> => {
+  const asset = fc.integer({ min: FIRST, max: FIRST + assets - 1 });
+  return fc.oneof(
+    {
+      weight: 3,
+      arbitrary: fc.record({
+        kind: fc.constant('create' as const),
+        asset,
+        domain: fc.integer({ min: 1, max: 2 }),
+        keywords: fc.subarray(['shop', 'hidden', 'other']),
+      }),
+    },
+    { weight: 3, arbitrary: fc.record({ kind: fc.constant('keyword' as const), asset, keyword, add: fc.boolean() }) },
+    fc.record({ kind: fc.constant('domain' as const), asset, domain: fc.integer({ min: 1, max: 2 }) }),
+    fc.record({ kind: fc.constant('parent' as const), asset, parent: fc.constantFrom(null, ...FOLDERS) }),
+    fc.record({
+      kind: fc.constant('supertype' as const),
       asset,
-      domain: fc.integer({ min: 1, max: 2 }),
-      keywords: fc.subarray(['shop', 'hidden', 'other']),
+      supertype: fc.constantFrom('Resource' as const, 'Project' as const),
     }),
-  },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('keyword' as const), asset, keyword, add: fc.boolean() }) },
-  fc.record({ kind: fc.constant('domain' as const), asset, domain: fc.integer({ min: 1, max: 2 }) }),
-  fc.record({ kind: fc.constant('parent' as const), asset, parent: fc.constantFrom(null, ...FOLDERS) }),
-  fc.record({ kind: fc.constant('supertype' as const), asset, supertype: fc.constantFrom('Resource' as const, 'Project' as const) }),
-  fc.record({ kind: fc.constant('state' as const), asset, state: fc.constantFrom('approved' as const, 'draft' as const) }),
-  fc.record({ kind: fc.constant('version' as const), asset }),
-  fc.record({ kind: fc.constant('trash' as const), asset }),
-  fc.record({ kind: fc.constant('restore' as const), asset }),
-  fc.record({ kind: fc.constant('purge' as const), asset }),
-);
+    fc.record({
+      kind: fc.constant('state' as const),
+      asset,
+      state: fc.constantFrom('approved' as const, 'draft' as const),
+    }),
+    fc.record({ kind: fc.constant('version' as const), asset }),
+    fc.record({ kind: fc.constant('trash' as const), asset }),
+    fc.record({ kind: fc.constant('restore' as const), asset }),
+    fc.record({ kind: fc.constant('purge' as const), asset }),
+  );
+};
+
+export const opArbitrary: fc.Arbitrary<Op> = opsOn(5);
 
 /** Creates the folders (top-level, outside every filter set). */
 export async function createFolders(pool: pg.Pool): Promise<void> {
@@ -88,9 +99,10 @@ export async function createFolders(pool: pg.Pool): Promise<void> {
 export async function applyOp(pool: pg.Pool, op: Op): Promise<void> {
   const {
     rows: [found],
-  } = await pool.query<{ trashed: boolean }>('select trashed_at is not null as trashed from assets where asset_id = $1', [
-    op.asset,
-  ]);
+  } = await pool.query<{ trashed: boolean }>(
+    'select trashed_at is not null as trashed from assets where asset_id = $1',
+    [op.asset],
+  );
   if (op.kind === 'create') {
     if (found !== undefined) return;
     const client = await pool.connect();
