@@ -105,7 +105,8 @@ export function routeChunk(
       });
       for (let k = 0; k < receivers.length; k += 1) {
         const position = receivers[k]!;
-        const sentJson = sent !== null && mirror!.isMirror(position) ? mirror!.delivered(position, sent, sentMs, json) : json;
+        const sentJson =
+          sent !== null && mirror!.isMirror(position) ? mirror!.delivered(position, sent, sentMs, json) : json;
         positions[k] = position + 1;
         batches[k] = packers[position]!.add(row.eventId, sentJson, sentJson !== json);
       }
