@@ -26,6 +26,8 @@ function apply(event) {
   switch (event.eventType) {
     case 'PURGED':
       return 'removed'; // delete your copy for good
+    case 'UNMATCHED':
+      return 'removed'; // mirror webhooks only: no longer in your set; it may come back with a later EDITED
     case 'DELETED':
       return 'archived'; // hide it: it may come back with a later EDITED
     default:
