@@ -78,7 +78,7 @@ function seconds(started: bigint): number {
 }
 
 /** Registers the webhooks as the service does; no worker runs, so the jobs the pump adds wait (and are cleared). */
-async function registerBenchWebhooks(pool: pg.Pool, webhooks: readonly RoutedWebhook[]): Promise<void> {
+export async function registerBenchWebhooks(pool: pg.Pool, webhooks: readonly RoutedWebhook[]): Promise<void> {
   await pool.query('delete from asset_webhooks.webhooks');
   await pool.query(
     `insert into asset_webhooks.webhooks (webhook_id, url, enabled) select id, 'http://127.0.0.1/bench', true from unnest($1::text[]) id`,

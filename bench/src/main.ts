@@ -10,6 +10,7 @@ import { benchWebhooks } from './bench-webhooks.js';
 import { chaosMain } from './chaos.js';
 import { measureCoalesce, measureTenants } from './coalesce-bench.js';
 import { measureDelivery } from './delivery-bench.js';
+import { measureMirror } from './mirror-bench.js';
 import { measureLatency, measureMemory } from './drain-bench.js';
 import { measureIsolation, measureSlowReceivers } from './isolation-bench.js';
 import { busyLine, cpuLine, parseSections, SECTIONS, summaryOf, tableOf, type Figure, type Section } from './report.js';
@@ -84,7 +85,7 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
     log(
       `benchmark database ${database} on ${embedded ? 'embedded PostgreSQL' : 'the given server'}; ${quick ? 'quick' : 'full'} sizes; ${[...sections].join(', ')}`,
     );
-    if (['write-cost', 'coalesce', 'tenants', 'latency', 'memory'].some((s) => wanted(s as Section)))
+    if (['write-cost', 'coalesce', 'tenants', 'mirror', 'latency', 'memory'].some((s) => wanted(s as Section)))
       await ensureAssets(pool, sizes.assets);
 
     if (wanted('write-cost')) {
@@ -145,6 +146,17 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
       add('coalesce.bytes_per_event_10_tenants', tenants.bytesPerEvent[10]!, 0, 'report');
       add('coalesce.bytes_per_event_1000_tenants', tenants.bytesPerEvent[1000]!, 0, 'report');
       await clearWebhooks();
+    }
+    if (wanted('mirror')) {
+      log(`coalescing ${sizes.coalesceEvents} events across 10 webhooks, as mirror webhooks and as plain ones...`);
+      const mirror = (details.mirror = await measureMirror(pool, benchWebhooks(10), {
+        events: sizes.coalesceEvents,
+        assets: sizes.assets,
+        repeats: sizes.repeats,
+      }));
+      add('mirror.coalesce_ratio', mirror.coalesceRatio, 3, '>= 0.7');
+      add('mirror.bytes_per_member', mirror.bytesPerMember, 0, `report (${mirror.members} members)`);
+      add('mirror.events_per_second', mirror.mirrorEventsPerSecond, 0, 'report');
     }
     if (wanted('delivery')) {
       log(`delivering ${sizes.deliveryPayloads} payloads of 100 events...`);

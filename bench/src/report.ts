@@ -70,6 +70,7 @@ export const SECTIONS = [
   'write-cost',
   'coalesce',
   'tenants',
+  'mirror',
   'delivery',
   'latency',
   'isolation',

@@ -41,6 +41,7 @@ export interface OperatorDatabase {
     asset_gone: boolean;
     /** The backfill that wrote the event; null (with seq and run_id set) for a captured event. */
     backfill_id: number | null;
+    reconcile_id: number | null;
   };
   'asset_webhooks.event_outcomes': {
     event_id: string;
@@ -56,6 +57,9 @@ export interface OperatorDatabase {
     atom_id: DecimalId | null;
     coalesced_at: Date;
     backfill_id: number | null;
+    /** The type the webhook got the event as: its own, or UNMATCHED (mirror webhooks); null when not sent. */
+    sent_as: string | null;
+    reconcile_id: number | null;
   };
   'asset_webhooks.payloads': {
     payload_id: number;

@@ -13,10 +13,14 @@ export interface WindowEvent {
     outcome: string;
     excludedBy: string | null;
     payloadId: number | null;
+    /** UNMATCHED when a mirror webhook got the event as one; else the event's own type, or null when not sent. */
+    sentAs: string | null;
   }>;
   readonly waiting: boolean;
   /** The backfill that wrote the event; null for a captured one. */
   readonly backfillId: number | null;
+  /** The reconcile that wrote the event; null for a captured one. */
+  readonly reconcileId: number | null;
 }
 
 /** The events that occurred in [from, to), with their outcome per webhook, in order of occurrence. */
@@ -36,6 +40,8 @@ export async function eventsInWindow(
       'excluded_by',
       'payload_id',
       'backfill_id',
+      'reconcile_id',
+      'sent_as',
       asIdText('asset_id'),
     ])
     .where('occurred_at', '>=', filter.from)
@@ -64,6 +70,7 @@ export async function eventsInWindow(
         outcomes: [],
         waiting: false,
         backfillId: row.backfill_id,
+        reconcileId: row.reconcile_id,
       };
       byEvent.set(row.event_id, entry);
     }
@@ -72,6 +79,7 @@ export async function eventsInWindow(
       outcome: row.outcome,
       excludedBy: row.excluded_by,
       payloadId: row.payload_id,
+      sentAs: row.sent_as,
     });
   }
   const events: WindowEvent[] = [...byEvent.values()];
@@ -84,6 +92,7 @@ export async function eventsInWindow(
       outcomes: [],
       waiting: true,
       backfillId: null,
+      reconcileId: null,
     });
   }
   return events.sort((a, b) => a.occurredAt.getTime() - b.occurredAt.getTime());
@@ -95,11 +104,13 @@ export function renderEvents(events: readonly WindowEvent[]): string {
     .map((event) => {
       const head =
         `${event.occurredAt.toISOString()}  ${event.eventId}  ${event.eventType.padEnd(9)} asset ${event.assetId}` +
-        (event.backfillId !== null ? `  (backfill ${event.backfillId})` : '');
+        (event.backfillId !== null ? `  (backfill ${event.backfillId})` : '') +
+        (event.reconcileId !== null ? `  (reconcile ${event.reconcileId})` : '');
       if (event.waiting) return `${head}\n    captured, waiting for the next coalescing run`;
       const outcomes = event.outcomes.map(
         (o) =>
-          `    ${o.webhookId}: ${o.outcome}${o.excludedBy ? ` (${o.excludedBy})` : ''}${o.payloadId !== null ? ` payload ${o.payloadId}` : ''}`,
+          `    ${o.webhookId}: ${o.outcome}${o.sentAs === 'UNMATCHED' && event.eventType !== 'UNMATCHED' ? ' as UNMATCHED' : ''}` +
+          `${o.excludedBy ? ` (${o.excludedBy})` : ''}${o.payloadId !== null ? ` payload ${o.payloadId}` : ''}`,
       );
       return [head, ...outcomes].join('\n');
     })

@@ -16,6 +16,11 @@ export function renderTrace(trace: Trace): string {
       `  BACKFILLED: written by backfill ${trace.backfillId} at ${trace.coalescedAt!.toISOString()}${trace.atomId !== null ? `, atomId ${trace.atomId}` : ''}` +
         " (not a captured change: the asset passed the webhook's checks when the backfill read it; sent to that webhook only)",
     );
+  } else if (trace.reconcileId !== null) {
+    lines.push(
+      `  RECONCILED: written by reconcile ${trace.reconcileId} at ${trace.coalescedAt!.toISOString()}${trace.atomId !== null ? `, atomId ${trace.atomId}` : ''}` +
+        " (not a captured change: it brings the mirror webhook's set to what its checks give; sent to that webhook only)",
+    );
   } else {
     lines.push(
       `  coalesced at ${trace.coalescedAt!.toISOString()}${trace.atomId !== null ? `, atomId ${trace.atomId}` : ''}`,
@@ -41,8 +46,12 @@ export function renderTrace(trace: Trace): string {
                 ? `pending, next attempt at ${p.nextAttemptAt.toISOString()}`
                 : 'pending, waiting for its turn';
       const moved = p.webhookId === route.webhookId ? '' : `, moved to webhook ${p.webhookId}`;
+      const unmatched =
+        route.sentAs === 'UNMATCHED' && trace.eventType !== 'UNMATCHED'
+          ? ` sent as UNMATCHED: the asset left the mirror webhook's set, excluded by ${route.excludedBy}${describeCheck(route.excludedBy)};`
+          : '';
       lines.push(
-        `  ${route.webhookId}: in payload ${p.payloadId} (${p.eventCount} events, created ${p.createdAt.toISOString()}${moved}): ${final}`,
+        `  ${route.webhookId}:${unmatched} in payload ${p.payloadId} (${p.eventCount} events, created ${p.createdAt.toISOString()}${moved}): ${final}`,
       );
       // Attempts in order of series: a redelivery starts a new series, numbered from attempt 1 again.
       for (let series = 1; series <= p.series; series += 1) {

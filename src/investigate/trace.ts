@@ -21,8 +21,11 @@ export interface TraceAttempt {
 export interface TraceRoute {
   readonly webhookId: string;
   readonly outcome: 'excluded' | 'collapsed' | 'pending' | 'delivered' | 'dead_lettered';
+  /** For a mirror webhook that got the event as an UNMATCHED: the check the asset failed. */
   readonly excludedBy: string | null;
   readonly collapsedInto: string | null;
+  /** The type the webhook got it as: the event's own, or UNMATCHED (a mirror webhook); null when not sent. */
+  readonly sentAs: string | null;
   readonly payload: {
     readonly payloadId: number;
     readonly status: string;
@@ -60,6 +63,8 @@ export interface Trace {
   readonly atomId: DecimalId | null;
   /** The backfill that wrote the event (it was not captured from a change); null for a captured event. */
   readonly backfillId: number | null;
+  /** The reconcile that wrote the event (an EDITED or UNMATCHED of a mirror webhook); null otherwise. */
+  readonly reconcileId: number | null;
   readonly routes: readonly TraceRoute[];
 }
 
@@ -97,6 +102,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
       coalescedAt: null,
       atomId: waiting.atom_id,
       backfillId: null,
+      reconcileId: null,
       routes: [],
     };
   }
@@ -108,6 +114,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
       'occurred_at',
       'coalesced_at',
       'backfill_id',
+      'reconcile_id',
       asIdText('asset_id'),
       asIdText<'atom_id', DecimalId | null>('atom_id'),
     ])
@@ -121,7 +128,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
   }
   const outcomes = await db
     .selectFrom('asset_webhooks.event_outcomes')
-    .select(['webhook_id', 'outcome', 'excluded_by', 'collapsed_into', 'payload_id'])
+    .select(['webhook_id', 'outcome', 'excluded_by', 'collapsed_into', 'payload_id', 'sent_as'])
     .where('event_id', '=', eventId)
     .orderBy('webhook_id')
     .execute();
@@ -167,6 +174,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
     coalescedAt: event.coalesced_at,
     atomId: event.atom_id,
     backfillId: event.backfill_id,
+    reconcileId: event.reconcile_id,
     routes: outcomes.map((row) => {
       const payload = payloads.find((p) => p.payload_id === row.payload_id);
       return {
@@ -174,6 +182,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
         outcome: row.outcome,
         excludedBy: row.excluded_by,
         collapsedInto: row.collapsed_into,
+        sentAs: row.sent_as,
         payload: payload
           ? {
               payloadId: payload.payload_id,

@@ -10,6 +10,9 @@ import { stringifyWithExactIds } from '../json-output.js';
 import { parseDecimalIdOption } from '../options.js';
 import { assertBinding } from '../../migrate/binding-check.js';
 import { printableValues } from '../../text/printable.js';
+import type pg from 'pg';
+import type { WebhookConfig } from '../../config/schema.js';
+import type { AssetState } from '../../interfaces.js';
 
 function parseEventType(value: string): EventType {
   const type = EVENT_TYPES.find((candidate) => candidate === value.toUpperCase());
@@ -52,9 +55,10 @@ export function registerExplain(program: Command): void {
               `--asset: expected an existing asset id, got ${options.asset} (no such asset in asset_webhooks.asset_state)`,
             );
           const evaluated = explainWebhook(webhook, options.eventType, assetState);
+          const mirror = webhook.mirror ? await mirrorState(pool, webhook, assetState) : undefined;
           if (options.json) {
             // The asset as the filters saw it, so a reader can check every comparison.
-            process.stdout.write(`${stringifyWithExactIds({ ...evaluated, asset: assetState })}\n`);
+            process.stdout.write(`${stringifyWithExactIds({ ...evaluated, asset: assetState, mirror })}\n`);
             return;
           }
           // Keywords, field values and filter values, escaped for the terminal.
@@ -66,8 +70,40 @@ export function registerExplain(program: Command): void {
           for (const check of explanation.checks)
             out.push(`  ${check.verdict.padEnd(7)} ${check.check.padEnd(14)} ${check.detail}`);
           out.push(explanation.delivered ? '=> delivered' : `=> excluded by ${explanation.excludedBy}`);
+          if (mirror !== undefined) out.push(mirrorLine(mirror));
           process.stdout.write(`${out.join('\n')}\n`);
         });
       },
     );
+}
+
+/** What a mirror webhook's set says of the asset (docs/mirror.md). */
+interface MirrorState {
+  readonly member: boolean;
+  /** The eventTimestamp last sent for the asset; null when nothing was. */
+  readonly lastEventAt: string | null;
+  /** The check that leaves the asset out of the set now (as an EDITED of it), or null. */
+  readonly leavingCheck: string | null;
+}
+
+async function mirrorState(pool: pg.Pool, webhook: WebhookConfig, asset: AssetState): Promise<MirrorState> {
+  const {
+    rows: [row],
+  } = await pool.query<{ member: boolean; last_event_at: Date }>(
+    'select member, last_event_at from asset_webhooks.mirror_members where webhook_id = $1 and asset_id = $2',
+    [webhook.id, asset.assetId],
+  );
+  return {
+    member: row?.member ?? false,
+    lastEventAt: row?.last_event_at.toISOString() ?? null,
+    leavingCheck: explainWebhook(webhook, 'EDITED', asset).excludedBy,
+  };
+}
+
+function mirrorLine(state: MirrorState): string {
+  if (!state.member)
+    return `mirror: not in the webhook's set${state.lastEventAt === null ? ' (never sent)' : ` (left it; last event ${state.lastEventAt})`}`;
+  return state.leavingCheck === null
+    ? `mirror: in the webhook's set (last event ${state.lastEventAt})`
+    : `mirror: in the webhook's set (last event ${state.lastEventAt}), but excluded by ${state.leavingCheck}: its next event is sent as UNMATCHED, or a reconcile sends one`;
 }
