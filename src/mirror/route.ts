@@ -85,6 +85,8 @@ export class MirrorRouting {
     const slot = this.slotOf[position]!;
     const id = this.ids[slot]!;
     const { lastMs } = this.members.get(id, event.assetId);
+    // The PURGED of an asset never sent to the webhook: nothing to remember (its id never comes back).
+    if (event.eventType === 'PURGED' && lastMs === -Infinity) return json;
     const at = Math.max(eventMs, lastMs + 1);
     this.members.set({
       webhookId: id,

@@ -103,4 +103,44 @@ describe("docs/receiving.md's Node.js receiver", () => {
     expect(forged.status).toBe(401);
     expect(exampleReceiver!.output()).not.toContain('msg_forged');
   });
+
+  it('removes an asset from its copy when a mirror webhook sends UNMATCHED', async () => {
+    await resetData(db.pool);
+    await db.pool.query('truncate asset_webhooks.mirror_members');
+    const port = await startExample();
+    const file = path.join(tempDirectory('aw-guide-'), 'config.yaml');
+    writeFileSync(
+      file,
+      receiverConfig([
+        {
+          id: 'guide-copy',
+          url: `http://127.0.0.1:${port}/asset-events`,
+          signing: { secret: 'guide-signing' },
+          mirror: true,
+          filters: [{ filterKind: 'keywords', condition: 'ANY', value: ['shop'] }],
+        },
+      ]),
+    );
+    run = startCli(['run', '--database-url', db.url, '--config', file], {
+      env: { ASSET_WEBHOOKS_SECRET_GUIDE_SIGNING: KEY },
+    });
+    const results = (): string =>
+      exampleReceiver!
+        .output()
+        .split('\n')
+        .filter((line) => line.startsWith('accepted '))
+        .map((line) => line.replace(/^.*events: /, ''))
+        .join(',');
+    await db.pool.query('insert into assets (asset_id) values (1)');
+    await db.pool.query("insert into asset_keywords (asset_id, value) values (1, 'shop')");
+    await eventually(async () => (results().includes('upserted') ? true : undefined), {
+      timeoutMs: 20_000,
+      what: `the example to upsert the asset; it printed: ${exampleReceiver!.output()}`,
+    });
+    await db.pool.query("delete from asset_keywords where asset_id = 1 and value = 'shop'");
+    await eventually(async () => (results().endsWith('removed') ? true : undefined), {
+      timeoutMs: 20_000,
+      what: `the example to remove the asset on UNMATCHED; it printed: ${exampleReceiver!.output()}`,
+    });
+  });
 });
