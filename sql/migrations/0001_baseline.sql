@@ -410,25 +410,29 @@ create index events_reconcile on asset_webhooks.events (reconcile_id) where reco
 -- Mirror webhooks (`mirror: true`, docs/mirror.md): the assets the service
 -- has announced to each one, so that it can tell the webhook when one stops
 -- matching.
--- One row per mirror webhook and asset it has been told about, kept when the
--- asset leaves the set (member false): last_event_at is what keeps one
--- asset's eventTimestamps rising for that webhook across leaving and coming
--- back. Written by the coalescing chunk or reconcile chunk that routes the
--- event, in its transaction, under the coalescing lock: only one writer at a
--- time. Retention never deletes from it.
+-- One row per asset some mirror webhook has been told about, kept when the
+-- asset leaves every set (webhooks empty): last_event_at is what keeps one
+-- asset's eventTimestamps rising for a webhook across leaving and coming
+-- back. One row per asset rather than per webhook and asset: a chunk writes
+-- one row for each asset it sends anything of, whatever the number of mirror
+-- webhooks. Written by the coalescing chunk or reconcile chunk that routes
+-- the event, in its transaction, under the coalescing lock: only one writer
+-- at a time. Retention never deletes from it. Rewritten often: fillfactor
+-- leaves room on each page for the new version of a row (a HOT update, no
+-- new index entry).
 create table asset_webhooks.mirror_members (
-  webhook_id     text not null,
-  asset_id       bigint not null,
-  -- For an UNMATCHED of an asset gone without its PURGED reaching the webhook.
+  asset_id       bigint primary key,
+  -- For an UNMATCHED of an asset gone without its PURGED reaching a webhook.
   asset_uuid     uuid,
-  -- true: in the webhook's set (entered by CREATED, EDITED, REVERSION or
-  -- DELETED routed to it); false: left it (PURGED or UNMATCHED).
-  member         boolean not null,
-  -- The eventTimestamp of the last event sent to the webhook for the asset.
+  -- The mirror webhooks whose set holds the asset: entered by a CREATED,
+  -- EDITED, REVERSION or DELETED routed to the webhook, left by PURGED or
+  -- UNMATCHED.
+  webhooks       text[] not null,
+  -- The eventTimestamp of the last event sent for the asset to any mirror
+  -- webhook: the next one sent is later.
   last_event_at  timestamptz not null,
-  changed_at     timestamptz not null default clock_timestamp(),
-  primary key (webhook_id, asset_id)
-);
+  changed_at     timestamptz not null default clock_timestamp()
+) with (fillfactor = 80);
 
 -- One row per reconcile of a mirror webhook. A chunk's payloads, events,
 -- membership changes and the advance of its position commit in one

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { ASSET_STATE_COLUMNS, assetStateColumns, assetStateFromRow, type AssetStateRow } from '../db/asset-state.js';
 import type { AssetState, DecimalId, EventType } from '../interfaces.js';
 import { EventIds, millisOf } from './event-ids.js';
+import { MEMBERSHIP_COLUMNS, type MembershipRow } from '../mirror/members.js';
 
 /** One claimed outbox row with what the coalescer needs to decide its routes. */
 export interface ClaimedEvent {
@@ -19,10 +20,12 @@ export interface ClaimedEvent {
   readonly latestEditId: string | null;
   /** The asset's current state; null when the asset no longer exists. */
   readonly asset: AssetState | null;
+  /** Its row of asset_webhooks.mirror_members, read with the chunk when some webhook is a mirror one; else null. */
+  readonly membership: MembershipRow | null;
 }
 
 /** An outbox row (event_ columns) with its asset's state (null columns when the asset is gone). */
-interface ClaimRow extends Omit<AssetStateRow, 'asset_id'> {
+interface ClaimRow extends Omit<AssetStateRow, 'asset_id'>, Partial<MembershipRow> {
   seq: number;
   /** Set by a binding that gives its own ids; null when the id is derived (EventIds). */
   event_id: string | null;
@@ -137,6 +140,9 @@ export interface Chunk {
  *
  * `reads` says which of the asset's lists some check reads; a list no check
  * reads is given as empty, and its part of the binding's view is not computed.
+ * With `mirror`, each row carries its asset's row of
+ * asset_webhooks.mirror_members, as read in the chunk's snapshot (see
+ * MirrorMembers.absorb).
  *
  * This must run on the session that ran recordRunStart for this run, with the
  * EventIds it returned.
@@ -148,6 +154,7 @@ export async function claimChunk(
   afterSeq: number,
   limit: number,
   reads: StateReads = READ_ALL_STATE,
+  mirror = false,
 ): Promise<Chunk> {
   const { rows } = await session.query<ClaimRow & { deferred: boolean }>(
     `with claimed as materialized (
@@ -197,9 +204,10 @@ export async function claimChunk(
             case when c.event_type = 'EDITED' then c.le_seq end as latest_edit_seq,
             case when c.event_type = 'EDITED' then c.le_ms end as latest_edit_ms,
             case when c.event_type = 'EDITED' then c.le_event_id end as latest_edit_event_id, c.deferred,
-            ${assetStateColumns('s')}
+            ${assetStateColumns('s')}${mirror ? `, ${MEMBERSHIP_COLUMNS}` : ''}
      from marked c
      left join states s on s.asset_id = c.asset_id
+     ${mirror ? 'left join asset_webhooks.mirror_members m on m.asset_id = c.asset_id' : ''}
      order by c.seq`,
     [maxSeq, afterSeq, limit],
   );
@@ -235,6 +243,7 @@ function toClaimedEvent(row: ClaimRow, ids: EventIds): ClaimedEvent {
     atomId: row.atom_id,
     latestEditId,
     asset,
+    membership: row.mirror_webhooks === undefined ? null : (row as ClaimRow & MembershipRow),
   };
 }
 

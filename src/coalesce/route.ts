@@ -92,8 +92,7 @@ export function routeChunk(
     const receivers = index.deliveringTo(row.eventType, row.asset);
     const positions = new Array<number>(receivers.length);
     const batches = new Array<Batch>(receivers.length);
-    const sent = mirror === null ? null : { ...row, assetUuid: row.assetUuid ?? '', atomId };
-    const sentMs = sent === null ? 0 : Date.parse(row.eventTimestamp);
+    if (mirror !== null) mirror.begin({ ...row, assetUuid: row.assetUuid ?? '', atomId });
     if (receivers.length > 0) {
       const json = serializeEvent({
         atomId,
@@ -105,15 +104,14 @@ export function routeChunk(
       });
       for (let k = 0; k < receivers.length; k += 1) {
         const position = receivers[k]!;
-        const sentJson =
-          sent !== null && mirror!.isMirror(position) ? mirror!.delivered(position, sent, sentMs, json) : json;
+        const sentJson = mirror !== null && mirror.isMirror(position) ? mirror.delivered(position, json) : json;
         positions[k] = position + 1;
         batches[k] = packers[position]!.add(row.eventId, sentJson, sentJson !== json);
       }
     }
     const unmatchedTo: number[] = [];
-    if (sent !== null)
-      mirror!.unmatchedFor(sent, sentMs, receivers, (position, json) => {
+    if (mirror !== null)
+      mirror.unmatchedFor(receivers, (position, json) => {
         positions.push(position + 1);
         batches.push(packers[position]!.add(row.eventId, json, true));
         unmatchedTo.push(position + 1);

@@ -185,24 +185,23 @@ async function runLocked(
     const payloadIdBlock = new PayloadIdBlock(session);
     const done: Promise<Chunk | null> = Promise.resolve(null);
     const reads = routing.seen.reads;
-    let next: Promise<Chunk | null> = claimChunk(session, ids, maxSeq, 0, chunkSize, reads);
+    const mirrored = routing.mirror !== null;
+    let next: Promise<Chunk | null> = claimChunk(session, ids, maxSeq, 0, chunkSize, reads, mirrored);
     let writing: Promise<void> = Promise.resolve();
     let failed = false;
     try {
       for (;;) {
         const chunk = await next;
         if (chunk === null || chunk.read === 0) break;
-        next = chunk.read < chunkSize ? done : claimChunk(session, ids, maxSeq, chunk.lastSeq, chunkSize, reads);
+        next =
+          chunk.read < chunkSize ? done : claimChunk(session, ids, maxSeq, chunk.lastSeq, chunkSize, reads, mirrored);
         // If a write fails, this read is abandoned; its own failure is not the run's.
         next.catch(() => {});
         deferred += chunk.deferred;
         const rows = chunk.events;
         if (rows.length === 0) continue;
-        // The chunk before may still be being written: see MirrorMembers.
-        await routing.mirror?.members.load(
-          pool,
-          rows.map((row) => row.assetId),
-        );
+        // Read with the chunk, before the two chunks before it were written: see MirrorMembers.absorb.
+        routing.mirror?.members.absorb(rows.map((row) => ({ assetId: row.assetId, row: row.membership })));
         const routed = routeChunk(rows, routing, routes);
         const batches = packers.flatMap((packer) => packer.drain());
         await payloadIdBlock.assign(batches);

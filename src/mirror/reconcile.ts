@@ -168,14 +168,13 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
       if (!dryRun) await waitForCoalesceLock(client);
       // Read afresh for each chunk: the chunk before committed, and another
       // reconcile of the webhook may have written since.
-      const members = new MirrorMembers([webhook.id]);
+      const members = new MirrorMembers();
       const events: ReconcileEvent[] = [];
       const send = (
         event: Omit<ReconcileEvent, 'json' | 'payloadId' | 'eventId' | 'occurredAt'>,
         readMs: number,
-        lastMs: number,
       ): void => {
-        const at = Math.max(readMs, lastMs + 1);
+        const at = members.nextMs(event.assetId, readMs);
         const occurredAt = new Date(at).toISOString();
         const eventId = randomUUID();
         const json = serializeEvent({
@@ -185,13 +184,7 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
           assetUuid: event.assetUuid ?? '',
         });
         events.push({ ...event, eventId, occurredAt, json, payloadId: null });
-        members.set({
-          webhookId: webhook.id,
-          assetId: event.assetId,
-          assetUuid: event.assetUuid,
-          member: event.eventType === 'EDITED',
-          lastMs: at,
-        });
+        members.record(event.assetId, event.assetUuid, webhook.id, event.eventType === 'EDITED', at);
       };
       let read = 0;
       let phaseOver: boolean;
@@ -205,7 +198,7 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
         for (const state of rows) {
           const asset = assetStateFromRow(state);
           const passes = leavingCheck(compiled, asset) === null;
-          const { member, lastMs } = members.get(webhook.id, state.asset_key);
+          const member = members.isMember(webhook.id, state.asset_key);
           const readMs = Date.parse(state.read_at);
           const common = {
             assetId: state.asset_key,
@@ -213,27 +206,27 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
             atomId: asset.latestAtomId,
             seen: seen.of(asset),
           };
-          if (passes && !member && state.in_trash !== true) send({ ...common, eventType: 'EDITED' }, readMs, lastMs);
-          else if (!passes && member) send({ ...common, eventType: 'UNMATCHED' }, readMs, lastMs);
+          if (passes && !member && state.in_trash !== true) send({ ...common, eventType: 'EDITED' }, readMs);
+          else if (!passes && member) send({ ...common, eventType: 'UNMATCHED' }, readMs);
         }
         read = rows.length;
         phaseOver = rows.length < CHUNK;
         last = rows.at(-1)?.asset_key ?? totals.lastAssetId;
       } else {
-        const { rows } = await client.query<{
-          asset_id: string;
-          asset_uuid: string | null;
-          last_ms: string;
-          now: string;
-        }>(
-          `select m.asset_id::text as asset_id, m.asset_uuid, (extract(epoch from m.last_event_at) * 1000)::bigint::text as last_ms,
+        const { rows } = await client.query<{ asset_id: string; asset_uuid: string | null; now: string }>(
+          `select m.asset_id::text as asset_id, m.asset_uuid,
                   to_char(statement_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as now
            from asset_webhooks.mirror_members m
-           where m.webhook_id = $1 and m.member and m.asset_id > coalesce($2::bigint, -9223372036854775808)
+           where $1 = any(m.webhooks) and m.asset_id > coalesce($2::bigint, -9223372036854775808)
              and not exists (select 1 from asset_webhooks.asset_state s where s.asset_id = m.asset_id)
            order by m.asset_id
            limit $3`,
           [webhook.id, totals.lastAssetId, CHUNK],
+        );
+        // Its other mirror webhooks' membership is kept: the row is rewritten whole.
+        await members.load(
+          client,
+          rows.map((gone) => gone.asset_id),
         );
         for (const gone of rows) {
           send(
@@ -245,7 +238,6 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
               seen: { ...NOTHING_SEEN, asset_gone: true },
             },
             Date.parse(gone.now),
-            Number(gone.last_ms),
           );
         }
         phaseOver = rows.length < CHUNK;

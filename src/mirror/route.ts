@@ -46,7 +46,7 @@ export function leavingCheck(compiled: CompiledWebhook, asset: AssetState): Excl
  * receiver can keep the latest per asset whatever order payloads arrive in.
  */
 export class MirrorRouting {
-  readonly members: MirrorMembers;
+  readonly members = new MirrorMembers();
   /** Events sent as UNMATCHED so far (metrics). */
   unmatched = 0;
   /** Per routing position: the index among the mirror webhooks, or -1. */
@@ -54,6 +54,11 @@ export class MirrorRouting {
   private readonly positions: readonly number[];
   private readonly ids: readonly string[];
   private readonly compiled: readonly CompiledWebhook[];
+  /** The event being routed (see begin), its own time, and the eventTimestamp the mirror webhooks get. */
+  private event: MirrorEvent | null = null;
+  private ownMs = 0;
+  private atMs = 0;
+  private raised: string | null = null;
 
   private constructor(webhooks: readonly MirrorWebhook[], mirrors: readonly number[]) {
     this.slotOf = new Int32Array(webhooks.length).fill(-1);
@@ -61,7 +66,6 @@ export class MirrorRouting {
     this.positions = mirrors;
     this.ids = mirrors.map((position) => webhooks[position]!.id);
     this.compiled = mirrors.map((position) => compileWebhook(webhooks[position]!));
-    this.members = new MirrorMembers(this.ids);
   }
 
   /** null when no enabled webhook is a mirror one: routing then does exactly what it did without mirrors. */
@@ -77,66 +81,64 @@ export class MirrorRouting {
   }
 
   /**
-   * The JSON of `event` for the mirror webhook at `position`, which receives
-   * it (`json` is its JSON as every other webhook gets it), and the asset's
-   * new membership recorded.
+   * Starts routing `event`: every mirror webhook that gets anything of it
+   * gets the same eventTimestamp, its own time or, if that is not after the
+   * last one sent for the asset, a millisecond after that one.
    */
-  delivered(position: number, event: MirrorEvent, eventMs: number, json: string): string {
-    const slot = this.slotOf[position]!;
-    const id = this.ids[slot]!;
-    const { lastMs } = this.members.get(id, event.assetId);
-    // The PURGED of an asset never sent to the webhook: nothing to remember (its id never comes back).
-    if (event.eventType === 'PURGED' && lastMs === -Infinity) return json;
-    const at = Math.max(eventMs, lastMs + 1);
-    this.members.set({
-      webhookId: id,
-      assetId: event.assetId,
-      assetUuid: event.assetUuid || null,
-      member: event.eventType !== 'PURGED',
-      lastMs: at,
-    });
-    return at === eventMs ? json : serializeEvent({ ...event, eventTimestamp: new Date(at).toISOString() });
+  begin(event: MirrorEvent): void {
+    this.event = event;
+    this.ownMs = Date.parse(event.eventTimestamp);
+    this.atMs = this.members.nextMs(event.assetId, this.ownMs);
+    this.raised = null;
+  }
+
+  /**
+   * The JSON of the event for the mirror webhook at `position`, which
+   * receives it (`json` is its JSON as every other webhook gets it), and the
+   * asset's new membership recorded.
+   */
+  delivered(position: number, json: string): string {
+    const event = this.event!;
+    // The PURGED of an asset never sent to a mirror webhook: nothing to remember (its id never comes back).
+    if (event.eventType === 'PURGED' && this.members.get(event.assetId).lastMs === -Infinity) return json;
+    this.members.record(
+      event.assetId,
+      event.assetUuid || null,
+      this.ids[this.slotOf[position]!]!,
+      event.eventType !== 'PURGED',
+      this.atMs,
+    );
+    if (this.atMs === this.ownMs) return json;
+    this.raised ??= serializeEvent({ ...event, eventTimestamp: new Date(this.atMs).toISOString() });
+    return this.raised;
   }
 
   /**
    * Calls `send(position, json)` for each mirror webhook not in `receivers`
-   * whose set holds the asset of `event` while the asset no longer passes its
-   * checks, with the UNMATCHED it gets, and records that the asset left the
-   * set. An asset gone by now is left to its PURGED.
+   * whose set holds the asset of the event while the asset no longer passes
+   * its checks, with the UNMATCHED it gets, and records that the asset left
+   * the set. An asset gone by now is left to its PURGED.
    */
-  unmatchedFor(
-    event: MirrorEvent,
-    eventMs: number,
-    receivers: readonly number[],
-    send: (position: number, json: string) => void,
-  ): void {
+  unmatchedFor(receivers: readonly number[], send: (position: number, json: string) => void): void {
+    const event = this.event!;
     const asset = event.asset;
     if (asset === null || event.eventType === 'PURGED') return;
+    let json: string | null = null;
     for (let slot = 0; slot < this.positions.length; slot += 1) {
       const position = this.positions[slot]!;
       if (receivers.includes(position)) continue;
       const id = this.ids[slot]!;
-      const state = this.members.get(id, event.assetId);
-      if (!state.member || leavingCheck(this.compiled[slot]!, asset) === null) continue;
-      const at = Math.max(eventMs, state.lastMs + 1);
-      this.members.set({
-        webhookId: id,
-        assetId: event.assetId,
-        assetUuid: event.assetUuid || null,
-        member: false,
-        lastMs: at,
-      });
+      if (!this.members.isMember(id, event.assetId) || leavingCheck(this.compiled[slot]!, asset) === null) continue;
+      this.members.record(event.assetId, event.assetUuid || null, id, false, this.atMs);
       this.unmatched += 1;
-      send(
-        position,
-        serializeEvent({
-          ...event,
-          eventType: 'UNMATCHED',
-          // The asset's current atom, whatever the event's type.
-          atomId: asset.latestAtomId ?? event.atomId,
-          eventTimestamp: new Date(at).toISOString(),
-        }),
-      );
+      json ??= serializeEvent({
+        ...event,
+        eventType: 'UNMATCHED',
+        // The asset's current atom, whatever the event's type.
+        atomId: asset.latestAtomId ?? event.atomId,
+        eventTimestamp: new Date(this.atMs).toISOString(),
+      });
+      send(position, json);
     }
   }
 }

@@ -22,11 +22,15 @@ const db = useTestDatabase();
 /** Events sent as UNMATCHED over all cases: the workload must make assets leave, or the property says little. */
 let unmatchedSeen = 0;
 
-type Step = Op | { readonly kind: 'coalesce' } | { readonly kind: 'switch' };
+/** A coalescing run reads `chunkSize` outbox rows per chunk: small chunks exercise its pipeline (see MirrorMembers.absorb). */
+type Step = Op | { readonly kind: 'coalesce'; readonly chunkSize: number } | { readonly kind: 'switch' };
 
 const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
   { arbitrary: opArbitrary, weight: 8 },
-  { arbitrary: fc.constant({ kind: 'coalesce' as const }), weight: 4 },
+  {
+    arbitrary: fc.record({ kind: fc.constant('coalesce' as const), chunkSize: fc.integer({ min: 1, max: 8 }) }),
+    weight: 4,
+  },
   { arbitrary: fc.constant({ kind: 'switch' as const }), weight: 1 },
 );
 
@@ -54,7 +58,7 @@ async function check(steps: readonly Step[], order: readonly number[]): Promise<
   await createFolders(db.pool);
   let set = 0;
   for (const step of steps) {
-    if (step.kind === 'coalesce') await runCoalesce(db.pool, [routed(set)]);
+    if (step.kind === 'coalesce') await runCoalesce(db.pool, [routed(set)], { chunkSize: step.chunkSize });
     else if (step.kind === 'switch') {
       set = 1 - set;
       await reconcile({ pool: db.pool, webhook: configured(set), maxPayloadBytes: 1 << 24 });
@@ -92,7 +96,7 @@ it(
           [
             [
               { kind: 'create', asset: 10, domain: 2, keywords: ['shop'] },
-              { kind: 'coalesce' },
+              { kind: 'coalesce', chunkSize: 2 },
               { kind: 'switch' },
               { kind: 'keyword', asset: 10, keyword: 'shop', add: false },
               { kind: 'domain', asset: 10, domain: 1 },
@@ -103,12 +107,12 @@ it(
           [
             [
               { kind: 'create', asset: 11, domain: 1, keywords: ['shop'] },
-              { kind: 'coalesce' },
+              { kind: 'coalesce', chunkSize: 2 },
               { kind: 'trash', asset: 11 },
-              { kind: 'coalesce' },
+              { kind: 'coalesce', chunkSize: 2 },
               { kind: 'restore', asset: 11 },
               { kind: 'keyword', asset: 11, keyword: 'shop', add: false },
-              { kind: 'coalesce' },
+              { kind: 'coalesce', chunkSize: 2 },
               { kind: 'purge', asset: 11 },
             ],
             [2, 1, 0],

@@ -25,7 +25,7 @@ async function sent(pool: pg.Pool, webhookId: string): Promise<Array<[number, st
 
 async function members(pool: pg.Pool): Promise<Array<[number, boolean]>> {
   const { rows } = await pool.query<{ asset_id: string; member: boolean }>(
-    "select asset_id, member from asset_webhooks.mirror_members where webhook_id = 'copy' order by asset_id",
+    "select asset_id, 'copy' = any(webhooks) as member from asset_webhooks.mirror_members order by asset_id",
   );
   return rows.map((row) => [Number(row.asset_id), row.member]);
 }
@@ -115,7 +115,7 @@ describe('a mirror webhook', () => {
     await db.pool.query('insert into assets (asset_id) values (1)');
     const last = new Date(Date.now() + 3_600_000);
     await db.pool.query(
-      `insert into asset_webhooks.mirror_members (webhook_id, asset_id, member, last_event_at) values ('copy', 1, false, $1)`,
+      `insert into asset_webhooks.mirror_members (asset_id, webhooks, last_event_at) values (1, '{}', $1)`,
       [last.toISOString()],
     );
     await db.pool.query("insert into asset_keywords (asset_id, value) values (1, 'shop')");

@@ -80,7 +80,7 @@ export function registerExplain(program: Command): void {
 /** What a mirror webhook's set says of the asset (docs/mirror.md). */
 interface MirrorState {
   readonly member: boolean;
-  /** The eventTimestamp last sent for the asset; null when nothing was. */
+  /** The eventTimestamp last sent for the asset to any mirror webhook; null when nothing was. */
   readonly lastEventAt: string | null;
   /** The check that leaves the asset out of the set now (as an EDITED of it), or null. */
   readonly leavingCheck: string | null;
@@ -90,7 +90,7 @@ async function mirrorState(pool: pg.Pool, webhook: WebhookConfig, asset: AssetSt
   const {
     rows: [row],
   } = await pool.query<{ member: boolean; last_event_at: Date }>(
-    'select member, last_event_at from asset_webhooks.mirror_members where webhook_id = $1 and asset_id = $2',
+    'select $1 = any(webhooks) as member, last_event_at from asset_webhooks.mirror_members where asset_id = $2',
     [webhook.id, asset.assetId],
   );
   return {
