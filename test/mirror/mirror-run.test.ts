@@ -113,6 +113,22 @@ it(
       );
       expect(received.filter((event) => event.eventType === 'UNMATCHED').length, `seed ${seed}`).toBeGreaterThan(0);
       expect(receiver.requests.length, `seed ${seed}`).toBeGreaterThan(50);
+      // The ledger and the receiver agree: every event the ledger says was delivered to the webhook
+      // arrived, as the type it was sent as, and nothing arrived that the ledger does not send there.
+      const arrived = new Map(received.map((event) => [event.eventId, event.eventType]));
+      const { rows: ledger } = await db.pool.query<{ event_id: string; outcome: string; sent_as: string | null }>(
+        "select event_id, outcome, sent_as from asset_webhooks.event_outcomes where webhook_id = 'copy'",
+      );
+      const delivered = ledger.filter((row) => row.outcome === 'delivered');
+      expect(
+        delivered.every((row) => arrived.get(row.event_id) === row.sent_as),
+        `seed ${seed}`,
+      ).toBe(true);
+      expect(new Set(delivered.map((row) => row.event_id)), `seed ${seed}`).toEqual(new Set(arrived.keys()));
+      expect(
+        ledger.filter((row) => !['delivered', 'excluded', 'collapsed'].includes(row.outcome)),
+        `seed ${seed}`,
+      ).toEqual([]);
       const { rows: reconciles } = await db.pool.query<{ requested_by: string }>(
         'select requested_by from asset_webhooks.reconciles',
       );

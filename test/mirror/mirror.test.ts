@@ -1,6 +1,8 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import type { RoutedWebhook } from '../../src/coalesce/route.js';
+import { pino } from 'pino';
+import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { reconcile } from '../../src/mirror/reconcile.js';
 import { webhook } from '../helpers/assets.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -189,4 +191,27 @@ describe('reconcile', () => {
     const again = await reconcile({ pool: db.pool, webhook: after, maxPayloadBytes: 1 << 24 });
     expect(again).toMatchObject({ editedSent: 0, unmatchedSent: 0, status: 'completed', resumed: false });
   });
+});
+
+it('retention deletes old events and payloads but never membership', async () => {
+  await resetData(db.pool);
+  await db.pool.query('truncate asset_webhooks.mirror_members');
+  const webhooks = [mirror()];
+  await registerWebhooks(db.pool, webhooks);
+  await db.pool.query('insert into assets (asset_id) values (1)');
+  await db.pool.query("insert into asset_keywords (asset_id, value) values (1, 'shop')");
+  await runCoalesce(db.pool, webhooks);
+  await db.pool.query(
+    "update asset_webhooks.payloads set status = 'delivered', delivered_at = now() - interval '60 days'",
+  );
+  await db.pool.query(
+    "update asset_webhooks.events set coalesced_at = now() - interval '60 days', occurred_at = now() - interval '60 days'",
+  );
+  await db.pool.query(
+    "update asset_webhooks.mirror_members set changed_at = now() - interval '60 days', last_event_at = now() - interval '60 days'",
+  );
+  await runMaintenance({ pool: db.pool, retentionDays: 30, logger: pino({ level: 'silent' }) });
+  const { rows } = await db.pool.query<{ n: number }>('select count(*)::int as n from asset_webhooks.events');
+  expect(rows[0]!.n).toBe(0);
+  expect(await members(db.pool)).toEqual([[1, true]]);
 });
