@@ -19,11 +19,7 @@ import {
 
 const db = useTestDatabase();
 
-/**
- * Events sent as UNMATCHED over all cases: the workload must make assets
- * leave, or the property says little (39 to 56 in three runs; 2 when the
- * workloads were too short to matter).
- */
+/** Events sent as UNMATCHED over all cases: the workload must make assets leave, or the property says little. */
 let unmatchedSeen = 0;
 
 /** A coalescing run reads `chunkSize` outbox rows per chunk: small chunks exercise its pipeline (see MirrorMembers.absorb). */
