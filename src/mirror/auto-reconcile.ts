@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { WebhookConfig } from '../config/schema.js';
-import { checksDigest, reconcile, reconcileLockName, type ReconcileResult } from './reconcile.js';
+import { checksDigest, reconcile, type ReconcileResult } from './reconcile.js';
+import { reconcileLockName } from './reconcile-store.js';
 
 /** graphile-worker's task name for a reconcile the service starts by itself. */
 export const RECONCILE_TASK = 'reconcile';

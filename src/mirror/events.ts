@@ -2,8 +2,8 @@ import type pg from 'pg';
 import type { RoutedWebhook } from '../coalesce/route.js';
 import { recordRouting } from '../coalesce/routing.js';
 import type { SeenRow } from '../coalesce/seen.js';
-import { listLiteral } from '../db/array-literal.js';
 import { Params, unnestColumns, type Column } from '../db/columns.js';
+import { seenColumns } from '../payloads/events.js';
 import type { DecimalId } from '../interfaces.js';
 
 /** One event a reconcile sends, as asset_webhooks.events stores it. */
@@ -22,12 +22,6 @@ export interface ReconcileEvent {
   payloadId: number | null;
 }
 
-type Seen = Column<readonly ReconcileEvent[]>['value'];
-const seen =
-  (read: (row: SeenRow) => string | boolean | null): Seen =>
-  (events, i) =>
-    read(events[i]!.seen);
-
 const COLUMNS: ReadonlyArray<Column<readonly ReconcileEvent[]>> = [
   { name: 'event_id', type: 'uuid', value: (events, i) => events[i]!.eventId },
   { name: 'event_type', type: 'text', value: (events, i) => events[i]!.eventType },
@@ -36,16 +30,7 @@ const COLUMNS: ReadonlyArray<Column<readonly ReconcileEvent[]>> = [
   { name: 'asset_uuid', type: 'uuid', value: (events, i) => events[i]!.assetUuid },
   { name: 'atom_id', type: 'bigint', value: (events, i) => events[i]!.atomId },
   { name: 'payload_id', type: 'bigint', value: (events, i) => events[i]!.payloadId },
-  { name: 'asset_gone', type: 'boolean', value: seen((row) => row.asset_gone) },
-  { name: 'seen_supertype', type: 'text', value: seen((row) => row.seen_supertype) },
-  { name: 'seen_parent_id', type: 'bigint', value: seen((row) => row.seen_parent_id) },
-  { name: 'seen_state', type: 'text', value: seen((row) => row.seen_state) },
-  { name: 'seen_schema_id', type: 'bigint', value: seen((row) => row.seen_schema_id) },
-  { name: 'seen_type_id', type: 'bigint', value: seen((row) => row.seen_type_id) },
-  { name: 'seen_domain_id', type: 'bigint', value: seen((row) => row.seen_domain_id) },
-  { name: 'seen_keywords', type: 'text', value: seen((row) => listLiteral(row.seen_keywords)) },
-  { name: 'seen_field_names', type: 'text', value: seen((row) => listLiteral(row.seen_field_names)) },
-  { name: 'seen_field_values', type: 'text', value: seen((row) => listLiteral(row.seen_field_values)) },
+  ...seenColumns<readonly ReconcileEvent[]>((events, i) => events[i]!.seen),
 ];
 
 /**

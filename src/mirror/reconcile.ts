@@ -14,10 +14,16 @@ import { compileWebhook } from '../filters/compile.js';
 import { assignPayloadIds } from '../payloads/ids.js';
 import { isoTimestamp, serializeEvent } from '../payloads/serialize.js';
 import { writePayloads } from '../payloads/store.js';
-import { UserError } from '../errors.js';
 import { insertReconcileEvents, type ReconcileEvent } from './events.js';
 import { MirrorMembers, writeMemberChanges } from './members.js';
 import { leavingCheck } from './route.js';
+import {
+  lockReconcile,
+  recordReconcileChunk,
+  startOrResumeReconcile,
+  unlockReconcile,
+  type ReconcileTotals,
+} from './reconcile-store.js';
 
 /**
  * A reconcile makes a mirror webhook's set (asset_webhooks.mirror_members)
@@ -55,17 +61,8 @@ export interface ReconcileOptions {
   readonly waitForOther?: boolean;
 }
 
-export interface ReconcileProgress {
-  readonly reconcileId: number | null;
-  readonly phase: 'assets' | 'gone';
-  /** Totals of the reconcile, earlier interrupted runs included. */
-  readonly assetsRead: number;
-  readonly editedSent: number;
-  readonly unmatchedSent: number;
-  readonly payloads: number;
-  /** Within the phase, every asset up to this id is done. */
-  readonly lastAssetId: string | null;
-}
+/** Totals of the reconcile, earlier interrupted runs included, and its position. */
+export type ReconcileProgress = ReconcileTotals;
 
 export interface ReconcileResult extends ReconcileProgress {
   readonly webhookId: string;
@@ -84,21 +81,6 @@ export function checksDigest(webhook: Pick<WebhookConfig, 'resourceTypes' | 'eve
     .digest('hex');
 }
 
-interface ReconcileRow {
-  reconcile_id: number;
-  checks_digest: string;
-  status: 'running' | 'completed';
-  phase: 'assets' | 'gone';
-  last_asset_id: string | null;
-  assets_read: string;
-  edited_sent: string;
-  unmatched_sent: string;
-  payloads: string;
-}
-
-const SELECT_ROW = `select reconcile_id, checks_digest, status, phase, last_asset_id::text as last_asset_id,
-        assets_read, edited_sent, unmatched_sent, payloads from asset_webhooks.reconciles`;
-
 export async function reconcile(options: ReconcileOptions): Promise<ReconcileResult> {
   const { pool, webhook } = options;
   const dryRun = options.dryRun === true;
@@ -109,57 +91,17 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
   const session = await pool.connect();
   let locked = false;
   try {
-    // One reconcile of a webhook at a time, whichever process runs it; the
-    // lock goes with the session of a process that dies.
-    if (options.waitForOther === true) {
-      await session.query('select pg_advisory_lock(hashtextextended($1, 0))', [reconcileLockName(webhook.id)]);
-    } else {
-      const {
-        rows: [lock],
-      } = await session.query<{ locked: boolean }>('select pg_try_advisory_lock(hashtextextended($1, 0)) as locked', [
-        reconcileLockName(webhook.id),
-      ]);
-      if (lock?.locked !== true)
-        throw new UserError(
-          'reconcile_running',
-          `--webhook: a reconcile of webhook ${webhook.id} is under way in another process; it ends by itself (asset_webhooks.reconciles shows its progress)`,
-        );
-    }
+    await lockReconcile(session, webhook.id, options.waitForOther === true);
     locked = true;
-    const {
-      rows: [found],
-    } = await session.query<ReconcileRow>(`${SELECT_ROW} where webhook_id = $1 and status = 'running'`, [webhook.id]);
-    let row = found ?? null;
-    const resumed = row !== null;
-    if (row !== null && row.checks_digest !== digest && !dryRun) {
-      // Its position was reached under other checks: start over (the set keeps what is done from being sent again).
-      await session.query(
-        `update asset_webhooks.reconciles set checks_digest = $2, phase = 'assets', last_asset_id = null, updated_at = clock_timestamp()
-         where reconcile_id = $1`,
-        [row.reconcile_id, digest],
-      );
-      row = { ...row, checks_digest: digest, phase: 'assets', last_asset_id: null };
-    }
-    if (row === null && !dryRun) {
-      const {
-        rows: [created],
-      } = await session.query<ReconcileRow>(
-        `insert into asset_webhooks.reconciles (webhook_id, checks_digest, requested_by) values ($1, $2, $3)
-         returning reconcile_id, checks_digest, status, phase, last_asset_id::text as last_asset_id,
-                   assets_read, edited_sent, unmatched_sent, payloads`,
-        [webhook.id, digest, options.requestedBy ?? `${os.userInfo().username}@${os.hostname()}`],
-      );
-      row = created!;
-    }
-    const totals = {
-      reconcileId: row?.reconcile_id ?? null,
-      phase: row?.phase ?? ('assets' as 'assets' | 'gone'),
-      assetsRead: Number(row?.assets_read ?? 0),
-      editedSent: Number(row?.edited_sent ?? 0),
-      unmatchedSent: Number(row?.unmatched_sent ?? 0),
-      payloads: Number(row?.payloads ?? 0),
-      lastAssetId: row?.last_asset_id ?? null,
-    };
+    const started = await startOrResumeReconcile(
+      session,
+      webhook.id,
+      digest,
+      options.requestedBy ?? `${os.userInfo().username}@${os.hostname()}`,
+      dryRun,
+    );
+    const resumed = started.resumed;
+    let totals = started.totals;
     let status: 'running' | 'completed' = 'running';
     const limits = { batchSize: webhook.batchSize, maxPayloadBytes: options.maxPayloadBytes };
 
@@ -250,36 +192,26 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
       const changes = members.takeChanges();
       const nextPhase = phaseOver && totals.phase === 'assets' ? 'gone' : totals.phase;
       const completed = phaseOver && totals.phase === 'gone';
+      const edited = events.filter((event) => event.eventType === 'EDITED').length;
+      const added = { assetsRead: read, edited, unmatched: events.length - edited, payloads: batches.length };
+      const after: ReconcileTotals = {
+        reconcileId: totals.reconcileId,
+        phase: nextPhase,
+        assetsRead: totals.assetsRead + read,
+        editedSent: totals.editedSent + edited,
+        unmatchedSent: totals.unmatchedSent + added.unmatched,
+        payloads: totals.payloads + batches.length,
+        lastAssetId: nextPhase === totals.phase ? last : null,
+      };
       if (!dryRun) {
         await assignPayloadIds(client, batches);
         events.forEach((event, i) => (event.payloadId = byEvent[i]!.payloadId));
         await writePayloads(client, null, batches, isoTimestamp(new Date()));
         await insertReconcileEvents(client, totals.reconcileId!, routed!, events);
         await writeMemberChanges(client, changes);
-        await client.query(
-          `update asset_webhooks.reconciles
-           set phase = $2, last_asset_id = $3, assets_read = assets_read + $4, edited_sent = edited_sent + $5,
-               unmatched_sent = unmatched_sent + $6, payloads = payloads + $7, updated_at = clock_timestamp(),
-               status = case when $8 then 'completed' else status end, finished_at = case when $8 then clock_timestamp() end
-           where reconcile_id = $1`,
-          [
-            totals.reconcileId,
-            nextPhase,
-            nextPhase === totals.phase ? last : null,
-            read,
-            events.filter((event) => event.eventType === 'EDITED').length,
-            events.filter((event) => event.eventType === 'UNMATCHED').length,
-            batches.length,
-            completed,
-          ],
-        );
+        await recordReconcileChunk(client, after, added, completed);
       }
-      totals.assetsRead += read;
-      totals.editedSent += events.filter((event) => event.eventType === 'EDITED').length;
-      totals.unmatchedSent += events.filter((event) => event.eventType === 'UNMATCHED').length;
-      totals.payloads += batches.length;
-      totals.lastAssetId = nextPhase === totals.phase ? last : null;
-      totals.phase = nextPhase;
+      totals = after;
       if (completed) status = 'completed';
       return batches.length > 0;
     };
@@ -293,15 +225,7 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
     }
     return { ...totals, webhookId: webhook.id, status, resumed, dryRun };
   } finally {
-    if (locked)
-      await session
-        .query('select pg_advisory_unlock(hashtextextended($1, 0))', [reconcileLockName(webhook.id)])
-        .catch(() => {});
+    if (locked) await unlockReconcile(session, webhook.id).catch(() => {});
     session.release();
   }
-}
-
-/** The advisory lock a reconcile of the webhook holds (hashed to a key). */
-export function reconcileLockName(webhookId: string): string {
-  return `asset_webhooks.reconcile:${webhookId}`;
 }

@@ -47,8 +47,6 @@ export function leavingCheck(compiled: CompiledWebhook, asset: AssetState): Excl
  */
 export class MirrorRouting {
   readonly members = new MirrorMembers();
-  /** Events sent as UNMATCHED so far (metrics). */
-  unmatched = 0;
   /** Per routing position: the index among the mirror webhooks, or -1. */
   private readonly slotOf: Int32Array;
   private readonly positions: readonly number[];
@@ -130,7 +128,6 @@ export class MirrorRouting {
       const id = this.ids[slot]!;
       if (!this.members.isMember(id, event.assetId) || leavingCheck(this.compiled[slot]!, asset) === null) continue;
       this.members.record(event.assetId, event.assetUuid || null, id, false, this.atMs);
-      this.unmatched += 1;
       json ??= serializeEvent({
         ...event,
         eventType: 'UNMATCHED',

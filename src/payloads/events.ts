@@ -32,11 +32,29 @@ export interface ConsumedEvents {
   readonly unmatchedTo: ReadonlyArray<readonly number[]>;
 }
 
-type Seen = Column<ConsumedEvents>['value'];
-const seen =
-  (read: (row: SeenRow) => string | boolean | null): Seen =>
-  (events, i) =>
-    read(events.seen[i]!);
+/**
+ * The events row's asset_gone and seen_ columns, read from the SeenRow that
+ * `seenOf` gives for row `i`: every writer of events (coalescing, reconcile)
+ * stores what routing saw the same way.
+ */
+export function seenColumns<Rows>(seenOf: (rows: Rows, i: number) => SeenRow): ReadonlyArray<Column<Rows>> {
+  const seen =
+    (read: (row: SeenRow) => string | boolean | null): Column<Rows>['value'] =>
+    (rows, i) =>
+      read(seenOf(rows, i));
+  return [
+    { name: 'asset_gone', type: 'boolean', value: seen((row) => row.asset_gone) },
+    { name: 'seen_supertype', type: 'text', value: seen((row) => row.seen_supertype) },
+    { name: 'seen_parent_id', type: 'bigint', value: seen((row) => row.seen_parent_id) },
+    { name: 'seen_state', type: 'text', value: seen((row) => row.seen_state) },
+    { name: 'seen_schema_id', type: 'bigint', value: seen((row) => row.seen_schema_id) },
+    { name: 'seen_type_id', type: 'bigint', value: seen((row) => row.seen_type_id) },
+    { name: 'seen_domain_id', type: 'bigint', value: seen((row) => row.seen_domain_id) },
+    { name: 'seen_keywords', type: 'text', value: seen((row) => listLiteral(row.seen_keywords)) },
+    { name: 'seen_field_names', type: 'text', value: seen((row) => listLiteral(row.seen_field_names)) },
+    { name: 'seen_field_values', type: 'text', value: seen((row) => listLiteral(row.seen_field_values)) },
+  ];
+}
 
 /**
  * The columns of a chunk's consumed events. An event's lists (its receivers,
@@ -53,16 +71,7 @@ export const CONSUMED_COLUMNS: ReadonlyArray<Column<ConsumedEvents>> = [
   { name: 'delivered_to', type: 'text', value: (events, i) => listLiteral(events.deliveredTo[i]!) },
   { name: 'payload_ids', type: 'text', value: (events, i) => listLiteral(events.payloadIds[i]!) },
   { name: 'unmatched_to', type: 'text', value: (events, i) => listLiteral(events.unmatchedTo[i]!) },
-  { name: 'asset_gone', type: 'boolean', value: seen((row) => row.asset_gone) },
-  { name: 'seen_supertype', type: 'text', value: seen((row) => row.seen_supertype) },
-  { name: 'seen_parent_id', type: 'bigint', value: seen((row) => row.seen_parent_id) },
-  { name: 'seen_state', type: 'text', value: seen((row) => row.seen_state) },
-  { name: 'seen_schema_id', type: 'bigint', value: seen((row) => row.seen_schema_id) },
-  { name: 'seen_type_id', type: 'bigint', value: seen((row) => row.seen_type_id) },
-  { name: 'seen_domain_id', type: 'bigint', value: seen((row) => row.seen_domain_id) },
-  { name: 'seen_keywords', type: 'text', value: seen((row) => listLiteral(row.seen_keywords)) },
-  { name: 'seen_field_names', type: 'text', value: seen((row) => listLiteral(row.seen_field_names)) },
-  { name: 'seen_field_values', type: 'text', value: seen((row) => listLiteral(row.seen_field_values)) },
+  ...seenColumns<ConsumedEvents>((events, i) => events.seen[i]!),
 ];
 
 /**

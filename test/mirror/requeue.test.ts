@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import { requeueOrphanedReconciles } from '../../src/mirror/auto-reconcile.js';
-import { reconcileLockName } from '../../src/mirror/reconcile.js';
+import { reconcileLockName } from '../../src/mirror/reconcile-store.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 

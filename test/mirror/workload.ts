@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import type pg from 'pg';
+import { inTransaction } from '../../src/db/transaction.js';
 
 /**
  * Random asset workloads for the mirror tests, and the two things they
@@ -105,23 +106,15 @@ export async function applyOp(pool: pg.Pool, op: Op): Promise<void> {
   );
   if (op.kind === 'create') {
     if (found !== undefined) return;
-    const client = await pool.connect();
-    try {
-      await client.query('begin');
-      await client.query('insert into assets (asset_id, domain_id, state) values ($1, $2, $3)', [
+    await inTransaction(pool, async (tx) => {
+      await tx.query('insert into assets (asset_id, domain_id, state) values ($1, $2, $3)', [
         op.asset,
         op.domain,
         'draft',
       ]);
       for (const value of op.keywords)
-        await client.query('insert into asset_keywords (asset_id, value) values ($1, $2)', [op.asset, value]);
-      await client.query('commit');
-    } catch (error) {
-      await client.query('rollback');
-      throw error;
-    } finally {
-      client.release();
-    }
+        await tx.query('insert into asset_keywords (asset_id, value) values ($1, $2)', [op.asset, value]);
+    });
     return;
   }
   if (found === undefined) return;

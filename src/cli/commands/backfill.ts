@@ -5,6 +5,7 @@ import { UserError } from '../../errors.js';
 import { BINDING_VIEW_COLUMNS } from '../../db/asset-state.js';
 import { assertBinding } from '../../migrate/binding-check.js';
 import { withDatabase } from '../database.js';
+import { stopAfterChunk } from '../stop-signals.js';
 import { printableValues } from '../../text/printable.js';
 
 const INT8_MAX = 9_223_372_036_854_775_807n;
@@ -98,13 +99,7 @@ export function registerBackfill(program: Command): void {
         }
         const dryRun = options.dryRun === true;
         // The first signal stops after the write in progress commits; a second ends the process at once.
-        const abort = new AbortController();
-        const stop = (): void => {
-          process.stderr.write('stopping after the current chunk commits (again to stop at once)\n');
-          abort.abort();
-          for (const signal of ['SIGINT', 'SIGTERM'] as const) process.removeListener(signal, stop);
-        };
-        process.on('SIGINT', stop).on('SIGTERM', stop);
+        const stop = stopAfterChunk();
         let printed = 0;
         const result = await withDatabase(options.databaseUrl, async (pool) => {
           // in_trash too: a backfill sends only assets that are not in the Trash.
@@ -127,7 +122,7 @@ export function registerBackfill(program: Command): void {
             maxPayloadBytes: config.assetUpdater.maxPayloadBytes,
             assetIds: options.asset,
             dryRun,
-            signal: abort.signal,
+            signal: stop.signal,
             onProgress: (progress) => {
               if (Math.floor(progress.assetsRead / PROGRESS_EVERY) > printed) {
                 printed = Math.floor(progress.assetsRead / PROGRESS_EVERY);
@@ -135,9 +130,7 @@ export function registerBackfill(program: Command): void {
               }
             },
           });
-        }).finally(() => {
-          process.removeListener('SIGINT', stop).removeListener('SIGTERM', stop);
-        });
+        }).finally(() => stop.release());
         const maxRssBytes = process.resourceUsage().maxRSS * 1024;
         process.stdout.write(
           `${options.json ? JSON.stringify({ ...result, maxRssBytes }) : summary(printableValues(result))}\n`,

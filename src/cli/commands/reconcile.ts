@@ -5,6 +5,7 @@ import { BINDING_VIEW_COLUMNS } from '../../db/asset-state.js';
 import { assertBinding } from '../../migrate/binding-check.js';
 import { reconcile, type ReconcileProgress, type ReconcileResult } from '../../mirror/reconcile.js';
 import { withDatabase } from '../database.js';
+import { stopAfterChunk } from '../stop-signals.js';
 import { printableValues } from '../../text/printable.js';
 
 function progressLine(webhookId: string, progress: ReconcileProgress, dryRun: boolean): string {
@@ -58,13 +59,7 @@ export function registerReconcile(program: Command): void {
             `--webhook: expected an enabled webhook, got ${webhook.id}, which is disabled (enabled: false) and receives nothing`,
           );
         const dryRun = options.dryRun === true;
-        const abort = new AbortController();
-        const stop = (): void => {
-          process.stderr.write('stopping after the current chunk commits (again to stop at once)\n');
-          abort.abort();
-          for (const signal of ['SIGINT', 'SIGTERM'] as const) process.removeListener(signal, stop);
-        };
-        process.on('SIGINT', stop).on('SIGTERM', stop);
+        const stop = stopAfterChunk();
         let printed = 0;
         const result = await withDatabase(options.databaseUrl, async (pool) => {
           await assertBinding(pool, BINDING_VIEW_COLUMNS);
@@ -73,7 +68,7 @@ export function registerReconcile(program: Command): void {
             webhook,
             maxPayloadBytes: config.assetUpdater.maxPayloadBytes,
             dryRun,
-            signal: abort.signal,
+            signal: stop.signal,
             onProgress: (progress) => {
               if (Math.floor(progress.assetsRead / 10_000) > printed) {
                 printed = Math.floor(progress.assetsRead / 10_000);
@@ -81,9 +76,7 @@ export function registerReconcile(program: Command): void {
               }
             },
           });
-        }).finally(() => {
-          process.removeListener('SIGINT', stop).removeListener('SIGTERM', stop);
-        });
+        }).finally(() => stop.release());
         process.stdout.write(`${options.json ? JSON.stringify(result) : summary(printableValues(result))}\n`);
         if (result.status !== 'completed' && !dryRun) process.exitCode = 1;
       },

@@ -1,0 +1,154 @@
+import type pg from 'pg';
+import { UserError } from '../errors.js';
+
+/** A reconcile's progress: its totals over every run of it, and its keyset position. */
+export interface ReconcileTotals {
+  readonly reconcileId: number | null;
+  readonly phase: 'assets' | 'gone';
+  readonly assetsRead: number;
+  readonly editedSent: number;
+  readonly unmatchedSent: number;
+  readonly payloads: number;
+  /** Within the phase, every asset up to this id is done. */
+  readonly lastAssetId: string | null;
+}
+
+/** A new reconcile's totals; a dry run with nothing running starts from them too. */
+export const NO_PROGRESS: ReconcileTotals = {
+  reconcileId: null,
+  phase: 'assets',
+  assetsRead: 0,
+  editedSent: 0,
+  unmatchedSent: 0,
+  payloads: 0,
+  lastAssetId: null,
+};
+
+interface ReconcileRow {
+  reconcile_id: number;
+  checks_digest: string;
+  phase: 'assets' | 'gone';
+  last_asset_id: string | null;
+  assets_read: string;
+  edited_sent: string;
+  unmatched_sent: string;
+  payloads: string;
+}
+
+const ROW_COLUMNS = `reconcile_id, checks_digest, phase, last_asset_id::text as last_asset_id,
+  assets_read, edited_sent, unmatched_sent, payloads`;
+
+function totalsOf(row: ReconcileRow): ReconcileTotals {
+  return {
+    reconcileId: row.reconcile_id,
+    phase: row.phase,
+    assetsRead: Number(row.assets_read),
+    editedSent: Number(row.edited_sent),
+    unmatchedSent: Number(row.unmatched_sent),
+    payloads: Number(row.payloads),
+    lastAssetId: row.last_asset_id,
+  };
+}
+
+/** The advisory lock a reconcile of the webhook holds (hashed to a key). */
+export function reconcileLockName(webhookId: string): string {
+  return `asset_webhooks.reconcile:${webhookId}`;
+}
+
+/**
+ * Takes the session's lock on the webhook's reconciles: one at a time,
+ * whichever process runs it; the lock goes with the session of a process
+ * that dies. `wait`: wait for another under way (the service's); else refuse
+ * at once (the command).
+ */
+export async function lockReconcile(session: pg.PoolClient, webhookId: string, wait: boolean): Promise<void> {
+  if (wait) {
+    await session.query('select pg_advisory_lock(hashtextextended($1, 0))', [reconcileLockName(webhookId)]);
+    return;
+  }
+  const {
+    rows: [lock],
+  } = await session.query<{ locked: boolean }>('select pg_try_advisory_lock(hashtextextended($1, 0)) as locked', [
+    reconcileLockName(webhookId),
+  ]);
+  if (lock?.locked !== true)
+    throw new UserError(
+      'reconcile_running',
+      `--webhook: a reconcile of webhook ${webhookId} is under way in another process; it ends by itself (asset_webhooks.reconciles shows its progress)`,
+    );
+}
+
+export async function unlockReconcile(session: pg.PoolClient, webhookId: string): Promise<void> {
+  await session.query('select pg_advisory_unlock(hashtextextended($1, 0))', [reconcileLockName(webhookId)]);
+}
+
+/**
+ * The webhook's unfinished reconcile, or a new one (unless `dryRun`, which
+ * starts nothing). One whose position was reached under other checks
+ * (`digest`) starts over: the set keeps what is done from being sent again.
+ */
+export async function startOrResumeReconcile(
+  session: pg.PoolClient,
+  webhookId: string,
+  digest: string,
+  requestedBy: string,
+  dryRun: boolean,
+): Promise<{ totals: ReconcileTotals; resumed: boolean }> {
+  const {
+    rows: [found],
+  } = await session.query<ReconcileRow>(
+    `select ${ROW_COLUMNS} from asset_webhooks.reconciles where webhook_id = $1 and status = 'running'`,
+    [webhookId],
+  );
+  if (dryRun) return { totals: found === undefined ? NO_PROGRESS : totalsOf(found), resumed: found !== undefined };
+  if (found !== undefined && found.checks_digest !== digest) {
+    const {
+      rows: [restarted],
+    } = await session.query<ReconcileRow>(
+      `update asset_webhooks.reconciles set checks_digest = $2, phase = 'assets', last_asset_id = null, updated_at = clock_timestamp()
+       where reconcile_id = $1 returning ${ROW_COLUMNS}`,
+      [found.reconcile_id, digest],
+    );
+    return { totals: totalsOf(restarted!), resumed: true };
+  }
+  if (found !== undefined) return { totals: totalsOf(found), resumed: true };
+  const {
+    rows: [created],
+  } = await session.query<ReconcileRow>(
+    `insert into asset_webhooks.reconciles (webhook_id, checks_digest, requested_by) values ($1, $2, $3)
+     returning ${ROW_COLUMNS}`,
+    [webhookId, digest, requestedBy],
+  );
+  return { totals: totalsOf(created!), resumed: false };
+}
+
+/** Records one chunk: the new position and what it added to the totals; `completed` ends the reconcile. */
+export async function recordReconcileChunk(
+  client: pg.PoolClient,
+  after: ReconcileTotals,
+  added: {
+    readonly assetsRead: number;
+    readonly edited: number;
+    readonly unmatched: number;
+    readonly payloads: number;
+  },
+  completed: boolean,
+): Promise<void> {
+  await client.query(
+    `update asset_webhooks.reconciles
+     set phase = $2, last_asset_id = $3, assets_read = assets_read + $4, edited_sent = edited_sent + $5,
+         unmatched_sent = unmatched_sent + $6, payloads = payloads + $7, updated_at = clock_timestamp(),
+         status = case when $8 then 'completed' else status end, finished_at = case when $8 then clock_timestamp() end
+     where reconcile_id = $1`,
+    [
+      after.reconcileId,
+      after.phase,
+      after.lastAssetId,
+      added.assetsRead,
+      added.edited,
+      added.unmatched,
+      added.payloads,
+      completed,
+    ],
+  );
+}

@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import { changedMirrors } from '../../src/mirror/auto-reconcile.js';
+import { webhook } from '../helpers/assets.js';
+
+const shop = 'filters: [{ filterKind: keywords, condition: ANY, value: [shop] }]';
+const mirror = (fields: string) => webhook(`id: copy, mirror: true, ${fields}`);
+
+describe('which reloads start a mirror webhook reconcile (CONTRACT section 7, Reconcile)', () => {
+  it('a change of its resource types, its parent rule or its filters', () => {
+    const before = [mirror(shop)];
+    expect(changedMirrors(before, [mirror(`resourceTypes: [Resource, Project], ${shop}`)])).toEqual(['copy']);
+    expect(
+      changedMirrors(before, [
+        mirror(
+          'filters: [{ filterKind: keywords, condition: ANY, value: [shop] }, { filterKind: parentId, condition: ANY, value: ["null", "7"] }]',
+        ),
+      ]),
+    ).toEqual(['copy']);
+    expect(
+      changedMirrors(before, [mirror('filters: [{ filterKind: keywords, condition: ANY, value: [web] }]')]),
+    ).toEqual(['copy']);
+  });
+
+  it('no other change, and no webhook that is new, disabled, or not a mirror one before and after', () => {
+    const before = [mirror(shop)];
+    expect(changedMirrors(before, [mirror(`${shop}, concurrency: 4, batchSize: 10`)])).toEqual([]);
+    const web = 'filters: [{ filterKind: keywords, condition: ANY, value: [web] }]';
+    expect(changedMirrors(before, [{ ...mirror(web), enabled: false }])).toEqual([]);
+    expect(changedMirrors([], [mirror(shop)])).toEqual([]);
+    expect(changedMirrors([webhook(`id: copy, ${shop}`)], [mirror(web)])).toEqual([]);
+  });
+});
