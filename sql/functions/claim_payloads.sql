@@ -62,6 +62,9 @@ begin
   -- statement began are visited: one statement over the configured webhooks,
   -- however many are idle or full, instead of several per webhook. It only
   -- filters: each visited webhook's slots are counted again under its lock.
+  -- Its probes are keyed by webhook: `offset 0` keeps the planner from
+  -- turning an EXISTS into a hashed subplan, which reads every queued
+  -- payload of every webhook when the statistics say the queue is small.
   for w in
     -- sendable: requests that may be open at once; slots: attempts that may
     -- be started, standbys included.
@@ -74,7 +77,7 @@ begin
                                then greatest(p_standby, 0) else 0 end as slots,
              exists (select 1 from asset_webhooks.payloads r
                      where r.webhook_id = k.webhook_id and r.status = 'pending' and r.dispatched
-                       and r.next_attempt_at <= v_now) as retry_due) l
+                       and r.next_attempt_at <= v_now offset 0) as retry_due) l
     -- A paused webhook's payloads, retries included, wait for its resume.
     where k.enabled and k.paused_since is null and (k.hold_until is null or k.hold_until <= v_now)
       and (select count(*) from asset_webhooks.payloads f
@@ -82,7 +85,7 @@ begin
           < l.slots
       and (l.retry_due
            or exists (select 1 from asset_webhooks.payloads h
-                      where h.webhook_id = k.webhook_id and h.status = 'pending' and not h.dispatched))
+                      where h.webhook_id = k.webhook_id and h.status = 'pending' and not h.dispatched offset 0))
     order by k.webhook_id <= coalesce(p_after, ''), k.webhook_id
   loop
     exit when v_claimed >= p_max;
@@ -129,9 +132,12 @@ begin
   -- webhook's started attempts beyond what it may send now are standbys.
   return query
     with due as (
+      -- Each chosen payload by its key: a join would let the planner scan
+      -- the whole queue when its statistics are stale.
       select q.payload_id, coalesce(q.next_attempt_at, v_now) <= v_now as due, o.ord
       from unnest(v_all) with ordinality as o(payload_id, ord)
-      join asset_webhooks.payloads q on q.payload_id = o.payload_id
+      cross join lateral (select q.payload_id, q.status, q.next_attempt_at, q.series_started_at
+                          from asset_webhooks.payloads q where q.payload_id = o.payload_id offset 0) q
       where q.status = 'pending' and v_now < q.series_started_at + v_window
     ),
     claimed as (

@@ -34,11 +34,21 @@
 create or replace function asset_webhooks.transition_payloads(p_transitions asset_webhooks.payload_transition[])
 returns setof asset_webhooks.transition_answer
 language plpgsql
--- Planned at each call, as claim_payloads.
-set plan_cache_mode = force_custom_plan
+-- Plans are made once per session (and again when the tables' statistics
+-- change), not at every call: planning cost more than running this
+-- function's statements. That is safe only because no plan can read more
+-- than the batch's rows, however small the tables were when it was made:
+-- every statement reaches payloads and attempts through their primary keys,
+-- bounded by `payload_id = any(v_ids)`, and sequential scans are off, so a
+-- plan made while payloads was empty cannot scan the history it grows
+-- (test/delivery/cached-plans.test.ts).
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
 as $$
 declare
   v_now timestamptz := asset_webhooks.now();
+  -- The payloads the batch names: every statement below reads only these.
+  v_ids bigint[];
   v_refused text[];
   -- Per transition: the outcome written (an attempt result's, a retry past its window's end `expired`).
   v_outcome text[];
@@ -59,9 +69,11 @@ begin
     raise exception 'asset_webhooks.transition_payloads: unknown transition kind %', v_unknown using errcode = '22023';
   end if;
 
+  v_ids := array(select distinct t.payload_id from unnest(p_transitions) t where t.payload_id is not null);
+
   -- In payload order, so that concurrent batches never wait on each other in a cycle.
-  perform 1 from unnest(p_transitions) t
-  join asset_webhooks.payloads p on p.payload_id = t.payload_id
+  perform 1 from asset_webhooks.payloads p
+  where p.payload_id = any(v_ids)
   order by p.payload_id for update of p;
 
   select array_agg(case
@@ -85,7 +97,7 @@ begin
   from (select t.*, t.ordinality as i,
                row_number() over (partition by t.payload_id order by t.ordinality) = 1 as first
         from unnest(p_transitions) with ordinality t) u
-  left join asset_webhooks.payloads p on p.payload_id = u.payload_id;
+  left join asset_webhooks.payloads p on p.payload_id = u.payload_id and p.payload_id = any(v_ids);
 
   -- Attempt results: recorded applied or not. One entry per attempt, its
   -- first: an UPDATE joined to several would take any one of them.
@@ -99,7 +111,8 @@ begin
           from unnest(p_transitions) with ordinality t
           where t.kind in ('attempt_result', 'interrupted')
           order by t.payload_id, t.series, t.attempt, t.ordinality) r
-    where a.payload_id = r.payload_id and a.series = r.series and a.attempt_no = r.attempt and a.outcome is null;
+    where a.payload_id = any(v_ids) and a.payload_id = r.payload_id and a.series = r.series and a.attempt_no = r.attempt
+      and a.outcome is null;
   end if;
 
   -- Attempt results and expiries that apply: the payload's next state.
@@ -123,7 +136,7 @@ begin
                  coalesce(t.at, v_now) as at
           from unnest(p_transitions) with ordinality t
           where t.kind in ('attempt_result', 'interrupted', 'expiry')) r
-    where v_refused[r.i] is null and p.payload_id = r.payload_id;
+    where v_refused[r.i] is null and p.payload_id = any(v_ids) and p.payload_id = r.payload_id;
   end if;
 
   -- Written only when it changes: a healthy webhook's row is not rewritten by every delivery.
@@ -134,7 +147,7 @@ begin
                least(v_now + t.hold_in, p.series_started_at + make_interval(secs => t.window_seconds)) end as hold_until,
              t.ordinality as i
       from unnest(p_transitions) with ordinality t
-      join asset_webhooks.payloads p on p.payload_id = t.payload_id
+      join asset_webhooks.payloads p on p.payload_id = t.payload_id and p.payload_id = any(v_ids)
       where v_refused[t.ordinality] is null and t.kind in ('attempt_result', 'interrupted')
         and t.receiver_failed is not null
     ),
@@ -157,7 +170,8 @@ begin
     set status = 'dead_lettered', dead_letter_reason = 'webhook_removed',
         dead_lettered_at = coalesce(t.at, v_now), dispatched = false, next_attempt_at = null
     from unnest(p_transitions) with ordinality t
-    where v_refused[t.ordinality] is null and t.kind = 'webhook_removed' and p.payload_id = t.payload_id;
+    where v_refused[t.ordinality] is null and t.kind = 'webhook_removed' and p.payload_id = any(v_ids)
+      and p.payload_id = t.payload_id;
   end if;
 
   if v_kinds && array['redelivery'] then
@@ -166,7 +180,7 @@ begin
              case when t.to_webhook_id <> p.webhook_id then p.webhook_id end as moved_from,
              p.dead_letter_reason as previous_reason, coalesce(t.requested_by, current_user) as requested_by
       from unnest(p_transitions) with ordinality t
-      join asset_webhooks.payloads p on p.payload_id = t.payload_id
+      join asset_webhooks.payloads p on p.payload_id = t.payload_id and p.payload_id = any(v_ids)
       where v_refused[t.ordinality] is null and t.kind = 'redelivery'
     ),
     started as (
@@ -174,7 +188,7 @@ begin
       set webhook_id = c.webhook_id, status = 'pending', series = p.series + 1, series_started_at = v_now,
           attempts = 0, dispatched = false, next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
       from chosen c
-      where p.payload_id = c.payload_id
+      where p.payload_id = any(v_ids) and p.payload_id = c.payload_id
       returning p.payload_id, p.series, c.requested_by, c.previous_reason, c.moved_from
     )
     insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason, moved_from)
@@ -184,21 +198,22 @@ begin
   if v_kinds && array['given_back'] then
     delete from asset_webhooks.attempts a
     using unnest(p_transitions) t
-    where t.kind = 'given_back' and a.payload_id = t.payload_id and a.series = t.series and a.attempt_no = t.attempt
-      and a.outcome is null;
+    where t.kind = 'given_back' and a.payload_id = any(v_ids) and a.payload_id = t.payload_id and a.series = t.series
+      and a.attempt_no = t.attempt and a.outcome is null;
     update asset_webhooks.payloads p
     set attempts = t.attempt - 1, dispatched = false,
         last_attempt_at = (select max(a.started_at) from asset_webhooks.attempts a where a.payload_id = p.payload_id)
     from unnest(p_transitions) with ordinality t
-    where v_refused[t.ordinality] is null and t.kind = 'given_back' and p.payload_id = t.payload_id;
+    where v_refused[t.ordinality] is null and t.kind = 'given_back' and p.payload_id = any(v_ids)
+      and p.payload_id = t.payload_id;
   end if;
 
   if v_kinds && array['pause_shift'] then
     update asset_webhooks.payloads p
     set series_started_at = p.series_started_at + (now() - greatest(p.series_started_at, t.paused_since))
     from unnest(p_transitions) with ordinality t
-    where v_refused[t.ordinality] is null and t.kind = 'pause_shift' and p.payload_id = t.payload_id
-      and p.series_started_at < now();
+    where v_refused[t.ordinality] is null and t.kind = 'pause_shift' and p.payload_id = any(v_ids)
+      and p.payload_id = t.payload_id and p.series_started_at < now();
   end if;
 
   return query

@@ -89,3 +89,50 @@ it('claims and settles from a session whose plans were made while payloads was e
     await db.pool.query('alter table asset_webhooks.payloads reset (autovacuum_enabled)');
   }
 });
+
+/**
+ * Index entries and heap rows of payloads read since the last call: the
+ * server's cumulative statistics, flushed by the session that read them.
+ */
+async function payloadsReadSince(pool: pg.Pool, before: number): Promise<number> {
+  await pool.query('select pg_stat_clear_snapshot()');
+  const { rows } = await pool.query<{ n: string }>(
+    `select (select coalesce(sum(idx_tup_read), 0) from pg_stat_user_indexes where relid = 'asset_webhooks.payloads'::regclass)
+          + (select coalesce(seq_tup_read, 0) from pg_stat_user_tables where relid = 'asset_webhooks.payloads'::regclass) as n`,
+  );
+  return Number(rows[0]!.n) - before;
+}
+
+it('claims from a queue whose statistics were taken while it was empty, reading only the payloads it takes', async () => {
+  await db.pool.query('analyze asset_webhooks.payloads');
+  await db.pool.query('alter table asset_webhooks.payloads set (autovacuum_enabled = false)');
+  await db.pool.query("update asset_webhooks.webhooks set concurrency = 16 where webhook_id = 'shop'");
+  // A backlog the statistics do not know of: with them, the planner may
+  // think a scan of the whole queue cheaper than a look-up per payload.
+  await insertPayloads(db.pool, 'shop', 4_000);
+  const session = new pg.Client({ connectionString: db.url });
+  await session.connect();
+  try {
+    const before = await payloadsReadSince(db.pool, 0);
+    const { rows: claimed } = await session.query<{ payload_id: number; series: number; attempt: number }>(
+      'select * from asset_webhooks.claim_payloads(16, 16, null, 86400)',
+    );
+    await session.query('select pg_stat_force_next_flush()');
+    expect(claimed).toHaveLength(16);
+    // Sixteen payloads taken and their look-ups, where a scan of the queue reads 4,000 and more.
+    const claimRead = await payloadsReadSince(db.pool, before);
+    expect(claimRead).toBeLessThan(300);
+
+    const { claimed: next } = await settleAndClaim(
+      session,
+      claimed.map((row) => settleOf({ payloadId: row.payload_id, series: row.series, attemptNo: row.attempt })),
+      { now: new Date(), max: 16, share: 16, after: null, expireAfterSeconds: 86_400 },
+    );
+    await session.query('select pg_stat_force_next_flush()');
+    expect(next).toHaveLength(16);
+    expect(await payloadsReadSince(db.pool, before + claimRead)).toBeLessThan(600);
+  } finally {
+    await session.end();
+    await db.pool.query('alter table asset_webhooks.payloads reset (autovacuum_enabled)');
+  }
+});
