@@ -126,45 +126,8 @@ begin
     v_webhooks := v_webhooks || w.webhook_id;
     v_sendable := v_sendable || (w.sendable - v_in_flight);
   end loop;
-  -- One statement starts every attempt chosen above (their rows are locked):
-  -- its cost is per payload, not per webhook. In the order chosen, so the
-  -- last row names the webhook the next call's turn starts after. A
-  -- webhook's started attempts beyond what it may send now are standbys.
+  -- Started by one statement, kept planned for the session (see start_attempts).
   return query
-    with due as (
-      -- Each chosen payload by its key: a join would let the planner scan
-      -- the whole queue when its statistics are stale.
-      select q.payload_id, coalesce(q.next_attempt_at, v_now) <= v_now as due, o.ord
-      from unnest(v_all) with ordinality as o(payload_id, ord)
-      cross join lateral (select q.payload_id, q.status, q.next_attempt_at, q.series_started_at
-                          from asset_webhooks.payloads q where q.payload_id = o.payload_id offset 0) q
-      where q.status = 'pending' and v_now < q.series_started_at + v_window
-    ),
-    claimed as (
-      update asset_webhooks.payloads p
-      set dispatched = true,
-          attempts = case when d.due then p.attempts + 1 else p.attempts end,
-          last_attempt_at = case when d.due then v_now else p.last_attempt_at end,
-          next_attempt_at = case when d.due then null else p.next_attempt_at end
-      from due d
-      where p.payload_id = d.payload_id
-      returning p.payload_id, p.webhook_id, p.series, p.attempts, p.series_started_at, d.due, d.ord,
-                case when d.due then
-                  case when p.body_of is null then p.body
-                       else (select b.body from asset_webhooks.payloads b where b.payload_id = p.body_of) end
-                end as body
-    ),
-    ranked as (
-      select c.*, row_number() over (partition by c.webhook_id order by c.ord) > s.sendable as standby
-      from claimed c
-      join unnest(v_webhooks, v_sendable) as s(webhook_id, sendable) on s.webhook_id = c.webhook_id
-      where c.due
-    ),
-    started as (
-      insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at, sent)
-      select r.payload_id, r.series, r.attempts, v_now, not r.standby from ranked r
-    )
-    select r.payload_id, r.webhook_id, r.series, r.attempts, r.series_started_at, r.body,
-           r.standby
-    from ranked r order by r.ord;
+    select a.payload_id, a.webhook_id, a.series, a.attempt, a.series_started_at, a.body, a.standby
+    from asset_webhooks.start_attempts(v_all, v_webhooks, v_sendable, v_now, v_window) a;
 end $$;
