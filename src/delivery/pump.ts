@@ -51,6 +51,8 @@ export class DeliveryPump {
   private inFlight = new Set<Promise<void>>();
   private readonly ledger: SlotLedger;
   private claiming = false;
+  /** The pump's own claim under way, if any. */
+  private claimRun: Promise<void> | undefined;
   private again = false;
   private stopped = false;
   private claimFailures = 0;
@@ -106,7 +108,7 @@ export class DeliveryPump {
       return;
     }
     this.claiming = true;
-    void this.claimWhileFree().finally(() => {
+    this.claimRun = this.claimWhileFree().finally(() => {
       this.claiming = false;
     });
   }
@@ -120,6 +122,10 @@ export class DeliveryPump {
     this.doEffects();
     await this.listener?.close();
     await this.sweeping;
+    // A claim under way has started its attempts in the database: they are
+    // made and written (its standbys given back) before stop returns, like
+    // the others, not left for crash recovery.
+    await this.claimRun;
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
     this.context.settler.claimWith?.(undefined);
   }

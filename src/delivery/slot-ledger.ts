@@ -215,7 +215,9 @@ export class SlotLedger implements SlotClaimer {
       if (!payload.standby) this.send(payload);
       else {
         this.slots.add(attemptKey(payload));
-        standbys.push(payload);
+        // Claimed while the pump stops (a claim under way when stop began): given back as stop gave back the others.
+        if (this.stopping) this.effects.push({ kind: 'giveBack', payload });
+        else standbys.push(payload);
       }
     }
     this.apply(this.standbys.hold(standbys, claimedAt.getTime(), this.options.now().getTime()));

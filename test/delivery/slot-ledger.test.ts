@@ -26,6 +26,17 @@ describe('slot ledger: the cap', () => {
     expect(ledger.beginClaim()).toBeNull();
   });
 
+  it('sends what a claim under way when the pump stopped brings, and gives its standbys back', () => {
+    const { ledger, effects } = setUp({ cap: 4 });
+    const request = ledger.beginClaim()!;
+    ledger.stop();
+    const sent = payload('a');
+    const standby = payload('a', true);
+    ledger.endClaim(request, [sent, standby]);
+    expect(effects()).toEqual([`send ${sent.payloadId}`, `giveBack ${standby.payloadId}`]);
+    expect(ledger.standby.held).toBe(0);
+  });
+
   it('frees a slot when its attempt ends, and asks for a claim then', () => {
     const { ledger, effects } = setUp({ cap: 1 });
     const [one] = [payload('a')];
