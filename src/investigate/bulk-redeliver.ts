@@ -4,6 +4,7 @@ import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
 import type { DeadLetterReason } from '../interfaces.js';
 import { redeliverPayloads } from '../lifecycle/transitions.js';
+import { assertUnmatchedMovesToMirror } from './mirror-move.js';
 import { assertMoveTarget, readWebhookState, type WebhookState } from './webhook-state.js';
 
 /** Every dead-letter reason, for `--reason`; the check below fails to compile when the type gains one that is missing here. */
@@ -82,7 +83,19 @@ export async function redeliverDeadLetters(
   const parameters = [selection.webhookId, selection.from ?? null, selection.to ?? null, selection.reason ?? null];
   const target = moveTo === undefined || moveTo === selection.webhookId ? null : moveTo;
   const counted = await inTransaction(pool, async (client) => {
-    if (target !== null) await assertMoveTarget(client, '--to-webhook', target);
+    if (target !== null) {
+      await assertMoveTarget(client, '--to-webhook', target);
+      const { rows: selected } = await client.query<{ payload_id: number }>(
+        `select p.payload_id from asset_webhooks.payloads p where ${MATCHING}`,
+        parameters,
+      );
+      await assertUnmatchedMovesToMirror(
+        client,
+        '--to-webhook',
+        target,
+        selected.map((row) => row.payload_id),
+      );
+    }
     if (dryRun) {
       const {
         rows: [row],
