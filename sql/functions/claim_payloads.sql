@@ -65,6 +65,10 @@ begin
   -- Its probes are keyed by webhook: `offset 0` keeps the planner from
   -- turning an EXISTS into a hashed subplan, which reads every queued
   -- payload of every webhook when the statistics say the queue is small.
+  -- Whether a queue holds a payload is asked for its head, in the order of
+  -- payloads_queue: as an EXISTS, a scan that stops at the first match
+  -- looks cheap whenever the statistics say many payloads wait, and reads
+  -- every row stored before the webhook's first queued one.
   for w in
     -- sendable: requests that may be open at once; slots: attempts that may
     -- be started, standbys included.
@@ -84,8 +88,9 @@ begin
            where f.webhook_id = k.webhook_id and f.status = 'pending' and f.dispatched and f.next_attempt_at is null)
           < l.slots
       and (l.retry_due
-           or exists (select 1 from asset_webhooks.payloads h
-                      where h.webhook_id = k.webhook_id and h.status = 'pending' and not h.dispatched offset 0))
+           or (select h.payload_id from asset_webhooks.payloads h
+               where h.webhook_id = k.webhook_id and h.status = 'pending' and not h.dispatched
+               order by h.payload_id + 0 limit 1) is not null)
     order by k.webhook_id <= coalesce(p_after, ''), k.webhook_id
   loop
     exit when v_claimed >= p_max;

@@ -4,6 +4,7 @@ import { settleAndClaim, type ClaimRequest } from '../../src/delivery/attempt-st
 import { insertPayloads } from '../helpers/delivery.js';
 import { settleOf } from './ledger-fixtures.js';
 import { resetData } from '../helpers/seed.js';
+import { rowsReadInTransaction } from '../helpers/rows-read.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 // claim_payloads and settle_and_claim keep their plans for the life of a session, like any
@@ -90,21 +91,6 @@ it('claims and settles from a session whose plans were made while payloads was e
   }
 });
 
-/**
- * Index entries and heap rows of payloads the session's current transaction
- * has read: its own counts, which no other backend's late-flushed statistics
- * reach (a pool connection of the previous test may flush its reads of
- * 60,000 rows at any moment).
- */
-async function payloadsReadInTransaction(session: pg.Client): Promise<number> {
-  const { rows } = await session.query<{ n: string }>(
-    `select pg_stat_get_xact_tuples_returned('asset_webhooks.payloads'::regclass)
-          + (select coalesce(sum(pg_stat_get_xact_tuples_returned(indexrelid)), 0) from pg_index
-             where indrelid = 'asset_webhooks.payloads'::regclass) as n`,
-  );
-  return Number(rows[0]!.n);
-}
-
 it('claims from a queue whose statistics were taken while it was empty, reading only the payloads it takes', async () => {
   await db.pool.query('analyze asset_webhooks.payloads');
   await db.pool.query('alter table asset_webhooks.payloads set (autovacuum_enabled = false)');
@@ -121,7 +107,7 @@ it('claims from a queue whose statistics were taken while it was empty, reading 
     const { rows: claimed } = await session.query<{ payload_id: number; series: number; attempt: number }>(
       'select * from asset_webhooks.claim_payloads(16, 16, null, 86400)',
     );
-    const claimRead = await payloadsReadInTransaction(session);
+    const claimRead = await rowsReadInTransaction(session);
     await session.query('commit');
     expect(claimed).toHaveLength(16);
     // Sixteen payloads taken and their look-ups, where a scan of the queue reads 4,000 and more.
@@ -134,7 +120,7 @@ it('claims from a queue whose statistics were taken while it was empty, reading 
       claimed.map((row) => settleOf({ payloadId: row.payload_id, series: row.series, attemptNo: row.attempt })),
       { now: new Date(), max: 16, share: 16, after: null, expireAfterSeconds: 86_400 },
     );
-    const settleRead = await payloadsReadInTransaction(session);
+    const settleRead = await rowsReadInTransaction(session);
     await session.query('commit');
     expect(next).toHaveLength(16);
     // Sixteen results written and sixteen payloads taken, where a scan of the queue reads 4,000 and more.
