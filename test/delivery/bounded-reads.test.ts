@@ -5,11 +5,13 @@ import { rowsReadInTransaction } from '../helpers/rows-read.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
-// A claim visits every webhook with a free slot and asks whether its queue
-// holds a payload. Answered by a scan that stops at the first match, that
-// question reads every row stored before the webhook's first queued one: the
-// other webhooks' backlogs and the delivered history, once per webhook and
-// claim. Whatever the statistics, it must be answered from the queue's index.
+// What each `run` process asks of payloads over and over, a claim at every
+// result and the expiry sweep every few seconds, must read the rows it
+// handles, never a webhook's whole queue or the history, whatever the
+// statistics. A claim visits every webhook with a free slot and asks whether
+// its queue holds a payload: answered by a scan that stops at the first
+// match, that reads every row stored before the webhook's first queued one,
+// once per webhook and claim.
 
 const db = useTestDatabase();
 
@@ -32,20 +34,26 @@ async function webhooks(count: number, concurrency: number): Promise<string[]> {
   return ids;
 }
 
-/** One claim of up to 16 in a session of its own: what it took, and the payloads rows it read. */
-async function claim(): Promise<{ claimed: number; read: number }> {
+/** Runs one statement in a session of its own: its rows, and the payloads rows it read. */
+async function measured<T extends pg.QueryResultRow>(sql: string): Promise<{ rows: T[]; read: number }> {
   const session = new pg.Client({ connectionString: db.url });
   await session.connect();
   try {
     await session.query('select pg_stat_force_next_flush()');
     await session.query('begin');
-    const { rowCount } = await session.query('select * from asset_webhooks.claim_payloads(16, 16, null, 86400)');
+    const { rows } = await session.query<T>(sql);
     const read = await rowsReadInTransaction(session);
     await session.query('commit');
-    return { claimed: rowCount ?? 0, read };
+    return { rows, read };
   } finally {
     await session.end();
   }
+}
+
+/** One claim of up to 16: how many it took, and the payloads rows it read. */
+async function claim(): Promise<{ claimed: number; read: number }> {
+  const { rows, read } = await measured('select * from asset_webhooks.claim_payloads(16, 16, null, 86400)');
+  return { claimed: rows.length, read };
 }
 
 it('reads a few rows per payload taken when the statistics know the backlog of two webhooks', async () => {
@@ -80,4 +88,25 @@ it('reads about one row per webhook visited when the statistics were taken while
   expect(claimed).toBe(16);
   // Each of the 200 webhooks asked once, by key; a scan per webhook reads about 400,000.
   expect(read).toBeLessThan(1_000);
+});
+
+it('the expiry sweep reads the payloads past their window, not the waiting queue, with current statistics', async () => {
+  const [waiting] = await webhooks(1, 32);
+  const expired = await insertPayloads(db.pool, waiting!, 1, new Date(Date.now() - 2 * 86_400_000));
+  const queue = await insertPayloads(db.pool, waiting!, 4_000);
+  // In flight, and waiting in their slots for a retry.
+  await db.pool.query('update asset_webhooks.payloads set dispatched = true, attempts = 1 where payload_id = any($1)', [
+    queue.slice(0, 32),
+  ]);
+  await db.pool.query(
+    "update asset_webhooks.payloads set dispatched = true, attempts = 1, next_attempt_at = now() + interval '1 minute' where payload_id = any($1)",
+    [queue.slice(32, 40)],
+  );
+  await db.pool.query('analyze asset_webhooks.payloads');
+  const { rows, read } = await measured<{ payload_id: string }>(
+    'select * from asset_webhooks.expired_payloads(86400, 500)',
+  );
+  expect(rows.map((row) => Number(row.payload_id))).toEqual(expired);
+  // The expired one and the payloads holding slots; a range the scan cannot bound reads the 4,000.
+  expect(read).toBeLessThan(200);
 });
