@@ -112,7 +112,9 @@ it(
         (request) => (JSON.parse(request.body) as { events: ReceivedEvent[] }).events,
       );
       expect(received.filter((event) => event.eventType === 'UNMATCHED').length, `seed ${seed}`).toBeGreaterThan(0);
-      expect(receiver.requests.length, `seed ${seed}`).toBeGreaterThan(50);
+      // How many requests depends on how many edits each coalescing run collapses, which moves
+      // with the machine's load: a floor, not a figure.
+      expect(receiver.requests.length, `seed ${seed}`).toBeGreaterThan(20);
       // The ledger and the receiver agree: every event the ledger says was delivered to the webhook
       // arrived, as the type it was sent as, and nothing arrived that the ledger does not send there.
       const arrived = new Map(received.map((event) => [event.eventId, event.eventType]));
