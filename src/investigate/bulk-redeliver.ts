@@ -83,39 +83,17 @@ export async function redeliverDeadLetters(
   const parameters = [selection.webhookId, selection.from ?? null, selection.to ?? null, selection.reason ?? null];
   const target = moveTo === undefined || moveTo === selection.webhookId ? null : moveTo;
   const counted = await inTransaction(pool, async (client) => {
-    if (target !== null) {
-      await assertMoveTarget(client, '--to-webhook', target);
-      const { rows: selected } = await client.query<{ payload_id: number }>(
-        `select p.payload_id from asset_webhooks.payloads p where ${MATCHING}`,
-        parameters,
-      );
-      await assertUnmatchedMovesToMirror(
-        client,
-        '--to-webhook',
-        target,
-        selected.map((row) => row.payload_id),
-      );
-    }
-    if (dryRun) {
-      const {
-        rows: [row],
-      } = await client.query<{ count: number; first: number | null; last: number | null }>(
-        `select count(*)::int as count, min(p.payload_id) as first, max(p.payload_id) as last from asset_webhooks.payloads p where ${MATCHING}`,
-        parameters,
-      );
-      return row!;
-    }
+    if (target !== null) await assertMoveTarget(client, '--to-webhook', target);
     // Locked in payload order, as the single redelivery locks its one row, so a
     // delivery settling one of them meanwhile waits rather than interleaves.
     const { rows: matching } = await client.query<{ payload_id: number }>(
-      `select p.payload_id from asset_webhooks.payloads p where ${MATCHING} order by p.payload_id for update`,
+      `select p.payload_id from asset_webhooks.payloads p where ${MATCHING} order by p.payload_id${dryRun ? '' : ' for update'}`,
       parameters,
     );
-    const answers = await redeliverPayloads(
-      client,
-      matching.map((match) => match.payload_id),
-      { requestedBy, toWebhookId: target },
-    );
+    const ids = matching.map((match) => match.payload_id);
+    if (target !== null) await assertUnmatchedMovesToMirror(client, '--to-webhook', target, ids);
+    if (dryRun) return { count: ids.length, first: ids[0] ?? null, last: ids.at(-1) ?? null };
+    const answers = await redeliverPayloads(client, ids, { requestedBy, toWebhookId: target });
     // In payload order, as locked.
     const started = answers.filter((answer) => answer.applied).map((answer) => answer.payloadId);
     return { count: started.length, first: started[0] ?? null, last: started.at(-1) ?? null };
