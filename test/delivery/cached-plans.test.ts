@@ -4,7 +4,7 @@ import { settleAndClaim, type ClaimRequest } from '../../src/delivery/attempt-st
 import { insertPayloads } from '../helpers/delivery.js';
 import { settleOf } from './ledger-fixtures.js';
 import { resetData } from '../helpers/seed.js';
-import { rowsReadInTransaction } from '../helpers/rows-read.js';
+import { heapRowsReadInTransaction, rowsReadInTransaction } from '../helpers/rows-read.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 // claim_payloads and settle_and_claim keep their plans for the life of a session, like any
@@ -22,15 +22,6 @@ beforeEach(async () => {
      values ('shop', 'http://127.0.0.1/', true, 4), ('crm', 'http://127.0.0.1/', true, 1)`,
   );
 });
-
-/** Heap rows of payloads the session's current transaction has read. */
-async function readInTransaction(session: pg.Client): Promise<number> {
-  const { rows } = await session.query<{ n: string }>(
-    `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_xact_user_tables
-     where relid = 'asset_webhooks.payloads'::regclass`,
-  );
-  return Number(rows[0]!.n);
-}
 
 it('claims and settles from a session whose plans were made while payloads was empty, reading only the rows it handles', async () => {
   await db.pool.query('analyze asset_webhooks.payloads');
@@ -67,7 +58,7 @@ it('claims and settles from a session whose plans were made while payloads was e
       series: number;
       attempt: number;
     }>('select * from asset_webhooks.claim_payloads(8, 8, null, 86400)');
-    const claimRead = await readInTransaction(session);
+    const claimRead = await heapRowsReadInTransaction(session);
     await session.query('commit');
     expect(claimed.map((row) => row.webhook_id).sort()).toEqual(['crm', 'shop', 'shop', 'shop', 'shop']);
     // The five payloads taken and the look-ups around them, where a scan reads 66,000.
@@ -80,7 +71,7 @@ it('claims and settles from a session whose plans were made while payloads was e
       claimed.map((row) => settleOf({ payloadId: row.payload_id, series: row.series, attemptNo: row.attempt })),
       claim(),
     );
-    const settleRead = await readInTransaction(session);
+    const settleRead = await heapRowsReadInTransaction(session);
     await session.query('commit');
     expect(settled.every((answer) => answer.applied)).toBe(true);
     expect(next).toHaveLength(5);

@@ -11,6 +11,7 @@ import { SettleBatcher } from '../../src/delivery/settle-batcher.js';
 import { syncWebhooks } from '../../src/service/service-state.js';
 import { receiverConfig } from '../helpers/config.js';
 import { resetData, silentLogger, TEST_PROCESS_ID } from '../helpers/seed.js';
+import { heapRowsReadInTransaction } from '../helpers/rows-read.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 // Payloads' next states written several per statement (asset_webhooks.transition_payloads,
@@ -305,13 +306,6 @@ describe('settling attempts in batches', () => {
     const ids = await payloads('crm', 2000, 1);
     const fresh = new pg.Client({ connectionString: db.url });
     await fresh.connect();
-    // Counted in the connection's own transaction: no other backend's late-flushed counts reach it.
-    const rowsRead = async (): Promise<number> => {
-      const { rows } = await fresh.query<{ n: string }>(
-        `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_xact_user_tables where relid = 'asset_webhooks.payloads'::regclass`,
-      );
-      return Number(rows[0]!.n);
-    };
     try {
       // The counts read in a transaction are those not yet flushed: flush them first.
       await fresh.query('select pg_stat_force_next_flush()');
@@ -320,7 +314,7 @@ describe('settling attempts in batches', () => {
       expect(settled!.applied).toBe(true);
       // The settled payload and its attempt: a few dozen row reads at most,
       // where a plan that scans the table reads 2,000 or more.
-      expect(await rowsRead()).toBeLessThan(100);
+      expect(await heapRowsReadInTransaction(fresh)).toBeLessThan(100);
       await fresh.query('commit');
     } finally {
       await fresh.end();

@@ -19,3 +19,20 @@ export async function rowsReadInTransaction(
   );
   return Number(rows[0]!.n);
 }
+
+/**
+ * Heap rows of `table` the session's current transaction has read: by
+ * sequential scans and fetched through indexes (index entries not counted).
+ * Flush the session's pending counts first, as for rowsReadInTransaction.
+ */
+export async function heapRowsReadInTransaction(
+  session: pg.ClientBase,
+  table = 'asset_webhooks.payloads',
+): Promise<number> {
+  const { rows } = await session.query<{ n: string }>(
+    `select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_xact_user_tables
+     where relid = $1::regclass`,
+    [table],
+  );
+  return Number(rows[0]!.n);
+}
