@@ -5,6 +5,7 @@ import { SchemaVersionError, UserError } from '../errors.js';
 import { describeError } from '../db/connect.js';
 import { inTransaction } from '../db/transaction.js';
 import { BINDING_VIEW_COLUMNS } from '../db/asset-state.js';
+import { assertAppliedMatch, MIGRATIONS_TABLE, readApplied } from './applied-migrations.js';
 import { assertBinding, captureGaps } from './binding-check.js';
 import { applyRoutines, readRoutineDigest, ROUTINE_FILES_TABLE } from './routines.js';
 import {
@@ -14,7 +15,6 @@ import {
   referenceBindingPath,
   routineDigest,
   sqlDirectory,
-  type Migration,
 } from './sql-files.js';
 
 /**
@@ -48,8 +48,9 @@ export interface MigrateResult {
  * sql/dependents runs, on every run, in one transaction of its own (see
  * applyRoutines). The whole run holds an advisory lock, so
  * it is safe to run twice, concurrently and while workers run. A schema left
- * by a pre-release migration, which the baseline does not upgrade, is refused
- * before anything changes (assertNotPreRelease).
+ * by a pre-release build, or whose applied migrations differ from their files
+ * (each is recorded with its checksum), is refused before anything changes
+ * (assertAppliedMatch).
  */
 export async function migrate(
   pool: pg.Pool,
@@ -69,11 +70,10 @@ export async function migrate(
     await client.query('select pg_advisory_lock($1)', [MIGRATE_LOCK_KEY]);
     try {
       await client.query('create schema if not exists asset_webhooks');
-      await client.query(`create table if not exists asset_webhooks.migrations (
-        id integer primary key, name text not null, applied_at timestamptz not null default now())`);
+      await client.query(MIGRATIONS_TABLE);
       await client.query(ROUTINE_FILES_TABLE);
       const databaseVersion = await readSchemaVersion(client);
-      assertNotPreRelease(await readApplied(client), migrations);
+      assertAppliedMatch(await readApplied(client), migrations);
       if (databaseVersion > codeVersion) {
         throw versionMismatch(
           databaseVersion,
@@ -85,9 +85,10 @@ export async function migrate(
         if (migration.id <= databaseVersion) continue;
         await inShortLockTries(client, async () => {
           await client.query(migration.sql);
-          await client.query('insert into asset_webhooks.migrations (id, name) values ($1, $2)', [
+          await client.query('insert into asset_webhooks.migrations (id, name, checksum) values ($1, $2, $3)', [
             migration.id,
             migration.name,
+            migration.checksum,
           ]);
         });
         applied.push(migration.name);
@@ -195,48 +196,6 @@ async function readBinding(binding: string): Promise<{ name: string; sql: string
   }
 }
 
-/** The migrations recorded in schema asset_webhooks, in id order; none when it has no bookkeeping table. */
-async function readApplied(client: pg.Pool | pg.PoolClient): Promise<Array<{ id: number; name: string }>> {
-  const {
-    rows: [table],
-  } = await client.query<{ present: boolean }>(
-    "select to_regclass('asset_webhooks.migrations') is not null as present",
-  );
-  if (!table?.present) return [];
-  const { rows } = await client.query<{ id: number; name: string }>(
-    'select id, name from asset_webhooks.migrations order by id',
-  );
-  return rows;
-}
-
-/**
- * Refuses a schema whose recorded migrations are not this code's: one left by
- * the numbered migrations made before the first release, which the baseline
- * replaced rather than continued (the same numbers name other files). Its
- * data is not carried over; the line says how to start afresh. A migration
- * numbered after this code's last one is not refused here: it is a newer
- * release's, refused as such by the version checks.
- */
-function assertNotPreRelease(
-  applied: ReadonlyArray<{ id: number; name: string }>,
-  migrations: readonly Migration[],
-): void {
-  const codeNames = new Map(migrations.map((m) => [m.id, m.name]));
-  const codeVersion = Math.max(...migrations.map((m) => m.id));
-  const foreign = applied.some((row) => row.id <= codeVersion && codeNames.get(row.id) !== row.name);
-  if (!foreign) return;
-  const databaseLatest = applied[applied.length - 1]!;
-  const codeLatest = migrations[migrations.length - 1]!;
-  throw new SchemaVersionError(
-    `schema asset_webhooks is at pre-release version ${databaseLatest.name}, which this code's schema version ${codeLatest.name} does not upgrade: ` +
-      'expected a database migrated by a release; its pre-release data is not carried over, so drop the schema ' +
-      '(`drop schema asset_webhooks cascade`, which also removes the binding and its capture triggers) ' +
-      'and run `asset-webhooks migrate --binding reference|FILE` again, or migrate into a fresh database',
-    databaseLatest.id,
-    codeVersion,
-  );
-}
-
 /** The highest applied migration, 0 when schema asset_webhooks has none. */
 export async function readSchemaVersion(client: pg.Pool | pg.PoolClient): Promise<number> {
   // Two statements: one that names the table fails to parse when the table
@@ -268,12 +227,11 @@ let codeRoutineDigest: string | undefined;
 
 /**
  * Refuses to work against a database whose schema is older (run `migrate`) or
- * newer (upgrade this code) than the code, or left by a pre-release migration,
- * or whose functions were applied from other files than this code's.
+ * newer (upgrade this code) than the code, or left by a pre-release build, or
+ * whose applied migrations differ from this code's files, or whose functions were applied from other files than this code's.
  */
 export async function assertSchemaCurrent(pool: pg.Pool): Promise<void> {
-  const migrations = loadMigrations();
-  assertNotPreRelease(await readApplied(pool), migrations);
+  assertAppliedMatch(await readApplied(pool), loadMigrations());
   const codeVersion = codeSchemaVersion();
   const databaseVersion = await readSchemaVersion(pool);
   if (databaseVersion < codeVersion) {

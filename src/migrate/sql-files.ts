@@ -10,7 +10,11 @@ export interface Migration {
   /** The number in the file name: 0001_baseline.sql is migration 1. */
   readonly id: number;
   readonly name: string;
+  /** Its path: what a refusal names. */
+  readonly file: string;
   readonly sql: string;
+  /** sha256 of the file's bytes, in hex: recorded in asset_webhooks.migrations when it is applied. */
+  readonly checksum: string;
 }
 
 /**
@@ -24,11 +28,16 @@ export function loadMigrations(root: string = sqlDirectory): Migration[] {
   return readdirSync(dir)
     .filter((file) => /^\d{4}_[a-z0-9_]+\.sql$/.test(file))
     .sort()
-    .map((file) => ({
-      id: Number(file.slice(0, 4)),
-      name: file.replace(/\.sql$/, ''),
-      sql: readFileSync(path.join(dir, file), 'utf8'),
-    }));
+    .map((file) => {
+      const bytes = readFileSync(path.join(dir, file));
+      return {
+        id: Number(file.slice(0, 4)),
+        name: file.replace(/\.sql$/, ''),
+        file: path.join(dir, file),
+        sql: bytes.toString('utf8'),
+        checksum: createHash('sha256').update(bytes).digest('hex'),
+      };
+    });
 }
 
 /** The schema version this code expects: the highest migration id. */

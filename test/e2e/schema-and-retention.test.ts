@@ -26,7 +26,9 @@ beforeAll(async () => {
 
 describe('schema versions', () => {
   it('refuses a database whose schema is newer than the code, naming both versions', async () => {
-    await db.pool.query("insert into asset_webhooks.migrations (id, name) values (999, '0999_from_the_future')");
+    await db.pool.query(
+      "insert into asset_webhooks.migrations (id, name, checksum) values (999, '0999_from_the_future', 'f')",
+    );
     try {
       const run = await runCli(['run', '--config', configFile, '--database-url', db.url]);
       expect(run.code).toBe(1);
@@ -60,9 +62,11 @@ describe('schema versions', () => {
       '0015_event_type_domain',
       '0016_process_of_session_without_regex',
     ];
-    const { rows: before } = await db.pool.query<{ id: number; name: string }>(
-      'select id, name from asset_webhooks.migrations order by id',
+    const { rows: before } = await db.pool.query<{ id: number; name: string; checksum: string }>(
+      'select id, name, checksum from asset_webhooks.migrations order by id',
     );
+    // As the pre-release migrations left it: no checksums.
+    await db.pool.query('alter table asset_webhooks.migrations drop column checksum');
     await db.pool.query('delete from asset_webhooks.migrations');
     await db.pool.query(
       'insert into asset_webhooks.migrations (id, name) select i, n from unnest($1::text[]) with ordinality as m(n, i)',
@@ -85,9 +89,10 @@ describe('schema versions', () => {
       expect(run.stderr).toContain(expected);
     } finally {
       await db.pool.query('delete from asset_webhooks.migrations');
+      await db.pool.query('alter table asset_webhooks.migrations add column checksum text not null');
       await db.pool.query(
-        'insert into asset_webhooks.migrations (id, name) select * from unnest($1::int[], $2::text[])',
-        [before.map((row) => row.id), before.map((row) => row.name)],
+        'insert into asset_webhooks.migrations (id, name, checksum) select * from unnest($1::int[], $2::text[], $3::text[])',
+        [before.map((row) => row.id), before.map((row) => row.name), before.map((row) => row.checksum)],
       );
     }
   });
