@@ -1,8 +1,10 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts', 'bench/test/**/*.test.ts'],
+    // The upgrade test runs once in CI, by vitest.upgrade.config.ts.
+    exclude: [...configDefaults.exclude, 'test/upgrade/**'],
     globalSetup: ['test/setup/global-setup.ts'],
     setupFiles: ['test/setup/payload-schema.ts'],
     testTimeout: 30_000,

@@ -14,15 +14,17 @@ export interface RunCliOptions {
   readonly env?: NodeJS.ProcessEnv;
   /** The command is killed, and the promise rejected, after this long; default 60 000. */
   readonly timeoutMs?: number;
+  /** The CLI to run: another package's bin/asset-webhooks.js (a release's); default this checkout's. */
+  readonly cli?: string;
 }
 
 /** Runs the real CLI as a child process to completion. */
 export function runCli(
   args: readonly string[],
-  { env = {}, timeoutMs = 60_000 }: RunCliOptions = {},
+  { env = {}, timeoutMs = 60_000, cli = cliPath }: RunCliOptions = {},
 ): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cliPath, ...args], {
+    const child = spawn(process.execPath, [cli, ...args], {
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
