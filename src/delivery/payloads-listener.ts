@@ -12,6 +12,8 @@ export interface PayloadsListener {
 export interface PayloadsListenerOptions {
   readonly databaseUrl: string;
   readonly logger: Pick<Logger, 'debug'>;
+  /** The channel listened on. Default PAYLOADS_READY_CHANNEL. */
+  readonly channel?: string;
   /** The connection's application_name (pg_stat_activity). Default 'asset-webhooks delivery listener'. */
   readonly applicationName?: string;
   /** Pause before the first reconnection; it doubles with each failure in a row. Default 500 ms. */
@@ -32,6 +34,7 @@ export interface PayloadsListenerOptions {
  * listened raised no notification anyone heard.
  */
 export function listenForPayloads(options: PayloadsListenerOptions, onReady: () => void): PayloadsListener {
+  const channel = options.channel ?? PAYLOADS_READY_CHANNEL;
   const retryMs = options.retryMs ?? 500;
   const maxRetryMs = options.maxRetryMs ?? 5000;
   let current: { client: pg.Client; socket: net.Socket | undefined } | undefined;
@@ -71,11 +74,11 @@ export function listenForPayloads(options: PayloadsListenerOptions, onReady: () 
     client.on('error', drop);
     client.on('end', drop);
     client.on('notification', (message) => {
-      if (message.channel === PAYLOADS_READY_CHANNEL) onReady();
+      if (message.channel === channel) onReady();
     });
     try {
       await client.connect();
-      await client.query(`listen ${PAYLOADS_READY_CHANNEL}`);
+      await client.query(`listen ${channel}`);
     } catch (error) {
       if (failures === 0 && !closed)
         options.logger.debug({ err: describeError(error) }, 'could not listen for new payloads; polling meanwhile');

@@ -21,6 +21,8 @@ export interface PumpOptions {
    * turns standby off.
    */
   readonly standbyPerWebhook?: number;
+  /** Called when a claim fails, before the poll tries again (the service checks then whether the schema moved past this release). */
+  claimFailed?(): void;
 }
 
 /**
@@ -55,6 +57,7 @@ export class DeliveryPump {
   private claimRun: Promise<void> | undefined;
   private again = false;
   private stopped = false;
+  private stopping: Promise<void> | undefined;
   private claimFailures = 0;
   private sweepFailures = 0;
   private poll: NodeJS.Timeout | undefined;
@@ -113,8 +116,13 @@ export class DeliveryPump {
     });
   }
 
-  /** Stops claiming, gives back standbys, and waits for the attempts in flight to be made and written. */
-  async stop(): Promise<void> {
+  /** Stops claiming, gives back standbys, and waits for the attempts in flight to be made and written. Once: a second call waits for the first. */
+  stop(): Promise<void> {
+    this.stopping ??= this.stopOnce();
+    return this.stopping;
+  }
+
+  private async stopOnce(): Promise<void> {
     this.stopped = true;
     clearInterval(this.poll);
     clearInterval(this.sweep);
@@ -158,6 +166,7 @@ export class DeliveryPump {
         claimed = await claimPayloads(this.context.pool, request);
       } catch (error) {
         this.ledger.endClaim(request, undefined);
+        this.options.claimFailed?.();
         // The poll tries again; one warning per failing spell.
         if (this.claimFailures === 0)
           this.context.logger.warn(

@@ -5,6 +5,7 @@ import { SchemaVersionError, UserError } from '../errors.js';
 import { describeError } from '../db/connect.js';
 import { inTransaction } from '../db/transaction.js';
 import { BINDING_VIEW_COLUMNS } from '../db/asset-state.js';
+import { SCHEMA_CHANGED_CHANNEL } from '../db/payloads-ready.js';
 import { assertAppliedMatch, MIGRATIONS_TABLE, readApplied } from './applied-migrations.js';
 import { assertBinding, captureGaps } from './binding-check.js';
 import { applyRoutines, readRoutineDigest, ROUTINE_FILES_TABLE } from './routines.js';
@@ -109,6 +110,8 @@ export async function migrate(
       await client.query('select pg_advisory_unlock($1)', [MIGRATE_LOCK_KEY]);
     }
     if (bindingSql !== undefined) gaps = await captureGaps(client);
+    // After every commit: `run` processes of another release stop claiming at once (src/service/schema-watch.ts).
+    await client.query("select pg_notify($1, '')", [SCHEMA_CHANGED_CHANNEL]);
   } finally {
     client.release();
   }

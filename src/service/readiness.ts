@@ -16,6 +16,8 @@ export interface ReadinessSource {
    * reload that changed the interval.
    */
   coalescingSchedule(): { readonly intervalSeconds: number; readonly sinceMs: number };
+  /** Why this process has stopped working for good (the schema moved past its release), or null. */
+  superseded?(): string | null;
 }
 
 /** Beyond two intervals, how long a coalescing run may take to start before the service is not ready. */
@@ -31,8 +33,10 @@ export type NotReady = {
 };
 
 /**
- * Readiness: the worker runs, the database answers within two seconds, its
- * schema is the one this code expects, a configuration is loaded, a
+ * Readiness: the process has not stopped for a schema that moved past its
+ * release (its worker is stopped then: that answer would mislead), the
+ * worker runs, the database answers within two seconds, its schema is the
+ * one this code expects, a configuration is loaded, a
  * coalescing run (of any process: asset_webhooks.coalesce_runs) has started
  * within two intervals plus COALESCING_START_MARGIN_SECONDS (counted from the
  * schedule's start when that is later), and the latest coalescing run that has
@@ -42,6 +46,8 @@ export type NotReady = {
  * fails is the answer.
  */
 export async function checkReadiness(source: ReadinessSource): Promise<NotReady | null> {
+  const superseded = source.superseded?.() ?? null;
+  if (superseded !== null) return { check: 'schema', reason: superseded };
   if (!source.workerRunning()) return { check: 'worker', reason: 'the worker that runs coalescing is not running' };
   const sinceLocalFault = source.secondsSinceLocalFault?.() ?? null;
   if (sinceLocalFault !== null && sinceLocalFault < LOCAL_FAULT_NOT_READY_SECONDS)

@@ -19,6 +19,7 @@ import { inTurn, readReloadedState } from './reload.js';
 import { changedMirrors, queueReconciles, SERVICE_REQUESTER_PREFIX } from '../mirror/auto-reconcile.js';
 import { Started } from './started.js';
 import { serviceTasks } from './tasks.js';
+import { describeMove, watchSchema, type SchemaFound, type SchemaWatch } from './schema-watch.js';
 import { startTicker } from './ticker.js';
 import { startWorker, type RunningWorker } from './worker.js';
 
@@ -144,6 +145,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   let httpServer: Server | undefined;
   // Set once graphile-worker has started; the probes answer before that.
   let worker: RunningWorker | undefined;
+  // Set when the schema has moved past this release (supersede): what was found, for the log and /readyz.
+  let superseded: string | undefined;
+  let superseding: Promise<void> | undefined;
+  // Started after the ticker; a failed claim before that has nothing to ask.
+  let schemaWatch: SchemaWatch | undefined;
   if (options.httpPort !== undefined) {
     try {
       const server = await startHttpServer(
@@ -154,6 +160,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
           configLoaded: () => true,
           secondsSinceLocalFault: () => metrics.secondsSinceLocalFault(),
           coalescingSchedule: () => ({ intervalSeconds: state.settings.intervalSeconds, sinceMs: notBefore.value }),
+          superseded: () => superseded ?? null,
         },
         metrics,
         options.httpHost,
@@ -169,6 +176,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const pump = new DeliveryPump(delivery, {
     databaseUrl: options.databaseUrl,
     ownLeaseHeldForMs: () => heldLease.heldForMs(),
+    claimFailed: () => schemaWatch?.check(),
   });
   metrics.trackRequestsInFlight(() => pump.requestsInFlight);
   metrics.trackInterval(() => state.settings.intervalSeconds);
@@ -210,6 +218,20 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   });
   started.add(() => ticker.stop());
 
+  // Last to start, first to stop: a move seen while stopping changes nothing.
+  const watch = watchSchema({
+    pool,
+    databaseUrl: options.databaseUrl,
+    logger,
+    onMoved: (found) => {
+      superseding ??= supersede(found).catch((error: unknown) => {
+        logger.error({ err: describeError(error) }, 'could not stop claiming and coalescing; stop this process');
+      });
+    },
+  });
+  schemaWatch = watch;
+  started.add(() => watch.stop());
+
   logger.info(
     {
       processId,
@@ -224,10 +246,32 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     'asset-webhooks running',
   );
 
+  /**
+   * Another release's `migrate` has moved the schema past this process: it
+   * calls neither the functions nor the tables of a schema it was not
+   * written for once it knows. It stops claiming and coalescing (the
+   * ticker, graphile-worker, the pump), lets the deliveries in flight end
+   * (a settle that the new functions refuse leaves its attempt to crash
+   * recovery, which the new release's processes run once this one's lease
+   * is released at SIGTERM), and stays up unready, so that the kubelet does
+   * not restart it into a refused start, until it is told to stop.
+   */
+  async function supersede(found: SchemaFound): Promise<void> {
+    if (shutdown.signal.aborted) return;
+    superseded = describeMove(found);
+    logger.warn({ ...found }, superseded);
+    ticker.stop();
+    await running.stop();
+    await pump.stop();
+    logger.info({ processId }, 'stopped claiming and coalescing; deliveries in flight have ended: waiting for SIGTERM');
+  }
+
   let unrecorded = false;
   async function recordWebhooks(): Promise<void> {
     // A stopping process deletes its recorded configuration (forgetConfiguration): never write it again.
     if (shutdown.signal.aborted) return;
+    // Nor one whose schema moved on: its configuration is no longer in use.
+    if (superseded !== undefined) return;
     try {
       await syncWebhooks(pool, state.config, recorder);
       if (unrecorded) logger.info('the configuration in use is recorded in the database again');
@@ -270,13 +314,18 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   }
 
   let stopping: Promise<void> | undefined;
+  let stopAsked: () => void = () => {};
+  const untilStopAsked = new Promise<null>((resolve) => (stopAsked = () => resolve(null)));
   return {
-    stopped: running.stopped,
+    // A worker stopped because the schema moved is no failure: the process waits to be stopped.
+    stopped: running.stopped.then((failure) => failure ?? (superseded !== undefined ? untilStopAsked : null)),
     httpServer,
     stop() {
       stopping ??= (async () => {
         logger.info('stopping: finishing in-flight deliveries and jobs');
         shutdown.abort();
+        stopAsked();
+        await superseding;
         await started.releaseAll();
         logger.info('stopped');
       })();

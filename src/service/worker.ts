@@ -13,6 +13,8 @@ export interface RunningWorker {
    * for, with the cause when graphile-worker stopped by itself.
    */
   readonly stopped: Promise<Error | null>;
+  /** Stops it (once; `started` stops it too), letting the jobs under way finish. */
+  stop(): Promise<void>;
 }
 
 /**
@@ -70,10 +72,13 @@ export async function startWorker(options: {
       logger.error({ err: cause.message }, 'the worker that runs coalescing stopped by itself');
       return cause;
     });
-  started.add(async () => {
-    stopAsked = true;
-    await runner.stop().catch(() => {});
-    await stopped;
-  });
-  return { running: () => running, stopped };
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> =>
+    (stopping ??= (async () => {
+      stopAsked = true;
+      await runner.stop().catch(() => {});
+      await stopped;
+    })());
+  started.add(stop);
+  return { running: () => running, stopped, stop };
 }

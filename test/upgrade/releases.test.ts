@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect, it } from 'vitest';
 import { useTempDirectories } from '../helpers/temp-directories.js';
-import { previousRelease } from './releases.js';
+import { previousRelease } from '../helpers/releases.js';
 
 const temp = useTempDirectories();
 

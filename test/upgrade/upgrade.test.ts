@@ -9,7 +9,7 @@ import { eventually, startTestReceiver, type TestReceiver } from '../helpers/rec
 import { untilRunning } from '../helpers/run-process.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 import { useTestDatabase } from '../helpers/test-database.js';
-import { checkoutRoot, installCommit, previousRelease, type InstalledPackage } from './releases.js';
+import { checkoutRoot, installCommit, previousRelease, type InstalledPackage } from '../helpers/releases.js';
 
 // CI's upgrade test: the database of the previous release, migrated and run
 // with traffic, then killed mid-delivery and upgraded to the checkout, which
