@@ -254,7 +254,7 @@ export async function assertSchemaCurrent(pool: pg.Pool): Promise<void> {
     throw new UserError(
       'schema_functions',
       `schema asset_webhooks has the functions of digest ${databaseDigest ?? 'none'}, not this code's digest ${codeDigest}: ` +
-        'run `asset-webhooks migrate` with this release first',
+        'run `asset-webhooks migrate` with this release first, unless a newer release migrated it: then run that release',
     );
   }
 }

@@ -84,7 +84,7 @@ describe('migrate applies the function files on every run', () => {
         code: 1,
         stderr:
           `schema asset_webhooks has the functions of digest ${databaseDigest}, not this code's digest ${codeDigest}: ` +
-          'run `asset-webhooks migrate` with this release first\n',
+          'run `asset-webhooks migrate` with this release first, unless a newer release migrated it: then run that release\n',
       });
     }
 
