@@ -83,7 +83,7 @@ it(
     const rejecting = await startTestReceiver();
     receivers.push(healthy, failing, rejecting);
     // Slow answers: requests are in flight when the release is killed.
-    healthy.respond = () => new Promise<number>((resolve) => setTimeout(() => resolve(200), 300));
+    healthy.respond = () => new Promise<number>((resolve) => setTimeout(() => resolve(200), 100));
     let upgraded = false;
     failing.respond = () => (upgraded ? 200 : 503);
     rejecting.respond = () => 400;
@@ -96,7 +96,11 @@ it(
           { id: 'failing', url: failing.url, batchSize: 5 },
           { id: 'rejecting', url: rejecting.url, batchSize: 5 },
         ],
-        { retry: { delaysSeconds: [RETRY_DELAY_SECONDS, RETRY_DELAY_SECONDS, RETRY_DELAY_SECONDS] } },
+        {
+          retry: { delaysSeconds: [RETRY_DELAY_SECONDS, RETRY_DELAY_SECONDS, RETRY_DELAY_SECONDS] },
+          // Crash recovery waits for the killed process's requests to time out: not for 30 s.
+          requestTimeoutSeconds: 5,
+        },
       ),
     );
 
@@ -128,6 +132,11 @@ it(
     );
     old.child.kill('SIGKILL');
     await old.exited;
+    const { rows: attemptsBefore } = await db.pool.query<{ key: string; open: boolean }>(
+      "select payload_id || '/' || series || '/' || attempt_no as key, outcome is null as open from asset_webhooks.attempts",
+    );
+    // Killed mid-delivery: an attempt was started and never recorded.
+    expect(attemptsBefore.filter((attempt) => attempt.open).length).toBeGreaterThan(0);
     const { rows: deadBefore } = await db.pool.query<{ payload_id: string }>(
       "select payload_id from asset_webhooks.payloads where status = 'dead_lettered' order by payload_id",
     );
@@ -208,6 +217,13 @@ it(
     );
     const survivors = new Set(deadAfter.map((row) => row.payload_id));
     expect(deadBefore.filter((row) => !survivors.has(row.payload_id))).toEqual([]);
+    // The release's attempts survive too, the interrupted ones closed.
+    const { rows: attemptsAfter } = await db.pool.query<{ key: string; open: boolean }>(
+      "select payload_id || '/' || series || '/' || attempt_no as key, outcome is null as open from asset_webhooks.attempts",
+    );
+    const keptAttempts = new Set(attemptsAfter.map((attempt) => attempt.key));
+    expect(attemptsBefore.filter((attempt) => !keptAttempts.has(attempt.key))).toEqual([]);
+    expect(attemptsAfter.filter((attempt) => attempt.open)).toEqual([]);
     expect(current.child.exitCode).toBeNull();
     process.stdout.write(
       `upgrade test: ${counts.healthy} events per webhook, ${healthy.requests.length} requests to the healthy receiver, ` +
