@@ -81,7 +81,9 @@ it(
     const healthy = await startTestReceiver();
     const failing = await startTestReceiver();
     const rejecting = await startTestReceiver();
-    receivers.push(healthy, failing, rejecting);
+    // A mirror webhook's receiver: the set of assets announced to it must survive the upgrade.
+    const mirrored = await startTestReceiver();
+    receivers.push(healthy, failing, rejecting, mirrored);
     // Slow answers: requests are in flight when the release is killed.
     healthy.respond = () => new Promise<number>((resolve) => setTimeout(() => resolve(200), 100));
     let upgraded = false;
@@ -95,6 +97,7 @@ it(
           { id: 'healthy', url: healthy.url, batchSize: 5 },
           { id: 'failing', url: failing.url, batchSize: 5 },
           { id: 'rejecting', url: rejecting.url, batchSize: 5 },
+          { id: 'mirror', url: mirrored.url, batchSize: 5, mirror: true },
         ],
         {
           retry: { delaysSeconds: [RETRY_DELAY_SECONDS, RETRY_DELAY_SECONDS, RETRY_DELAY_SECONDS] },
@@ -140,6 +143,14 @@ it(
     const { rows: deadBefore } = await db.pool.query<{ payload_id: string }>(
       "select payload_id from asset_webhooks.payloads where status = 'dead_lettered' order by payload_id",
     );
+    const members = async (): Promise<number[]> =>
+      (
+        await db.pool.query<{ asset_id: string }>(
+          "select asset_id from asset_webhooks.mirror_members where 'mirror' = any(webhooks) order by asset_id",
+        )
+      ).rows.map((row) => Number(row.asset_id));
+    const membersBefore = await members();
+    expect(membersBefore.length).toBeGreaterThan(0);
     const { rows: waitingBefore } = await db.pool.query<{ n: number }>(
       "select count(*)::int as n from asset_webhooks.payloads where webhook_id = 'failing' and status <> 'delivered'",
     );
@@ -189,14 +200,21 @@ it(
     expect(byOutcome.map(({ webhook_id, outcome }) => `${webhook_id} ${outcome}`)).toEqual([
       'failing delivered',
       'healthy delivered',
+      'mirror delivered',
       'rejecting dead_lettered',
     ]);
     const counts = Object.fromEntries(byOutcome.map((row) => [row.webhook_id, row.n]));
     expect(counts.healthy).toBe(counts.failing);
     expect(counts.rejecting).toBe(counts.healthy);
+    expect(counts.mirror).toBe(counts.healthy);
+    // The mirror's set: every asset announced before the upgrade, and now exactly the assets that exist.
+    const membersAfter = await members();
+    expect(membersBefore.filter((asset) => !membersAfter.includes(asset))).toEqual([]);
+    expect(membersAfter).toEqual(Array.from({ length: 245 }, (_, i) => i + 1));
     for (const [id, receiver] of [
       ['healthy', healthy],
       ['failing', failing],
+      ['mirror', mirrored],
     ] as const) {
       const { rows } = await db.pool.query<{ event_id: string }>(
         `select event_id::text from asset_webhooks.event_outcomes where webhook_id = $1 and outcome = 'delivered'`,
@@ -209,7 +227,7 @@ it(
       ).toEqual([]);
     }
     // Every asset, and the changes after the upgrade, reached the live receivers.
-    for (const receiver of [healthy, failing])
+    for (const receiver of [healthy, failing, mirrored])
       expect([...assets(receiver)].sort((a, b) => a - b)).toEqual(Array.from({ length: 250 }, (_, i) => i + 1));
     // The release's dead letters survive the upgrade.
     const { rows: deadAfter } = await db.pool.query<{ payload_id: string }>(
@@ -227,7 +245,8 @@ it(
     expect(current.child.exitCode).toBeNull();
     process.stdout.write(
       `upgrade test: ${counts.healthy} events per webhook, ${healthy.requests.length} requests to the healthy receiver, ` +
-        `${failing.requests.length} to the failing one, ${deadAfter.length} dead letters (${deadBefore.length} from before the upgrade)\n`,
+        `${failing.requests.length} to the failing one, ${deadAfter.length} dead letters (${deadBefore.length} from before the upgrade), ` +
+        `${membersAfter.length} mirror members (${membersBefore.length} from before)\n`,
     );
   },
 );
