@@ -12,8 +12,11 @@ export interface PayloadsListener {
 export interface PayloadsListenerOptions {
   readonly databaseUrl: string;
   readonly logger: Pick<Logger, 'debug'>;
-  /** The channel listened on. Default PAYLOADS_READY_CHANNEL. */
-  readonly channel?: string;
+  /**
+   * Other channels listened on by the same connection, each with what to call
+   * at its notifications, so that the process opens no connection for them.
+   */
+  readonly also?: Readonly<Record<string, () => void>>;
   /** The connection's application_name (pg_stat_activity). Default 'asset-webhooks delivery listener'. */
   readonly applicationName?: string;
   /** Pause before the first reconnection; it doubles with each failure in a row. Default 500 ms. */
@@ -34,7 +37,7 @@ export interface PayloadsListenerOptions {
  * listened raised no notification anyone heard.
  */
 export function listenForPayloads(options: PayloadsListenerOptions, onReady: () => void): PayloadsListener {
-  const channel = options.channel ?? PAYLOADS_READY_CHANNEL;
+  const channels: Record<string, () => void> = { ...options.also, [PAYLOADS_READY_CHANNEL]: onReady };
   const retryMs = options.retryMs ?? 500;
   const maxRetryMs = options.maxRetryMs ?? 5000;
   let current: { client: pg.Client; socket: net.Socket | undefined } | undefined;
@@ -74,11 +77,11 @@ export function listenForPayloads(options: PayloadsListenerOptions, onReady: () 
     client.on('error', drop);
     client.on('end', drop);
     client.on('notification', (message) => {
-      if (message.channel === channel) onReady();
+      channels[message.channel]?.();
     });
     try {
       await client.connect();
-      await client.query(`listen ${channel}`);
+      for (const channel of Object.keys(channels)) await client.query(`listen ${channel}`);
     } catch (error) {
       if (failures === 0 && !closed)
         options.logger.debug({ err: describeError(error) }, 'could not listen for new payloads; polling meanwhile');

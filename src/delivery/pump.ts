@@ -1,4 +1,5 @@
 import { describeError } from '../db/connect.js';
+import { SCHEMA_CHANGED_CHANNEL } from '../db/payloads-ready.js';
 import { claimPayloads, type ClaimedPayload } from './attempt-store.js';
 import type { DeliveryContext } from './context.js';
 import { deliverClaimed, releaseClaimed } from './deliver.js';
@@ -23,6 +24,8 @@ export interface PumpOptions {
   readonly standbyPerWebhook?: number;
   /** Called when a claim fails, before the poll tries again (the service checks then whether the schema moved past this release). */
   claimFailed?(): void;
+  /** Called when `migrate` notifies SCHEMA_CHANGED_CHANNEL, heard on the pump's listening connection. */
+  schemaChanged?(): void;
 }
 
 /**
@@ -87,8 +90,13 @@ export class DeliveryPump {
         this.sweeping = undefined;
       });
     }, this.options.sweepMs ?? 5000);
-    this.listener = listenForPayloads({ databaseUrl: this.options.databaseUrl, logger: this.context.logger }, () =>
-      this.wake(),
+    this.listener = listenForPayloads(
+      {
+        databaseUrl: this.options.databaseUrl,
+        logger: this.context.logger,
+        also: { [SCHEMA_CHANGED_CHANNEL]: () => this.options.schemaChanged?.() },
+      },
+      () => this.wake(),
     );
     this.wake();
   }

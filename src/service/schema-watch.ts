@@ -1,7 +1,4 @@
 import type pg from 'pg';
-import type { Logger } from 'pino';
-import { SCHEMA_CHANGED_CHANNEL } from '../db/payloads-ready.js';
-import { listenForPayloads } from '../delivery/payloads-listener.js';
 import { readRoutineDigest } from '../migrate/routines.js';
 import { readSchemaVersion } from '../migrate/migrate.js';
 import { codeSchemaVersion, loadRoutineFiles, routineDigest } from '../migrate/sql-files.js';
@@ -26,9 +23,6 @@ export function describeMove(found: SchemaFound): string {
 
 export interface SchemaWatchOptions {
   readonly pool: pg.Pool;
-  /** For the connection that listens for `migrate`'s notification. */
-  readonly databaseUrl: string;
-  readonly logger: Logger;
   /** How often the schema is read when nothing else asked. Default 5,000 ms. */
   readonly intervalMs?: number;
   /** Called once, when the database's schema version or functions are no longer this code's. */
@@ -36,7 +30,7 @@ export interface SchemaWatchOptions {
 }
 
 export interface SchemaWatch {
-  /** Reads the schema now (or right after the read under way): a failed SQL call may mean it moved. */
+  /** Reads the schema now (or right after the read under way): when `migrate` notifies, or a failed SQL call may mean it moved. */
   check(): void;
   stop(): Promise<void>;
 }
@@ -45,8 +39,10 @@ export interface SchemaWatch {
  * Watches for `migrate` of another release moving the schema past this
  * process, which checked it at start (assertSchemaCurrent): a newer migration
  * applied, or function files that are not this code's. It reads the
- * version and the functions' digest every intervalMs, when `migrate`
- * notifies SCHEMA_CHANGED_CHANNEL after it commits, and when asked (check).
+ * version and the functions' digest every intervalMs and when asked
+ * (check): the service asks when `migrate` notifies SCHEMA_CHANGED_CHANNEL
+ * after it commits (heard by the delivery pump's listening connection) and
+ * when a claim fails.
  * A read that fails (the database away) decides nothing; the next one does.
  */
 export function watchSchema(options: SchemaWatchOptions): SchemaWatch {
@@ -89,21 +85,11 @@ export function watchSchema(options: SchemaWatchOptions): SchemaWatch {
   };
 
   const timer = setInterval(check, options.intervalMs ?? 5000);
-  const listener = listenForPayloads(
-    {
-      databaseUrl: options.databaseUrl,
-      logger: options.logger,
-      channel: SCHEMA_CHANGED_CHANNEL,
-      applicationName: 'asset-webhooks schema listener',
-    },
-    check,
-  );
   return {
     check,
     async stop() {
       stopped = true;
       clearInterval(timer);
-      await listener.close();
       await reading;
     },
   };

@@ -177,6 +177,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     databaseUrl: options.databaseUrl,
     ownLeaseHeldForMs: () => heldLease.heldForMs(),
     claimFailed: () => schemaWatch?.check(),
+    schemaChanged: () => schemaWatch?.check(),
   });
   metrics.trackRequestsInFlight(() => pump.requestsInFlight);
   metrics.trackInterval(() => state.settings.intervalSeconds);
@@ -221,8 +222,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // Last to start, first to stop: a move seen while stopping changes nothing.
   const watch = watchSchema({
     pool,
-    databaseUrl: options.databaseUrl,
-    logger,
     onMoved: (found) => {
       superseding ??= supersede(found).catch((error: unknown) => {
         logger.error({ err: describeError(error) }, 'could not stop claiming and coalescing; stop this process');

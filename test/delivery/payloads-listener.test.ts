@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { announcePayloadsReady } from '../../src/db/payloads-ready.js';
+import { announcePayloadsReady, SCHEMA_CHANGED_CHANNEL } from '../../src/db/payloads-ready.js';
 import { listenForPayloads, type PayloadsListener } from '../../src/delivery/payloads-listener.js';
 import { databaseProxy } from '../helpers/database-proxy.js';
 import { eventually } from '../helpers/receiver.js';
@@ -42,6 +42,27 @@ async function calledPast(calls: () => number, count: number, what: string): Pro
 }
 
 describe('payloads-ready listener', () => {
+  it("calls another channel's callback on the same connection, and not the payloads' one", async () => {
+    let payloads = 0;
+    let schema = 0;
+    listeners.push(
+      listenForPayloads(
+        {
+          databaseUrl: db.url,
+          logger: silentLogger,
+          applicationName: 'listener-also',
+          also: { [SCHEMA_CHANGED_CHANNEL]: () => (schema += 1) },
+        },
+        () => (payloads += 1),
+      ),
+    );
+    await calledPast(() => payloads, 0, 'the call that follows LISTEN');
+    await db.pool.query("select pg_notify($1, '')", [SCHEMA_CHANGED_CHANNEL]);
+    await calledPast(() => schema, 0, 'the schema notification');
+    expect({ payloads, schema }).toEqual({ payloads: 1, schema: 1 });
+    expect(await backends('listener-also')).toHaveLength(1);
+  });
+
   it('is called once it listens, and again for each NOTIFY on the payloads-ready channel', async () => {
     const listener = start('listener-notify');
     const first = await calledPast(listener.calls, 0, 'the call that follows LISTEN');
