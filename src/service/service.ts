@@ -11,6 +11,7 @@ import { DeliveryPump } from '../delivery/pump.js';
 import { processGoneGrace } from '../delivery/recover.js';
 import { assertBinding, bindingProblems, captureGaps } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
+import { connectionBudget } from './connection-budget.js';
 import { closeHttpServer, portUnavailable, startHttpServer } from './http-server.js';
 import { holdProcessLease, runApplicationName, type ProcessLease } from './process-lease.js';
 import { ServiceMetrics } from './metrics.js';
@@ -32,6 +33,8 @@ export interface ServiceOptions {
   readonly httpHost?: string | undefined;
   /** graphile-worker jobs (coalescing runs, maintenance) this process runs at once. Default 4. */
   readonly concurrency?: number | undefined;
+  /** Connections of the process's own pool (see connectionBudget). Default 12. */
+  readonly databasePoolSize?: number | undefined;
   /** V8's heap growth as `run` set it (see limitHeapGrowth), told in the line that says the service runs. */
   readonly heapGrowingPercent?: number | null | undefined;
 }
@@ -81,7 +84,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // Every attempt this process starts records its id, and its lease tells
   // crash recovery whether the process still lives (asset_webhooks.process_gone).
   const processId = randomUUID();
-  const pool = createPool(options.databaseUrl, { max: 12, applicationName: runApplicationName(processId) });
+  const budget = connectionBudget({ poolSize: options.databasePoolSize, concurrency: options.concurrency });
+  const pool = createPool(options.databaseUrl, { max: budget.pool, applicationName: runApplicationName(processId) });
   started.add(() => pool.end());
   // Coalescing starts at the first interval boundary after this moment, by the database's clock.
   const notBefore = { value: 0 };
@@ -177,7 +181,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   try {
     running = await startWorker({
       databaseUrl: options.databaseUrl,
-      concurrency: options.concurrency ?? 4,
+      concurrency: budget.worker - 2,
+      maxPoolSize: budget.worker,
       taskList: serviceTasks({
         pool,
         logger,
@@ -220,6 +225,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       httpPort: options.httpPort,
       httpHost: options.httpHost,
       heapGrowingPercent: options.heapGrowingPercent,
+      databaseConnections: budget,
     },
     'asset-webhooks running',
   );
