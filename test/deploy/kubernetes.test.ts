@@ -28,6 +28,7 @@ import { parse, parseAllDocuments } from 'yaml';
 import { buildProgram } from '../../src/cli/main.js';
 import { runCli } from '../helpers/cli.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
+import { useTestDatabase } from '../helpers/test-database.js';
 
 /**
  * deploy/kubernetes/ holds plain manifests a platform team applies with
@@ -38,6 +39,7 @@ import { useTempDirectories } from '../helpers/temp-directories.js';
  */
 
 const tempDirectory = useTempDirectories();
+const db = useTestDatabase({ empty: true });
 const folder = fileURLToPath(new URL('../../deploy/kubernetes/', import.meta.url));
 const read = (name: string): string => readFileSync(posix.join(folder, name), 'utf8');
 
@@ -196,6 +198,18 @@ describe('deploy/kubernetes', () => {
     expect(read(posix.basename(binding))).toMatch(/raise exception '.*expected the binding of your asset schema/);
     // A Job would hit its immutable fields on the next apply: none is shipped.
     expect(manifests.map(({ manifest }) => manifest.kind)).not.toContain('Job');
+  });
+
+  it('stops the migration at the shipped placeholder binding, naming the edit, with no binding installed', async () => {
+    const result = await runCli(['migrate', '--database-url', db.url, '--binding', posix.join(folder, 'binding.sql')]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      'deploy/kubernetes/binding.sql: expected the binding of your asset schema, got the placeholder shipped with the manifests',
+    );
+    const { rows } = await db.pool.query<{ view: string | null }>(
+      "select to_regclass('asset_webhooks.asset_state')::text as view",
+    );
+    expect(rows[0]!.view).toBeNull();
   });
 
   it('runs with --watch-config and --http-port, with flags the CLI has', async () => {
