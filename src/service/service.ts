@@ -142,6 +142,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   }
   // Values read from the database change at most once per coalescing run.
   const metrics = new ServiceMetrics(pool, () => state.settings.intervalSeconds * 1000);
+  metrics.knowWebhooks(state.settings.webhooks);
   const shutdown = new AbortController();
   const delivery = deliveryContext(pool, installationId, () => state, logger, metrics, shutdown.signal);
 
@@ -255,6 +256,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     if (next === null) return false;
     const previous = state;
     state = next;
+    metrics.knowWebhooks(next.settings.webhooks);
     void previous.close().catch(() => {});
     const changed = changedMirrors(previous.settings.webhooks, next.settings.webhooks);
     if (changed.length > 0) {
