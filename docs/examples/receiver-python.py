@@ -77,8 +77,11 @@ def apply(event):
 
 class Receiver(BaseHTTPRequestHandler):
     def do_POST(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY_BYTES:
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            return self.answer(411)  # the service always sends Content-Length
+        if not 0 <= length <= MAX_BODY_BYTES:
             return self.answer(413)
         body = self.rfile.read(length)  # the exact bytes: verify before parsing
         if not verified(self.headers, body):
