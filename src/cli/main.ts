@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { UserError } from '../errors.js';
 import { printable } from '../text/printable.js';
+import { packageVersion } from '../version.js';
 import { commandNameOf } from './early-signals.js';
 
 type Register = (program: Command) => void;
@@ -34,6 +35,7 @@ const COMMANDS: ReadonlyArray<{ readonly names: readonly string[]; readonly load
 export async function buildProgram(commandName?: string): Promise<Command> {
   const program = new Command('asset-webhooks')
     .description('Outbound webhooks for asset changes: a transactional outbox in the asset PostgreSQL database.')
+    .version(packageVersion(), '--version', 'print the version and exit')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
   const named = COMMANDS.find((command) => commandName !== undefined && command.names.includes(commandName));
