@@ -17,9 +17,9 @@ if (!((major === 22 && minor >= 19) || major === 24)) {
   process.exit(1);
 }
 
-const { bufferEarlySignals, commandNameOf } = await import('../dist/cli/early-signals.js');
-// `run` must not die of a signal that arrives while the modules below load.
-if (commandNameOf(process.argv) === 'run') bufferEarlySignals();
+const { bufferEarlySignals } = await import('../dist/cli/early-signals.js');
+// A command that handles signals must not die of, nor lose, one that arrives while the modules below load.
+bufferEarlySignals(process.argv);
 const { main } = await import('../dist/cli/main.js');
 
 process.exitCode = await main(process.argv);

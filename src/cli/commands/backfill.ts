@@ -5,7 +5,7 @@ import { UserError } from '../../errors.js';
 import { BINDING_VIEW_COLUMNS } from '../../db/asset-state.js';
 import { assertBinding } from '../../migrate/binding-check.js';
 import { withDatabase } from '../database.js';
-import { stopAfterChunk } from '../stop-signals.js';
+import { stopOnSignals } from '../stop-signals.js';
 import { printableValues } from '../../text/printable.js';
 
 const INT8_MAX = 9_223_372_036_854_775_807n;
@@ -99,7 +99,7 @@ export function registerBackfill(program: Command): void {
         }
         const dryRun = options.dryRun === true;
         // The first signal stops after the write in progress commits; a second ends the process at once.
-        const stop = stopAfterChunk();
+        const stop = stopOnSignals('backfill', 'stopping after the current chunk commits');
         let printed = 0;
         const result = await withDatabase(options.databaseUrl, async (pool) => {
           // in_trash too: a backfill sends only assets that are not in the Trash.
@@ -140,8 +140,10 @@ export function registerBackfill(program: Command): void {
             `backfill ${result.backfillId} of webhook ${result.webhookId}: interrupted, done up to asset ${result.lastAssetId ?? '(none)'}; ` +
               'run the same command again to resume\n',
           );
-          process.exitCode = 1;
         }
+        // Interrupted by a signal: 130 or 143, never 1, which says the command was given something wrong.
+        if (result.status !== 'completed' && (stop.exitCode !== undefined || !dryRun))
+          process.exitCode = stop.exitCode ?? 1;
       },
     );
 }
