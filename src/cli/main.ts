@@ -3,6 +3,7 @@ import { UserError } from '../errors.js';
 import { printable } from '../text/printable.js';
 import { packageVersion } from '../version.js';
 import { commandNameOf } from './early-signals.js';
+import { UsageError } from './usage-error.js';
 
 type Register = (program: Command) => void;
 
@@ -58,6 +59,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (error instanceof CommanderError) {
       // --help and --version end through here with exit code 0.
       return error.exitCode === 0 ? 0 : 2;
+    }
+    if (error instanceof UsageError) {
+      process.stderr.write(`error: ${printable(error.message)}\n(run with --help for usage)\n`);
+      return 2;
     }
     if (error instanceof UserError) {
       // One line each: a value quoted in a problem cannot start a line of its own nor act on the terminal.

@@ -1,4 +1,4 @@
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { backfill, type BackfillProgress, type BackfillResult } from '../../backfill/backfill.js';
 import { loadConfiguredWebhook } from '../../config/load.js';
 import { UserError } from '../../errors.js';
@@ -6,15 +6,16 @@ import { BINDING_VIEW_COLUMNS } from '../../db/asset-state.js';
 import { assertBinding } from '../../migrate/binding-check.js';
 import { withDatabase } from '../database.js';
 import { stopOnSignals } from '../stop-signals.js';
-import { printableValues } from '../../text/printable.js';
+import { printableValues, quotedPrefix } from '../../text/printable.js';
+import { UsageError } from '../usage-error.js';
 
 const INT8_MAX = 9_223_372_036_854_775_807n;
 
 /** --asset, repeatable: a positive bigint, kept as its decimal string (it may exceed 2^53). */
 function collectAssetId(value: string, previous: string[] | undefined): string[] {
   if (!/^[1-9]\d{0,18}$/.test(value) || BigInt(value) > INT8_MAX) {
-    throw new InvalidArgumentError(
-      `--asset: expected an asset id, a positive integer up to ${INT8_MAX}, got ${JSON.stringify(value)}`,
+    throw new UsageError(
+      `--asset: expected an asset id, a positive integer up to ${INT8_MAX}, got ${quotedPrefix(value)}`,
     );
   }
   return [...(previous ?? []), value];
