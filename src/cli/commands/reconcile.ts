@@ -4,6 +4,7 @@ import { UserError } from '../../errors.js';
 import { BINDING_VIEW_COLUMNS } from '../../db/asset-state.js';
 import { assertBinding } from '../../migrate/binding-check.js';
 import { reconcile, type ReconcileProgress, type ReconcileResult } from '../../mirror/reconcile.js';
+import { checksDifferFromRouting } from '../../mirror/routed-checks.js';
 import { withDatabase } from '../database.js';
 import { stopOnSignals } from '../stop-signals.js';
 import { printableValues } from '../../text/printable.js';
@@ -64,6 +65,15 @@ export function registerReconcile(program: Command): void {
         let printed = 0;
         const result = await withDatabase(options.databaseUrl, async (pool) => {
           await assertBinding(pool, BINDING_VIEW_COLUMNS);
+          const routedAt = await checksDifferFromRouting(pool, webhook);
+          if (routedAt !== undefined) {
+            process.stderr.write(
+              `reconcile: warning: webhook ${webhook.id}: its checks in this document (resource types, event types, filters) ` +
+                `differ from those the service last routed it by (at ${routedAt.toISOString()}): this reconcile sends the set ` +
+                "of this document's checks, which the service's next coalescing runs reverse; reconcile with the service's document, " +
+                'or load this one into the service first (its reload reconciles by itself)\n',
+            );
+          }
           return reconcile({
             pool,
             webhook,
