@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import { runMigrations } from 'graphile-worker';
 import type pg from 'pg';
 import { SchemaVersionError, UserError } from '../errors.js';
@@ -6,12 +5,12 @@ import { describeError } from '../db/connect.js';
 import { inTransaction } from '../db/transaction.js';
 import { BINDING_VIEW_COLUMNS } from '../db/asset-state.js';
 import { assertBinding, captureGaps } from './binding-check.js';
+import { readBindingFile } from './binding-file.js';
 import { applyRoutines, readRoutineDigest, ROUTINE_FILES_TABLE } from './routines.js';
 import {
   codeSchemaVersion,
   loadMigrations,
   loadRoutineFiles,
-  referenceBindingPath,
   routineDigest,
   sqlDirectory,
   type Migration,
@@ -182,17 +181,9 @@ async function runBindingSql(client: pg.PoolClient, binding: { name: string; sql
   }
 }
 
+/** The binding's SQL, read as binding-file.ts says (a regular file of bounded size that does not look like a secret). */
 async function readBinding(binding: string): Promise<{ name: string; sql: string }> {
-  const file = binding === 'reference' ? referenceBindingPath : binding;
-  try {
-    return { name: binding, sql: await readFile(file, 'utf8') };
-  } catch (error) {
-    throw new UserError(
-      'binding_unreadable',
-      `--binding: expected "reference" or a readable SQL file, got ${JSON.stringify(binding)} (${describeError(error)})`,
-      { cause: error },
-    );
-  }
+  return readBindingFile(binding);
 }
 
 /** The migrations recorded in schema asset_webhooks, in id order; none when it has no bookkeeping table. */

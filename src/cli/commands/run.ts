@@ -9,6 +9,7 @@ import { DEFAULT_DATABASE_POOL_SIZE, MIN_DATABASE_POOL_SIZE } from '../../servic
 import { startService, type RunningService } from '../../service/service.js';
 import { takeEarlySignals } from '../early-signals.js';
 import { parseHostOption, parseIntegerOption } from '../options.js';
+import { quotedPrefix } from '../../text/printable.js';
 
 export function registerRun(program: Command): void {
   program
@@ -60,9 +61,7 @@ export function registerRun(program: Command): void {
         command: Command,
       ) => {
         if (options.httpHost !== undefined && options.httpPort === undefined) {
-          command.error(
-            `--http-host: expected together with --http-port, got ${JSON.stringify(options.httpHost)} alone`,
-          );
+          command.error(`--http-host: expected together with --http-port, got ${quotedPrefix(options.httpHost)} alone`);
         }
         const logger = createLogger();
         routeConsoleTo(logger);
