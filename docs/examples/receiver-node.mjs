@@ -1,18 +1,23 @@
 // A minimal asset-webhooks receiver in Node.js: verifies the Standard Webhooks
-// signature, deduplicates by eventId, applies events per asset in
-// eventTimestamp order, and answers 2xx only once the events are stored.
+// signature, ignores a payload it has received before (same webhook-id),
+// deduplicates events by eventId, keeps per asset only an event newer than
+// the one it holds, and answers 2xx only once the events are stored.
 //
 //   npm install standardwebhooks
 //   WEBHOOK_SECRET='whsec_...' PORT=8080 node receiver-node.mjs
 //
-// The in-memory maps stand in for your database: keep both in durable storage
-// and update them in the same transaction as the change they record.
+// The in-memory sets and map stand in for your database: keep them in durable
+// storage and update them in the same transaction as the change they record.
 import { createServer } from 'node:http';
 import { Webhook } from 'standardwebhooks';
 
+// The library takes the whole 'whsec_...' string and uses the base64-decoded
+// part after 'whsec_' as the HMAC key.
 const webhook = new Webhook(process.env.WEBHOOK_SECRET);
+/** webhook-ids of the payloads stored: a retry or a redelivery of one is ignored. */
+const seenWebhookIds = new Set();
 const seenEventIds = new Set();
-/** assetUuid -> the latest eventTimestamp applied (removals included). */
+/** assetUuid -> the eventTimestamp of the latest event applied (removals included). */
 const appliedAt = new Map();
 /** The service sends at most 16 MB per payload; anything larger is not from it. */
 const MAX_BODY_BYTES = 16 * 1024 * 1024;
@@ -20,8 +25,11 @@ const MAX_BODY_BYTES = 16 * 1024 * 1024;
 function apply(event) {
   if (seenEventIds.has(event.eventId)) return 'duplicate';
   seenEventIds.add(event.eventId);
-  const previous = appliedAt.get(event.assetUuid);
-  if (previous !== undefined && previous > event.eventTimestamp) return 'older';
+  // Apply an event only when its eventTimestamp is greater than the one held:
+  // an older or equal one is ignored. ISO-8601 UTC timestamps with milliseconds
+  // and Z compare as strings.
+  const held = appliedAt.get(event.assetUuid);
+  if (held !== undefined && event.eventTimestamp <= held) return 'older';
   appliedAt.set(event.assetUuid, event.eventTimestamp);
   switch (event.eventType) {
     case 'PURGED':
@@ -52,11 +60,19 @@ const server = createServer((request, response) => {
       // body and the webhook-timestamp is within five minutes.
       payload = webhook.verify(body, request.headers);
     } catch {
+      console.log('refused: no valid signature');
       // A 4xx is final: the payload is dead-lettered, not retried.
       return void response.writeHead(401).end();
     }
+    const webhookId = request.headers['webhook-id'];
+    if (seenWebhookIds.has(webhookId)) {
+      // Our 2xx did not reach the service, or an operator sent it again: stored already.
+      console.log(`ignored ${webhookId}: received before`);
+      return void response.writeHead(204).end();
+    }
     const results = payload.events.map(apply);
-    console.log(`accepted ${request.headers['webhook-id']} with ${payload.count} events: ${results.join(',')}`);
+    seenWebhookIds.add(webhookId);
+    console.log(`accepted ${webhookId} with ${payload.count} events: ${results.join(',')}`);
     response.writeHead(204).end();
   });
 });

@@ -10,14 +10,16 @@
 #   3. a row inserted into the reference schema's assets table must reach a
 #      receiver on the host, with the API key;
 #   4. the process must not run as root;
-#   5. the image must hold no development dependency.
+#   5. the image must hold no development dependency;
+#   6. `asset-webhooks` must be on the image's PATH, and the OCI labels set.
 #
 # Every check runs; the script exits 1 if any failed. The database is dropped
 # when every check passed, and kept (its name printed) when one failed.
 #
 # Environment: IMAGE_TEST_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres,
 # a superuser connection used to create the test's database), IMAGE_TAG
-# (default localhost/asset-webhooks:test), and build-base.sh's.
+# (default localhost/asset-webhooks:test), IMAGE_BUILT (1: IMAGE_TAG is built
+# already), and build-image.sh's.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -50,16 +52,16 @@ fail() {
   failures=$((failures + 1))
 }
 
-# --- base and image -----------------------------------------------------------
+# --- the image ----------------------------------------------------------------
+# Built by build-image.sh (which also writes the SBOM), unless IMAGE_BUILT=1
+# says IMAGE_TAG was built already (.ci/run builds once for every image test).
 started="$(now_seconds)"
-base="$("$here/build-base.sh")"
-base_seconds="$(seconds_since "$started")"
-
-started="$(now_seconds)"
-podman_ build "${PODMAN_LIMITS[@]}" --quiet --build-arg NODE_IMAGE="$base" --tag "$image" "$root" >/dev/null
+if [ "${IMAGE_BUILT:-0}" != 1 ]; then
+  IMAGE_TAG="$image" "$here/build-image.sh" >/dev/null
+fi
 build_seconds="$(seconds_since "$started")"
 size="$(podman_ image ls --format '{{.Size}}' "$image" | head -1)"
-echo "image test: built $image on $base (${size})"
+echo "image test: $image (${size})"
 
 # --- run against the host's PostgreSQL ---------------------------------------
 started="$(now_seconds)"
@@ -164,9 +166,22 @@ if [ -z "$dev" ]; then
 else
   fail "expected no development dependency in /app/node_modules, found: $dev"
 fi
+
+on_path="$(podman_ run --rm "${PODMAN_LIMITS[@]}" --entrypoint sh "$image" -c 'command -v asset-webhooks' || true)"
+if [ -n "$on_path" ] && podman_ run --rm "${PODMAN_LIMITS[@]}" --entrypoint asset-webhooks "$image" --help >/dev/null; then
+  check "asset-webhooks is on the image's PATH ($on_path)"
+else
+  fail "expected asset-webhooks on the image's PATH, got '${on_path}'"
+fi
+labels="$(podman_ image inspect --format '{{ index .Labels "org.opencontainers.image.version" }} {{ index .Labels "org.opencontainers.image.revision" }}' "$image")"
+expected_version="$(node -p 'require(process.argv[1]).version' "$root/package.json")"
+case "$labels" in
+  "$expected_version "?*) check "OCI labels: version and revision $labels" ;;
+  *) fail "expected the OCI labels version $expected_version and a revision, got '$labels'" ;;
+esac
 test_seconds="$(seconds_since "$started")"
 
-echo "image test: base ${base_seconds} s, image build ${build_seconds} s, test ${test_seconds} s; image size ${size}"
+echo "image test: image build ${build_seconds} s, test ${test_seconds} s; image size ${size}"
 if [ "$failures" -ne 0 ]; then
   echo "image test: $failures check(s) failed; database $database kept for inspection" >&2
   exit 1

@@ -1,7 +1,9 @@
 import { Command, CommanderError } from 'commander';
 import { UserError } from '../errors.js';
 import { printable } from '../text/printable.js';
+import { packageVersion } from '../version.js';
 import { commandNameOf } from './early-signals.js';
+import { UsageError } from './usage-error.js';
 
 type Register = (program: Command) => void;
 
@@ -34,6 +36,7 @@ const COMMANDS: ReadonlyArray<{ readonly names: readonly string[]; readonly load
 export async function buildProgram(commandName?: string): Promise<Command> {
   const program = new Command('asset-webhooks')
     .description('Outbound webhooks for asset changes: a transactional outbox in the asset PostgreSQL database.')
+    .version(packageVersion(), '--version', 'print the version and exit')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
   const named = COMMANDS.find((command) => commandName !== undefined && command.names.includes(commandName));
@@ -56,6 +59,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (error instanceof CommanderError) {
       // --help and --version end through here with exit code 0.
       return error.exitCode === 0 ? 0 : 2;
+    }
+    if (error instanceof UsageError) {
+      process.stderr.write(`error: ${printable(error.message)}\n(run with --help for usage)\n`);
+      return 2;
     }
     if (error instanceof UserError) {
       // One line each: a value quoted in a problem cannot start a line of its own nor act on the terminal.

@@ -1,14 +1,13 @@
-import { InvalidArgumentError } from 'commander';
 import { isIP } from 'node:net';
+import { quotedPrefix } from '../text/printable.js';
+import { UsageError } from './usage-error.js';
 
 /** A commander option parser for an integer within a range; bad values are usage errors (exit 2). */
 export function parseIntegerOption(name: string, min: number, max: number): (value: string) => number {
   return (value: string) => {
     const parsed = Number(value);
     if (!/^\d+$/.test(value) || parsed < min || parsed > max) {
-      throw new InvalidArgumentError(
-        `${name}: expected an integer from ${min} to ${max}, got ${JSON.stringify(value)}`,
-      );
+      throw new UsageError(`${name}: expected an integer from ${min} to ${max}, got ${quotedPrefix(value)}`);
     }
     return parsed;
   };
@@ -25,8 +24,8 @@ const INT8_MAX = 2n ** 63n - 1n;
 export function parseDecimalIdOption(name: string): (value: string) => string {
   return (value: string) => {
     if (!/^(0|-?[1-9][0-9]{0,18})$/.test(value) || BigInt(value) < INT8_MIN || BigInt(value) > INT8_MAX) {
-      throw new InvalidArgumentError(
-        `${name}: expected an integer from ${INT8_MIN} to ${INT8_MAX} in decimal digits, got ${JSON.stringify(value)}`,
+      throw new UsageError(
+        `${name}: expected an integer from ${INT8_MIN} to ${INT8_MAX} in decimal digits, got ${quotedPrefix(value)}`,
       );
     }
     return value;
@@ -43,9 +42,8 @@ const HOST_NAME =
 export function parseHostOption(name: string): (value: string) => string {
   return (value: string) => {
     if (isIP(value) === 0 && !HOST_NAME.test(value)) {
-      const shown = value.length > 64 ? `${value.slice(0, 64)}…` : value;
-      throw new InvalidArgumentError(
-        `${name}: expected an IP address (such as 0.0.0.0, :: or 127.0.0.1) or a host name, got ${JSON.stringify(shown)}`,
+      throw new UsageError(
+        `${name}: expected an IP address (such as 0.0.0.0, :: or 127.0.0.1) or a host name, got ${quotedPrefix(value)}`,
       );
     }
     return value;

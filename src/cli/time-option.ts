@@ -1,4 +1,5 @@
-import { InvalidArgumentError } from 'commander';
+import { quotedPrefix } from '../text/printable.js';
+import { UsageError } from './usage-error.js';
 
 // An ISO-8601 date, optionally with a time and an offset; without an offset it is UTC.
 const ISO_TIME = /^(\d{4})-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d)(?::(\d\d)(?:\.(\d{1,9}))?)?)?(Z|[+-]\d\d(?::?\d\d)?)?$/i;
@@ -7,8 +8,8 @@ const ISO_TIME = /^(\d{4})-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d)(?::(\d\d)(?:\.(\d{1
 export function parseTime(name: string): (value: string) => Date {
   return (value) => {
     const refuse = (): never => {
-      throw new InvalidArgumentError(
-        `${name}: expected an ISO-8601 time such as 2026-11-22T09:00:00Z (UTC when no offset is given), got ${JSON.stringify(value)}`,
+      throw new UsageError(
+        `${name}: expected an ISO-8601 time such as 2026-11-22T09:00:00Z (UTC when no offset is given), got ${quotedPrefix(value)}`,
       );
     };
     const match = ISO_TIME.exec(value.trim()) ?? refuse();

@@ -27,7 +27,8 @@ export interface RoutedWebhook extends WebhookChecks {
  * `unmatched`: excluded, and sent as UNMATCHED instead. Counted per run (metrics);
  * the check that excluded an event is named by asset_webhooks.event_outcomes.
  */
-export type Route = 'deliver' | 'collapsed' | 'disabled' | 'asset_gone' | 'excluded' | 'unmatched';
+export const ROUTES = ['deliver', 'collapsed', 'disabled', 'asset_gone', 'excluded', 'unmatched'] as const;
+export type Route = (typeof ROUTES)[number];
 
 /** What a run routes by: the recorded configuration, its index, and a packer per webhook (same positions). */
 export interface Routing {

@@ -3,6 +3,7 @@ import { describeError } from '../db/connect.js';
 import { UserError } from '../errors.js';
 import { readRegularFile, UnreadableFileError } from '../files/read-regular-file.js';
 import { quotedPrefix } from '../text/printable.js';
+import { secretLikeness } from '../text/secret-like.js';
 import { assertOrdinaryShape } from './document-limits.js';
 import {
   duplicateKeyProblems,
@@ -20,11 +21,24 @@ import { configSchema, MAX_DOCUMENT_BYTES, type Config, type WebhookConfig } fro
  * Parses and validates a configuration document (YAML or JSON). Throws a
  * UserError('config_invalid') listing every problem, one line each:
  * `<path>: <what was expected>, got <what was found>`.
+ *
+ * What a message quotes of the text: nothing when the text looks like a
+ * secret (secretLikeness) or is not a mapping at all (a file given as the
+ * document by mistake); else at most QUOTED_PREFIX_LENGTH escaped characters
+ * of a value (quotedPrefix).
  */
 export function parseConfigText(text: string, sourceName: string): Config {
   // Before parsing: what a document costs to parse grows with its size, and no sensible one comes near.
   const size = Buffer.byteLength(text, 'utf8');
   if (size > MAX_DOCUMENT_BYTES) throw documentTooLarge(sourceName, size);
+  // Before parsing too: a key file given as the document must not be quoted by any message below.
+  const secret = secretLikeness(text);
+  if (secret !== undefined) {
+    throw new UserError(
+      'config_invalid',
+      `${sourceName}: expected a configuration document (YAML or JSON with the root key "assetUpdater"), got what looks like a secret, ${secret}; nothing of it is shown`,
+    );
+  }
   assertOrdinaryShape(text, sourceName);
   // logLevel error: the library's warnings (a key that is a list, say) would
   // go to the process's stderr; such a key is refused by the schema instead.

@@ -133,7 +133,9 @@ export function formatIssues(issues: readonly z.core.$ZodIssue[], sourceName = '
             : issue.message.startsWith('expected')
               ? issue.message
               : genericExpectation(issue);
-        return [`${path || sourceName}: ${expected}, got ${describeInput(issue.input)}`];
+        // A root that is not a mapping is no configuration document: its kind is said, never its content.
+        const found = issue.path.length === 0 ? describeKind(issue.input) : describeInput(issue.input);
+        return [`${path || sourceName}: ${expected}, got ${found}`];
       }),
     ),
   ];
@@ -168,6 +170,15 @@ function describeInput(input: unknown): string {
   if (typeof input === 'number' && !Number.isFinite(input)) return String(input);
   if (typeof input === 'string') return quotedPrefix(input);
   return String(JSON.stringify(input));
+}
+
+/** What a value is, without any of its content: a document's root that is not a mapping may be any file. */
+function describeKind(input: unknown): string {
+  if (typeof input === 'string') return `a text of ${Array.from(input).length} characters (not shown)`;
+  if (Array.isArray(input)) return `a list of ${input.length} ${input.length === 1 ? 'entry' : 'entries'} (not shown)`;
+  if (typeof input === 'number' || typeof input === 'boolean' || typeof input === 'bigint')
+    return `a ${typeof input} (not shown)`;
+  return describeInput(input);
 }
 
 /** A list as JSON, cut like quotedPrefix cuts a string (its first entries, escaped). */

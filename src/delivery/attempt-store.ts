@@ -109,8 +109,27 @@ export interface AttemptResult {
   readonly errorClass: string | null;
   readonly errorMessage: string | null;
   readonly responseExcerpt: string | null;
-  readonly outcome: 'delivered' | 'retry' | Exclude<DeadLetterReason, 'too_large' | 'webhook_removed'>;
+  readonly outcome: AttemptOutcome;
 }
+
+/**
+ * What an attempt can end in: delivered, retried, or dead-lettered for one of
+ * the reasons an attempt decides (too_large and webhook_removed are decided
+ * without one).
+ */
+export type AttemptOutcome = 'delivered' | 'retry' | Exclude<DeadLetterReason, 'too_large' | 'webhook_removed'>;
+
+/** Every attempt outcome, for the metrics' series at zero; the check below fails to compile when the type gains one that is missing here. */
+export const ATTEMPT_OUTCOMES = [
+  'delivered',
+  'retry',
+  'rejected',
+  'retries_exhausted',
+  'expired',
+] as const satisfies readonly AttemptOutcome[];
+const everyOutcomeListed: [Exclude<AttemptOutcome, (typeof ATTEMPT_OUTCOMES)[number]>] extends [never] ? true : never =
+  true;
+void everyOutcomeListed;
 
 /**
  * One payload's next state, as the retry policy decided it, with the result

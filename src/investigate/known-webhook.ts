@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { UserError } from '../errors.js';
+import { quotedPrefix } from '../text/printable.js';
 
 /**
  * Refuses a --webhook id the service has never run with (asset_webhooks.webhooks
@@ -20,6 +21,6 @@ export async function assertKnownWebhook(pool: pg.Pool, webhookId: string): Prom
         : known.join(', ');
   throw new UserError(
     'unknown_webhook',
-    `--webhook: expected the id of a webhook the service has run with (${shown}), got ${JSON.stringify(webhookId)}`,
+    `--webhook: expected the id of a webhook the service has run with (${shown}), got ${quotedPrefix(webhookId)}`,
   );
 }

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { UserError } from '../errors.js';
+import { quotedPrefix } from '../text/printable.js';
 
 /**
  * The bytes that mark an UNMATCHED event in a stored body. The serializer
@@ -38,7 +39,7 @@ export async function assertUnmatchedMovesToMirror(
   const more = payloadIds.length > 1 ? ' (and perhaps others of those selected)' : '';
   throw new UserError(
     'unmatched_to_plain_webhook',
-    `${option}: expected a mirror webhook, got ${JSON.stringify(to)}, which is not one: payload ${carrier.payload_id}${more} carries UNMATCHED events, which only a mirror webhook receives; move it to a mirror webhook, or redeliver it to its own`,
+    `${option}: expected a mirror webhook, got ${quotedPrefix(to)}, which is not one: payload ${carrier.payload_id}${more} carries UNMATCHED events, which only a mirror webhook receives; move it to a mirror webhook, or redeliver it to its own`,
   );
 }
 

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { asIdText, operatorDb, type OperatorDatabase } from '../db/kysely.js';
 import { UserError } from '../errors.js';
 import type { DecimalId } from '../interfaces.js';
+import { quotedPrefix } from '../text/printable.js';
 
 export interface TraceAttempt {
   readonly series: number;
@@ -78,7 +79,7 @@ export function isEventId(value: string): boolean {
 /** The life of one event: capture, per webhook its route, every attempt, and the final state. */
 export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace> {
   if (!isEventId(eventId))
-    throw new UserError('invalid_event_id', `EVENT_ID: expected a UUID, got ${JSON.stringify(eventId)}`);
+    throw new UserError('invalid_event_id', `EVENT_ID: expected a UUID, got ${quotedPrefix(eventId)}`);
   const db = operatorDb(pool);
   const {
     rows: [waiting],

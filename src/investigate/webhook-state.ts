@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { UserError } from '../errors.js';
+import { quotedPrefix } from '../text/printable.js';
 
 /**
  * Whether the running service sends to a webhook, as it last recorded it
@@ -60,6 +61,6 @@ export async function assertMoveTarget(client: pg.PoolClient, option: string, to
   const why = { disabled: 'disabled', removed: 'no longer configured', not_configured: 'never run with' }[state];
   throw new UserError(
     'webhook_not_enabled',
-    `${option}: expected an enabled webhook of the running service (${shown}), got ${JSON.stringify(to)} (${why})`,
+    `${option}: expected an enabled webhook of the running service (${shown}), got ${quotedPrefix(to)} (${why})`,
   );
 }

@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import { runMigrations } from 'graphile-worker';
 import type pg from 'pg';
 import { SchemaVersionError, UserError } from '../errors.js';
@@ -8,12 +7,12 @@ import { BINDING_VIEW_COLUMNS } from '../db/asset-state.js';
 import { SCHEMA_CHANGED_CHANNEL } from '../db/payloads-ready.js';
 import { assertAppliedMatch, MIGRATIONS_TABLE, readApplied } from './applied-migrations.js';
 import { assertBinding, captureGaps } from './binding-check.js';
+import { readBindingFile } from './binding-file.js';
 import { applyRoutines, readRoutineDigest, ROUTINE_FILES_TABLE } from './routines.js';
 import {
   codeSchemaVersion,
   loadMigrations,
   loadRoutineFiles,
-  referenceBindingPath,
   routineDigest,
   sqlDirectory,
 } from './sql-files.js';
@@ -186,17 +185,9 @@ async function runBindingSql(client: pg.PoolClient, binding: { name: string; sql
   }
 }
 
+/** The binding's SQL, read as binding-file.ts says (a regular file of bounded size that does not look like a secret). */
 async function readBinding(binding: string): Promise<{ name: string; sql: string }> {
-  const file = binding === 'reference' ? referenceBindingPath : binding;
-  try {
-    return { name: binding, sql: await readFile(file, 'utf8') };
-  } catch (error) {
-    throw new UserError(
-      'binding_unreadable',
-      `--binding: expected "reference" or a readable SQL file, got ${JSON.stringify(binding)} (${describeError(error)})`,
-      { cause: error },
-    );
-  }
+  return readBindingFile(binding);
 }
 
 /** The highest applied migration, 0 when schema asset_webhooks has none. */

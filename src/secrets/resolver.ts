@@ -74,13 +74,14 @@ export function createSecretResolver(
 
 function checked(secret: string, name: string, provider: SecretProvider['name']): string {
   if (secret === '') throw new SecretResolutionError(name, provider, 'expected a value, got an empty one');
-  const bad = /[\u0000-\u0008\u000a-\u001f\u007f]/.exec(secret);
-  if (bad) {
-    const code = bad[0].charCodeAt(0).toString(16).padStart(2, '0');
+  // Said without the character, its position or the value's length: the message is
+  // recorded with the attempt, and none of those may tell anything about the key.
+  if (/[\u0000-\u0008\u000a-\u001f\u007f]/.test(secret)) {
     throw new SecretResolutionError(
       name,
       provider,
-      `expected a value usable as an HTTP header, got one with the control character 0x${code} at position ${bad.index + 1} of ${secret.length}`,
+      'expected a value usable as an HTTP header, got one with a control character in it (usually a line break: ' +
+        'a second trailing newline, or the CR of a file written with Windows line endings)',
     );
   }
   return secret;

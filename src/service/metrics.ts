@@ -1,10 +1,34 @@
 import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { AttemptResult } from '../delivery/attempt-store.js';
+import { ROUTES } from '../coalesce/route.js';
+import { ATTEMPT_OUTCOMES, type AttemptResult } from '../delivery/attempt-store.js';
 import { readDatabaseValues, type DatabaseValues } from './database-values.js';
 
 /** The values of asset_webhooks_webhook_state's `state` label. */
 export const WEBHOOK_STATES = ['healthy', 'backing_off', 'throttled'] as const;
+
+/** The values of asset_webhooks_reconciles_total's `outcome` label. */
+const RECONCILE_OUTCOMES = ['completed', 'failed'] as const;
+
+/**
+ * prom-client's default metrics (process CPU, memory, file descriptors, the
+ * event loop, the heap, GC) are served under this prefix, beside the
+ * service's own: asset_webhooks_process_cpu_seconds_total,
+ * asset_webhooks_nodejs_eventloop_lag_seconds. Their names begin with
+ * `process_` or `nodejs_` already.
+ */
+const DEFAULT_METRICS_PREFIX = 'asset_webhooks_';
+
+/**
+ * Default metrics that are gauges named like counters, which Prometheus's
+ * naming rules (and `promtool check metrics`) refuse: each is the sum over the
+ * `type` label of the gauge of the same name without `_total`, which stays.
+ */
+const GAUGES_NAMED_AS_COUNTERS = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+];
 
 /**
  * The service's Prometheus metrics. Labels carry webhook ids, checks and
@@ -86,7 +110,11 @@ export class ServiceMetrics {
   constructor(pool: pg.Pool, refreshEveryMs: () => number = () => 0) {
     this.pool = pool;
     this.refreshEveryMs = refreshEveryMs;
-    collectDefaultMetrics({ register: this.registry, prefix: 'asset_webhooks_process_' });
+    collectDefaultMetrics({ register: this.registry, prefix: DEFAULT_METRICS_PREFIX });
+    for (const name of GAUGES_NAMED_AS_COUNTERS) this.registry.removeSingleMetric(DEFAULT_METRICS_PREFIX + name);
+    // Series of the label values known from the start, at zero (see knowWebhooks).
+    for (const outcome of ['applied', 'refused']) this.configReloads.inc({ outcome }, 0);
+    for (const route of ROUTES) this.eventsRouted.inc({ route }, 0);
     // Gauges read from the database, so every process reports the shared truth.
     const databaseValues = (): Promise<DatabaseValues> => this.databaseValues();
     new Gauge({
@@ -194,7 +222,10 @@ export class ServiceMetrics {
         'by the first scrape after it has passed, so scrapes cost the database nothing in between.',
       registers: [this.registry],
       async collect() {
-        this.set((performance.now() - (await databaseValues()).readAt) / 1000);
+        // Awaited before the clock is read: a scrape that reads the values anew
+        // would otherwise subtract their readAt from a time taken before it.
+        const { readAt } = await databaseValues();
+        this.set((performance.now() - readAt) / 1000);
       },
     });
   }
@@ -213,6 +244,28 @@ export class ServiceMetrics {
       this.values = { promise, startedAt: now };
     }
     return this.values.promise;
+  }
+
+  /**
+   * Creates, at zero, every series of these webhooks that a counter or the
+   * latency histogram keeps: a labelled series otherwise appears only at its
+   * first increment, and increase() over a series that begins at 1 is 0, so a
+   * rule on increase() would miss a first failure. `run` calls it with the
+   * document's webhooks at start and on every reload; series of webhooks that
+   * were there before stay as they are.
+   */
+  knowWebhooks(webhooks: ReadonlyArray<{ readonly id: string; readonly mirror: boolean }>): void {
+    for (const { id: webhook, mirror } of webhooks) {
+      for (const outcome of ATTEMPT_OUTCOMES) this.deliveryAttempts.inc({ webhook, outcome }, 0);
+      this.deliveryDuration.zero({ webhook });
+      this.localFaults.inc({ webhook }, 0);
+      this.secretFailures.inc({ webhook }, 0);
+      // Only a mirror webhook is reconciled.
+      if (mirror) {
+        for (const outcome of RECONCILE_OUTCOMES) this.reconciles.inc({ webhook, outcome }, 0);
+        for (const type of ['EDITED', 'UNMATCHED']) this.reconcileEvents.inc({ webhook, type }, 0);
+      }
+    }
   }
 
   /** Records one finished delivery attempt. */

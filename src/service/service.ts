@@ -11,6 +11,7 @@ import { DeliveryPump } from '../delivery/pump.js';
 import { processGoneGrace } from '../delivery/recover.js';
 import { assertBinding, bindingProblems, captureGaps } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
+import { connectionBudget } from './connection-budget.js';
 import { closeHttpServer, portUnavailable, startHttpServer } from './http-server.js';
 import { holdProcessLease, runApplicationName, type ProcessLease } from './process-lease.js';
 import { ServiceMetrics } from './metrics.js';
@@ -33,6 +34,8 @@ export interface ServiceOptions {
   readonly httpHost?: string | undefined;
   /** graphile-worker jobs (coalescing runs, maintenance) this process runs at once. Default 4. */
   readonly concurrency?: number | undefined;
+  /** Connections of the process's own pool (see connectionBudget). Default 12. */
+  readonly databasePoolSize?: number | undefined;
   /** V8's heap growth as `run` set it (see limitHeapGrowth), told in the line that says the service runs. */
   readonly heapGrowingPercent?: number | null | undefined;
 }
@@ -82,7 +85,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // Every attempt this process starts records its id, and its lease tells
   // crash recovery whether the process still lives (asset_webhooks.process_gone).
   const processId = randomUUID();
-  const pool = createPool(options.databaseUrl, { max: 12, applicationName: runApplicationName(processId) });
+  const budget = connectionBudget({ poolSize: options.databasePoolSize, concurrency: options.concurrency });
+  const pool = createPool(options.databaseUrl, { max: budget.pool, applicationName: runApplicationName(processId) });
   started.add(() => pool.end());
   // Coalescing starts at the first interval boundary after this moment, by the database's clock.
   const notBefore = { value: 0 };
@@ -139,6 +143,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   }
   // Values read from the database change at most once per coalescing run.
   const metrics = new ServiceMetrics(pool, () => state.settings.intervalSeconds * 1000);
+  metrics.knowWebhooks(state.settings.webhooks);
   const shutdown = new AbortController();
   const delivery = deliveryContext(pool, installationId, () => state, logger, metrics, shutdown.signal);
 
@@ -186,7 +191,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   try {
     running = await startWorker({
       databaseUrl: options.databaseUrl,
-      concurrency: options.concurrency ?? 4,
+      concurrency: budget.worker - 2,
+      maxPoolSize: budget.worker,
       taskList: serviceTasks({
         pool,
         logger,
@@ -241,6 +247,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       httpPort: options.httpPort,
       httpHost: options.httpHost,
       heapGrowingPercent: options.heapGrowingPercent,
+      databaseConnections: budget,
     },
     'asset-webhooks running',
   );
@@ -292,6 +299,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     if (next === null) return false;
     const previous = state;
     state = next;
+    metrics.knowWebhooks(next.settings.webhooks);
     void previous.close().catch(() => {});
     const changed = changedMirrors(previous.settings.webhooks, next.settings.webhooks);
     if (changed.length > 0) {

@@ -26,13 +26,15 @@ export interface RunningWorker {
 export async function startWorker(options: {
   readonly databaseUrl: string;
   readonly concurrency: number;
+  /** The worker pool's connections (connectionBudget's `worker`). */
+  readonly maxPoolSize: number;
   readonly taskList: TaskList;
   readonly logger: Logger;
   readonly started: Started;
 }): Promise<RunningWorker> {
   const { logger, started } = options;
   const workerPool = createPool(options.databaseUrl, {
-    max: options.concurrency + 2,
+    max: options.maxPoolSize,
     applicationName: 'asset-webhooks worker',
   });
   started.add(() => workerPool.end());

@@ -75,7 +75,7 @@ describe('a backfill of 100,000 assets', () => {
         what: 'the first progress line',
       });
       interruptedRun.child.kill('SIGINT');
-      expect(await interruptedRun.exited).toBe(1);
+      expect(await interruptedRun.exited).toBe(130);
       const stopped = JSON.parse(interruptedRun.output.stdout) as {
         status: string;
         lastAssetId: string;

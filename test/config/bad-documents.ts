@@ -464,7 +464,7 @@ export const badDocuments: readonly (readonly [string, string, string])[] = [
   [
     'a document that is a plain string',
     'hello\n',
-    ': expected a mapping with the root key "assetUpdater", got "hello"',
+    ': expected a mapping with the root key "assetUpdater", got a text of 5 characters (not shown)',
   ],
   [
     'a YAML syntax error, with line and column',

@@ -47,6 +47,8 @@ function dashboardExpressions(): Expression[] {
   const walk = (node: unknown, where: string): void => {
     if (Array.isArray(node)) node.forEach((item, index) => walk(item, `${where}[${index}]`));
     else if (node !== null && typeof node === 'object') {
+      // A datasource variable's query is a plugin type (`prometheus`), not PromQL.
+      if ((node as { type?: unknown }).type === 'datasource') return;
       for (const [key, value] of Object.entries(node)) {
         if (key === 'expr' && typeof value === 'string')
           found.push({
@@ -144,6 +146,30 @@ describe('deploy/ monitoring files', () => {
       const unknown = names.filter((name) => !served.has(name));
       expect(unknown, `${expression.where}: metrics run does not serve`).toEqual([]);
     }
+  });
+
+  it('the dashboard can be provisioned from a file: every panel and query reads the datasource variable', () => {
+    const text = deployFile('grafana/asset-webhooks.json');
+    // File provisioning (the Grafana sidecar) resolves no __inputs: a ${DS_...} left would stay literal.
+    expect(text).not.toMatch(/\$\{DS_/);
+    const dashboard = JSON.parse(text) as {
+      __inputs?: unknown;
+      templating: { list: { name: string; type: string; query?: unknown; datasource?: unknown }[] };
+      panels: { type: string; title?: string; datasource?: unknown; targets?: { datasource?: unknown }[] }[];
+    };
+    expect(dashboard.__inputs).toBeUndefined();
+    const variable = dashboard.templating.list.find((candidate) => candidate.name === 'datasource');
+    expect(variable).toMatchObject({ type: 'datasource', query: 'prometheus' });
+    const viaVariable = { type: 'prometheus', uid: '${datasource}' };
+    const panels = dashboard.panels.filter((panel) => panel.type !== 'row');
+    expect(panels.length).toBeGreaterThan(5);
+    for (const panel of panels) {
+      expect(panel.datasource, `panel ${panel.title}`).toEqual(viaVariable);
+      for (const target of panel.targets ?? [])
+        expect(target.datasource, `panel ${panel.title}: target`).toEqual(viaVariable);
+    }
+    for (const other of dashboard.templating.list.filter((candidate) => candidate.type === 'query'))
+      expect(other.datasource, `variable ${other.name}`).toEqual(viaVariable);
   });
 
   it('alerts on what the README says is worth an alert, and on receivers that fail', () => {

@@ -12,12 +12,21 @@ export interface RunOptions {
   readonly httpPort?: number;
   /** Given as --http-host (which needs httpPort); every interface unless given. */
   readonly httpHost?: string;
+  /** More options of `run`, after the others (e.g. --database-pool-size). */
+  readonly args?: readonly string[];
   /** The process's limit of open file descriptors (`ulimit -n`, set by sh before it execs Node); the inherited one unless given. */
   readonly fileLimit?: number;
 }
 
 /** Starts `asset-webhooks run` as a child process; wait for it with untilRunning, end it with stopRun. */
-export function startRun({ databaseUrl, configFile, httpPort, httpHost, fileLimit }: RunOptions): CliProcess {
+export function startRun({
+  databaseUrl,
+  configFile,
+  httpPort,
+  httpHost,
+  args: more = [],
+  fileLimit,
+}: RunOptions): CliProcess {
   const args = [
     'run',
     '--database-url',
@@ -26,6 +35,7 @@ export function startRun({ databaseUrl, configFile, httpPort, httpHost, fileLimi
     configFile,
     ...(httpPort === undefined ? [] : ['--http-port', String(httpPort)]),
     ...(httpHost === undefined ? [] : ['--http-host', httpHost]),
+    ...more,
   ];
   if (fileLimit === undefined) return startCli(args);
   return watchCli(

@@ -75,8 +75,22 @@ describe('a secret value never appears in errors or logs of a failing resolution
   it.each(['two-lines', 'trailing-newlines'])('file provider, a value with a line break (%s)', async (name) => {
     const resolver = createSecretResolver({ provider: 'file', cacheSeconds: 300, directory });
     const error = await resolver.resolve(name).catch((caught: unknown) => caught);
-    expect(String(error)).toMatch(/control character 0x0a at position 32/);
+    expect(String(error)).toContain('got one with a control character in it');
     expectNoValue(error);
+  });
+
+  it("says nothing of the key's length, nor where its control character is, nor which it is", async () => {
+    // A 24-character key with a control character at position 10.
+    const key = 'abcdefghi\u0001klmnopqrstuvwx';
+    expect(key).toHaveLength(24);
+    const resolver = createSecretResolver(
+      { provider: 'env', cacheSeconds: 300 },
+      { env: { ASSET_WEBHOOKS_SECRET_K: key } },
+    );
+    const error = await resolver.resolve('k').catch((caught: unknown) => caught);
+    for (const text of Object.values(renderings(error))) {
+      expect(text).not.toMatch(/\b(10|24|0x01)\b|position/);
+    }
   });
 
   it('env provider, a value with a control character', async () => {
@@ -96,7 +110,9 @@ describe('a secret value never appears in errors or logs of a failing resolution
     const error = await createSecretResolver(config)
       .resolve('k')
       .catch((caught: unknown) => caught);
-    expect(String(error)).toMatch(/control character 0x0d at position 32 of 33/);
+    expect(String(error)).toContain('got one with a control character in it');
+    // Nothing of the value: neither where the character is nor how long the value is.
+    expect(String(error)).not.toMatch(/\b3[23]\b/);
     expectNoValue(error);
   });
 

@@ -1,20 +1,21 @@
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { backfill, type BackfillProgress, type BackfillResult } from '../../backfill/backfill.js';
 import { loadConfiguredWebhook } from '../../config/load.js';
 import { UserError } from '../../errors.js';
 import { BINDING_VIEW_COLUMNS } from '../../db/asset-state.js';
 import { assertBinding } from '../../migrate/binding-check.js';
 import { withDatabase } from '../database.js';
-import { stopAfterChunk } from '../stop-signals.js';
-import { printableValues } from '../../text/printable.js';
+import { stopOnSignals } from '../stop-signals.js';
+import { printableValues, quotedPrefix } from '../../text/printable.js';
+import { UsageError } from '../usage-error.js';
 
 const INT8_MAX = 9_223_372_036_854_775_807n;
 
 /** --asset, repeatable: a positive bigint, kept as its decimal string (it may exceed 2^53). */
 function collectAssetId(value: string, previous: string[] | undefined): string[] {
   if (!/^[1-9]\d{0,18}$/.test(value) || BigInt(value) > INT8_MAX) {
-    throw new InvalidArgumentError(
-      `--asset: expected an asset id, a positive integer up to ${INT8_MAX}, got ${JSON.stringify(value)}`,
+    throw new UsageError(
+      `--asset: expected an asset id, a positive integer up to ${INT8_MAX}, got ${quotedPrefix(value)}`,
     );
   }
   return [...(previous ?? []), value];
@@ -99,7 +100,7 @@ export function registerBackfill(program: Command): void {
         }
         const dryRun = options.dryRun === true;
         // The first signal stops after the write in progress commits; a second ends the process at once.
-        const stop = stopAfterChunk();
+        const stop = stopOnSignals('backfill', 'stopping after the current chunk commits');
         let printed = 0;
         const result = await withDatabase(options.databaseUrl, async (pool) => {
           // in_trash too: a backfill sends only assets that are not in the Trash.
@@ -140,8 +141,10 @@ export function registerBackfill(program: Command): void {
             `backfill ${result.backfillId} of webhook ${result.webhookId}: interrupted, done up to asset ${result.lastAssetId ?? '(none)'}; ` +
               'run the same command again to resume\n',
           );
-          process.exitCode = 1;
         }
+        // Interrupted by a signal: 130 or 143, never 1, which says the command was given something wrong.
+        if (result.status !== 'completed' && (stop.exitCode !== undefined || !dryRun))
+          process.exitCode = stop.exitCode ?? 1;
       },
     );
 }

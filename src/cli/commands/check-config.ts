@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { configFromEnvOrOption, loadConfigFile } from '../../config/load.js';
 import { configWarnings } from '../../config/warnings.js';
-import { printable } from '../../text/printable.js';
+import { printable, quotedPrefix } from '../../text/printable.js';
 
 export function registerCheckConfig(program: Command): void {
   program
@@ -13,7 +13,7 @@ export function registerCheckConfig(program: Command): void {
     .action(async (file: string | undefined, options: { config?: string }, command: Command) => {
       if (file !== undefined && options.config !== undefined && file !== options.config) {
         command.error(
-          `--config: expected the same file as the argument ${JSON.stringify(file)}, or only one of them, got ${JSON.stringify(options.config)}`,
+          `--config: expected the same file as the argument ${quotedPrefix(file, 200)}, or only one of them, got ${quotedPrefix(options.config, 200)}`,
           { exitCode: 2, code: 'asset-webhooks.config-twice' },
         );
       }

@@ -9,7 +9,7 @@ import { assertKnownWebhook } from '../../investigate/known-webhook.js';
 import { withDatabase } from '../database.js';
 import { parseIntegerOption } from '../options.js';
 import { parseTime } from '../time-option.js';
-import { printable } from '../../text/printable.js';
+import { printable, quotedPrefix } from '../../text/printable.js';
 
 /** The options of `dead-letters redeliver` as commander gives them: `--to` is read once the other arguments say what it is. */
 export interface RedeliverOptions {
@@ -94,7 +94,7 @@ export function redeliverRequest(
   }
   if (options.reason !== undefined && !(DEAD_LETTER_REASONS as readonly string[]).includes(options.reason)) {
     return {
-      usageError: `--reason: expected one of ${DEAD_LETTER_REASONS.join(', ')}, got ${JSON.stringify(options.reason)}`,
+      usageError: `--reason: expected one of ${DEAD_LETTER_REASONS.join(', ')}, got ${quotedPrefix(options.reason)}`,
     };
   }
   return {

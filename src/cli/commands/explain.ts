@@ -1,5 +1,4 @@
 import type { Command } from 'commander';
-import { InvalidArgumentError } from 'commander';
 import { loadConfiguredWebhook } from '../../config/load.js';
 import { withDatabase } from '../database.js';
 import { UserError } from '../../errors.js';
@@ -9,7 +8,8 @@ import { EVENT_TYPES, type EventType } from '../../interfaces.js';
 import { stringifyWithExactIds } from '../json-output.js';
 import { parseDecimalIdOption } from '../options.js';
 import { assertBinding } from '../../migrate/binding-check.js';
-import { printableValues } from '../../text/printable.js';
+import { printableValues, quotedPrefix } from '../../text/printable.js';
+import { UsageError } from '../usage-error.js';
 import type pg from 'pg';
 import type { WebhookConfig } from '../../config/schema.js';
 import type { AssetState } from '../../interfaces.js';
@@ -17,8 +17,8 @@ import type { AssetState } from '../../interfaces.js';
 function parseEventType(value: string): EventType {
   const type = EVENT_TYPES.find((candidate) => candidate === value.toUpperCase());
   if (!type)
-    throw new InvalidArgumentError(
-      `--event-type: expected one of Created, Edited, Deleted, Purged, Reversion, got ${JSON.stringify(value)}`,
+    throw new UsageError(
+      `--event-type: expected one of Created, Edited, Deleted, Purged, Reversion, got ${quotedPrefix(value)}`,
     );
   return type;
 }

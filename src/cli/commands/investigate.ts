@@ -1,4 +1,4 @@
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { listDeadLetters, renderDeadLetters } from '../../investigate/dead-letters.js';
 import { eventsInWindow, renderEvents } from '../../investigate/events-in-window.js';
 import { isEventId, traceEvent } from '../../investigate/trace.js';
@@ -9,10 +9,11 @@ import { registerRedeliver } from './dead-letters-redeliver.js';
 import { stringifyWithExactIds } from '../json-output.js';
 import { parseDecimalIdOption, parseIntegerOption } from '../options.js';
 import { parseTime } from '../time-option.js';
-import { printableValues } from '../../text/printable.js';
+import { printableValues, quotedPrefix } from '../../text/printable.js';
+import { UsageError } from '../usage-error.js';
 
 function parseEventId(value: string): string {
-  if (!isEventId(value)) throw new InvalidArgumentError(`EVENT_ID: expected a UUID, got ${JSON.stringify(value)}`);
+  if (!isEventId(value)) throw new UsageError(`EVENT_ID: expected a UUID, got ${quotedPrefix(value)}`);
   return value.toLowerCase();
 }
 

@@ -4,8 +4,9 @@ import { UserError } from '../../errors.js';
 import { BINDING_VIEW_COLUMNS } from '../../db/asset-state.js';
 import { assertBinding } from '../../migrate/binding-check.js';
 import { reconcile, type ReconcileProgress, type ReconcileResult } from '../../mirror/reconcile.js';
+import { checksDifferFromRouting } from '../../mirror/routed-checks.js';
 import { withDatabase } from '../database.js';
-import { stopAfterChunk } from '../stop-signals.js';
+import { stopOnSignals } from '../stop-signals.js';
 import { printableValues } from '../../text/printable.js';
 
 function progressLine(webhookId: string, progress: ReconcileProgress, dryRun: boolean): string {
@@ -59,10 +60,20 @@ export function registerReconcile(program: Command): void {
             `--webhook: expected an enabled webhook, got ${webhook.id}, which is disabled (enabled: false) and receives nothing`,
           );
         const dryRun = options.dryRun === true;
-        const stop = stopAfterChunk();
+        // The first signal stops after the write in progress commits; a second ends the process at once.
+        const stop = stopOnSignals('reconcile', 'stopping after the current chunk commits');
         let printed = 0;
         const result = await withDatabase(options.databaseUrl, async (pool) => {
           await assertBinding(pool, BINDING_VIEW_COLUMNS);
+          const routedAt = await checksDifferFromRouting(pool, webhook);
+          if (routedAt !== undefined) {
+            process.stderr.write(
+              `reconcile: warning: webhook ${webhook.id}: its checks in this document (resource types, event types, filters) ` +
+                `differ from those the service last routed it by (at ${routedAt.toISOString()}): this reconcile sends the set ` +
+                "of this document's checks, which the service's next coalescing runs reverse; reconcile with the service's document, " +
+                'or load this one into the service first (its reload reconciles by itself)\n',
+            );
+          }
           return reconcile({
             pool,
             webhook,
@@ -78,7 +89,9 @@ export function registerReconcile(program: Command): void {
           });
         }).finally(() => stop.release());
         process.stdout.write(`${options.json ? JSON.stringify(result) : summary(printableValues(result))}\n`);
-        if (result.status !== 'completed' && !dryRun) process.exitCode = 1;
+        // Interrupted by a signal: 130 or 143, never 1, which says the command was given something wrong.
+        if (result.status !== 'completed' && (stop.exitCode !== undefined || !dryRun))
+          process.exitCode = stop.exitCode ?? 1;
       },
     );
 }

@@ -5,9 +5,11 @@ import { describeError, requireDatabaseUrl } from '../../db/connect.js';
 import { routeConsoleTo } from '../../logging/console.js';
 import { createLogger } from '../../logging/logger.js';
 import { limitHeapGrowth } from '../../service/heap-growth.js';
+import { DEFAULT_DATABASE_POOL_SIZE, MIN_DATABASE_POOL_SIZE } from '../../service/connection-budget.js';
 import { startService, type RunningService } from '../../service/service.js';
 import { takeEarlySignals } from '../early-signals.js';
 import { parseHostOption, parseIntegerOption } from '../options.js';
+import { quotedPrefix } from '../../text/printable.js';
 
 export function registerRun(program: Command): void {
   program
@@ -34,6 +36,13 @@ export function registerRun(program: Command): void {
       parseIntegerOption('--concurrency', 1, 256),
     )
     .option(
+      '--database-pool-size <n>',
+      `connections of the process's own pool (deliveries, coalescing, probes, metrics; default ${DEFAULT_DATABASE_POOL_SIZE}). ` +
+        'The process opens at most this + --concurrency + 4 connections: graphile-worker takes --concurrency + 2, ' +
+        'and one each listens for payloads and holds the process lease',
+      parseIntegerOption('--database-pool-size', MIN_DATABASE_POOL_SIZE, 1000),
+    )
+    .option(
       '--watch-config',
       'reload the configuration, as SIGHUP does, when the bytes of the file change: checked every second through the path, ' +
         'so an edit in place, a rename over it and the symlink swap of a Kubernetes ConfigMap volume are all seen (default: off)',
@@ -46,14 +55,13 @@ export function registerRun(program: Command): void {
           httpPort?: number;
           httpHost?: string;
           concurrency?: number;
+          databasePoolSize?: number;
           watchConfig?: boolean;
         },
         command: Command,
       ) => {
         if (options.httpHost !== undefined && options.httpPort === undefined) {
-          command.error(
-            `--http-host: expected together with --http-port, got ${JSON.stringify(options.httpHost)} alone`,
-          );
+          command.error(`--http-host: expected together with --http-port, got ${quotedPrefix(options.httpHost)} alone`);
         }
         const logger = createLogger();
         routeConsoleTo(logger);
@@ -118,6 +126,7 @@ export function registerRun(program: Command): void {
             httpPort: options.httpPort,
             httpHost: options.httpHost,
             concurrency: options.concurrency,
+            databasePoolSize: options.databasePoolSize,
             heapGrowingPercent,
           });
         } catch (error) {

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import ipaddr from 'ipaddr.js';
 import { request, type Dispatcher } from 'undici';
 import { refusal } from '../../net/addresses.js';
+import { packageVersion } from '../../version.js';
 import { AddressRefusedError } from './address-guard.js';
 import { Deadline } from './deadline.js';
 import { checkBeforeProxy, createEgress } from './egress.js';
@@ -86,7 +87,8 @@ const MAX_STATUS = 599;
  *
  * Rules (the receivers' contract, docs/spec-decisions.md):
  * - Content-Type is application/json, whatever the caller's headers say; the
- *   caller's headers (configured headers, X-API-Key) are sent as given.
+ *   caller's headers (configured headers, X-API-Key) are sent as given, with
+ *   User-Agent asset-webhooks/<version> unless they set one.
  * - Redirects are not followed: a 3xx is just a status.
  * - An overall deadline (an AbortSignal aborted after timeoutMs) covers DNS, connect,
  *   sending, headers and reading the excerpt, so neither a receiver that never
@@ -244,12 +246,21 @@ export class HttpSender {
   }
 }
 
-/** The caller's headers with Content-Type replaced by the sender's, whatever its case. */
+/**
+ * The caller's headers with Content-Type replaced by the sender's, whatever
+ * its case, and `User-Agent: asset-webhooks/<version>` unless the caller's
+ * headers (the webhook's configured ones) set a User-Agent in any case: the
+ * rule sets of web application firewalls refuse a request without one.
+ */
 function requestHeaders(given: Readonly<Record<string, string>>): Record<string, string> {
   const headers: Record<string, string> = {};
+  let userAgent = false;
   for (const [name, value] of Object.entries(given)) {
-    if (name.toLowerCase() !== 'content-type') headers[name] = value;
+    const lower = name.toLowerCase();
+    if (lower === 'user-agent') userAgent = true;
+    if (lower !== 'content-type') headers[name] = value;
   }
   headers['content-type'] = 'application/json';
+  if (!userAgent) headers['user-agent'] = `asset-webhooks/${packageVersion()}`;
   return headers;
 }

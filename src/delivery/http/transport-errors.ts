@@ -14,7 +14,7 @@ import { AddressRefusedError } from './address-guard.js';
  * - `invalid_url`: not an http or https URL.
  * - `invalid_response`: the bytes were not an HTTP response (including an
  *   unsolicited `100 Continue`, see HttpSender), or its status is
- *   outside 100..599.
+ *   outside 100..599 (`000` included: see isStatusBelow100).
  * - `invalid_request`: undici refused the request itself (e.g. a header value
  *   with a line break).
  * - `secret_unavailable`: set by the caller when the API key could not be resolved.
@@ -54,6 +54,19 @@ function causes(error: unknown): unknown[] {
   return chain;
 }
 
+/**
+ * undici's parser asserts that a status is at least 100 (`assert(statusCode
+ * >= 100)`), so a status line such as `HTTP/1.1 000 OK` throws an
+ * AssertionError instead of a parse error: it is the receiver's answer that
+ * is not HTTP, like a status above 599.
+ */
+function isStatusBelow100(item: unknown): boolean {
+  return property(item, 'code') === 'ERR_ASSERTION' && /\bstatusCode\b/.test(property(item, 'message'));
+}
+
+/** The message of an answer whose status is below 100 (see isStatusBelow100), like the sender's for one above 599. */
+const STATUS_BELOW_100 = 'expected a status 100..599, got one below 100';
+
 function property(item: unknown, key: 'code' | 'name' | 'message'): string {
   if (typeof item !== 'object' || item === null || !(key in item)) return '';
   const value: unknown = (item as Record<typeof key, unknown>)[key];
@@ -87,6 +100,7 @@ export function classifyTransportFailure(error: unknown): ErrorClass {
     if (/^(ERR_TLS|ERR_SSL|CERT_|DEPTH_ZERO|SELF_SIGNED|UNABLE_TO_|HOSTNAME_MISMATCH|ERR_TLS_CERT)/.test(code))
       return 'tls';
     if (
+      isStatusBelow100(item) ||
       name === 'HTTPParserError' ||
       code.startsWith('HPE_') ||
       code === 'UND_ERR_HEADERS_OVERFLOW' ||
@@ -109,6 +123,7 @@ export function transportFailureMessage(error: unknown): string {
   const chain = causes(error);
   const refused = chain.find((item): item is AddressRefusedError => item instanceof AddressRefusedError);
   if (refused) return refused.message;
+  if (chain.some(isStatusBelow100)) return STATUS_BELOW_100;
   const messages = chain
     .map((item) => (item instanceof Error ? item.message : typeof item === 'string' ? item : ''))
     .filter(Boolean);

@@ -59,6 +59,19 @@ describe('response bodies are stored whatever their bytes', () => {
 });
 
 describe('statuses HTTP does not define', () => {
+  it.each(['000 Zero', '099 Low'])(
+    '%s, which undici asserts against, is invalid_response, retried, without the assertion',
+    async (status) => {
+      const result = await answering(withBody(status, Buffer.from('x')));
+      expect(result).toMatchObject({
+        kind: 'error',
+        errorClass: 'invalid_response',
+        message: 'expected a status 100..599, got one below 100',
+      });
+      expect(classifyResponse(result)).toBe('retryable');
+    },
+  );
+
   it.each(['600 Odd', '700 Odd', '999 Odd'])('%s is invalid_response, retried, never passed on', async (status) => {
     const result = await answering(withBody(status, Buffer.from('x')));
     expect(result).toMatchObject({

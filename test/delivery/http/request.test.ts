@@ -1,4 +1,5 @@
 import { createHook } from 'node:async_hooks';
+import { readFileSync } from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HttpSender } from '../../../src/delivery/http/sender.js';
@@ -86,6 +87,22 @@ describe('the request a receiver gets', () => {
     expect(sentValues(request!, 'x-tenant')).toEqual(['acme']);
     expect(sentValues(request!, 'x-trace')).toEqual(['a; b=c, "d"']);
   });
+
+  it("sends User-Agent asset-webhooks/<version> of package.json when the webhook's headers set none", async () => {
+    const { version } = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as {
+      version: string;
+    };
+    await sender.post({ url: `${server.origin}/hook`, body: '{}', headers: { 'X-Tenant': 'acme' } });
+    expect(sentValues(seen[0]!, 'user-agent')).toEqual([`asset-webhooks/${version}`]);
+  });
+
+  it.each(['User-Agent', 'user-agent', 'USER-AGENT'])(
+    "sends the webhook's own User-Agent alone when its headers set one as %s",
+    async (name) => {
+      await sender.post({ url: `${server.origin}/hook`, body: '{}', headers: { [name]: 'acme-dam/7.1' } });
+      expect(sentValues(seen[0]!, 'user-agent')).toEqual(['acme-dam/7.1']);
+    },
+  );
 
   it('keeps its own Content-Type when a caller passes one, in any case', async () => {
     await sender.post({
