@@ -9,13 +9,7 @@ import { assertAppliedMatch, MIGRATIONS_TABLE, readApplied } from './applied-mig
 import { assertBinding, captureGaps } from './binding-check.js';
 import { readBindingFile } from './binding-file.js';
 import { applyRoutines, readRoutineDigest, ROUTINE_FILES_TABLE } from './routines.js';
-import {
-  codeSchemaVersion,
-  loadMigrations,
-  loadRoutineFiles,
-  routineDigest,
-  sqlDirectory,
-} from './sql-files.js';
+import { codeSchemaVersion, loadMigrations, loadRoutineFiles, routineDigest, sqlDirectory } from './sql-files.js';
 
 /**
  * Serialises every `migrate` against one database: two runs at once wait for
