@@ -5,6 +5,7 @@ import { describeError } from '../db/connect.js';
 import { inTransaction } from '../db/transaction.js';
 import { BINDING_VIEW_COLUMNS } from '../db/asset-state.js';
 import { SCHEMA_CHANGED_CHANNEL } from '../db/payloads-ready.js';
+import { QUOTED_PREFIX_LENGTH, quotedPrefix } from '../text/printable.js';
 import { assertAppliedMatch, MIGRATIONS_TABLE, readApplied } from './applied-migrations.js';
 import { assertBinding, captureGaps } from './binding-check.js';
 import { readBindingFile } from './binding-file.js';
@@ -158,6 +159,18 @@ async function inShortLockTries(client: pg.PoolClient, work: () => Promise<void>
  * it installed. Through EXECUTE, PostgreSQL refuses transaction commands, and
  * the statements still run one after the other, each planned when it runs.
  */
+/**
+ * PostgreSQL's error with every double-quoted fragment cut to a short escaped
+ * excerpt: a syntax error quotes the binding from where it failed (`at or near
+ * "…"`), up to the end of the file for an unterminated string, and the file
+ * may not be SQL at all.
+ */
+function excerptsOnly(message: string): string {
+  return message.replace(/"([^"]*)("|$)/g, (whole, inner: string) =>
+    inner.length > QUOTED_PREFIX_LENGTH ? quotedPrefix(inner) : whole,
+  );
+}
+
 async function runBindingSql(client: pg.PoolClient, binding: { name: string; sql: string }): Promise<void> {
   await client.query(
     'create or replace function pg_temp.asset_webhooks_run_binding(sql text) returns void language plpgsql as $f$ begin execute sql; end $f$',
@@ -173,7 +186,7 @@ async function runBindingSql(client: pg.PoolClient, binding: { name: string; sql
       Number.isInteger(offset) && offset > 0 ? `, line ${binding.sql.slice(0, offset - 1).split('\n').length}` : '';
     throw new UserError(
       'binding_failed',
-      `--binding ${binding.name}: expected SQL that runs on this database, got an error${line}: ${describeError(error)} (nothing of the binding was installed)`,
+      `--binding ${binding.name}: expected SQL that runs on this database, got an error${line}: ${excerptsOnly(describeError(error))} (nothing of the binding was installed)`,
       { cause: error },
     );
   }

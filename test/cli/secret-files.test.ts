@@ -103,6 +103,17 @@ describe('migrate --binding', () => {
     expect(leaks(stdout + stderr, secret)).toBe(false);
   });
 
+  it('quotes only a short excerpt of a binding that fails as SQL', async () => {
+    // An unterminated string: PostgreSQL's error quotes the file from there to its end.
+    const tail = 'internal note: the staging password is Tr0ub4dor-and-3 and it rotates monthly';
+    const file = write('unterminated.sql', `select 1;\nselect 'this string never ends\n${tail}\n`);
+    const { code, stdout, stderr } = await runCli(['migrate', '--database-url', db.url, '--binding', file]);
+    expect(code).toBe(1);
+    expect(stderr).toContain('nothing of the binding was installed');
+    expect(stderr).toContain('...');
+    expect(stdout + stderr).not.toContain('Tr0ub4dor');
+  });
+
   it.each([
     ['/dev/zero', () => '/dev/zero', 'a character device'],
     [
