@@ -27,12 +27,14 @@
 create or replace function asset_webhooks.record_configuration(p_process_id text, p_webhook_ids text[],
                                                     p_grace_seconds integer default null)
 returns table (webhook_id text, dead_lettered integer)
-language plpgsql as $$
+language plpgsql set search_path = pg_catalog, pg_temp as $$
 declare
   v_ids bigint[];
   v_webhooks text[];
 begin
-  perform pg_advisory_xact_lock(hashtextextended('asset_webhooks.record_configuration', 0));
+  -- The table's lock, which only the service's roles can take: reads go on,
+  -- and a process taking its lease back waits for the recording to commit.
+  lock table asset_webhooks.process_configurations in share row exclusive mode;
   insert into asset_webhooks.process_configurations as c (process_id, webhook_ids)
   values (p_process_id, p_webhook_ids)
   on conflict (process_id) do update set webhook_ids = excluded.webhook_ids, recorded_at = now(), lease_free_since = null;

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
+import { releaseSessionLock, takeSessionLock } from '../db/session-lock.js';
 import type { Statement } from '../db/columns.js';
 import { isoTimestamp } from '../payloads/serialize.js';
 import { PayloadIdBlock } from '../payloads/ids.js';
@@ -18,9 +19,11 @@ import { MirrorRouting } from '../mirror/route.js';
 
 /**
  * Only one coalescing run at a time per database, whatever schedules it: runs
- * of one database interleaving their chunks would break payload order.
+ * of one database interleaving their chunks would break payload order. A
+ * session lock (a row of asset_webhooks.session_locks), which no role without
+ * rights on the schema can take.
  */
-const COALESCE_LOCK_KEY = 7_200_531_002;
+const COALESCE_LOCK = 'coalesce';
 
 export interface CoalesceOptions {
   readonly pool: pg.Pool;
@@ -84,7 +87,7 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
       await options.beforeRun?.();
       return await runLocked(options, chunkSize, now, lockClient);
     } finally {
-      await lockClient.query('select pg_advisory_unlock($1)', [COALESCE_LOCK_KEY]);
+      await releaseSessionLock(lockClient, COALESCE_LOCK);
     }
   } finally {
     lockClient.release();
@@ -99,28 +102,24 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
  * holds it far longer, gives up once they have passed.
  */
 export async function takeCoalesceLock(session: pg.PoolClient): Promise<boolean> {
-  const {
-    rows: [lock],
-  } = await session.query<{ locked: boolean }>('select pg_try_advisory_lock($1) as locked', [COALESCE_LOCK_KEY]);
-  if (lock?.locked === true) return true;
-  await session.query("set lock_timeout = '5s'");
+  return takeSessionLock(session, COALESCE_LOCK, { waitMs: 5000 });
+}
+
+/**
+ * Runs `work` (a reconcile chunk's transaction) while the session holds the
+ * coalescing lock, waiting as long as a run holds it. The lock is taken before
+ * the transaction begins, so that no transaction stays open while it waits.
+ */
+export async function withCoalesceLock<T>(session: pg.PoolClient, work: () => Promise<T>): Promise<T> {
+  await takeSessionLock(session, COALESCE_LOCK, { waitMs: Infinity });
   try {
-    await session.query('select pg_advisory_lock($1)', [COALESCE_LOCK_KEY]);
-    return true;
-  } catch (error) {
-    if ((error as { code?: string }).code === '55P03') return false;
-    throw error;
+    return await work();
   } finally {
-    await session.query('reset lock_timeout');
+    await releaseSessionLock(session, COALESCE_LOCK);
   }
 }
 
-/** Blocks until the coalescing lock is held by the current transaction (a reconcile chunk). */
-export async function waitForCoalesceLock(client: pg.PoolClient): Promise<void> {
-  await client.query('select pg_advisory_xact_lock($1)', [COALESCE_LOCK_KEY]);
-}
-
-/** `session` holds the run's advisory lock; every chunk is read on it (see recordRunStart). */
+/** `session` holds the run's coalescing lock; every chunk is read on it (see recordRunStart). */
 async function runLocked(
   options: CoalesceOptions,
   chunkSize: number,

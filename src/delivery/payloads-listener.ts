@@ -1,7 +1,7 @@
 import net from 'node:net';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { describeError, KEEPALIVE } from '../db/connect.js';
+import { describeError, KEEPALIVE, pinSearchPath } from '../db/connect.js';
 import { PAYLOADS_READY_CHANNEL } from '../db/payloads-ready.js';
 
 export interface PayloadsListener {
@@ -75,6 +75,7 @@ export function listenForPayloads(options: PayloadsListenerOptions, onReady: () 
     });
     try {
       await client.connect();
+      await pinSearchPath(client);
       await client.query(`listen ${PAYLOADS_READY_CHANNEL}`);
     } catch (error) {
       if (failures === 0 && !closed)
