@@ -216,9 +216,7 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
     };
 
     while (status === 'running') {
-      const sent = dryRun
-        ? await chunk(session)
-        : await withCoalesceLock(session, () => inTransaction(session, chunk));
+      const sent = dryRun ? await chunk(session) : await withCoalesceLock(session, () => inTransaction(session, chunk));
       // The pumps are woken once committed; if this fails, their next poll finds the payloads.
       if (sent && !dryRun) await announcePayloadsReady(pool).catch(() => {});
       options.onProgress?.({ ...totals });
