@@ -18,7 +18,7 @@ import { useTestDatabase } from '../helpers/test-database.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 import { oneEventBody } from '../helpers/payload-schema.js';
 
-// Each `run` process holds a lease (a session advisory lock keyed by its id)
+// Each `run` process holds a lease (a row of asset_webhooks.session_locks naming its lease session)
 // and records its id on every attempt it starts, so that an attempt left
 // unfinished by a process that died is closed by crash recovery (every few
 // seconds, in every process) once the request timeout has passed.
