@@ -78,6 +78,9 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
   const chunkSize = options.chunkSize ?? 2000;
   const now = options.now ?? (() => new Date());
   const lockClient = await pool.connect();
+  // Set when the lock could not be freed: the session may still hold it, so
+  // it is closed, which frees it, rather than returned to the pool.
+  let unreleased: Error | undefined;
   try {
     if (!(await takeCoalesceLock(lockClient))) {
       logger.info('another coalescing run is in progress; this one does nothing');
@@ -87,10 +90,13 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
       await options.beforeRun?.();
       return await runLocked(options, chunkSize, now, lockClient);
     } finally {
-      await releaseSessionLock(lockClient, COALESCE_LOCK);
+      await releaseSessionLock(lockClient, COALESCE_LOCK).catch((error: unknown) => {
+        unreleased = error instanceof Error ? error : new Error(String(error));
+        throw error;
+      });
     }
   } finally {
-    lockClient.release();
+    lockClient.release(unreleased);
   }
 }
 

@@ -122,7 +122,8 @@ export async function migrate(
  * Creates the schema and the tables of migrate's own bookkeeping, the lock's
  * among them, where they do not exist. Two first runs at once may both try to
  * create one: the one that loses (a unique violation on the catalog, or
- * "already exists") tries again, and then finds it.
+ * "already exists") tries again, and then finds it. Each loss is an object the
+ * other run created, so the tries are bounded by the objects times the runs.
  */
 async function createBookkeeping(client: pg.PoolClient): Promise<void> {
   for (let attempt = 1; ; attempt += 1) {
@@ -135,7 +136,7 @@ async function createBookkeeping(client: pg.PoolClient): Promise<void> {
       return;
     } catch (error) {
       const code = (error as { code?: string }).code;
-      if (attempt >= 3 || (code !== '23505' && code !== '42P06' && code !== '42P07')) throw error;
+      if (attempt >= 20 || (code !== '23505' && code !== '42P06' && code !== '42P07')) throw error;
     }
   }
 }
