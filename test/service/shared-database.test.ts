@@ -123,6 +123,32 @@ describe('a role without rights on asset_webhooks', () => {
     }
   });
 
+  it("cannot hold back a run process's recording of its configuration, which its start and every coalescing run make", async () => {
+    const receiver = await startTestReceiver();
+    cleanup.close(receiver);
+    const holder = await probe.pool.connect();
+    try {
+      await holder.query("select pg_advisory_lock(hashtextextended('asset_webhooks.record_configuration', 0))");
+      await expectDenied(holder, 'lock table asset_webhooks.process_configurations in access share mode', true);
+      const started = startTestService(db.url, receiverConfig([{ id: 'crm', url: receiver.url }]));
+      const service = await Promise.race([
+        started,
+        new Promise<never>((_, reject) =>
+          setTimeout(() => reject(new Error('the service did not start within 10 s')), 10_000),
+        ),
+      ]);
+      try {
+        await db.pool.query('insert into assets (asset_id) values (1)');
+        await receiver.waitFor(1, 15_000);
+      } finally {
+        await service.stop();
+      }
+    } finally {
+      await holder.query('select pg_advisory_unlock_all()');
+      holder.release();
+    }
+  });
+
   it("cannot keep a crashed run process's lease held, so crash recovery sees the process gone", async () => {
     const processId = randomUUID();
     const lease = await holdProcessLease(db.url, processId, silentLogger);
