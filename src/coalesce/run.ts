@@ -1,8 +1,9 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
-import { releaseSessionLock, takeSessionLock } from '../db/session-lock.js';
+import { POLL_MS, releaseSessionLock, sessionLockHeld, takeSessionLock } from '../db/session-lock.js';
 import type { Statement } from '../db/columns.js';
 import { isoTimestamp } from '../payloads/serialize.js';
 import { PayloadIdBlock } from '../payloads/ids.js';
@@ -24,6 +25,13 @@ import { MirrorRouting } from '../mirror/route.js';
  * rights on the schema can take.
  */
 const COALESCE_LOCK = 'coalesce';
+/**
+ * Held by a run while it waits for COALESCE_LOCK: a reconcile, which takes
+ * that lock chunk by chunk, lets it go first (withCoalesceLock). Polling has
+ * no queue, and a reconcile's next chunk would otherwise take the lock back
+ * before a waiting run asked again.
+ */
+const COALESCE_WANTED = 'coalesce:wanted';
 
 export interface CoalesceOptions {
   readonly pool: pg.Pool;
@@ -108,16 +116,26 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
  * holds it far longer, gives up once they have passed.
  */
 export async function takeCoalesceLock(session: pg.PoolClient): Promise<boolean> {
-  return takeSessionLock(session, COALESCE_LOCK, { waitMs: 5000 });
+  if (await takeSessionLock(session, COALESCE_LOCK)) return true;
+  // Another run may be waiting already: it holds the wish for both.
+  const wanted = await takeSessionLock(session, COALESCE_WANTED);
+  try {
+    return await takeSessionLock(session, COALESCE_LOCK, { waitMs: 5000 });
+  } finally {
+    if (wanted) await releaseSessionLock(session, COALESCE_WANTED);
+  }
 }
 
 /**
  * Runs `work` (a reconcile chunk's transaction) while the session holds the
- * coalescing lock, waiting as long as a run holds it. The lock is taken before
- * the transaction begins, so that no transaction stays open while it waits.
+ * coalescing lock, waiting as long as a run holds it or waits for it. The
+ * lock is taken before the transaction begins, so that no transaction stays
+ * open while it waits.
  */
 export async function withCoalesceLock<T>(session: pg.PoolClient, work: () => Promise<T>): Promise<T> {
-  await takeSessionLock(session, COALESCE_LOCK, { waitMs: Infinity });
+  while ((await sessionLockHeld(session, COALESCE_WANTED)) || !(await takeSessionLock(session, COALESCE_LOCK))) {
+    await sleep(POLL_MS);
+  }
   try {
     return await work();
   } finally {

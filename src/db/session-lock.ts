@@ -48,7 +48,7 @@ const TAKE = `insert into asset_webhooks.session_locks as l (name, holder_pid, h
   returning true as taken`;
 
 /** How often a lock that is held elsewhere is asked for again. */
-const POLL_MS = 100;
+export const POLL_MS = 100;
 
 export interface TakeOptions {
   /** How long to wait for a lock held elsewhere, in ms; Infinity waits until it is free. Default 0: try once. */
@@ -74,6 +74,12 @@ export async function takeSessionLock(
     if (left <= 0) return false;
     await sleep(Math.min(POLL_MS, left));
   }
+}
+
+/** Whether a live session holds the named lock (asset_webhooks.session_lock_held). */
+export async function sessionLockHeld(client: pg.ClientBase, name: string): Promise<boolean> {
+  const { rows } = await client.query<{ held: boolean }>('select asset_webhooks.session_lock_held($1) as held', [name]);
+  return rows[0]?.held === true;
 }
 
 /** Frees the named lock if this session holds it. */
