@@ -25,7 +25,8 @@
 -- for the previous one's delivery) or while failing_since is set.
 --
 -- Safe across processes: a webhook is claimed by one transaction at a time
--- (a try-lock: a webhook being claimed elsewhere is skipped, not waited for),
+-- (a try-lock of its row: a webhook being claimed elsewhere, or whose row
+-- another transaction is writing, is skipped, not waited for),
 -- and payloads another transaction holds (a coalescing chunk) are skipped;
 -- with concurrency 1 only the head itself may be claimed, so strict order holds.
 create or replace function asset_webhooks.claim_payloads(p_max integer, p_share integer, p_after text,
@@ -39,6 +40,7 @@ language plpgsql
 -- days, from an empty table to millions of rows), while each new plan reads
 -- the table's size as it is now.
 set plan_cache_mode = force_custom_plan
+set search_path = pg_catalog, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -94,7 +96,11 @@ begin
     order by k.webhook_id <= coalesce(p_after, ''), k.webhook_id
   loop
     exit when v_claimed >= p_max;
-    continue when not pg_try_advisory_xact_lock(hashtextextended('asset_webhooks.claim:' || w.webhook_id, 0));
+    -- The webhook's claim lock: its row, which only the service's roles can
+    -- lock. `for no key update` leaves inserts of its payloads (their foreign
+    -- key's share lock) free; a webhook locked elsewhere is skipped.
+    perform from asset_webhooks.webhooks k where k.webhook_id = w.webhook_id for no key update skip locked;
+    continue when not found;
     select count(*) filter (where p.next_attempt_at is null), count(*) into v_in_flight, v_held
     from asset_webhooks.payloads p
     where p.webhook_id = w.webhook_id and p.status = 'pending' and p.dispatched;

@@ -21,7 +21,7 @@ declare
 begin
   execute format($f$
     create or replace function asset_webhooks.event_id_of(p_seq bigint, p_occurred_at timestamptz) returns uuid
-    language sql immutable parallel safe as $body$
+    language sql immutable parallel safe set search_path = pg_catalog, pg_temp as $body$
       select (lpad(to_hex(floor(extract(epoch from p_occurred_at) * 1000)::bigint), 12, '0')
               || '7' || %L
               || to_hex(((p_seq # %s::bigint) & 4611686018427387903) | (-9223372036854775808)::bigint))::uuid

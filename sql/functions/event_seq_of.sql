@@ -7,7 +7,7 @@ declare
 begin
   execute format($f$
     create or replace function asset_webhooks.event_seq_of(p_event_id uuid) returns bigint
-    language sql immutable parallel safe as $body$
+    language sql immutable parallel safe set search_path = pg_catalog, pg_temp as $body$
       select (('x' || right(replace(p_event_id::text, '-', ''), 16))::bit(64)::bigint & 4611686018427387903) # %s::bigint
     $body$$f$, v_key);
 end $functions$;

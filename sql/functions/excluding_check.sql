@@ -8,7 +8,7 @@
 -- named here. It agrees with the coalescer's evaluation
 -- (src/filters/compile.ts); a property test checks that on random cases.
 create or replace function asset_webhooks.excluding_check(p_definition jsonb, p_event asset_webhooks.events) returns text
-language plpgsql stable as $$
+language plpgsql stable set search_path = pg_catalog, pg_temp as $$
 declare
   v_group jsonb;
   v_n integer := 0;

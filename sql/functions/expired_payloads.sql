@@ -8,7 +8,7 @@
 -- sweep reads the payloads past it rather than the whole waiting queue.
 create or replace function asset_webhooks.expired_payloads(p_expire_after_seconds integer, p_limit integer)
 returns table (payload_id bigint, series integer)
-language sql volatile as $$
+language sql volatile set search_path = pg_catalog, pg_temp as $$
   -- One reading of the clock for both kinds.
   with c as materialized (select asset_webhooks.now() - make_interval(secs => p_expire_after_seconds) as started_by)
   (select p.payload_id, p.series from asset_webhooks.payloads p

@@ -11,7 +11,7 @@
 -- stopped clock lets a test decide at an exact microsecond however slow the
 -- machine is. Production leaves it unset (or empty).
 create or replace function asset_webhooks.now() returns timestamptz
-language plpgsql volatile parallel safe as $$
+language plpgsql volatile parallel safe set search_path = pg_catalog, pg_temp as $$
 declare
   v_setting text := nullif(current_setting('asset_webhooks.clock', true), '');
 begin

@@ -9,7 +9,7 @@
 create or replace function asset_webhooks.orphaned_attempts(p_grace_seconds integer, p_nameless_after_seconds integer)
 returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz,
                sent boolean)
-language sql volatile as $$
+language sql volatile set search_path = pg_catalog, pg_temp as $$
   with c as materialized (select asset_webhooks.now() as now)
   select p.payload_id, p.webhook_id, p.series, p.attempts, p.series_started_at, a.sent
   from c, asset_webhooks.payloads p

@@ -4,7 +4,7 @@
 -- retry) or in_flight (its attempt started and not finished).
 create or replace function asset_webhooks.payload_state(p_status text, p_dispatched boolean, p_next_attempt_at timestamptz)
 returns text
-language sql immutable parallel safe as $$
+language sql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
   select case when p_status <> 'pending' then p_status
               when not p_dispatched then 'waiting'
               when p_next_attempt_at is not null then 'retry_held'

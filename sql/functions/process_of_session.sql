@@ -7,10 +7,12 @@
 -- is evaluated for every attempt started (the default of attempts.process_id).
 -- The LIKE pattern fixes the length, the prefix and where the four dashes are;
 -- what is left once the hex digits are removed must be exactly those four, so
--- every other character is a lower-case hex digit. A single SELECT without
--- FROM, so the planner inlines it into the column default.
+-- every other character is a lower-case hex digit. Its pinned search_path
+-- (as every function's here) keeps the planner from inlining it into the
+-- column default: it runs as a call of its own per attempt inserted.
 create or replace function asset_webhooks.process_of_session() returns text
 language sql stable parallel safe
+set search_path = pg_catalog, pg_temp
 as $$
   select case
     when current_setting('application_name') like 'asset-webhooks run ________-____-____-____-____________'

@@ -27,12 +27,14 @@
 create or replace function asset_webhooks.record_configuration(p_process_id text, p_webhook_ids text[],
                                                     p_grace_seconds integer default null)
 returns table (webhook_id text, dead_lettered integer)
-language plpgsql as $$
+language plpgsql set search_path = pg_catalog, pg_temp as $$
 declare
   v_ids bigint[];
   v_webhooks text[];
 begin
-  perform pg_advisory_xact_lock(hashtextextended('asset_webhooks.record_configuration', 0));
+  -- The table's lock, which only the service's roles can take: reads go on,
+  -- and a process taking its lease back waits for the recording to commit.
+  lock table asset_webhooks.process_configurations in share row exclusive mode;
   insert into asset_webhooks.process_configurations as c (process_id, webhook_ids)
   values (p_process_id, p_webhook_ids)
   on conflict (process_id) do update set webhook_ids = excluded.webhook_ids, recorded_at = now(), lease_free_since = null;
@@ -43,9 +45,16 @@ begin
   from (select o.process_id, asset_webhooks.process_gone(o.process_id) as gone
         from asset_webhooks.process_configurations o where o.process_id <> p_process_id) g
   where c.process_id = g.process_id and g.gone <> (c.lease_free_since is not null);
-  delete from asset_webhooks.process_configurations c
-  where c.process_id <> p_process_id and p_grace_seconds is not null
-    and c.lease_free_since <= now() - make_interval(secs => p_grace_seconds);
+  -- With their lease rows, left by processes that died: the update above
+  -- found each free and holds it, and process_gone takes a process without
+  -- one for gone.
+  with removed as (
+    delete from asset_webhooks.process_configurations c
+    where c.process_id <> p_process_id and p_grace_seconds is not null
+      and c.lease_free_since <= now() - make_interval(secs => p_grace_seconds)
+    returning c.process_id
+  )
+  delete from asset_webhooks.session_locks l using removed r where l.name = 'process:' || r.process_id;
   select coalesce(array_agg(p.payload_id order by p.payload_id), '{}'),
          coalesce(array_agg(p.webhook_id order by p.payload_id), '{}')
   into v_ids, v_webhooks

@@ -1,9 +1,10 @@
 -- transition_payloads, then claim_payloads, in one transaction and one round
 -- trip: the slots the settled attempts free are taken again at once, by the
 -- same rules and turns as any claim, without waiting for the caller's next
--- claim. p_claim_max 0 claims nothing. The claim never waits: its advisory
--- locks are try-locks and its row locks skip locked rows, so it adds no lock
--- wait to the settle.
+-- claim. p_claim_max 0 claims nothing. The claim never waits: its row locks
+-- (a webhook's, its payloads') skip locked rows, so it adds no lock wait to
+-- the settle. The settle may wait, briefly, for another transaction's claim
+-- of a webhook whose failing_since it writes; that claim waits for nothing.
 --
 -- One row per payload claimed, in claim order, each with the same `settled`:
 -- transition_payloads' answers in request order; when nothing is claimed,
@@ -24,6 +25,7 @@ create or replace function asset_webhooks.settle_and_claim(
 returns table (settled asset_webhooks.transition_answer[], payload_id bigint, webhook_id text, series integer,
                attempt integer, series_started_at timestamptz, body text, standby boolean)
 language plpgsql
+set search_path = pg_catalog, pg_temp
 as $$
 #variable_conflict use_column
 declare

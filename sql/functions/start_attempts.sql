@@ -22,6 +22,7 @@ language plpgsql
 -- The foreign-key checks of the attempts it inserts keep their plans too.
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
+set search_path = pg_catalog, pg_temp
 as $$
 #variable_conflict use_column
 begin

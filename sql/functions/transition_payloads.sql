@@ -44,6 +44,7 @@ language plpgsql
 -- (test/delivery/cached-plans.test.ts).
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
+set search_path = pg_catalog, pg_temp
 as $$
 declare
   v_now timestamptz := asset_webhooks.now();

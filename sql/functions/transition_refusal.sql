@@ -9,7 +9,7 @@
 -- An unknown kind is no refusal: transition_payloads raises on it (a caller's bug).
 create or replace function asset_webhooks.transition_refusal(p_kind text, p_state text, p_attempt_current boolean)
 returns text
-language sql immutable parallel safe as $$
+language sql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
   select case
     when p_kind in ('attempt_result', 'interrupted', 'given_back') then
       case when p_state <> 'in_flight' then 'not_in_flight'

@@ -26,7 +26,7 @@ create domain asset_webhooks.event_type as text
 -- One row per captured change, written by a binding's triggers in the same
 -- transaction as the change, so a change is captured if and only if it commits.
 -- Rows are consumed without row locks (no FOR UPDATE): only the coalescing
--- run that holds the coalescing advisory lock claims or deletes them
+-- run that holds the coalescing lock (a row of session_locks) claims or deletes them
 -- (src/coalesce/run.ts, src/coalesce/claim.ts). It deletes them in the
 -- transaction that records their events, so the table holds only what has
 -- not been coalesced yet. It is
@@ -261,7 +261,7 @@ create table asset_webhooks.attempts (
   primary key (payload_id, series, attempt_no)
 );
 comment on column asset_webhooks.attempts.process_id is
-  'The run process that started the attempt (its lease: asset_webhooks.process_lease_key); null when the session did not say';
+  'The run process that started the attempt (its lease: the row of asset_webhooks.session_locks named process: and its id); null when the session did not say';
 
 -- Operator redeliveries of dead-lettered payloads, one row per new series.
 create table asset_webhooks.redeliveries (

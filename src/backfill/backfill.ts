@@ -199,7 +199,8 @@ export async function backfill(options: BackfillOptions): Promise<BackfillResult
       if (!dryRun && (cut.position.lastAssetId !== from || completed)) {
         const backfillId = totals.backfillId!;
         await inTransaction(session, async (client) => {
-          await client.query("select pg_advisory_xact_lock(hashtextextended('asset_webhooks.claim:' || $1, 0))", [
+          // The webhook's claim lock (see claim_payloads): no claim of it runs meanwhile.
+          await client.query('select from asset_webhooks.webhooks w where w.webhook_id = $1 for no key update', [
             webhook.id,
           ]);
           // Ids first, the assets' state after: see backfill. Each pass leaves out at least one asset.

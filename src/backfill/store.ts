@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { releaseSessionLock, takeSessionLock } from '../db/session-lock.js';
 import { UserError } from '../errors.js';
 
 /** One row of asset_webhooks.backfills, as the backfill reads it. Asset ids are decimal strings: they may exceed 2^53. */
@@ -67,13 +68,7 @@ export async function startOrResumeBackfill(
  * connection.
  */
 export async function lockBackfill(session: pg.PoolClient, backfill: BackfillRow): Promise<BackfillRow> {
-  const {
-    rows: [lock],
-  } = await session.query<{ locked: boolean }>(
-    "select pg_try_advisory_lock(hashtextextended('asset_webhooks.backfill:' || $1::text, 0)) as locked",
-    [backfill.backfillId],
-  );
-  if (!lock?.locked) {
+  if (!(await takeSessionLock(session, `backfill:${backfill.backfillId}`))) {
     throw new UserError(
       'backfill_busy',
       `backfill ${backfill.backfillId} of webhook ${backfill.webhookId}: expected no other process to be running it, but one is (wait for it, or stop it and run this again to resume)`,
@@ -89,9 +84,7 @@ export async function lockBackfill(session: pg.PoolClient, backfill: BackfillRow
 }
 
 export async function unlockBackfill(session: pg.PoolClient, backfillId: number): Promise<void> {
-  await session.query("select pg_advisory_unlock(hashtextextended('asset_webhooks.backfill:' || $1::text, 0))", [
-    backfillId,
-  ]);
+  await releaseSessionLock(session, `backfill:${backfillId}`);
 }
 
 /** What one committed chunk adds to its backfill. */

@@ -1,7 +1,9 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
+import { POLL_MS, releaseSessionLock, sessionLockHeld, takeSessionLock } from '../db/session-lock.js';
 import type { Statement } from '../db/columns.js';
 import { isoTimestamp } from '../payloads/serialize.js';
 import { PayloadIdBlock } from '../payloads/ids.js';
@@ -18,9 +20,18 @@ import { MirrorRouting } from '../mirror/route.js';
 
 /**
  * Only one coalescing run at a time per database, whatever schedules it: runs
- * of one database interleaving their chunks would break payload order.
+ * of one database interleaving their chunks would break payload order. A
+ * session lock (a row of asset_webhooks.session_locks), which no role without
+ * rights on the schema can take.
  */
-const COALESCE_LOCK_KEY = 7_200_531_002;
+const COALESCE_LOCK = 'coalesce';
+/**
+ * Held by a run while it waits for COALESCE_LOCK: a reconcile, which takes
+ * that lock chunk by chunk, lets it go first (withCoalesceLock). Polling has
+ * no queue, and a reconcile's next chunk would otherwise take the lock back
+ * before a waiting run asked again.
+ */
+const COALESCE_WANTED = 'coalesce:wanted';
 
 export interface CoalesceOptions {
   readonly pool: pg.Pool;
@@ -75,6 +86,9 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
   const chunkSize = options.chunkSize ?? 2000;
   const now = options.now ?? (() => new Date());
   const lockClient = await pool.connect();
+  // Set when the lock could not be freed: the session may still hold it, so
+  // it is closed, which frees it, rather than returned to the pool.
+  let unreleased: Error | undefined;
   try {
     if (!(await takeCoalesceLock(lockClient))) {
       logger.info('another coalescing run is in progress; this one does nothing');
@@ -84,10 +98,13 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
       await options.beforeRun?.();
       return await runLocked(options, chunkSize, now, lockClient);
     } finally {
-      await lockClient.query('select pg_advisory_unlock($1)', [COALESCE_LOCK_KEY]);
+      await releaseSessionLock(lockClient, COALESCE_LOCK).catch((error: unknown) => {
+        unreleased = error instanceof Error ? error : new Error(String(error));
+        throw error;
+      });
     }
   } finally {
-    lockClient.release();
+    lockClient.release(unreleased);
   }
 }
 
@@ -99,28 +116,34 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
  * holds it far longer, gives up once they have passed.
  */
 export async function takeCoalesceLock(session: pg.PoolClient): Promise<boolean> {
-  const {
-    rows: [lock],
-  } = await session.query<{ locked: boolean }>('select pg_try_advisory_lock($1) as locked', [COALESCE_LOCK_KEY]);
-  if (lock?.locked === true) return true;
-  await session.query("set lock_timeout = '5s'");
+  if (await takeSessionLock(session, COALESCE_LOCK)) return true;
+  // Another run may be waiting already: it holds the wish for both.
+  const wanted = await takeSessionLock(session, COALESCE_WANTED);
   try {
-    await session.query('select pg_advisory_lock($1)', [COALESCE_LOCK_KEY]);
-    return true;
-  } catch (error) {
-    if ((error as { code?: string }).code === '55P03') return false;
-    throw error;
+    return await takeSessionLock(session, COALESCE_LOCK, { waitMs: 5000 });
   } finally {
-    await session.query('reset lock_timeout');
+    if (wanted) await releaseSessionLock(session, COALESCE_WANTED);
   }
 }
 
-/** Blocks until the coalescing lock is held by the current transaction (a reconcile chunk). */
-export async function waitForCoalesceLock(client: pg.PoolClient): Promise<void> {
-  await client.query('select pg_advisory_xact_lock($1)', [COALESCE_LOCK_KEY]);
+/**
+ * Runs `work` (a reconcile chunk's transaction) while the session holds the
+ * coalescing lock, waiting as long as a run holds it or waits for it. The
+ * lock is taken before the transaction begins, so that no transaction stays
+ * open while it waits.
+ */
+export async function withCoalesceLock<T>(session: pg.PoolClient, work: () => Promise<T>): Promise<T> {
+  while ((await sessionLockHeld(session, COALESCE_WANTED)) || !(await takeSessionLock(session, COALESCE_LOCK))) {
+    await sleep(POLL_MS);
+  }
+  try {
+    return await work();
+  } finally {
+    await releaseSessionLock(session, COALESCE_LOCK);
+  }
 }
 
-/** `session` holds the run's advisory lock; every chunk is read on it (see recordRunStart). */
+/** `session` holds the run's coalescing lock; every chunk is read on it (see recordRunStart). */
 async function runLocked(
   options: CoalesceOptions,
   chunkSize: number,

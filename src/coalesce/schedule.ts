@@ -18,8 +18,8 @@ import type pg from 'pg';
  *
  * No graphile-worker named queue serialises the runs: a worker that dies keeps
  * its queue locked until graphile-worker's stale-lock recovery (hours later).
- * coalesce() takes a session advisory lock instead, which PostgreSQL releases
- * the moment the dead worker's connection goes.
+ * coalesce() takes a session lock instead (src/db/session-lock.ts), free the
+ * moment the dead worker's session ends.
  */
 export async function tick(pool: pg.Pool, intervalSeconds: number, notBefore = 0): Promise<boolean> {
   const { rows } = await pool.query(

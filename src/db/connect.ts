@@ -46,12 +46,37 @@ for (const oid of STRING_ARRAY_OIDS) setParser(oid, (value) => parseArray(value)
  */
 export const KEEPALIVE = { keepAlive: true, keepAliveInitialDelayMillis: 10_000 } as const;
 
-/** A connection pool for one database URL. The caller ends it. */
+/**
+ * The search_path of every session of the service. The asset database is
+ * shared: another role that can create objects in a schema of the default
+ * path (`public` on PostgreSQL 14 and before) could otherwise plant a function
+ * that a call here resolves to (an exact argument type beats pg_catalog's
+ * polymorphic one whatever the order) and have it run as the service's role.
+ * Every name of the service's own objects is qualified; pg_temp comes last
+ * so that a temporary table cannot shadow anything either. The functions of
+ * asset_webhooks pin the same path themselves (sql/functions/README.md).
+ */
+export const SEARCH_PATH = 'pg_catalog, pg_temp';
+
+/**
+ * Sets SEARCH_PATH for the session: the first statement of every connection
+ * the service opens. A SET rather than the startup option `-c search_path`,
+ * which a `options` of the database URL would replace and which some
+ * connection poolers refuse; a session-mode pooler keeps the setting with the
+ * server connection the session is given.
+ */
+export async function pinSearchPath(client: pg.ClientBase): Promise<void> {
+  await client.query(`set search_path = ${SEARCH_PATH}`);
+}
+
+/** A connection pool for one database URL, each of its sessions with SEARCH_PATH. The caller ends it. */
 export function createPool(databaseUrl: string, options: { max?: number; applicationName?: string } = {}): pg.Pool {
   const pool = new pg.Pool({
     connectionString: databaseUrl,
     max: options.max ?? 10,
     application_name: options.applicationName ?? 'asset-webhooks',
+    // Awaited by the pool before it hands the connection out.
+    onConnect: pinSearchPath,
     ...KEEPALIVE,
   });
   // A client that loses its connection (idle in the pool, or checked out by

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { describeError, KEEPALIVE } from '../db/connect.js';
+import { describeError, KEEPALIVE, pinSearchPath } from '../db/connect.js';
 import { PAYLOADS_READY_CHANNEL } from '../db/payloads-ready.js';
 
 export interface PayloadsListener {
@@ -81,6 +81,7 @@ export function listenForPayloads(options: PayloadsListenerOptions, onReady: () 
     });
     try {
       await client.connect();
+      await pinSearchPath(client);
       for (const channel of Object.keys(channels)) await client.query(`listen ${channel}`);
     } catch (error) {
       if (failures === 0 && !closed)

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { SchemaVersionError, UserError } from '../errors.js';
 import { describeError } from '../db/connect.js';
 import { inTransaction } from '../db/transaction.js';
+import { releaseSessionLock, SESSION_LOCKS_TABLE, takeSessionLock } from '../db/session-lock.js';
 import { BINDING_VIEW_COLUMNS } from '../db/asset-state.js';
 import { SCHEMA_CHANGED_CHANNEL } from '../db/payloads-ready.js';
 import { QUOTED_PREFIX_LENGTH, quotedPrefix } from '../text/printable.js';
@@ -14,10 +15,10 @@ import { codeSchemaVersion, loadMigrations, loadRoutineFiles, routineDigest, sql
 
 /**
  * Serialises every `migrate` against one database: two runs at once wait for
- * each other instead of racing on CREATE statements. The value is arbitrary but
- * must never change.
+ * each other instead of racing on CREATE statements. A session lock (a row of
+ * asset_webhooks.session_locks): an advisory key could be held by any role.
  */
-const MIGRATE_LOCK_KEY = 7_200_531_001;
+const MIGRATE_LOCK = 'migrate';
 
 export interface MigrateOptions {
   /** `reference`, the path of a binding SQL file, or undefined for none. */
@@ -41,7 +42,7 @@ export interface MigrateResult {
  * applies the binding if one is given. Each migration runs in one transaction
  * together with its bookkeeping row; then every file of sql/functions and
  * sql/dependents runs, on every run, in one transaction of its own (see
- * applyRoutines). The whole run holds an advisory lock, so
+ * applyRoutines). The whole run holds a session lock (src/db/session-lock.ts), so
  * it is safe to run twice, concurrently and while workers run. A schema left
  * by a pre-release build, or whose applied migrations differ from their files
  * (each is recorded with its checksum), is refused before anything changes
@@ -62,11 +63,10 @@ export async function migrate(
   const applied: string[] = [];
   let gaps: string[] = [];
   try {
-    await client.query('select pg_advisory_lock($1)', [MIGRATE_LOCK_KEY]);
+    // The lock is a row of the schema: what holds it comes first, raced for.
+    await createBookkeeping(client);
+    await takeSessionLock(client, MIGRATE_LOCK, { waitMs: Infinity });
     try {
-      await client.query('create schema if not exists asset_webhooks');
-      await client.query(MIGRATIONS_TABLE);
-      await client.query(ROUTINE_FILES_TABLE);
       const databaseVersion = await readSchemaVersion(client);
       assertAppliedMatch(await readApplied(client), migrations);
       if (databaseVersion > codeVersion) {
@@ -92,7 +92,7 @@ export async function migrate(
       // the binding, whose triggers call record_capture_error.
       await inShortLockTries(client, () => applyRoutines(client, routines));
       // graphile-worker migrates its own schema, under its own lock.
-      await runMigrations({ connectionString });
+      await runMigrations({ pgPool: pool });
       if (bindingSql !== undefined) {
         // Checked before it commits: a binding whose view the service cannot read is rolled back.
         await inShortLockTries(client, async () => {
@@ -101,7 +101,7 @@ export async function migrate(
         });
       }
     } finally {
-      await client.query('select pg_advisory_unlock($1)', [MIGRATE_LOCK_KEY]);
+      await releaseSessionLock(client, MIGRATE_LOCK);
     }
     if (bindingSql !== undefined) gaps = await captureGaps(client);
     // After every commit: `run` processes of another release stop claiming at once (src/service/schema-watch.ts).
@@ -115,6 +115,28 @@ export async function migrate(
     functionsDigest: routineDigest(routines),
     ...(bindingSql ? { binding: bindingSql.name, captureGaps: gaps } : {}),
   };
+}
+
+/**
+ * Creates the schema and the tables of migrate's own bookkeeping, the lock's
+ * among them, where they do not exist. Two first runs at once may both try to
+ * create one: the one that loses (a unique violation on the catalog, or
+ * "already exists") tries again, and then finds it. Each loss is an object the
+ * other run created, so the tries are bounded by the objects times the runs.
+ */
+async function createBookkeeping(client: pg.PoolClient): Promise<void> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      await client.query('create schema if not exists asset_webhooks');
+      await client.query(MIGRATIONS_TABLE);
+      await client.query(ROUTINE_FILES_TABLE);
+      await client.query(SESSION_LOCKS_TABLE);
+      return;
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (attempt >= 20 || (code !== '23505' && code !== '42P06' && code !== '42P07')) throw error;
+    }
+  }
 }
 
 /** How long one try of a migration waits for a lock, and how long all tries may take. */

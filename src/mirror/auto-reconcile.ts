@@ -29,7 +29,7 @@ export const SERVICE_REQUESTER_PREFIX = 'run ';
 /**
  * Queues a reconcile of each webhook: one waiting job per webhook (a second
  * request while one waits replaces it). Reconciles of one webhook run one at
- * a time by an advisory lock (see reconcile), not by a graphile-worker named
+ * a time by a session lock (see reconcile), not by a graphile-worker named
  * queue, which a worker that dies keeps locked for hours.
  */
 export async function queueReconciles(pool: pg.Pool, webhookIds: readonly string[]): Promise<void> {
@@ -52,9 +52,7 @@ export async function requeueOrphanedReconciles(pool: pg.Pool): Promise<string[]
   const { rows } = await pool.query<{ webhook_id: string }>(
     `select r.webhook_id from asset_webhooks.reconciles r
      where r.status = 'running' and r.requested_by like $1 || '%'
-       and not exists (select 1 from pg_locks l
-                       where l.locktype = 'advisory' and l.granted
-                         and ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended($2 || r.webhook_id, 0))`,
+       and not asset_webhooks.session_lock_held($2 || r.webhook_id)`,
     [SERVICE_REQUESTER_PREFIX, reconcileLockName('')],
   );
   const ids = rows.map((row) => row.webhook_id);

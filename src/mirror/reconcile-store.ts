@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { releaseSessionLock, takeSessionLock } from '../db/session-lock.js';
 import { UserError } from '../errors.js';
 
 /** A reconcile's progress: its totals over every run of it, and its keyset position. */
@@ -50,9 +51,9 @@ function totalsOf(row: ReconcileRow): ReconcileTotals {
   };
 }
 
-/** The advisory lock a reconcile of the webhook holds (hashed to a key). */
+/** The session lock (asset_webhooks.session_locks) a reconcile of the webhook holds. */
 export function reconcileLockName(webhookId: string): string {
-  return `asset_webhooks.reconcile:${webhookId}`;
+  return `reconcile:${webhookId}`;
 }
 
 /**
@@ -62,24 +63,15 @@ export function reconcileLockName(webhookId: string): string {
  * at once (the command).
  */
 export async function lockReconcile(session: pg.PoolClient, webhookId: string, wait: boolean): Promise<void> {
-  if (wait) {
-    await session.query('select pg_advisory_lock(hashtextextended($1, 0))', [reconcileLockName(webhookId)]);
-    return;
-  }
-  const {
-    rows: [lock],
-  } = await session.query<{ locked: boolean }>('select pg_try_advisory_lock(hashtextextended($1, 0)) as locked', [
-    reconcileLockName(webhookId),
-  ]);
-  if (lock?.locked !== true)
-    throw new UserError(
-      'reconcile_running',
-      `--webhook: a reconcile of webhook ${webhookId} is under way in another process; it ends by itself (asset_webhooks.reconciles shows its progress)`,
-    );
+  if (await takeSessionLock(session, reconcileLockName(webhookId), { waitMs: wait ? Infinity : 0 })) return;
+  throw new UserError(
+    'reconcile_running',
+    `--webhook: a reconcile of webhook ${webhookId} is under way in another process; it ends by itself (asset_webhooks.reconciles shows its progress)`,
+  );
 }
 
 export async function unlockReconcile(session: pg.PoolClient, webhookId: string): Promise<void> {
-  await session.query('select pg_advisory_unlock(hashtextextended($1, 0))', [reconcileLockName(webhookId)]);
+  await releaseSessionLock(session, reconcileLockName(webhookId));
 }
 
 /**

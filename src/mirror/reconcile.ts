@@ -3,7 +3,7 @@ import os from 'node:os';
 import type pg from 'pg';
 import { readAssets } from '../backfill/reads.js';
 import { Packer } from '../coalesce/pack.js';
-import { waitForCoalesceLock } from '../coalesce/run.js';
+import { withCoalesceLock } from '../coalesce/run.js';
 import { routedWebhooks } from '../coalesce/routed-webhooks.js';
 import { NOTHING_SEEN, SeenValues } from '../coalesce/seen.js';
 import type { WebhookConfig } from '../config/schema.js';
@@ -107,7 +107,6 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
 
     /** One chunk: decides and (unless a dry run) writes; returns whether the phase is over. */
     const chunk = async (client: pg.PoolClient): Promise<boolean> => {
-      if (!dryRun) await waitForCoalesceLock(client);
       // Read afresh for each chunk: the chunk before committed, and another
       // reconcile of the webhook may have written since.
       const members = new MirrorMembers();
@@ -217,7 +216,7 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRes
     };
 
     while (status === 'running') {
-      const sent = dryRun ? await chunk(session) : await inTransaction(session, chunk);
+      const sent = dryRun ? await chunk(session) : await withCoalesceLock(session, () => inTransaction(session, chunk));
       // The pumps are woken once committed; if this fails, their next poll finds the payloads.
       if (sent && !dryRun) await announcePayloadsReady(pool).catch(() => {});
       options.onProgress?.({ ...totals });

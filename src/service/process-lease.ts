@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { describeError, KEEPALIVE } from '../db/connect.js';
+import { describeError, KEEPALIVE, pinSearchPath } from '../db/connect.js';
+import { releaseSessionLock, takeSessionLock } from '../db/session-lock.js';
 
 /**
  * The application_name of every connection of a `run` process's pool: it
@@ -30,10 +31,16 @@ export interface LeaseOptions {
   readonly answerWithinMs?: number;
 }
 
+/** The session lock (asset_webhooks.session_locks) that is a process's lease; see asset_webhooks.process_gone. */
+export function processLeaseName(processId: string): string {
+  return `process:${processId}`;
+}
+
 /**
- * Holds a session advisory lock keyed by the process's id on a connection of
- * its own, for as long as the process lives. PostgreSQL frees the lock when
- * the process dies and its session ends, and crash recovery
+ * Holds a session lock named by the process's id (a row of
+ * asset_webhooks.session_locks) on a connection of its own, for as long as the
+ * process lives. The lock is free once the process dies and its session ends,
+ * and crash recovery
  * (src/delivery/recover.ts) then closes the attempts the process left
  * unfinished (asset_webhooks.orphaned_attempts) and sends their payloads again.
  *
@@ -82,7 +89,11 @@ export async function holdProcessLease(
     connecting = next;
     try {
       await next.connect();
-      await next.query('select pg_advisory_lock(asset_webhooks.process_lease_key($1))', [processId]);
+      await pinSearchPath(next);
+      // Waits while crash recovery in another process holds the lease's row
+      // (asset_webhooks.process_gone), or while this process's previous
+      // session, whose connection was lost, still lives on the server.
+      await takeSessionLock(next, processLeaseName(processId), { waitMs: Infinity });
       // Held again: a free spell another process saw has ended, and must not
       // be added to a later one (asset_webhooks.record_configuration).
       await next.query(
@@ -147,9 +158,9 @@ export async function holdProcessLease(
       if (!held) return;
       // A silently dropped connection never answers either statement below.
       const ended = setTimeout(() => destroy(held), 2000);
-      // The lock is freed explicitly, so it is free when release() returns; a
-      // session's locks are otherwise freed only once its backend has exited.
-      await held.query('select pg_advisory_unlock_all()').catch(() => {});
+      // The lease is given up explicitly, so it is free when release() returns;
+      // it is otherwise free only once its session's backend has exited.
+      await releaseSessionLock(held, processLeaseName(processId)).catch(() => {});
       await held.end().catch(() => {});
       clearTimeout(ended);
     },

@@ -136,23 +136,31 @@ export async function syncWebhooks(
     `with configured as (
        select * from unnest($1::text[], $2::text[], $3::boolean[], $4::int[], $5::boolean[]) as c(webhook_id, url, enabled, concurrency, paused)
      ),
-     upserted as (
+     -- An insert and an update rather than an upsert: ON CONFLICT DO UPDATE
+     -- locks every existing row, changed or not, and a webhook's row is its
+     -- claim lock (claim_payloads), which a backfill's write holds.
+     inserted as (
        insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency, paused_since, updated_at)
        select webhook_id, url, enabled, concurrency, case when paused then now() end, now() from configured
-       on conflict (webhook_id) do update
-         -- A pause already under way keeps its start; only the resume above clears it.
-         set url = excluded.url, enabled = excluded.enabled, concurrency = excluded.concurrency,
-             paused_since = coalesce(webhooks.paused_since, excluded.paused_since), updated_at = now()
-         where (webhooks.url, webhooks.enabled, webhooks.concurrency, webhooks.paused_since is null)
-               is distinct from (excluded.url, excluded.enabled, excluded.concurrency, webhooks.paused_since is null and excluded.paused_since is null)
-       returning webhook_id, xmax <> 0 as updated
+       on conflict (webhook_id) do nothing
+     ),
+     updated as (
+       update asset_webhooks.webhooks w
+       -- A pause already under way keeps its start; only the resume above clears it.
+       set url = c.url, enabled = c.enabled, concurrency = c.concurrency,
+           paused_since = coalesce(w.paused_since, case when c.paused then now() end), updated_at = now()
+       from configured c
+       where w.webhook_id = c.webhook_id
+         and (w.url, w.enabled, w.concurrency, w.paused_since is null)
+             is distinct from (c.url, c.enabled, c.concurrency, w.paused_since is null and not c.paused)
+       returning w.webhook_id
      ),
      disabled as (
        update asset_webhooks.webhooks w set enabled = false, updated_at = now()
        where w.enabled and w.webhook_id not in (select webhook_id from configured)
        returning w.webhook_id
      )
-     select webhook_id from upserted where updated
+     select webhook_id from updated
      union all
      select webhook_id from disabled
      order by webhook_id`,

@@ -66,7 +66,7 @@ export interface RunningService {
  *      requests in flight never hold the job slots coalescing runs in;
  *   6. the ticker that schedules coalescing runs.
  * Several processes may share one database: coalescing is scheduled once per
- * interval (tick(), exactly-once in SQL) and serialised by an advisory lock;
+ * interval (tick(), exactly-once in SQL) and serialised by a session lock (src/db/session-lock.ts);
  * delivery claims are safe across processes (asset_webhooks.claim_payloads).
  * stop() and a failed start release what was started in reverse order.
  */

@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { releaseSessionLock, takeSessionLock } from '../../src/db/session-lock.js';
 import { runCli } from '../helpers/cli.js';
 import { bodyEvents, openWebhook, payloads, registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
@@ -223,18 +224,14 @@ describe('backfill', () => {
       const id = row!.backfill_id;
       const holder = await db.pool.connect();
       try {
-        await holder.query("select pg_advisory_lock(hashtextextended('asset_webhooks.backfill:' || $1::text, 0))", [
-          id,
-        ]);
+        expect(await takeSessionLock(holder, `backfill:${id}`)).toBe(true);
         const busy = await backfillCli('--webhook', 'crm', '--asset', '6', '2', '5');
         expect(busy.code).toBe(1);
         expect(busy.stderr).toBe(
           `backfill ${id} of webhook crm: expected no other process to be running it, but one is (wait for it, or stop it and run this again to resume)\n`,
         );
       } finally {
-        await holder.query("select pg_advisory_unlock(hashtextextended('asset_webhooks.backfill:' || $1::text, 0))", [
-          id,
-        ]);
+        await releaseSessionLock(holder, `backfill:${id}`);
         holder.release();
       }
       const before = (await payloads(db.pool)).map((p) => p.payload_id);

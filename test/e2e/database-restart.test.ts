@@ -68,7 +68,7 @@ describe.each([
         what: 'the service to start',
       });
 
-      await pool.query('insert into assets (asset_id) values (1)');
+      await pool.query('insert into public.assets (asset_id) values (1)');
       await receiver.waitFor(1, 20_000);
       await server.stop('fast');
       await eventually(
@@ -104,7 +104,7 @@ describe.each([
 
       // And it goes on: the next change is delivered.
       receiver.respond = () => 200;
-      await pool.query('insert into assets (asset_id) values (2)');
+      await pool.query('insert into public.assets (asset_id) values (2)');
       await receiver.waitFor(2, 30_000);
       expect(running.child.exitCode).toBeNull();
       expect(nonJsonLines(running.output.stderr)).toEqual([]);

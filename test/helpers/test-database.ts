@@ -1,13 +1,13 @@
 import { afterAll, afterEach, beforeAll, inject } from 'vitest';
-import type pg from 'pg';
-import { createPool } from '../../src/db/connect.js';
+import pg from 'pg';
+import { createPool, KEEPALIVE } from '../../src/db/connect.js';
 import { databaseUrlFor } from './database-url.js';
 
 export interface TestDatabase {
   /** URL of this test file's own database. */
   readonly url: string;
   readonly name: string;
-  /** A pool on it, ended after the file's tests. */
+  /** A pool on it with the database's default search_path, ended after the file's tests. */
   readonly pool: pg.Pool;
 }
 
@@ -42,7 +42,11 @@ export function useTestDatabase(options: { empty?: boolean } = {}): TestDatabase
     } finally {
       await admin.end();
     }
-    pool = createPool(url, { max: 10 });
+    // The database's default search_path, not the service's (createPool pins
+    // it): this pool writes the asset tables by their bare names, as the DAM's
+    // application does, and stands for the DAM as much as for the service.
+    pool = new pg.Pool({ connectionString: url, max: 10, ...KEEPALIVE });
+    pool.on('error', () => {});
   });
   afterEach((context) => {
     if (context.task.result?.state === 'fail') failed = true;

@@ -74,10 +74,10 @@ describe('migrate --binding FILE with a binding of another asset schema', () => 
   it('installs it on an empty database, again without harm, and explain and coalescing read assets through it', async () => {
     // Installed, with a warning for each way this binding lets changes through.
     const gaps =
-      'migrate: warning: table media_items, capture triggers media_capture_delete, media_capture_insert, media_capture_update: ' +
+      'migrate: warning: table public.media_items, capture triggers media_capture_delete, media_capture_insert, media_capture_update: ' +
       'expected to fire always, got on origin only: changes made with session_replication_role = replica (bulk loads) are not captured ' +
       '(ALTER TABLE ... ENABLE ALWAYS TRIGGER)\n' +
-      'migrate: warning: table media_items: expected a BEFORE TRUNCATE capture trigger, got none: a TRUNCATE of it is not captured\n';
+      'migrate: warning: table public.media_items: expected a BEFORE TRUNCATE capture trigger, got none: a TRUNCATE of it is not captured\n';
     const first = await runCli(['migrate', '--database-url', db.url, '--binding', bindingFile]);
     expect(first.stderr).toBe(gaps);
     expect(first.code).toBe(0);

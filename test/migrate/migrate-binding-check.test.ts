@@ -184,7 +184,7 @@ describe('the binding view check', () => {
         {
           msg: 'capture: changes can go uncaptured',
           gap:
-            'table asset_keywords, capture triggers asset_webhooks_capture_update: expected enabled, got disabled: ' +
+            'table public.asset_keywords, capture triggers asset_webhooks_capture_update: expected enabled, got disabled: ' +
             'the changes they would capture are lost (ALTER TABLE ... ENABLE ALWAYS TRIGGER)',
         },
       ]);

@@ -1,4 +1,5 @@
 import { expect, it } from 'vitest';
+import { releaseSessionLock, takeSessionLock } from '../../src/db/session-lock.js';
 import { requeueOrphanedReconciles } from '../../src/mirror/auto-reconcile.js';
 import { reconcileLockName } from '../../src/mirror/reconcile-store.js';
 import { resetData } from '../helpers/seed.js';
@@ -27,11 +28,11 @@ it("maintenance queues again a service's reconcile whose process is gone, and le
   // A live process runs the reconcile of `running`: it holds that webhook's lock.
   const holder = await db.pool.connect();
   try {
-    await holder.query('select pg_advisory_lock(hashtextextended($1, 0))', [reconcileLockName('running')]);
+    expect(await takeSessionLock(holder, reconcileLockName('running'))).toBe(true);
     expect(await requeueOrphanedReconciles(db.pool)).toEqual(['orphaned']);
     expect(await queued()).toEqual(['orphaned']);
   } finally {
-    await holder.query('select pg_advisory_unlock_all()');
+    await releaseSessionLock(holder, reconcileLockName('running'));
     holder.release();
   }
   // Its process gone too, it is queued as well; the orphaned one's waiting job is replaced, not doubled.

@@ -154,6 +154,11 @@ it(
         [killed!.at, graceSeconds],
       );
       expect(after).toEqual({ waited: true });
+      // Its configuration went with its lease row, which nothing else would remove.
+      const { rows: leases } = await db.pool.query('select name from asset_webhooks.session_locks where name = $1', [
+        `process:${oldId}`,
+      ]);
+      expect(leases).toEqual([]);
       // The process logs once its statement has returned, which can be after the test sees the commit.
       await eventually(
         async () =>
