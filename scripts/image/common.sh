@@ -37,3 +37,63 @@ now_seconds() {
 seconds_since() {
   awk -v start="$1" -v end="$(now_seconds)" 'BEGIN { printf "%.1f", end - start }'
 }
+
+# --- the frame every image test shares ----------------------------------------
+# `image_test_frame NAME DATABASE_PREFIX CONTAINER...` sets admin_url, image,
+# database, database_url and work; defines check, fail and image_test_end;
+# and removes the containers, the receiver (receiver_pid), the work directory
+# and the database when the script exits, unless keep_database is 1 (set it
+# once the database exists; image_test_end clears it when every check passed).
+# Environment: IMAGE_TEST_DATABASE_URL (default
+# postgres://postgres@127.0.0.1:5432/postgres, a superuser connection used to
+# create the test's database) and IMAGE_TAG (default localhost/asset-webhooks:test).
+image_test_frame() {
+  test_name="$1"
+  admin_url="${IMAGE_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+  image="${IMAGE_TAG:-localhost/asset-webhooks:test}"
+  database="$2_$(date +%s)_$$"
+  database_url="${admin_url%/*}/$database"
+  test_containers=("${@:3}")
+  work="$(mktemp -d)"
+  receiver_pid=""
+  failures=0
+  keep_database=0
+  trap image_test_cleanup EXIT
+}
+
+image_test_cleanup() {
+  podman_ rm --force --ignore --time 5 "${test_containers[@]}" >/dev/null 2>&1 || true
+  [ -n "$receiver_pid" ] && kill "$receiver_pid" 2>/dev/null || true
+  if [ "$keep_database" -eq 0 ]; then
+    psql "$admin_url" -qAtc "drop database if exists $database" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$work"
+}
+
+check() { echo "$test_name: ok: $*"; }
+fail() {
+  echo "$test_name: FAILED: $*" >&2
+  failures=$((failures + 1))
+}
+
+# Builds IMAGE_TAG with build-image.sh (which also writes the SBOM), unless
+# IMAGE_BUILT=1 says it is built already (.ci/run builds once for every image
+# test); sets build_seconds.
+ensure_test_image() {
+  local started
+  started="$(now_seconds)"
+  if [ "${IMAGE_BUILT:-0}" != 1 ]; then
+    IMAGE_TAG="$image" "$here/build-image.sh" >/dev/null
+  fi
+  build_seconds="$(seconds_since "$started")"
+}
+
+# Ends the script: exit 1 with the database kept when a check failed.
+image_test_end() {
+  if [ "$failures" -ne 0 ]; then
+    echo "$test_name: $failures check(s) failed; database $database kept for inspection" >&2
+    exit 1
+  fi
+  keep_database=0
+  echo "$test_name: passed"
+}

@@ -26,40 +26,13 @@ root="$(cd "$here/../.." && pwd)"
 . "$here/common.sh"
 ensure_image_tools
 
-admin_url="${IMAGE_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
-image="${IMAGE_TAG:-localhost/asset-webhooks:test}"
-database="asset_webhooks_image_$(date +%s)_$$"
-database_url="${admin_url%/*}/$database"
 container="asset-webhooks-image-test-$$"
-work="$(mktemp -d)"
-receiver_pid=""
-failures=0
-keep_database=0
-
-cleanup() {
-  podman_ rm --force --ignore --time 5 "$container" >/dev/null 2>&1 || true
-  [ -n "$receiver_pid" ] && kill "$receiver_pid" 2>/dev/null || true
-  if [ "$keep_database" -eq 0 ]; then
-    psql "$admin_url" -qAtc "drop database if exists $database" >/dev/null 2>&1 || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-check() { echo "image test: ok: $*"; }
-fail() {
-  echo "image test: FAILED: $*" >&2
-  failures=$((failures + 1))
-}
+image_test_frame "image test" asset_webhooks_image "$container"
 
 # --- the image ----------------------------------------------------------------
 # Built by build-image.sh (which also writes the SBOM), unless IMAGE_BUILT=1
 # says IMAGE_TAG was built already (.ci/run builds once for every image test).
-started="$(now_seconds)"
-if [ "${IMAGE_BUILT:-0}" != 1 ]; then
-  IMAGE_TAG="$image" "$here/build-image.sh" >/dev/null
-fi
-build_seconds="$(seconds_since "$started")"
+ensure_test_image
 size="$(podman_ image ls --format '{{.Size}}' "$image" | head -1)"
 echo "image test: $image (${size})"
 
@@ -182,9 +155,4 @@ esac
 test_seconds="$(seconds_since "$started")"
 
 echo "image test: image build ${build_seconds} s, test ${test_seconds} s; image size ${size}"
-if [ "$failures" -ne 0 ]; then
-  echo "image test: $failures check(s) failed; database $database kept for inspection" >&2
-  exit 1
-fi
-keep_database=0
-echo "image test: passed"
+image_test_end

@@ -37,39 +37,12 @@ root="$(cd "$here/../.." && pwd)"
 ensure_image_tools
 command -v kubectl >/dev/null || { echo "kubernetes test: expected kubectl on PATH (kubectl kustomize renders the manifests)" >&2; exit 1; }
 
-admin_url="${IMAGE_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
-image="${IMAGE_TAG:-localhost/asset-webhooks:test}"
-database="asset_webhooks_kubernetes_$(date +%s)_$$"
-database_url="${admin_url%/*}/$database"
 pod="asset-webhooks-kubernetes-test-$$"
-work="$(mktemp -d)"
 translate="$root/scripts/kubernetes/pod-to-podman.mjs"
-receiver_pid=""
-failures=0
-keep_database=0
-
-cleanup() {
-  podman_ rm --force --ignore --time 5 "$pod-run" "$pod-migrate" >/dev/null 2>&1 || true
-  [ -n "$receiver_pid" ] && kill "$receiver_pid" 2>/dev/null || true
-  if [ "$keep_database" -eq 0 ]; then
-    psql "$admin_url" -qAtc "drop database if exists $database" >/dev/null 2>&1 || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-check() { echo "kubernetes test: ok: $*"; }
-fail() {
-  echo "kubernetes test: FAILED: $*" >&2
-  failures=$((failures + 1))
-}
+image_test_frame "kubernetes test" asset_webhooks_kubernetes "$pod-run" "$pod-migrate"
 random_key() { echo "$1-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"; }
 
-started="$(now_seconds)"
-if [ "${IMAGE_BUILT:-0}" != 1 ]; then
-  IMAGE_TAG="$image" "$here/build-image.sh" >/dev/null
-fi
-build_seconds="$(seconds_since "$started")"
+ensure_test_image
 started="$(now_seconds)"
 
 # --- the documented edits, as an overlay ---------------------------------------
@@ -269,9 +242,4 @@ fi
 test_seconds="$(seconds_since "$started")"
 
 echo "kubernetes test: image ${build_seconds} s, test ${test_seconds} s"
-if [ "$failures" -ne 0 ]; then
-  echo "kubernetes test: $failures check(s) failed; database $database kept for inspection" >&2
-  exit 1
-fi
-keep_database=0
-echo "kubernetes test: passed"
+image_test_end
