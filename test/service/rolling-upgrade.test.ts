@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
+import type pg from 'pg';
 import { expect, it } from 'vitest';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
 import { runCli, watchCli } from '../helpers/cli.js';
@@ -22,6 +23,37 @@ const db = useTestDatabase();
 const moved = useTestDatabase();
 const temp = useTempDirectories();
 
+/** A copy of this release with one more, harmless migration: the release after it, for these tests. */
+function releaseWithNewerSchema(): ReturnType<typeof nextRelease> {
+  return nextRelease(temp('aw-rolling-next-'), {
+    '0002_rolling_upgrade_probe.sql': 'create table asset_webhooks.rolling_upgrade_probe (id integer);\n',
+  });
+}
+
+/** The attempts of the process that have no outcome yet. */
+async function openAttempts(pool: pg.Pool, processId: string): Promise<number> {
+  const { rows } = await pool.query<{ n: number }>(
+    'select count(*)::int as n from asset_webhooks.attempts where process_id = $1 and outcome is null',
+    [processId],
+  );
+  return rows[0]!.n;
+}
+
+/**
+ * Changes `assets` assets and waits until the run process `old` has at least
+ * two requests in flight; answers its process id.
+ */
+async function untilRequestsInFlight(pool: pg.Pool, old: ReturnType<typeof startRun>, assets: number): Promise<string> {
+  await untilRunning(old);
+  const processId = /"processId":"([0-9a-f-]+)"/.exec(old.output.stderr)![1]!;
+  await pool.query('insert into assets (asset_id) select g from generate_series(1, $1::int) g', [assets]);
+  await eventually(async () => ((await openAttempts(pool, processId)) >= 2 ? true : undefined), {
+    timeoutMs: 30_000,
+    what: 'requests in flight',
+  });
+  return processId;
+}
+
 it(
   "a run process stops claiming once a newer release's migrate commits, stays up unready until SIGTERM, and nothing is lost",
   { timeout: 150_000 },
@@ -34,25 +66,10 @@ it(
     writeFileSync(configFile, receiverConfig([{ id: 'crm', url: receiver.url, batchSize: 1, concurrency: 4 }]));
     const port = await freePort();
     const old = startRun({ databaseUrl: db.url, configFile, httpPort: port });
-    const next = nextRelease(temp('aw-rolling-next-'), {
-      '0002_rolling_upgrade_probe.sql': 'create table asset_webhooks.rolling_upgrade_probe (id integer);\n',
-    });
+    const next = releaseWithNewerSchema();
     let current: ReturnType<typeof watchCli> | undefined;
     try {
-      await untilRunning(old);
-      const processId = /"processId":"([0-9a-f-]+)"/.exec(old.output.stderr)![1]!;
-      await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 30) g');
-      const openAttempts = async (): Promise<number> =>
-        (
-          await db.pool.query<{ n: number }>(
-            'select count(*)::int as n from asset_webhooks.attempts where process_id = $1 and outcome is null',
-            [processId],
-          )
-        ).rows[0]!.n;
-      await eventually(async () => ((await openAttempts()) >= 2 ? true : undefined), {
-        timeoutMs: 30_000,
-        what: 'requests in flight',
-      });
+      const processId = await untilRequestsInFlight(db.pool, old, 30);
 
       const migrated = await runCli(['migrate', '--database-url', db.url], { cli: next.cli });
       expect(migrated, migrated.stderr).toMatchObject({ code: 0 });
@@ -77,7 +94,7 @@ it(
       expect(readyz.status).toBe(503);
       expect(await readyz.json()).toMatchObject({ check: 'schema' });
       expect((await fetch(`http://127.0.0.1:${port}/livez`)).status).toBe(200);
-      expect(await openAttempts()).toBe(0);
+      expect(await openAttempts(db.pool, processId)).toBe(0);
       const attemptsOfOld = async (): Promise<number> =>
         (
           await db.pool.query<{ n: number }>(
@@ -143,25 +160,10 @@ it(
       receiverConfig([{ id: 'crm', url: receiver.url, batchSize: 1, concurrency: 4 }], { requestTimeoutSeconds: 5 }),
     );
     const old = startRun({ databaseUrl: moved.url, configFile });
-    const next = nextRelease(temp('aw-rolling-next-'), {
-      '0002_rolling_upgrade_probe.sql': 'create table asset_webhooks.rolling_upgrade_probe (id integer);\n',
-    });
+    const next = releaseWithNewerSchema();
     let current: ReturnType<typeof watchCli> | undefined;
     try {
-      await untilRunning(old);
-      const processId = /"processId":"([0-9a-f-]+)"/.exec(old.output.stderr)![1]!;
-      await moved.pool.query('insert into assets (asset_id) select g from generate_series(1, 12) g');
-      const open = async (): Promise<number> =>
-        (
-          await moved.pool.query<{ n: number }>(
-            'select count(*)::int as n from asset_webhooks.attempts where process_id = $1 and outcome is null',
-            [processId],
-          )
-        ).rows[0]!.n;
-      await eventually(async () => ((await open()) >= 2 ? true : undefined), {
-        timeoutMs: 30_000,
-        what: 'requests in flight',
-      });
+      const processId = await untilRequestsInFlight(moved.pool, old, 12);
       const migrated = await runCli(['migrate', '--database-url', moved.url], { cli: next.cli });
       expect(migrated, migrated.stderr).toMatchObject({ code: 0 });
       // The next release's settle is one the old code cannot call: here, gone under its name.
@@ -172,7 +174,7 @@ it(
       });
       expect(old.output.stderr).toContain('could not record a delivery attempt');
       // Left open (a settle already under way at the rename may have been written).
-      const unrecorded = await open();
+      const unrecorded = await openAttempts(moved.pool, processId);
       expect(unrecorded).toBeGreaterThan(0);
       expect(old.child.exitCode).toBeNull();
       await moved.pool.query('alter function asset_webhooks.settle_and_claim_of_next rename to settle_and_claim');
