@@ -47,19 +47,15 @@ beforeAll(async () => {
   await runCoalesce(db.pool, service);
 });
 
+/** `reconcile --webhook copy --dry-run` with the document `config`, as a child process. */
+function dryRunReconcile(config: string): ReturnType<typeof runCli> {
+  return runCli(['reconcile', '--webhook', 'copy', '--dry-run', '--config', config, '--database-url', db.url]);
+}
+
 describe('reconcile --config with other checks than the running service', () => {
   it('warns in one line on stderr naming the webhook when its filters differ from the last routing', async () => {
     const other = file('winter.yaml', documentWith('winter'));
-    const { code, stderr } = await runCli([
-      'reconcile',
-      '--webhook',
-      'copy',
-      '--dry-run',
-      '--config',
-      other,
-      '--database-url',
-      db.url,
-    ]);
+    const { code, stderr } = await dryRunReconcile(other);
     expect(code).toBe(0);
     const warnings = stderr.split('\n').filter((line) => line.includes('warning'));
     expect(warnings).toHaveLength(1);
@@ -70,16 +66,7 @@ describe('reconcile --config with other checks than the running service', () => 
 
   it('says nothing when the checks are those the service routes by', async () => {
     const same = file('summer.yaml', documentWith('summer'));
-    const { code, stderr } = await runCli([
-      'reconcile',
-      '--webhook',
-      'copy',
-      '--dry-run',
-      '--config',
-      same,
-      '--database-url',
-      db.url,
-    ]);
+    const { code, stderr } = await dryRunReconcile(same);
     expect(code).toBe(0);
     expect(stderr).not.toContain('warning');
   });
