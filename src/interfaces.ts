@@ -66,10 +66,12 @@ export interface AssetState {
  * The checks that can exclude an event from a webhook, in the spec's order
  * (resource type, event type, parent, then the filter groups), as named in
  * asset_webhooks.event_outcomes.excluded_by.
- * `filter:<n>` counts the webhook's filter groups from 1; `asset_gone` is
- * decided by the coalescer before the filters run.
+ * `filter:<n>` counts the webhook's filter groups from 1; `asset_gone` and
+ * `in_trash` (an EDITED or REVERSION of an asset in the Trash) are decided by
+ * the coalescer, for every webhook, before the filters run.
  */
-export type ExclusionCheck = 'disabled' | 'resource_type' | 'event_type' | 'parent' | `filter:${number}` | 'asset_gone';
+export type ExclusionCheck =
+  'disabled' | 'resource_type' | 'event_type' | 'parent' | `filter:${number}` | 'asset_gone' | 'in_trash';
 
 /** Reasons a payload is dead-lettered. */
 export type DeadLetterReason = 'rejected' | 'retries_exhausted' | 'expired' | 'too_large' | 'webhook_removed';

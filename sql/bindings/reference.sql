@@ -103,6 +103,9 @@ end $$;
 --   EDITED     restored from the Trash, or any column other than
 --              latest_atom_id and trashed_at changed
 --   DELETED    moved to the Trash (trashed_at from null to a value)
+-- REVERSION and EDITED carry in_trash: the asset was in the Trash before the
+-- update and still is after it (a change made in the Trash, which the
+-- coalescer excludes as `in_trash`); a restore or a move to the Trash is not.
 -- An update that changes nothing captures nothing. Rows are paired by asset_id;
 -- an update of the primary key itself is not captured. An asset's events are
 -- inserted in the order above.
@@ -138,20 +141,23 @@ begin
     return null;
   end if;
   if r_old.latest_atom_id is not distinct from r_new.latest_atom_id and r_old.trashed_at is not distinct from r_new.trashed_at then
-    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
-    values ('EDITED', r_new.asset_id, r_new.asset_uuid, r_new.latest_atom_id, r_new.supertype, r_new.parent_id);
+    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id, in_trash)
+    values ('EDITED', r_new.asset_id, r_new.asset_uuid, r_new.latest_atom_id, r_new.supertype, r_new.parent_id,
+            r_new.trashed_at is not null);
     return null;
   end if;
   if r_old.latest_atom_id is distinct from r_new.latest_atom_id then
-    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
-    values ('REVERSION', r_new.asset_id, r_new.asset_uuid, r_new.latest_atom_id, r_new.supertype, r_new.parent_id);
+    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id, in_trash)
+    values ('REVERSION', r_new.asset_id, r_new.asset_uuid, r_new.latest_atom_id, r_new.supertype, r_new.parent_id,
+            r_old.trashed_at is not null and r_new.trashed_at is not null);
   end if;
   if (r_old.trashed_at is not null and r_new.trashed_at is null)
      or (r_old.asset_uuid, r_old.supertype, r_old.parent_id, r_old.state, r_old.schema_id, r_old.type_id, r_old.domain_id, r_old.title)
         is distinct from
         (r_new.asset_uuid, r_new.supertype, r_new.parent_id, r_new.state, r_new.schema_id, r_new.type_id, r_new.domain_id, r_new.title) then
-    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
-    values ('EDITED', r_new.asset_id, r_new.asset_uuid, r_new.latest_atom_id, r_new.supertype, r_new.parent_id);
+    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id, in_trash)
+    values ('EDITED', r_new.asset_id, r_new.asset_uuid, r_new.latest_atom_id, r_new.supertype, r_new.parent_id,
+            r_old.trashed_at is not null and r_new.trashed_at is not null);
   end if;
   if r_old.trashed_at is null and r_new.trashed_at is not null then
     insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
@@ -163,9 +169,10 @@ exception
   -- More than one row: the set-based statement.
   when too_many_rows then
     begin
-      insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
+      insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id, in_trash)
       with changed as materialized (
         select n.asset_id, n.asset_uuid, n.latest_atom_id, n.supertype, n.parent_id,
+               o.trashed_at is not null and n.trashed_at is not null as in_trash,
                o.latest_atom_id is distinct from n.latest_atom_id as reverted,
                (o.trashed_at is not null and n.trashed_at is null)
                  or (o.asset_uuid, o.supertype, o.parent_id, o.state, o.schema_id, o.type_id, o.domain_id, o.title)
@@ -176,11 +183,11 @@ exception
         from old_rows o
         full join new_rows n on n.asset_id = o.asset_id
       )
-      select 'REVERSION'::text, c.asset_id, c.asset_uuid, c.latest_atom_id, c.supertype, c.parent_id from changed c where c.paired and c.reverted
+      select 'REVERSION'::text, c.asset_id, c.asset_uuid, c.latest_atom_id, c.supertype, c.parent_id, c.in_trash from changed c where c.paired and c.reverted
       union all
-      select 'EDITED'::text, c.asset_id, c.asset_uuid, c.latest_atom_id, c.supertype, c.parent_id from changed c where c.paired and c.edited
+      select 'EDITED'::text, c.asset_id, c.asset_uuid, c.latest_atom_id, c.supertype, c.parent_id, c.in_trash from changed c where c.paired and c.edited
       union all
-      select 'DELETED'::text, c.asset_id, c.asset_uuid, c.latest_atom_id, c.supertype, c.parent_id from changed c where c.paired and c.trashed;
+      select 'DELETED'::text, c.asset_id, c.asset_uuid, c.latest_atom_id, c.supertype, c.parent_id, null from changed c where c.paired and c.trashed;
     exception
       when transaction_rollback or lock_not_available then raise;
       when others then
@@ -220,6 +227,8 @@ end $$;
 -- insert, update or delete of keywords or additional fields: one EDITED per
 -- asset whose rows really changed, unless the asset row no longer exists (the
 -- cascade of a purge must not add a stray EDITED after the PURGED).
+-- Each carries in_trash: whether the asset is in the Trash (the coalescer
+-- excludes such an EDITED as `in_trash`).
 -- truncate (BEFORE TRUNCATE): one EDITED per asset that had rows. When the
 -- same command empties assets too (`truncate assets cascade`), those assets
 -- also get their PURGED, and the EDITED, finding its asset gone when it is
@@ -230,25 +239,25 @@ create or replace function asset_webhooks.reference_capture_asset_detail()
 returns trigger language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off as $$
 begin
   if tg_op = 'INSERT' then
-    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
-    select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
+    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id, in_trash)
+    select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id, a.trashed_at is not null
     from public.assets a
     where a.asset_id in (select n.asset_id from new_rows n);
   elsif tg_op = 'DELETE' then
-    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
-    select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
+    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id, in_trash)
+    select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id, a.trashed_at is not null
     from public.assets a
     where a.asset_id in (select o.asset_id from old_rows o);
   elsif tg_op = 'TRUNCATE' then
-    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
-    select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
+    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id, in_trash)
+    select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id, a.trashed_at is not null
     from public.assets a
     where a.asset_id in (select k.asset_id from public.asset_keywords k where tg_table_name = 'asset_keywords'
                          union all
                          select f.asset_id from public.asset_additional_fields f where tg_table_name = 'asset_additional_fields');
   else
-    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id)
-    select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id
+    insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype, parent_id, in_trash)
+    select 'EDITED', a.asset_id, a.asset_uuid, a.latest_atom_id, a.supertype, a.parent_id, a.trashed_at is not null
     from public.assets a
     where a.asset_id in (
       select c.asset_id from (select * from old_rows except all select * from new_rows) c
@@ -325,8 +334,9 @@ end $$;
 --   latest_atom_id bigint, keywords text[], field_names text[], field_values text[],
 --   in_trash boolean
 -- in_trash is true while the asset is in the Trash (here: trashed_at is set);
--- backfill sends only assets for which it is not true. A schema without a
--- Trash gives false.
+-- backfill sends only assets for which it is not true, and the coalescer
+-- excludes an EDITED or REVERSION of such an asset. A schema without a Trash
+-- gives false.
 -- field_names and field_values are parallel arrays (one entry per additional
 -- field value); both come from one lateral read of the fields (three correlated
 -- subqueries read them twice). The arrays are in no particular order: filters

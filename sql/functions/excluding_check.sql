@@ -1,6 +1,8 @@
 -- The check that excludes the event from a webhook with this definition, in
 -- this order, or null when the webhook receives it: disabled (even
--- PURGED); a PURGED event passes from here on; asset_gone; resource_type;
+-- PURGED); a PURGED event passes from here on; asset_gone; in_trash (an
+-- EDITED or REVERSION of an asset in the Trash, as the coalescer marked it in
+-- events.in_trash); resource_type;
 -- event_type; parent (only top-level assets, unless a parentId filter is
 -- configured); then each filter group, `filter:<n>` counting from 1. A value
 -- list is a set: AND needs every listed value present, ANY one, NONE none;
@@ -24,6 +26,9 @@ begin
   end if;
   if p_event.asset_gone then
     return 'asset_gone';
+  end if;
+  if p_event.in_trash then
+    return 'in_trash';
   end if;
   if p_event.seen_supertype is null or not (p_definition -> 'resourceTypes') ? p_event.seen_supertype then
     return 'resource_type';

@@ -22,6 +22,12 @@ export interface ClaimedEvent {
   readonly asset: AssetState | null;
   /** Its row of asset_webhooks.mirror_members, read with the chunk when some webhook is a mirror one; else null. */
   readonly membership: MembershipRow | null;
+  /**
+   * An EDITED or REVERSION of an asset in the Trash: captured while it was in
+   * the Trash (the outbox row's in_trash), or in the Trash now. Excluded for
+   * every webhook as `in_trash`.
+   */
+  readonly inTrash: boolean;
 }
 
 /** An outbox row (event_ columns) with its asset's state (null columns when the asset is gone). */
@@ -39,6 +45,7 @@ interface ClaimRow extends Omit<AssetStateRow, 'asset_id'>, Partial<MembershipRo
   latest_edit_ms: number | null;
   latest_edit_event_id: string | null;
   asset_id: DecimalId | null;
+  in_trash: boolean;
 }
 
 /**
@@ -87,9 +94,28 @@ export async function recordRunStart(session: pg.PoolClient, maxSeq: number): Pr
 export interface StateReads {
   readonly keywords: boolean;
   readonly fields: boolean;
+  /**
+   * The binding's view has the column in_trash (see viewHasInTrash); when it
+   * has not, only the capture says whether a change was made in the Trash.
+   * Default true.
+   */
+  readonly inTrash?: boolean;
 }
 
 export const READ_ALL_STATE: StateReads = { keywords: true, fields: true };
+
+/**
+ * Whether the binding's view has in_trash: a binding installed before the
+ * column existed still coalesces (run warns of it at start).
+ */
+export async function viewHasInTrash(client: pg.Pool | pg.PoolClient): Promise<boolean> {
+  const { rows } = await client.query<{ found: boolean }>(
+    `select exists (select 1 from pg_catalog.pg_attribute
+                    where attrelid = to_regclass('asset_webhooks.asset_state') and attname = 'in_trash'
+                      and not attisdropped) as found`,
+  );
+  return rows[0]?.found === true;
+}
 
 /** The view's columns as the claim reads them (alias `s`): a list no check reads as an empty one. */
 function readColumns(reads: StateReads): string {
@@ -172,7 +198,7 @@ export async function claimChunk(
        -- Only the columns some check reads: the planner then drops the parts
        -- of the view that compute the others (the reference binding's
        -- aggregates of keywords and of fields, one index probe each per asset).
-       select ${readColumns(reads)}
+       select ${readColumns(reads)}, ${reads.inTrash === false ? 'null::boolean as in_trash' : 's.in_trash'}
        from asset_webhooks.asset_state s
        where s.asset_id in (select distinct asset_id from claimed)
      ),
@@ -204,6 +230,7 @@ export async function claimChunk(
             case when c.event_type = 'EDITED' then c.le_seq end as latest_edit_seq,
             case when c.event_type = 'EDITED' then c.le_ms end as latest_edit_ms,
             case when c.event_type = 'EDITED' then c.le_event_id end as latest_edit_event_id, c.deferred,
+            c.event_type in ('EDITED', 'REVERSION') and (c.in_trash or s.in_trash) is true as in_trash,
             ${assetStateColumns('s')}${mirror ? `, ${MEMBERSHIP_COLUMNS}` : ''}
      from marked c
      left join states s on s.asset_id = c.asset_id
@@ -244,6 +271,7 @@ function toClaimedEvent(row: ClaimRow, ids: EventIds): ClaimedEvent {
     latestEditId,
     asset,
     membership: row.mirror_webhooks === undefined ? null : (row as ClaimRow & MembershipRow),
+    inTrash: row.in_trash,
   };
 }
 

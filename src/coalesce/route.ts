@@ -23,11 +23,13 @@ export interface RoutedWebhook extends WebhookChecks {
 /**
  * An event's route to one webhook: `deliver`, `collapsed` (an EDITED merged
  * into a later one: decided before every check), `disabled`, `asset_gone`,
- * or `excluded` by one of the webhook's own checks, or, for a mirror webhook,
- * `unmatched`: excluded, and sent as UNMATCHED instead. Counted per run (metrics);
- * the check that excluded an event is named by asset_webhooks.event_outcomes.
+ * `in_trash` (an EDITED or REVERSION of an asset in the Trash, for every
+ * webhook, see ClaimedEvent.inTrash), or `excluded` by one of the webhook's
+ * own checks, or, for a mirror webhook, `unmatched`: excluded, and sent as
+ * UNMATCHED instead. Counted per run (metrics); the check that excluded an
+ * event is named by asset_webhooks.event_outcomes.
  */
-export const ROUTES = ['deliver', 'collapsed', 'disabled', 'asset_gone', 'excluded', 'unmatched'] as const;
+export const ROUTES = ['deliver', 'collapsed', 'disabled', 'asset_gone', 'in_trash', 'excluded', 'unmatched'] as const;
 export type Route = (typeof ROUTES)[number];
 
 /** What a run routes by: the recorded configuration, its index, and a packer per webhook (same positions). */
@@ -72,6 +74,7 @@ export function routeChunk(
   let gone = 0;
   let merged = 0;
   let unmatched = 0;
+  let trashed = 0;
   for (let i = 0; i < rows.length; i += 1) {
     const row = rows[i]!;
     const into = collapsedInto(row);
@@ -87,6 +90,13 @@ export function routeChunk(
     if (into !== null) {
       // Collapsed for every webhook, before any check: nothing to evaluate or keep.
       merged += 1;
+      routes[i] = { seen: NOTHING_SEEN, positions: [], batches: [], unmatched: [] };
+      continue;
+    }
+    if (row.inTrash && row.asset !== null) {
+      // Excluded for every enabled webhook before its own checks, as asset_gone is:
+      // nothing to evaluate, and no UNMATCHED (the asset's membership is unchanged).
+      trashed += 1;
       routes[i] = { seen: NOTHING_SEEN, positions: [], batches: [], unmatched: [] };
       continue;
     }
@@ -135,6 +145,7 @@ export function routeChunk(
   add('excluded', excluded);
   add('unmatched', unmatched);
   add('asset_gone', gone);
+  add('in_trash', trashed * index.enabledCount);
   add('collapsed', merged * index.size);
   add('disabled', (rows.length - merged) * disabled);
   return { routes, atomIds, collapsed };

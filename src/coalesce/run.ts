@@ -9,7 +9,7 @@ import { isoTimestamp } from '../payloads/serialize.js';
 import { PayloadIdBlock } from '../payloads/ids.js';
 import { sealOpenPayloads } from '../payloads/seal.js';
 import { writePayloads } from '../payloads/store.js';
-import { claimChunk, outboxHighWater, recordRunStart, type Chunk } from './claim.js';
+import { claimChunk, outboxHighWater, recordRunStart, viewHasInTrash, type Chunk } from './claim.js';
 import { Packer } from './pack.js';
 import { chunkStatements } from './persist.js';
 import { RoutingIndex } from '../filters/routing-index.js';
@@ -207,7 +207,7 @@ async function runLocked(
     await writer.query('set synchronous_commit = off');
     const payloadIdBlock = new PayloadIdBlock(session);
     const done: Promise<Chunk | null> = Promise.resolve(null);
-    const reads = routing.seen.reads;
+    const reads = { ...routing.seen.reads, inTrash: await viewHasInTrash(session) };
     const mirrored = routing.mirror !== null;
     let next: Promise<Chunk | null> = claimChunk(session, ids, maxSeq, 0, chunkSize, reads, mirrored);
     let writing: Promise<void> = Promise.resolve();
@@ -243,6 +243,7 @@ async function runLocked(
             // The batches have their payload ids by now.
             payloadIds: routed.routes.map((route) => route.batches.map((batch) => batch.payloadId!)),
             unmatchedTo: routed.routes.map((route) => route.unmatched),
+            inTrash: rows.map((row) => row.inTrash && row.asset !== null),
           },
           batches,
           routing.mirror?.members.takeChanges() ?? [],

@@ -43,8 +43,10 @@ export const ASSET_STATE_COLUMNS: ReadonlyArray<readonly [name: string, type: st
 /**
  * The column of the view that says whether the asset is in the Trash (true
  * while it is; false or null when it is not). `backfill` reads it, to send
- * only assets that are not in the Trash; the coalescer and `explain` do not,
- * so a binding installed before the column existed still runs.
+ * only assets that are not in the Trash, and the coalescer, to exclude an
+ * EDITED or REVERSION of an asset in the Trash (see ClaimedEvent.inTrash),
+ * when the view has it: a binding installed before the column existed still
+ * runs, and `explain` does not read it.
  */
 export const IN_TRASH_COLUMN: readonly [name: string, type: string] = ['in_trash', 'boolean'];
 

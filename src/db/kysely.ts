@@ -39,6 +39,8 @@ export interface OperatorDatabase {
     delivered_to: number[] | null;
     payload_ids: number[] | null;
     asset_gone: boolean;
+    /** An EDITED or REVERSION of an asset in the Trash, excluded for every webhook as `in_trash`. */
+    in_trash: boolean;
     /** The backfill that wrote the event; null (with seq and run_id set) for a captured event. */
     backfill_id: number | null;
     reconcile_id: number | null;

@@ -109,6 +109,8 @@ function describeCheck(check: string | null): string {
       return ' (a child asset; only top-level assets pass without a parentId filter)';
     case 'asset_gone':
       return ' (the asset no longer existed when the event was coalesced)';
+    case 'in_trash':
+      return ' (a change of an asset in the Trash: not an EDITED or REVERSION for any webhook; its restore sends EDITED)';
     default:
       return check?.startsWith('filter:')
         ? ` (filter group ${check.slice(7)} of the webhook did not pass; try asset-webhooks explain)`

@@ -30,6 +30,8 @@ export interface ConsumedEvents {
   readonly payloadIds: ReadonlyArray<readonly number[]>;
   /** The positions among deliveredTo that got the event as an UNMATCHED (mirror webhooks). */
   readonly unmatchedTo: ReadonlyArray<readonly number[]>;
+  /** Excluded for every webhook as `in_trash` (ClaimedEvent.inTrash). */
+  readonly inTrash: readonly boolean[];
 }
 
 /**
@@ -71,6 +73,7 @@ export const CONSUMED_COLUMNS: ReadonlyArray<Column<ConsumedEvents>> = [
   { name: 'delivered_to', type: 'text', value: (events, i) => listLiteral(events.deliveredTo[i]!) },
   { name: 'payload_ids', type: 'text', value: (events, i) => listLiteral(events.payloadIds[i]!) },
   { name: 'unmatched_to', type: 'text', value: (events, i) => listLiteral(events.unmatchedTo[i]!) },
+  { name: 'in_trash', type: 'boolean', value: (events, i) => events.inTrash[i]! },
   ...seenColumns<ConsumedEvents>((events, i) => events.seen[i]!),
 ];
 
@@ -101,11 +104,11 @@ export function consumeCtes(params: Params, runId: string, routingId: string, ev
      moved as (
        insert into asset_webhooks.events
          (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, collapsed_into,
-          routing_id, delivered_to, payload_ids, unmatched_to, asset_gone, seen_supertype, seen_parent_id, seen_state, seen_schema_id, seen_type_id,
+          routing_id, delivered_to, payload_ids, unmatched_to, in_trash, asset_gone, seen_supertype, seen_parent_id, seen_state, seen_schema_id, seen_type_id,
           seen_domain_id, seen_keywords, seen_field_names, seen_field_values)
        select r.event_id, c.seq, c.occurred_at, c.event_type, c.asset_id, coalesce(c.asset_uuid, r.asset_uuid), r.atom_id, ${runId},
               clock_timestamp(), r.collapsed_into,
-              ${routingId}, r.delivered_to::integer[], r.payload_ids::bigint[], r.unmatched_to::integer[], r.asset_gone, r.seen_supertype, r.seen_parent_id, r.seen_state,
+              ${routingId}, r.delivered_to::integer[], r.payload_ids::bigint[], r.unmatched_to::integer[], r.in_trash, r.asset_gone, r.seen_supertype, r.seen_parent_id, r.seen_state,
               r.seen_schema_id, r.seen_type_id, r.seen_domain_id, r.seen_keywords::text[], r.seen_field_names::text[],
               r.seen_field_values::text[]
        from consumed c

@@ -43,7 +43,7 @@ export class ServiceMetrics {
   });
   readonly eventsRouted = new Counter({
     name: 'asset_webhooks_event_routes_total',
-    help: 'Event-to-webhook decisions by route: deliver, collapsed, disabled, asset_gone, excluded by a filter check (event_outcomes names it), or unmatched (a mirror webhook got it as UNMATCHED).',
+    help: 'Event-to-webhook decisions by route: deliver, collapsed, disabled, asset_gone, in_trash, excluded by a filter check (event_outcomes names it), or unmatched (a mirror webhook got it as UNMATCHED).',
     labelNames: ['route'],
     registers: [this.registry],
   });

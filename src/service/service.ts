@@ -99,7 +99,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     for (const warning of configWarnings(config)) logger.warn({ warning }, 'configuration');
     for (const gap of await captureGaps(pool)) logger.warn({ gap }, 'capture: changes can go uncaptured');
     for (const problem of await bindingProblems(pool, [IN_TRASH_COLUMN]))
-      logger.warn({ problem }, 'binding: backfill is refused until the view has this column');
+      logger.warn(
+        { problem },
+        'binding: backfill is refused, and only the capture tells a change in the Trash, until the view has this column',
+      );
   } catch (error) {
     return failedStart(error);
   }

@@ -542,14 +542,15 @@ it("a transaction whose first change of an asset a run passed before it committe
   const late = await db.pool.connect();
   try {
     // Outbox, in seq order: an edit of asset 2, the late transaction's edit of
-    // asset 1, edits of assets 3 and 5, the late transaction's trashing of
+    // asset 1, edits of assets 3 and 5, the late transaction's new version of
     // asset 1 (not an edit: nothing else would defer it), an edit of asset 4.
+    // (A move to the Trash would do too, but would exclude the edit as in_trash.)
     await db.pool.query("update assets set title = 'b' where asset_id = 2");
     await late.query('begin');
     await late.query("update assets set title = 'late' where asset_id = 1");
     await db.pool.query("update assets set title = 'c' where asset_id = 3");
     await db.pool.query("update assets set title = 'e' where asset_id = 5");
-    await late.query('update assets set trashed_at = now() where asset_id = 1');
+    await late.query('update assets set latest_atom_id = 7 where asset_id = 1');
     await db.pool.query("update assets set title = 'd' where asset_id = 4");
     // The second chunk passes the late edit while it is not committed; the
     // late transaction commits before the fourth is read.
@@ -563,11 +564,11 @@ it("a transaction whose first change of an asset a run passed before it committe
     .flatMap(bodyEvents)
     .filter((e) => e.assetId === 1)
     .map((e) => e.eventType);
-  expect(carried).toEqual(['CREATED', 'EDITED', 'DELETED']);
+  expect(carried).toEqual(['CREATED', 'EDITED', 'REVERSION']);
   const { rows } = await db.pool.query<{ event_type: string; run_id: number }>(
     "select event_type, run_id::int from asset_webhooks.events where asset_id = 1 and event_type <> 'CREATED' order by seq",
   );
-  expect(rows.map((row) => row.event_type)).toEqual(['EDITED', 'DELETED']);
+  expect(rows.map((row) => row.event_type)).toEqual(['EDITED', 'REVERSION']);
   expect(rows[0]!.run_id).toBe(rows[1]!.run_id);
 });
 
@@ -577,7 +578,7 @@ it("an edit that commits while a run goes on, later than the run's latest edit o
   await db.pool.query('insert into assets (asset_id) select g from generate_series(1, 4) g');
   await runCoalesce(db.pool, [crm]);
   // Outbox, in seq order: edits of assets 1, 2 and 4 (committed), a keyword of
-  // asset 1 and its trashing (in a transaction left open), an edit of asset 3.
+  // asset 1 and a new version of it (in a transaction left open), an edit of asset 3.
   await db.pool.query("update assets set title = 'a' where asset_id = 1");
   await db.pool.query("update assets set title = 'b' where asset_id = 2");
   await db.pool.query("update assets set title = 'd' where asset_id = 4");
@@ -585,7 +586,7 @@ it("an edit that commits while a run goes on, later than the run's latest edit o
   try {
     await late.query('begin');
     await late.query("insert into asset_keywords (asset_id, value) values (1, 'late')");
-    await late.query('update assets set trashed_at = now() where asset_id = 1');
+    await late.query('update assets set latest_atom_id = 7 where asset_id = 1');
     await db.pool.query("update assets set title = 'c' where asset_id = 3");
     // The late transaction commits before the fourth chunk is read. The fourth
     // chunk then holds only the deferred edit: the run goes on to the fifth.
@@ -609,17 +610,17 @@ it("an edit that commits while a run goes on, later than the run's latest edit o
   ]);
   expect(new Set(rows.slice(0, 4).map((row) => row.run_id)).size).toBe(1);
   expect(rows[4]!.run_id).toBeGreaterThan(rows[0]!.run_id);
-  // The trashing, read by the run in a chunk after the deferred edit, waits with
+  // The new version, read by the run in a chunk after the deferred edit, waits with
   // it: asset 1's events reach the receiver in the order they happened.
   const carried = (await payloads(db.pool))
     .flatMap(bodyEvents)
     .filter((e) => e.assetId === 1)
     .map((e) => e.eventType);
-  expect(carried).toEqual(['CREATED', 'EDITED', 'EDITED', 'DELETED']);
-  const { rows: trashed } = await db.pool.query<{ run_id: number }>(
-    "select run_id::int from asset_webhooks.events where event_type = 'DELETED'",
+  expect(carried).toEqual(['CREATED', 'EDITED', 'EDITED', 'REVERSION']);
+  const { rows: versioned } = await db.pool.query<{ run_id: number }>(
+    "select run_id::int from asset_webhooks.events where event_type = 'REVERSION'",
   );
-  expect(trashed).toEqual([{ run_id: rows[4]!.run_id }]);
+  expect(versioned).toEqual([{ run_id: rows[4]!.run_id }]);
 });
 
 it("writes each chunk's payloads as that chunk left them: a batch a later chunk fills is not written with events that chunk has not committed", async () => {

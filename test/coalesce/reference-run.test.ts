@@ -57,6 +57,10 @@ it(
     const states = new Map<number, AssetState | null>();
     for (const id of new Set(captured.map((e) => e.asset_id)))
       states.set(id, await readAssetState(db.pool, String(id)));
+    const { rows: inTrash } = await db.pool.query<{ asset_id: number }>(
+      'select asset_id from assets where trashed_at is not null',
+    );
+    const trashed = new Set(inTrash.map((row) => Number(row.asset_id)));
     const expected: Record<string, Record<string, number>> = {};
     for (const event of captured) {
       for (const webhook of config) {
@@ -66,6 +70,9 @@ it(
         else if (!webhook.enabled) outcome = 'excluded:disabled';
         else if (event.event_type === 'PURGED') outcome = 'pending';
         else if (state === null) outcome = 'excluded:asset_gone';
+        // Edits and versions made before the move to the Trash: the asset is in the Trash when coalesced.
+        else if (['EDITED', 'REVERSION'].includes(event.event_type) && trashed.has(event.asset_id))
+          outcome = 'excluded:in_trash';
         else {
           const excludedBy = explainWebhook(webhook, event.event_type, state).excludedBy;
           outcome = excludedBy === null ? 'pending' : `excluded:${excludedBy}`;

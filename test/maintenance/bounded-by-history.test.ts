@@ -160,6 +160,7 @@ it('consumes a chunk of a large outbox backlog reading only that chunk, when its
         deliveredTo: seqs.map(() => []),
         payloadIds: seqs.map(() => []),
         unmatchedTo: seqs.map(() => []),
+        inTrash: seqs.map(() => false),
       },
       [],
       [],

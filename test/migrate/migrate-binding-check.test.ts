@@ -227,7 +227,10 @@ describe('the binding view check', () => {
       const config = path.join(directory, 'old-binding.yaml');
       writeFileSync(config, configText);
       expect(await startWarnings({ config: configText, field: 'problem' })).toEqual([
-        { msg: 'binding: backfill is refused until the view has this column', problem: noInTrash },
+        {
+          msg: 'binding: backfill is refused, and only the capture tells a change in the Trash, until the view has this column',
+          problem: noInTrash,
+        },
       ]);
 
       const explained = await explainAsset1(config);

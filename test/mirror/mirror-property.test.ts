@@ -21,6 +21,8 @@ const db = useTestDatabase();
 
 /** Events sent as UNMATCHED over all cases: the workload must make assets leave, or the property says little. */
 let unmatchedSeen = 0;
+/** Changes made to assets in the Trash over all cases (excluded as in_trash): the workload must make some. */
+let trashedEdits = 0;
 
 /** A coalescing run reads `chunkSize` outbox rows per chunk: small chunks exercise its pipeline (see MirrorMembers.absorb). */
 type Step = Op | { readonly kind: 'coalesce'; readonly chunkSize: number } | { readonly kind: 'switch' };
@@ -65,6 +67,10 @@ async function check(steps: readonly Step[], order: readonly number[]): Promise<
     } else await applyOp(db.pool, step);
   }
   await runCoalesce(db.pool, [routed(set)]);
+  const {
+    rows: [excluded],
+  } = await db.pool.query<{ n: number }>('select count(*)::int as n from asset_webhooks.events where in_trash');
+  trashedEdits += excluded!.n;
 
   const sent = await payloads(db.pool, 'copy');
   const inOrder = sent.flatMap(bodyEvents);
@@ -117,9 +123,27 @@ it(
             ],
             [2, 1, 0],
           ],
+          // Edited in the Trash out of the filters, then restored: UNMATCHED; edited back, restored again: EDITED.
+          [
+            [
+              { kind: 'create', asset: 12, domain: 1, keywords: ['shop'] },
+              { kind: 'coalesce', chunkSize: 3 },
+              { kind: 'trash', asset: 12 },
+              { kind: 'keyword', asset: 12, keyword: 'shop', add: false },
+              { kind: 'version', asset: 12 },
+              { kind: 'coalesce', chunkSize: 1 },
+              { kind: 'restore', asset: 12 },
+              { kind: 'coalesce', chunkSize: 2 },
+              { kind: 'trash', asset: 12 },
+              { kind: 'keyword', asset: 12, keyword: 'shop', add: true },
+              { kind: 'restore', asset: 12 },
+            ],
+            [1, 0, 2],
+          ],
         ],
       },
     );
     expect(unmatchedSeen).toBeGreaterThan(10);
+    expect(trashedEdits).toBeGreaterThan(10);
   },
 );

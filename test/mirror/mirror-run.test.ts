@@ -112,6 +112,11 @@ it(
         (request) => (JSON.parse(request.body) as { events: ReceivedEvent[] }).events,
       );
       expect(received.filter((event) => event.eventType === 'UNMATCHED').length, `seed ${seed}`).toBeGreaterThan(0);
+      // Assets in the Trash were edited, and none of those changes went out.
+      const {
+        rows: [trashed],
+      } = await db.pool.query<{ n: number }>('select count(*)::int as n from asset_webhooks.events where in_trash');
+      expect(trashed!.n, `seed ${seed}`).toBeGreaterThan(0);
       // How many requests depends on how many edits each coalescing run collapses, which moves
       // with the machine's load: a floor, not a figure.
       expect(receiver.requests.length, `seed ${seed}`).toBeGreaterThan(20);

@@ -93,9 +93,10 @@ export async function createFolders(pool: pg.Pool): Promise<void> {
 /**
  * Applies one operation as a DAM would, in its own transaction. An
  * operation that does not apply to the asset as it is (an edit of an asset
- * that does not exist, a restore of one not in the Trash) does nothing;
- * nor is an asset in the Trash edited: only restored or purged (an EDITED
- * of an asset in the Trash reads to a receiver as the asset being back).
+ * that does not exist, a restore of one not in the Trash) does nothing. An
+ * asset in the Trash is edited like any other: the service must not send
+ * those changes as EDITED or REVERSION (a receiver reads an EDITED as the
+ * asset being back).
  */
 export async function applyOp(pool: pg.Pool, op: Op): Promise<void> {
   const {
@@ -118,7 +119,6 @@ export async function applyOp(pool: pg.Pool, op: Op): Promise<void> {
     return;
   }
   if (found === undefined) return;
-  if (found.trashed && op.kind !== 'restore' && op.kind !== 'purge') return;
   switch (op.kind) {
     case 'keyword':
       await pool.query(

@@ -167,6 +167,7 @@ it('keeps a chunk statement with a full group of payload rows under the bind par
       deliveredTo: [[1]],
       payloadIds: [[1]],
       unmatchedTo: [[]],
+      inTrash: [false],
     },
     batches,
     [],
