@@ -28,6 +28,12 @@ export interface ClaimedEvent {
    * every webhook as `in_trash`.
    */
   readonly inTrash: boolean;
+  /**
+   * Epoch milliseconds of the latest eventTimestamp stored for the asset in
+   * asset_webhooks.events when the chunk was read; null when it has none
+   * (see AssetClock).
+   */
+  readonly lastMs: number | null;
 }
 
 /** An outbox row (event_ columns) with its asset's state (null columns when the asset is gone). */
@@ -46,6 +52,7 @@ interface ClaimRow extends Omit<AssetStateRow, 'asset_id'>, Partial<MembershipRo
   latest_edit_event_id: string | null;
   asset_id: DecimalId | null;
   in_trash: boolean;
+  last_ms: string | null;
 }
 
 /**
@@ -166,7 +173,9 @@ export interface Chunk {
  *
  * `reads` says which of the asset's lists some check reads; a list no check
  * reads is given as empty, and its part of the binding's view is not computed.
- * With `mirror`, each row carries its asset's row of
+ * Each row says whether it is a change in the Trash (ClaimedEvent.inTrash:
+ * the capture's word, or the view's in_trash now) and carries its asset's
+ * latest stored eventTimestamp (ClaimedEvent.lastMs). With `mirror`, each row carries its asset's row of
  * asset_webhooks.mirror_members, as read in the chunk's snapshot (see
  * MirrorMembers.absorb).
  *
@@ -202,6 +211,15 @@ export async function claimChunk(
        from asset_webhooks.asset_state s
        where s.asset_id in (select distinct asset_id from claimed)
      ),
+     clocks as materialized (
+       -- The latest eventTimestamp stored for each asset (events.occurred_at
+       -- is the eventTimestamp as sent): one backward probe of events_asset
+       -- per asset. See AssetClock.
+       select a.asset_id,
+              (select floor(extract(epoch from e.occurred_at) * 1000)::bigint from asset_webhooks.events e
+               where e.asset_id = a.asset_id order by e.occurred_at desc limit 1) as last_ms
+       from (select distinct asset_id from claimed) a
+     ),
      covered as (
        select c.*, le.seq as le_seq, le.occurred_ms as le_ms, le.event_id as le_event_id,
               case
@@ -231,9 +249,11 @@ export async function claimChunk(
             case when c.event_type = 'EDITED' then c.le_ms end as latest_edit_ms,
             case when c.event_type = 'EDITED' then c.le_event_id end as latest_edit_event_id, c.deferred,
             c.event_type in ('EDITED', 'REVERSION') and (c.in_trash or s.in_trash) is true as in_trash,
+            k.last_ms::text as last_ms,
             ${assetStateColumns('s')}${mirror ? `, ${MEMBERSHIP_COLUMNS}` : ''}
      from marked c
      left join states s on s.asset_id = c.asset_id
+     left join clocks k on k.asset_id = c.asset_id
      ${mirror ? 'left join asset_webhooks.mirror_members m on m.asset_id = c.asset_id' : ''}
      order by c.seq`,
     [maxSeq, afterSeq, limit],
@@ -272,6 +292,7 @@ function toClaimedEvent(row: ClaimRow, ids: EventIds): ClaimedEvent {
     asset,
     membership: row.mirror_webhooks === undefined ? null : (row as ClaimRow & MembershipRow),
     inTrash: row.in_trash,
+    lastMs: row.last_ms === null ? null : Number(row.last_ms),
   };
 }
 

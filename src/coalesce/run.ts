@@ -10,6 +10,7 @@ import { PayloadIdBlock } from '../payloads/ids.js';
 import { sealOpenPayloads } from '../payloads/seal.js';
 import { writePayloads } from '../payloads/store.js';
 import { claimChunk, outboxHighWater, recordRunStart, viewHasInTrash, type Chunk } from './claim.js';
+import { AssetClock, stampChunk } from './clock.js';
 import { Packer } from './pack.js';
 import { chunkStatements } from './persist.js';
 import { RoutingIndex } from '../filters/routing-index.js';
@@ -206,6 +207,7 @@ async function runLocked(
     // session, so that a chunk of one statement needs no other.
     await writer.query('set synchronous_commit = off');
     const payloadIdBlock = new PayloadIdBlock(session);
+    const clock = new AssetClock();
     const done: Promise<Chunk | null> = Promise.resolve(null);
     const reads = { ...routing.seen.reads, inTrash: await viewHasInTrash(session) };
     const mirrored = routing.mirror !== null;
@@ -221,8 +223,9 @@ async function runLocked(
         // If a write fails, this read is abandoned; its own failure is not the run's.
         next.catch(() => {});
         deferred += chunk.deferred;
-        const rows = chunk.events;
-        if (rows.length === 0) continue;
+        if (chunk.events.length === 0) continue;
+        // Before routing: every webhook gets the same, possibly raised, eventTimestamp.
+        const { rows, raised } = stampChunk(chunk.events, clock);
         // Read with the chunk, before the two chunks before it were written: see MirrorMembers.absorb.
         routing.mirror?.members.absorb(rows.map((row) => ({ assetId: row.assetId, row: row.membership })));
         const routed = routeChunk(rows, routing, routes);
@@ -244,6 +247,7 @@ async function runLocked(
             payloadIds: routed.routes.map((route) => route.batches.map((batch) => batch.payloadId!)),
             unmatchedTo: routed.routes.map((route) => route.unmatched),
             inTrash: rows.map((row) => row.inTrash && row.asset !== null),
+            raisedTimestamps: raised,
           },
           batches,
           routing.mirror?.members.takeChanges() ?? [],

@@ -32,6 +32,12 @@ export interface ConsumedEvents {
   readonly unmatchedTo: ReadonlyArray<readonly number[]>;
   /** Excluded for every webhook as `in_trash` (ClaimedEvent.inTrash). */
   readonly inTrash: readonly boolean[];
+  /**
+   * The eventTimestamp given where it is not the event's own time (see
+   * AssetClock), else null: events.occurred_at stores the eventTimestamp
+   * as sent.
+   */
+  readonly raisedTimestamps: ReadonlyArray<string | null>;
 }
 
 /**
@@ -74,6 +80,7 @@ export const CONSUMED_COLUMNS: ReadonlyArray<Column<ConsumedEvents>> = [
   { name: 'payload_ids', type: 'text', value: (events, i) => listLiteral(events.payloadIds[i]!) },
   { name: 'unmatched_to', type: 'text', value: (events, i) => listLiteral(events.unmatchedTo[i]!) },
   { name: 'in_trash', type: 'boolean', value: (events, i) => events.inTrash[i]! },
+  { name: 'raised_at', type: 'timestamptz', value: (events, i) => events.raisedTimestamps[i]! },
   ...seenColumns<ConsumedEvents>((events, i) => events.seen[i]!),
 ];
 
@@ -106,7 +113,7 @@ export function consumeCtes(params: Params, runId: string, routingId: string, ev
          (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, collapsed_into,
           routing_id, delivered_to, payload_ids, unmatched_to, in_trash, asset_gone, seen_supertype, seen_parent_id, seen_state, seen_schema_id, seen_type_id,
           seen_domain_id, seen_keywords, seen_field_names, seen_field_values)
-       select r.event_id, c.seq, c.occurred_at, c.event_type, c.asset_id, coalesce(c.asset_uuid, r.asset_uuid), r.atom_id, ${runId},
+       select r.event_id, c.seq, coalesce(r.raised_at, c.occurred_at), c.event_type, c.asset_id, coalesce(c.asset_uuid, r.asset_uuid), r.atom_id, ${runId},
               clock_timestamp(), r.collapsed_into,
               ${routingId}, r.delivered_to::integer[], r.payload_ids::bigint[], r.unmatched_to::integer[], r.in_trash, r.asset_gone, r.seen_supertype, r.seen_parent_id, r.seen_state,
               r.seen_schema_id, r.seen_type_id, r.seen_domain_id, r.seen_keywords::text[], r.seen_field_names::text[],

@@ -161,6 +161,7 @@ it('consumes a chunk of a large outbox backlog reading only that chunk, when its
         payloadIds: seqs.map(() => []),
         unmatchedTo: seqs.map(() => []),
         inTrash: seqs.map(() => false),
+        raisedTimestamps: seqs.map(() => null),
       },
       [],
       [],

@@ -111,7 +111,7 @@ describe('a mirror webhook', () => {
     ]);
   });
 
-  it("raises an eventTimestamp to after the last one sent for the asset, so one asset's timestamps strictly increase", async () => {
+  it("raises an eventTimestamp to after the last one sent for the asset to a mirror webhook, for every webhook alike, so one asset's timestamps strictly increase", async () => {
     const webhooks = [mirror(), plain];
     await registerWebhooks(db.pool, webhooks);
     await db.pool.query('insert into assets (asset_id) values (1)');
@@ -126,10 +126,8 @@ describe('a mirror webhook', () => {
     const [plainEvent] = (await payloads(db.pool, 'plain')).flatMap(bodyEvents);
     expect(copied!.eventId).toBe(plainEvent!.eventId);
     expect(copied!.eventTimestamp).toBe(new Date(last.getTime() + 1).toISOString());
-    expect([plainEvent!.eventTimestamp, copied!.eventTimestamp]).toEqual(
-      [plainEvent!.eventTimestamp, copied!.eventTimestamp].sort(),
-    );
-    expect(plainEvent!.eventTimestamp).not.toBe(copied!.eventTimestamp);
+    // One time for every webhook (src/coalesce/clock.ts): the payloads can share one body.
+    expect(plainEvent!.eventTimestamp).toBe(copied!.eventTimestamp);
   });
 });
 

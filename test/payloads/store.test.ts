@@ -168,6 +168,7 @@ it('keeps a chunk statement with a full group of payload rows under the bind par
       payloadIds: [[1]],
       unmatchedTo: [[]],
       inTrash: [false],
+      raisedTimestamps: [null],
     },
     batches,
     [],
