@@ -27,9 +27,16 @@ export interface Explanation {
 /**
  * Every check, in the spec's order, with its verdict and the values
  * it compared, for `explain`. Its conclusion (excludedBy) equals
- * referenceEvaluate's; a property test checks that.
+ * referenceEvaluate's; a property test checks that. `inTrash`: the asset is
+ * in the Trash (the view's in_trash), so an EDITED or REVERSION of it is
+ * excluded as `in_trash` for every webhook; the check is listed only then.
  */
-export function explainWebhook(webhook: WebhookConfig, eventType: EventType, asset: AssetState): Explanation {
+export function explainWebhook(
+  webhook: WebhookConfig,
+  eventType: EventType,
+  asset: AssetState,
+  inTrash = false,
+): Explanation {
   const checks: CheckVerdict[] = [];
   let excludedBy: ExclusionCheck | null = null;
   let purgedBypass = false;
@@ -56,6 +63,16 @@ export function explainWebhook(webhook: WebhookConfig, eventType: EventType, ass
       detail: 'PURGED passes every check and is always delivered',
     });
     purgedBypass = true;
+  }
+  if (inTrash) {
+    const edit = eventType === 'EDITED' || eventType === 'REVERSION';
+    record(
+      'in_trash',
+      !edit,
+      edit
+        ? `the asset is in the Trash: a change to it is no ${eventType} for any webhook (its restore sends EDITED)`
+        : `the asset is in the Trash; only EDITED and REVERSION are excluded for it`,
+    );
   }
 
   const typeOk = webhook.resourceTypes.includes(asset.supertype);

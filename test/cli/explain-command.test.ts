@@ -47,11 +47,15 @@ beforeAll(async () => {
     (7002, 'Project', 7001, null, null),
     (7003, 'Project', null, null, 99),
     (7004, 'Resource', null, null, 99)`);
+  // 7008: the shop's asset, in the Trash.
   await db.pool.query(
-    `insert into asset_keywords values (7001, 'summer'), (7001, 'product'), (7002, 'summer'), (7004, 'Summer')`,
+    `insert into assets (asset_id, supertype, state, schema_id, trashed_at) values (7008, 'Resource', 'approved', 12, now())`,
   );
   await db.pool.query(
-    `insert into asset_additional_fields values (7001, 'campaign', '2026'), (7001, 'region', 'emea'), (7004, 'region', '2026')`,
+    `insert into asset_keywords values (7001, 'summer'), (7001, 'product'), (7002, 'summer'), (7004, 'Summer'), (7008, 'summer')`,
+  );
+  await db.pool.query(
+    `insert into asset_additional_fields values (7001, 'campaign', '2026'), (7001, 'region', 'emea'), (7004, 'region', '2026'), (7008, 'campaign', '2026')`,
   );
 });
 
@@ -70,6 +74,9 @@ describe('explain evaluates a webhook against an asset in the database', () => {
     ['CREATED is in eventTypes [Created]', 'created-only', 7001, 'CREATED', null],
     ['PURGED (any case) passes every check', 'created-only', 7002, 'purged', null],
     ['a disabled webhook receives not even PURGED', 'paused', 7001, 'Purged', 'disabled'],
+    ['an EDITED of an asset in the Trash is excluded for every webhook', 'shop', 7008, undefined, 'in_trash'],
+    ['so is a REVERSION', 'children', 7008, 'Reversion', 'in_trash'],
+    ['its DELETED passes the in_trash check', 'shop', 7008, 'Deleted', null],
   ] as const)('%s', async ([, webhook, asset, eventType, expected], { expect }) => {
     const result = await explain([
       '--webhook',

@@ -8,6 +8,7 @@ import { EVENT_TYPES, type EventType } from '../../interfaces.js';
 import { stringifyWithExactIds } from '../json-output.js';
 import { parseDecimalIdOption } from '../options.js';
 import { assertBinding } from '../../migrate/binding-check.js';
+import { viewHasInTrash } from '../../coalesce/claim.js';
 import { printableValues, quotedPrefix } from '../../text/printable.js';
 import { UsageError } from '../usage-error.js';
 import type pg from 'pg';
@@ -54,7 +55,12 @@ export function registerExplain(program: Command): void {
               'unknown_asset',
               `--asset: expected an existing asset id, got ${options.asset} (no such asset in asset_webhooks.asset_state)`,
             );
-          const evaluated = explainWebhook(webhook, options.eventType, assetState);
+          const evaluated = explainWebhook(
+            webhook,
+            options.eventType,
+            assetState,
+            await isInTrash(pool, options.asset),
+          );
           const mirror = webhook.mirror ? await mirrorState(pool, webhook, assetState) : undefined;
           if (options.json) {
             // The asset as the filters saw it, so a reader can check every comparison.
@@ -75,6 +81,16 @@ export function registerExplain(program: Command): void {
         });
       },
     );
+}
+
+/** Whether the asset is in the Trash, as the coalescer reads it (false when the binding's view has no in_trash). */
+async function isInTrash(pool: pg.Pool, assetId: string): Promise<boolean> {
+  if (!(await viewHasInTrash(pool))) return false;
+  const { rows } = await pool.query<{ in_trash: boolean | null }>(
+    'select s.in_trash from asset_webhooks.asset_state s where s.asset_id = $1::bigint',
+    [assetId],
+  );
+  return rows[0]?.in_trash === true;
 }
 
 /** What a mirror webhook's set says of the asset (docs/mirror.md). */
