@@ -6,6 +6,14 @@
 --
 -- Adding a column with no default, or a constant one, rewrites no row: the
 -- upgrade is instant whatever the size of either table.
+--
+-- The same release keeps one asset's eventTimestamps strictly increasing for
+-- every webhook (src/coalesce/clock.ts) without a table of its own: the last
+-- time given to an asset is its latest events.occurred_at, which from this
+-- release on holds the eventTimestamp as sent. No data moves for it: an event
+-- coalesced before holds its own time, which is what plain webhooks were sent,
+-- and the times raised for mirror webhooks are in
+-- mirror_members.last_event_at, which the coalescer reads too.
 
 -- Whether the asset was in the Trash when the change was made, as the
 -- binding's capture trigger saw it (the reference binding: before and after
