@@ -44,6 +44,8 @@ export function leavingCheck(compiled: CompiledWebhook, asset: AssetState): Excl
  * Every event it sends carries an eventTimestamp after the last one sent to
  * that webhook for that asset (raised by a millisecond where needed), so a
  * receiver can keep the latest per asset whatever order payloads arrive in.
+ * The coalescer has raised it already, for every webhook (AssetClock, which
+ * reads the membership's last time too); a reconcile relies on this class.
  */
 export class MirrorRouting {
   readonly members = new MirrorMembers();
