@@ -135,6 +135,22 @@ function readColumns(reads: StateReads): string {
   );
 }
 
+/** What claimChunk reads besides the outbox rows. */
+export interface ClaimOptions {
+  /** Which of an asset's lists some check reads. Default: all. */
+  readonly reads?: StateReads;
+  /** Some enabled webhook is a mirror one: read each asset's membership. Default false. */
+  readonly mirror?: boolean;
+  /**
+   * Read the latest stored eventTimestamp (ClaimedEvent.lastMs) only of the
+   * assets with a row whose own time, in epoch milliseconds, is not after
+   * this: the highest eventTimestamp any event was given before the chunk
+   * (AssetClock.watermark). A later own time cannot be raised by anything
+   * stored. Default null: of every asset.
+   */
+  readonly probeUpToMs?: number | null;
+}
+
 /** One chunk of the outbox as read: the events to coalesce now, and where the read stopped. */
 export interface Chunk {
   readonly events: ClaimedEvent[];
@@ -188,9 +204,9 @@ export async function claimChunk(
   maxSeq: number,
   afterSeq: number,
   limit: number,
-  reads: StateReads = READ_ALL_STATE,
-  mirror = false,
+  options: ClaimOptions = {},
 ): Promise<Chunk> {
+  const { reads = READ_ALL_STATE, mirror = false, probeUpToMs = null } = options;
   const { rows } = await session.query<ClaimRow & { deferred: boolean }>(
     `with claimed as materialized (
        -- The upper bound is applied after the limit: with both bounds inside,
@@ -214,11 +230,12 @@ export async function claimChunk(
      clocks as materialized (
        -- The latest eventTimestamp stored for each asset (events.occurred_at
        -- is the eventTimestamp as sent): one backward probe of events_asset
-       -- per asset. See AssetClock.
+       -- per asset that has a row not after probeUpToMs. See AssetClock.
        select a.asset_id,
               (select floor(extract(epoch from e.occurred_at) * 1000)::bigint from asset_webhooks.events e
-               where e.asset_id = a.asset_id order by e.occurred_at desc limit 1) as last_ms
-       from (select distinct asset_id from claimed) a
+               where e.asset_id = a.asset_id order by e.asset_id desc, e.occurred_at desc limit 1) as last_ms
+       from (select distinct c.asset_id from claimed c
+             where $4::bigint is null or floor(extract(epoch from c.occurred_at) * 1000) <= $4::bigint) a
      ),
      covered as (
        select c.*, le.seq as le_seq, le.occurred_ms as le_ms, le.event_id as le_event_id,
@@ -256,7 +273,7 @@ export async function claimChunk(
      left join clocks k on k.asset_id = c.asset_id
      ${mirror ? 'left join asset_webhooks.mirror_members m on m.asset_id = c.asset_id' : ''}
      order by c.seq`,
-    [maxSeq, afterSeq, limit],
+    [maxSeq, afterSeq, limit, probeUpToMs],
   );
   const events: ClaimedEvent[] = [];
   for (const row of rows) if (!row.deferred) events.push(toClaimedEvent(row, ids));

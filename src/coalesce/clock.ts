@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import type { DecimalId } from '../interfaces.js';
 import type { ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
@@ -24,10 +25,24 @@ import { collapsedInto } from './collapse.js';
  * three after it is read.
  */
 export class AssetClock {
+  /**
+   * The highest eventTimestamp given so far, stored or in this run (epoch
+   * milliseconds; -1 when none): an event whose own time is after it is
+   * never raised, so a chunk reads the stored times only of assets with a
+   * row not after it (ClaimOptions.probeUpToMs). Read before the chunk before
+   * the one it bounds is stamped, it covers every chunk committed by then;
+   * the two after are laid over what the chunk reads.
+   */
+  watermark: number;
   private readonly known = new Map<DecimalId, number>();
   /** The stamps of the last two chunks, oldest first. */
   private previous: Array<Map<DecimalId, number>> = [];
   private current = new Map<DecimalId, number>();
+
+  /** `lastStampMs`: the highest eventTimestamp stored when the run began (lastEventTimestamp). */
+  constructor(lastStampMs: number | null) {
+    this.watermark = lastStampMs ?? -1;
+  }
 
   /** Takes the chunk's rows as read, then lays over them the stamps of the two chunks before. */
   absorb(rows: readonly ClaimedEvent[]): void {
@@ -46,6 +61,7 @@ export class AssetClock {
     const at = last === undefined || ownMs > last ? ownMs : last + 1;
     this.known.set(assetId, at);
     this.current.set(assetId, at);
+    if (at > this.watermark) this.watermark = at;
     return at;
   }
 
@@ -84,4 +100,13 @@ export function stampChunk(
   }
   clock.endChunk();
   return { rows: stamped, raised };
+}
+
+/** The highest eventTimestamp stored in asset_webhooks.events, epoch milliseconds; null when none is (one probe of events_occurred_at). */
+export async function lastEventTimestamp(client: pg.PoolClient): Promise<number | null> {
+  const { rows } = await client.query<{ ms: string | null }>(
+    'select floor(extract(epoch from max(occurred_at)) * 1000)::bigint::text as ms from asset_webhooks.events',
+  );
+  const ms = rows[0]?.ms ?? null;
+  return ms === null ? null : Number(ms);
 }

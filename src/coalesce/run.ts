@@ -10,7 +10,7 @@ import { PayloadIdBlock } from '../payloads/ids.js';
 import { sealOpenPayloads } from '../payloads/seal.js';
 import { writePayloads } from '../payloads/store.js';
 import { claimChunk, outboxHighWater, recordRunStart, viewHasInTrash, type Chunk } from './claim.js';
-import { AssetClock, stampChunk } from './clock.js';
+import { AssetClock, lastEventTimestamp, stampChunk } from './clock.js';
 import { Packer } from './pack.js';
 import { chunkStatements } from './persist.js';
 import { RoutingIndex } from '../filters/routing-index.js';
@@ -168,7 +168,9 @@ async function runLocked(
     session,
     async (client) => {
       const high = await outboxHighWater(client);
-      return high === null ? null : { maxSeq: high, ids: await recordRunStart(client, high) };
+      return high === null
+        ? null
+        : { maxSeq: high, ids: await recordRunStart(client, high), lastStampMs: await lastEventTimestamp(client) };
     },
     'repeatable read',
   );
@@ -207,19 +209,20 @@ async function runLocked(
     // session, so that a chunk of one statement needs no other.
     await writer.query('set synchronous_commit = off');
     const payloadIdBlock = new PayloadIdBlock(session);
-    const clock = new AssetClock();
+    const clock = new AssetClock(start.lastStampMs);
     const done: Promise<Chunk | null> = Promise.resolve(null);
     const reads = { ...routing.seen.reads, inTrash: await viewHasInTrash(session) };
     const mirrored = routing.mirror !== null;
-    let next: Promise<Chunk | null> = claimChunk(session, ids, maxSeq, 0, chunkSize, reads, mirrored);
+    const claim = (afterSeq: number): Promise<Chunk> =>
+      claimChunk(session, ids, maxSeq, afterSeq, chunkSize, { reads, mirror: mirrored, probeUpToMs: clock.watermark });
+    let next: Promise<Chunk | null> = claim(0);
     let writing: Promise<void> = Promise.resolve();
     let failed = false;
     try {
       for (;;) {
         const chunk = await next;
         if (chunk === null || chunk.read === 0) break;
-        next =
-          chunk.read < chunkSize ? done : claimChunk(session, ids, maxSeq, chunk.lastSeq, chunkSize, reads, mirrored);
+        next = chunk.read < chunkSize ? done : claim(chunk.lastSeq);
         // If a write fails, this read is abandoned; its own failure is not the run's.
         next.catch(() => {});
         deferred += chunk.deferred;

@@ -710,7 +710,7 @@ it("reads an asset's keywords and fields only when some enabled webhook's filter
       await session.query('select pg_stat_force_next_flush()');
       await session.query('begin');
       try {
-        const chunk = await claimChunk(session as unknown as pg.PoolClient, ids, maxSeq, 0, 100, reads);
+        const chunk = await claimChunk(session as unknown as pg.PoolClient, ids, maxSeq, 0, 100, { reads });
         const { rows } = await session.query<{ relname: string; scans: string }>(
           `select relname, coalesce(idx_scan, 0) + coalesce(seq_scan, 0) as scans from pg_stat_xact_user_tables
            where relname in ('asset_keywords', 'asset_additional_fields') order by relname`,

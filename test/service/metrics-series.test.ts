@@ -74,7 +74,7 @@ describe('/metrics before the first event', () => {
     expect([...before.keys()].filter((series) => series.includes('reconcile') && series.includes('"crm"'))).toEqual([]);
     for (const outcome of ['applied', 'refused'])
       expect(before.get(`asset_webhooks_config_reloads_total{outcome="${outcome}"}`), outcome).toBe(0);
-    for (const route of ['deliver', 'collapsed', 'disabled', 'asset_gone', 'excluded', 'unmatched'])
+    for (const route of ['deliver', 'collapsed', 'disabled', 'asset_gone', 'in_trash', 'excluded', 'unmatched'])
       expect(before.get(`asset_webhooks_event_routes_total{route="${route}"}`), route).toBe(0);
 
     const added: TestWebhook = { ...mirror, id: 'archive', url: 'http://127.0.0.1:9/archive' };
