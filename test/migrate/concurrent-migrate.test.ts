@@ -3,6 +3,7 @@ import { createPool } from '../../src/db/connect.js';
 import { migrate } from '../../src/migrate/migrate.js';
 import { useProbeRole } from '../helpers/probe-role.js';
 import { useTestDatabase } from '../helpers/test-database.js';
+import { loadMigrations } from '../../src/migrate/sql-files.js';
 
 // migrate serialises itself with a lock that only the service's roles can
 // take (a row of asset_webhooks.session_locks, whose table it creates first).
@@ -17,7 +18,8 @@ it('installs once from two migrates started together on an empty database, whate
     // The key migrate used to serialise itself with.
     await holder.query('select pg_advisory_lock(7200531001)');
     const results = await Promise.all(pools.map((pool) => migrate(pool, db.url, { binding: 'reference' })));
-    expect(results.map((result) => result.applied.length).sort()).toEqual([0, 1]);
+    // One applies every migration, the other none.
+    expect(results.map((result) => result.applied.length).sort()).toEqual([0, loadMigrations().length]);
     const { rows } = await db.pool.query('select count(*)::int as held from asset_webhooks.session_locks');
     expect(rows).toEqual([{ held: 0 }]);
   } finally {
