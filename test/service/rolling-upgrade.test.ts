@@ -12,6 +12,11 @@ import { startRun, stopRun, untilRunning } from '../helpers/run-process.js';
 import { resetData } from '../helpers/seed.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 import { useTestDatabase } from '../helpers/test-database.js';
+import { codeSchemaVersion } from '../../src/migrate/sql-files.js';
+
+/** The next release's one new migration: numbered after the checkout's last. */
+const CODE_VERSION = codeSchemaVersion();
+const PROBE_MIGRATION = `${String(CODE_VERSION + 1).padStart(4, '0')}_rolling_upgrade_probe.sql`;
 
 // A rolling upgrade: the next release's `migrate` commits while processes of
 // this one deliver. They must stop claiming and coalescing, let their requests
@@ -26,7 +31,7 @@ const temp = useTempDirectories();
 /** A copy of this release with one more, harmless migration: the release after it, for these tests. */
 function releaseWithNewerSchema(): ReturnType<typeof nextRelease> {
   return nextRelease(temp('aw-rolling-next-'), {
-    '0002_rolling_upgrade_probe.sql': 'create table asset_webhooks.rolling_upgrade_probe (id integer);\n',
+    [PROBE_MIGRATION]: 'create table asset_webhooks.rolling_upgrade_probe (id integer);\n',
   });
 }
 
@@ -86,8 +91,8 @@ it(
         what: 'its requests in flight to end',
       });
       const moved = old.output.stderr.split('\n').find((line) => line.includes('a newer release must take over'))!;
-      expect(JSON.parse(moved)).toMatchObject({ databaseVersion: 2, codeVersion: 1 });
-      expect(moved).toContain('schema asset_webhooks is at version 2 with functions');
+      expect(JSON.parse(moved)).toMatchObject({ databaseVersion: CODE_VERSION + 1, codeVersion: CODE_VERSION });
+      expect(moved).toContain(`schema asset_webhooks is at version ${CODE_VERSION + 1} with functions`);
 
       // Unready with the reason, alive, and claiming nothing more.
       const readyz = await fetch(`http://127.0.0.1:${port}/readyz`);
