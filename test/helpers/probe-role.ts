@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
 import type { TestDatabase } from './test-database.js';
@@ -19,11 +20,14 @@ export function useProbeRole(db: TestDatabase): ProbeRole {
   const name = `${db.name}_probe`;
   let pool: pg.Pool | undefined;
   beforeAll(async () => {
-    await db.pool.query(`create role ${name} login`);
+    // A password of its own: the embedded server asks for one (password
+    // authentication), a server with trust authentication ignores it.
+    const password = randomBytes(16).toString('hex');
+    await db.pool.query(`create role ${name} login password '${password}'`);
     await db.pool.query(`grant create on schema public to ${name}`);
     const url = new URL(db.url);
     url.username = name;
-    url.password = '';
+    url.password = password;
     pool = new pg.Pool({ connectionString: url.toString(), max: 4, application_name: 'probe' });
     pool.on('error', () => {});
   });
