@@ -8,11 +8,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import type pg from 'pg';
-import { createPool, isConnectionError } from '../../src/db/connect.js';
+import { isConnectionError } from '../../src/db/connect.js';
 import { migrate } from '../../src/migrate/migrate.js';
 import { startRestartablePostgres, type RestartablePostgres } from '../../test/helpers/restartable-postgres.js';
 import { compareCapture, judgeRun, type OutcomeRow, type Receipt } from './chaos-judge.js';
 import { readLedger } from './ledger.js';
+import { applicationPool } from './application-pool.js';
 
 // Resolved from the compiled file, dist-bench/bench/src/chaos.js, to the repository's CLI and results.
 const cli = fileURLToPath(new URL('../../../bin/asset-webhooks.js', import.meta.url));
@@ -66,7 +67,7 @@ export async function chaosMain(argv: readonly string[]): Promise<void> {
 
   const work = mkdtempSync(path.join(os.tmpdir(), 'aw-chaos-'));
   const server = await startRestartablePostgres();
-  const pool = createPool(server.tcpUrl, { max: 6, applicationName: 'asset-webhooks chaos' });
+  const pool = applicationPool(server.tcpUrl, { max: 6, applicationName: 'asset-webhooks chaos' });
   const receiver = await startRecordingReceiver({ slow: { webhookId: 'slow', delayMs: 250 } });
   const runs: RunSlot[] = [];
   try {

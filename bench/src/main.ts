@@ -15,6 +15,7 @@ import { measureLatency, measureMemory } from './drain-bench.js';
 import { measureIsolation, measureSlowReceivers } from './isolation-bench.js';
 import { busyLine, cpuLine, parseSections, SECTIONS, summaryOf, tableOf, type Figure, type Section } from './report.js';
 import { ensureAssets, measureWriteCost } from './write-cost.js';
+import { applicationPool } from './application-pool.js';
 
 // Resolved from the compiled file, dist-bench/bench/src/main.js, to the repository's bench/results/.
 const resultsDirectory = fileURLToPath(new URL('../../../bench/results/', import.meta.url));
@@ -73,7 +74,7 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
   const url = new URL(serverUrl);
   url.pathname = `/${database}`;
   const databaseUrl = url.toString();
-  const pool = createPool(databaseUrl, { max: 12, applicationName: 'asset-webhooks bench' });
+  const pool = applicationPool(databaseUrl, { max: 12, applicationName: 'asset-webhooks bench' });
   const figures: Figure[] = [];
   const add = (key: string, value: Figure['value'], digits: number, goal: string): void =>
     void figures.push({ key, value, digits, goal });
