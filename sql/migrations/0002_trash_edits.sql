@@ -1,4 +1,4 @@
--- Changes to an asset in the Trash (issue 56). The specification edits only
+-- Changes to an asset in the Trash. The specification edits only
 -- active assets, and a receiver reads an EDITED after a DELETED as the asset
 -- being back: an EDITED or REVERSION of an asset in the Trash is excluded for
 -- every webhook, by the check named `in_trash` (see

@@ -1,34 +1,12 @@
 import type pg from 'pg';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { ROUTES } from '../coalesce/route.js';
 import { ATTEMPT_OUTCOMES, type AttemptResult } from '../delivery/attempt-store.js';
-import { readDatabaseValues, type DatabaseValues } from './database-values.js';
-
-/** The values of asset_webhooks_webhook_state's `state` label. */
-export const WEBHOOK_STATES = ['healthy', 'backing_off', 'throttled'] as const;
+import { readEvery, registerDatabaseGauges } from './database-gauges.js';
+import { registerProcessMetrics } from './process-metrics.js';
 
 /** The values of asset_webhooks_reconciles_total's `outcome` label. */
 const RECONCILE_OUTCOMES = ['completed', 'failed'] as const;
-
-/**
- * prom-client's default metrics (process CPU, memory, file descriptors, the
- * event loop, the heap, GC) are served under this prefix, beside the
- * service's own: asset_webhooks_process_cpu_seconds_total,
- * asset_webhooks_nodejs_eventloop_lag_seconds. Their names begin with
- * `process_` or `nodejs_` already.
- */
-const DEFAULT_METRICS_PREFIX = 'asset_webhooks_';
-
-/**
- * Default metrics that are gauges named like counters, which Prometheus's
- * naming rules (and `promtool check metrics`) refuse: each is the sum over the
- * `type` label of the gauge of the same name without `_total`, which stays.
- */
-const GAUGES_NAMED_AS_COUNTERS = [
-  'nodejs_active_handles_total',
-  'nodejs_active_requests_total',
-  'nodejs_active_resources_total',
-];
 
 /**
  * The service's Prometheus metrics. Labels carry webhook ids, checks and
@@ -96,10 +74,6 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
-  private readonly pool: pg.Pool;
-  private readonly refreshEveryMs: () => number;
-  private values: { promise: Promise<DatabaseValues>; startedAt: number } | undefined;
-
   /**
    * `refreshEveryMs`: the values read from the database (backlog, pending
    * payloads, webhook states...) are read at most once per this many
@@ -108,142 +82,12 @@ export class ServiceMetrics {
    * passes the coalescing interval.
    */
   constructor(pool: pg.Pool, refreshEveryMs: () => number = () => 0) {
-    this.pool = pool;
-    this.refreshEveryMs = refreshEveryMs;
-    collectDefaultMetrics({ register: this.registry, prefix: DEFAULT_METRICS_PREFIX });
-    for (const name of GAUGES_NAMED_AS_COUNTERS) this.registry.removeSingleMetric(DEFAULT_METRICS_PREFIX + name);
+    registerProcessMetrics(this.registry);
     // Series of the label values known from the start, at zero (see knowWebhooks).
     for (const outcome of ['applied', 'refused']) this.configReloads.inc({ outcome }, 0);
     for (const route of ROUTES) this.eventsRouted.inc({ route }, 0);
     // Gauges read from the database, so every process reports the shared truth.
-    const databaseValues = (): Promise<DatabaseValues> => this.databaseValues();
-    new Gauge({
-      name: 'asset_webhooks_outbox_backlog_rows',
-      help: 'Outbox rows not yet coalesced.',
-      registers: [this.registry],
-      async collect() {
-        this.set((await databaseValues()).outboxRows);
-      },
-    });
-    new Gauge({
-      name: 'asset_webhooks_outbox_oldest_age_seconds',
-      help: 'Age of the oldest outbox row not yet coalesced (0 when empty).',
-      registers: [this.registry],
-      async collect() {
-        this.set((await databaseValues()).outboxOldestAgeSeconds);
-      },
-    });
-    new Gauge({
-      name: 'asset_webhooks_oldest_transaction_age_seconds',
-      help:
-        'Age of the oldest open transaction or snapshot in this database that holds back the removal of dead rows (0 when none). ' +
-        'While one stays open, delivering a backlog slows more the longer the backlog: see sql/runbooks/backlog-and-lag.sql.',
-      registers: [this.registry],
-      async collect() {
-        this.set((await databaseValues()).oldestTransactionAgeSeconds);
-      },
-    });
-    new Gauge({
-      name: 'asset_webhooks_payloads_pending',
-      help: 'Payloads waiting for delivery, by webhook.',
-      labelNames: ['webhook'],
-      registers: [this.registry],
-      async collect() {
-        const { pending } = await databaseValues();
-        this.reset();
-        for (const [webhook, n] of pending) this.set({ webhook }, n);
-      },
-    });
-    new Gauge({
-      name: 'asset_webhooks_webhook_paused',
-      help: 'Webhooks paused (paused: true): 1 while their payloads wait unsent, without expiring.',
-      labelNames: ['webhook'],
-      registers: [this.registry],
-      async collect() {
-        const { paused } = await databaseValues();
-        this.reset();
-        for (const webhook of paused) this.set({ webhook }, 1);
-      },
-    });
-    new Gauge({
-      name: 'asset_webhooks_webhook_state',
-      help:
-        'Delivery state of each enabled webhook, 1 for the state it is in and 0 for the others: healthy; ' +
-        'backing_off (attempts failed since the last success: at most one attempt in flight until one succeeds); ' +
-        "throttled (its receiver's Retry-After holds every payload of the webhook back until it passes).",
-      labelNames: ['webhook', 'state'],
-      registers: [this.registry],
-      async collect() {
-        const { webhookStates } = await databaseValues();
-        this.reset();
-        for (const [webhook, current] of webhookStates) {
-          for (const state of WEBHOOK_STATES) this.set({ webhook, state }, current === state ? 1 : 0);
-        }
-      },
-    });
-    new Gauge({
-      name: 'asset_webhooks_dead_letters',
-      help: 'Dead-lettered payloads, by webhook.',
-      labelNames: ['webhook'],
-      registers: [this.registry],
-      async collect() {
-        const { deadLetters } = await databaseValues();
-        this.reset();
-        for (const [webhook, n] of deadLetters) this.set({ webhook }, n);
-      },
-    });
-    new Gauge({
-      name: 'asset_webhooks_capture_errors',
-      help:
-        'Changes of the asset tables that were committed but not captured (rows of asset_webhooks.capture_errors), by table and operation. ' +
-        'Falls only when an operator deletes reviewed rows: alert on any increase.',
-      labelNames: ['table', 'operation'],
-      registers: [this.registry],
-      async collect() {
-        const { captureErrors } = await databaseValues();
-        this.reset();
-        for (const row of captureErrors) this.set({ table: row.table, operation: row.operation }, row.n);
-      },
-    });
-    new Gauge({
-      name: 'asset_webhooks_capture_gaps',
-      help:
-        'Ways the installed capture triggers let changes through (disabled, firing on origin only, no TRUNCATE trigger), ' +
-        'one per table and kind, as run warns at start; 0 when none. A restore that disables triggers shows here while it lasts.',
-      registers: [this.registry],
-      async collect() {
-        this.set((await databaseValues()).captureGaps);
-      },
-    });
-    new Gauge({
-      name: 'asset_webhooks_database_values_age_seconds',
-      help:
-        'Age of the values above that are read from the database: they are read at most once per coalescing interval, ' +
-        'by the first scrape after it has passed, so scrapes cost the database nothing in between.',
-      registers: [this.registry],
-      async collect() {
-        // Awaited before the clock is read: a scrape that reads the values anew
-        // would otherwise subtract their readAt from a time taken before it.
-        const { readAt } = await databaseValues();
-        this.set((performance.now() - readAt) / 1000);
-      },
-    });
-  }
-
-  /**
-   * The values read from the database: those read last while they are younger
-   * than refreshEveryMs, else read again (once, whatever the number of
-   * scrapes waiting). A failed read is the answer until refreshEveryMs has
-   * passed too, so a database that is away is not asked once per scrape.
-   */
-  private databaseValues(): Promise<DatabaseValues> {
-    const now = performance.now();
-    if (this.values === undefined || now - this.values.startedAt >= this.refreshEveryMs()) {
-      const promise = readDatabaseValues(this.pool);
-      promise.catch(() => {});
-      this.values = { promise, startedAt: now };
-    }
-    return this.values.promise;
+    registerDatabaseGauges(this.registry, readEvery(pool, refreshEveryMs));
   }
 
   /**
