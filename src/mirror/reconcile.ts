@@ -3,7 +3,7 @@ import os from 'node:os';
 import type pg from 'pg';
 import { readAssets } from '../backfill/reads.js';
 import { Packer } from '../coalesce/pack.js';
-import { withCoalesceLock } from '../coalesce/run.js';
+import { withCoalesceLock } from '../coalesce/coalesce-lock.js';
 import { routedWebhooks } from '../coalesce/routed-webhooks.js';
 import { NOTHING_SEEN, SeenValues } from '../coalesce/seen.js';
 import type { WebhookConfig } from '../config/schema.js';

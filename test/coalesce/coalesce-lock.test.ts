@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeEach, expect, it } from 'vitest';
-import { coalesce, withCoalesceLock } from '../../src/coalesce/run.js';
+import { withCoalesceLock } from '../../src/coalesce/coalesce-lock.js';
+import { coalesce } from '../../src/coalesce/run.js';
 import { openWebhook, registerWebhooks, resetData, silentLogger } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 

@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { beforeEach, expect, it } from 'vitest';
 import { pino } from 'pino';
-import { claimChunk, outboxHighWater, recordRunStart } from '../../src/coalesce/claim.js';
+import { claimChunk } from '../../src/coalesce/claim.js';
+import { outboxHighWater, recordRunStart } from '../../src/coalesce/run-start.js';
 import { chunkStatements } from '../../src/coalesce/persist.js';
 import { NOTHING_SEEN } from '../../src/coalesce/seen.js';
 import { runMaintenance } from '../../src/maintenance/maintenance.js';
