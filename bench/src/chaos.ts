@@ -71,7 +71,7 @@ export async function chaosMain(argv: readonly string[]): Promise<void> {
   const receiver = await startRecordingReceiver({ slow: { webhookId: 'slow', delayMs: 250 } });
   const runs: RunSlot[] = [];
   try {
-    await migrate(pool, server.tcpUrl, { binding: 'reference' });
+    await migrate(pool, { binding: 'reference' });
     const seeded = await seedAssets(pool, 2000);
     const configPath = path.join(work, 'config.yaml');
     writeFileSync(configPath, chaosConfig(receiver.url, options.requestTimeoutSeconds));

@@ -82,7 +82,7 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
   const out = process.stdout;
   const clearWebhooks = (): Promise<unknown> => pool.query('delete from asset_webhooks.webhooks');
   try {
-    await migrate(pool, databaseUrl, { binding: 'reference' });
+    await migrate(pool, { binding: 'reference' });
     log(
       `benchmark database ${database} on ${embedded ? 'embedded PostgreSQL' : 'the given server'}; ${quick ? 'quick' : 'full'} sizes; ${[...sections].join(', ')}`,
     );

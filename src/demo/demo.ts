@@ -61,7 +61,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       await assertEmptyForDemo(pool, shownUrl);
       out.write(`running the demo in ${shownUrl}\n`);
     }
-    await migrate(pool, databaseUrl, { binding: 'reference' });
+    await migrate(pool, { binding: 'reference' });
 
     const crm = await startReceiver('crm', () => 200);
     // Every 7th request fails with 503 (retried); the 8th is refused with 400 (a dead letter).

@@ -48,11 +48,7 @@ export interface MigrateResult {
  * (each is recorded with its checksum), is refused before anything changes
  * (assertAppliedMatch).
  */
-export async function migrate(
-  pool: pg.Pool,
-  connectionString: string,
-  options: MigrateOptions = {},
-): Promise<MigrateResult> {
+export async function migrate(pool: pg.Pool, options: MigrateOptions = {}): Promise<MigrateResult> {
   // Read the binding first: an unreadable file must fail before anything changes.
   const bindingSql = options.binding === undefined ? undefined : await readBinding(options.binding);
   const root = options.sqlDirectory ?? sqlDirectory;

@@ -224,7 +224,7 @@ describe('the reference binding captures each kind of change as exactly the even
 
   it('keeps every capture trigger firing in replica sessions after the binding is applied again', async () => {
     // CREATE OR REPLACE TRIGGER sets a trigger back to firing on origin only.
-    await migrate(db.pool, db.url, { binding: 'reference' });
+    await migrate(db.pool, { binding: 'reference' });
     const { rows } = await db.pool.query<{ tgname: string; tgenabled: string }>(
       `select tgname, tgenabled from pg_trigger where tgname like 'asset\\_webhooks\\_capture\\_%' order by tgrelid::regclass::text, tgname`,
     );

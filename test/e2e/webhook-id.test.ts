@@ -51,7 +51,7 @@ it('gives the same payload id of two separately migrated databases different web
   vi.stubEnv('ASSET_WEBHOOKS_SECRET_SIGNING', KEY);
   const ids: string[] = [];
   for (const db of [first, second]) {
-    await migrate(db.pool, db.url, { binding: 'reference' });
+    await migrate(db.pool, { binding: 'reference' });
     const target = await receiver();
     started.push(
       await startTestService(db.url, receiverConfig([{ id: 'crm', url: target.url, signing: { secret: 'signing' } }])),

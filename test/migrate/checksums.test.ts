@@ -28,7 +28,7 @@ const state = async (): Promise<string> =>
 
 describe('migration checksums', () => {
   it('records the sha256 of each applied file', async () => {
-    await migrate(db.pool, db.url, { binding: 'reference' });
+    await migrate(db.pool, { binding: 'reference' });
     const { rows } = await db.pool.query('select name, checksum from asset_webhooks.migrations order by id');
     expect(rows).toEqual(loadMigrations().map(({ name, checksum }) => ({ name, checksum })));
     expect(rows[0]).toEqual({ name: '0001_baseline', checksum: baseline.checksum });
@@ -43,7 +43,7 @@ describe('migration checksums', () => {
     const before = await state();
     const edited = loadMigrations(sql)[0]!;
 
-    const refusal = migrate(db.pool, db.url, { sqlDirectory: sql });
+    const refusal = migrate(db.pool, { sqlDirectory: sql });
     await expect(refusal).rejects.toMatchObject({ code: 'migration_changed' });
     const message = await refusal.catch((error: Error) => error.message);
     expect(message).toContain(path.join(sql, 'migrations', '0001_baseline.sql'));
@@ -79,7 +79,7 @@ describe('migration checksums', () => {
   it('refuses a database migrated by a pre-release build, which recorded no checksums, saying how to start afresh', async () => {
     await db.pool.query('alter table asset_webhooks.migrations drop column checksum');
     const before = await state();
-    const refusal = await migrate(db.pool, db.url).catch((error: Error) => error);
+    const refusal = await migrate(db.pool).catch((error: Error) => error);
     expect(refusal).toBeInstanceOf(Error);
     expect((refusal as Error).message).toMatch(
       /^schema asset_webhooks was migrated by a pre-release build of asset-webhooks \(asset_webhooks.migrations records no checksum of 0001_baseline\), .*drop schema asset_webhooks cascade/,

@@ -17,7 +17,7 @@ it('installs once from two migrates started together on an empty database, whate
   try {
     // The key migrate used to serialise itself with.
     await holder.query('select pg_advisory_lock(7200531001)');
-    const results = await Promise.all(pools.map((pool) => migrate(pool, db.url, { binding: 'reference' })));
+    const results = await Promise.all(pools.map((pool) => migrate(pool, { binding: 'reference' })));
     // One applies every migration, the other none.
     expect(results.map((result) => result.applied.length).sort()).toEqual([0, loadMigrations().length]);
     const { rows } = await db.pool.query('select count(*)::int as held from asset_webhooks.session_locks');

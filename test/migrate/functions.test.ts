@@ -33,13 +33,13 @@ const anEventId = async (): Promise<string> =>
 
 describe('migrate applies the function files on every run', () => {
   it('leaves the schema, the functions and the eventIds as they were when run a second time', async () => {
-    const first = await migrate(db.pool, db.url, { binding: 'reference' });
+    const first = await migrate(db.pool, { binding: 'reference' });
     expect(first).toMatchObject({ applied: loadMigrations().map((m) => m.name), functionsDigest: codeDigest });
     const schema = await describeSchema(db.pool);
     const oid = await oidOf('claim_payloads');
     const eventId = await anEventId();
 
-    const second = await migrate(db.pool, db.url);
+    const second = await migrate(db.pool);
     expect(second).toMatchObject({ applied: [], functionsDigest: codeDigest });
     expect(await describeSchema(db.pool)).toBe(schema);
     // Replaced in place: the oid that views, defaults and prepared plans refer to is kept.
@@ -60,7 +60,7 @@ describe('migrate applies the function files on every run', () => {
     const oid = await oidOf('now');
 
     editSql(sql, 'functions/now.sql', 'return clock_timestamp();', "return clock_timestamp() + interval '1 day';");
-    const result = await migrate(db.pool, db.url, { sqlDirectory: sql });
+    const result = await migrate(db.pool, { sqlDirectory: sql });
 
     expect(await read()).toBe(86_400);
     expect(await oidOf('now')).toBe(oid);

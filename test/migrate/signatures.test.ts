@@ -15,7 +15,7 @@ const db = useTestDatabase({ empty: true });
 const temp = useTempDirectories();
 
 beforeAll(async () => {
-  await migrate(db.pool, db.url, { binding: 'reference' });
+  await migrate(db.pool, { binding: 'reference' });
 });
 
 const signatures = async (name: string): Promise<string[]> =>
@@ -36,7 +36,7 @@ describe('a function whose signature changes between releases', () => {
       'p_event asset_webhooks.events) returns text',
       'p_event asset_webhooks.events) returns varchar',
     );
-    await migrate(db.pool, db.url, { sqlDirectory: sql });
+    await migrate(db.pool, { sqlDirectory: sql });
     expect(await signatures('excluding_check')).toEqual([
       'asset_webhooks.excluding_check(jsonb,asset_webhooks.events) -> character varying',
     ]);
@@ -60,7 +60,7 @@ describe('a function whose signature changes between releases', () => {
       'p_occurred_at timestamptz, p_unused integer default 0) returns uuid',
     );
     editSql(sql, 'functions/process_of_session.sql', '() returns text', '(p_unused integer default 0) returns text');
-    await migrate(db.pool, db.url, { sqlDirectory: sql });
+    await migrate(db.pool, { sqlDirectory: sql });
 
     expect(await signatures('event_id_of')).toEqual([
       'asset_webhooks.event_id_of(bigint,timestamp with time zone,integer) -> uuid',
@@ -83,7 +83,7 @@ describe('a function whose signature changes between releases', () => {
     expect(await signatures('process_of_session')).toEqual(['asset_webhooks.process_of_session(integer) -> text']);
 
     // Back to the project's files: the same round trip the other way.
-    await migrate(db.pool, db.url);
+    await migrate(db.pool);
     expect(await signatures('event_id_of')).toEqual([
       'asset_webhooks.event_id_of(bigint,timestamp with time zone) -> uuid',
     ]);
@@ -96,7 +96,7 @@ describe('a function whose signature changes between releases', () => {
     const sql = copySql(temp('aw-migrate-signature-'));
     editSql(sql, 'functions/now.sql', 'returns timestamptz', 'returns timestamp');
     editSql(sql, 'functions/payload_state.sql', 'when not p_dispatched', 'when not  p_dispatched');
-    const refused = await migrate(db.pool, db.url, { sqlDirectory: sql }).catch((error: unknown) => error);
+    const refused = await migrate(db.pool, { sqlDirectory: sql }).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(UserError);
     expect((refused as UserError).message).toBe(
       'sql/functions/now.sql: expected to drop function asset_webhooks.now() ' +
@@ -114,9 +114,9 @@ describe('a function whose signature changes between releases', () => {
   it('is dropped when its file is removed', async () => {
     const sql = copySql(temp('aw-migrate-signature-'));
     rmSync(path.join(sql, 'functions/payload_state.sql'));
-    await migrate(db.pool, db.url, { sqlDirectory: sql });
+    await migrate(db.pool, { sqlDirectory: sql });
     expect(await signatures('payload_state')).toEqual([]);
-    await migrate(db.pool, db.url);
+    await migrate(db.pool);
     expect(await signatures('payload_state')).toEqual([
       'asset_webhooks.payload_state(text,boolean,timestamp with time zone) -> text',
     ]);

@@ -29,7 +29,7 @@ it('0002 upgrades a live installation: what was captured and coalesced before it
   await db.pool.query(`insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype)
     select 'EDITED', asset_id, asset_uuid, latest_atom_id, supertype from assets order by asset_id`);
 
-  const result = await migrate(db.pool, db.url);
+  const result = await migrate(db.pool);
   expect(result.applied).toEqual(['0002_trash_edits']);
   const { rows: waiting } = await db.pool.query<{ in_trash: boolean | null }>(
     'select in_trash from asset_webhooks.outbox order by seq',

@@ -18,7 +18,7 @@ const snapshotPath = fileURLToPath(new URL('./schema.txt', import.meta.url));
 const db = useTestDatabase({ empty: true });
 
 it('migrates an empty database to exactly the schema of test/schema/schema.txt', async () => {
-  await migrate(db.pool, db.url);
+  await migrate(db.pool);
   const actual = await describeSchema(db.pool);
   if (process.env.UPDATE_SCHEMA_SNAPSHOT === '1') {
     writeFileSync(snapshotPath, actual);

@@ -26,7 +26,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const templateUrl = databaseUrlFor(server.url, templateDatabase);
   const pool = createPool(templateUrl, { max: 2 });
   try {
-    await migrate(pool, templateUrl, { binding: 'reference' });
+    await migrate(pool, { binding: 'reference' });
   } finally {
     await pool.end();
   }

@@ -31,7 +31,7 @@ export function registerMigrate(program: Command): void {
           options.databaseUrl,
           (pool, databaseUrl) => {
             sessions.watch(pool, databaseUrl);
-            return migrate(pool, databaseUrl, { binding: options.binding });
+            return migrate(pool, { binding: options.binding });
           },
           { schema: false },
         );
