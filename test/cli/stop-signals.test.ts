@@ -19,6 +19,7 @@ const tempDirectory = useTempDirectories();
 const ASSETS = 2500;
 let configPath: string;
 let holder: pg.PoolClient | undefined;
+let holderPid: number | undefined;
 const started: CliProcess[] = [];
 
 beforeAll(async () => {
@@ -49,6 +50,7 @@ afterEach(async () => {
 /** Holds `lock table TABLE in access exclusive mode` in an open transaction until release(). */
 async function hold(table: string): Promise<void> {
   holder = await db.pool.connect();
+  holderPid = (await holder.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
   await holder.query('begin');
   await holder.query(`lock table ${table} in access exclusive mode`);
 }
@@ -60,14 +62,21 @@ async function release(): Promise<void> {
   holder = undefined;
 }
 
-/** Resolves once a session of the database waits on a lock (the command, blocked by hold()). */
+/**
+ * Resolves once a session waits on the lock hold() took: the command's, since
+ * nothing else here touches that table. Any session waiting on any lock is
+ * not enough: a command an earlier test ended with process.exit leaves its
+ * backend waiting until the server notices, and a signal sent on its account
+ * could reach the new command before it has loaded its handlers.
+ */
 async function untilWaitingOnLock(): Promise<void> {
   await eventually(
     async () => {
       const {
         rows: [row],
       } = await db.pool.query<{ n: number }>(
-        "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+        'select count(*)::int as n from pg_stat_activity where $1::int = any(pg_blocking_pids(pid))',
+        [holderPid],
       );
       return row!.n > 0 ? true : undefined;
     },
