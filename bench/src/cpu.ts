@@ -13,11 +13,11 @@ export function processCpuSeconds(pid: number): number | undefined {
 }
 
 /**
- * The fields of /proc/<pid>/stat that count here: the parent's pid, and
- * utime + stime in clock ticks (with cutime + cstime, the CPU of the children
- * it has waited for, when `withReapedChildren`).
+ * The fields of /proc/<pid>/stat that count here: the parent's pid, utime +
+ * stime in clock ticks, and cutime + cstime, the CPU of the children it has
+ * waited for (reaped).
  */
-function processStat(pid: number, withReapedChildren = false): { parent: number; ticks: number } | undefined {
+function processStat(pid: number): { parent: number; ticks: number; reapedTicks: number } | undefined {
   let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -26,11 +26,31 @@ function processStat(pid: number, withReapedChildren = false): { parent: number;
   }
   // The command name (field 2) is in parentheses and may hold spaces: count the fields after it.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = (withReapedChildren ? fields.slice(11, 15) : fields.slice(11, 13)).reduce(
-    (sum, field) => sum + Number(field),
-    0,
-  );
-  return Number.isFinite(ticks) ? { parent: Number(fields[1]), ticks } : undefined;
+  const sum = (from: number, to: number): number =>
+    fields.slice(from, to).reduce((total, field) => total + Number(field), 0);
+  const ticks = sum(11, 13);
+  const reapedTicks = sum(13, 15);
+  return Number.isFinite(ticks) && Number.isFinite(reapedTicks)
+    ? { parent: Number(fields[1]), ticks, reapedTicks }
+    : undefined;
+}
+
+/**
+ * CPU time (seconds) a process has run, from /proc/<pid>/schedstat: the
+ * scheduler's own count in nanoseconds, where /proc/<pid>/stat counts 10 ms
+ * ticks, which a span of a few thousand short statements splits unevenly
+ * between the processes. Undefined where the file cannot be read (no /proc, a
+ * kernel without scheduler statistics, the process gone).
+ */
+export function processSchedSeconds(pid: number): number | undefined {
+  let schedstat: string;
+  try {
+    schedstat = readFileSync(`/proc/${pid}/schedstat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const nanoseconds = Number(schedstat.split(' ')[0]);
+  return Number.isFinite(nanoseconds) ? nanoseconds / 1e9 : undefined;
 }
 
 /**
@@ -58,13 +78,16 @@ function isPostgres(pid: number): boolean {
 /**
  * CPU time of one PostgreSQL server on this machine: its postmaster and every
  * process it started (backends, WAL writer, checkpointer, autovacuum...),
- * summed: what the database server did for a measured span. A backend that
- * exits in the span does not take its CPU with it: the postmaster reaps it,
- * and the CPU of reaped children is counted with the postmaster's (without
- * that, a connection closing mid-span made the difference negative). Other
- * servers on the machine are not counted: one that stopped mid-span (another
- * test file's embedded server) took its whole CPU out of a machine-wide sum.
- * Undefined where /proc cannot tell.
+ * summed: what the database server did for a measured span. Each running
+ * process counts by its schedstat (nanoseconds), or by its ticks where that
+ * cannot be read. A backend that exits in the span does not take its CPU with
+ * it: the postmaster reaps it, and the CPU of reaped children is counted with
+ * the postmaster's (without that, a connection closing mid-span made the
+ * difference negative); the kernel keeps that only in ticks, so such a
+ * backend's share is exact to a tick. Other servers on the machine are not
+ * counted: one that stopped mid-span (another test file's embedded server)
+ * took its whole CPU out of a machine-wide sum. Undefined where /proc cannot
+ * tell.
  */
 export function postgresCpuSeconds(postmaster: number): number | undefined {
   let entries: string[];
@@ -73,17 +96,19 @@ export function postgresCpuSeconds(postmaster: number): number | undefined {
   } catch {
     return undefined;
   }
-  let ticks = 0;
+  let seconds = 0;
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
-    const stat = processStat(Number(entry)); // undefined: gone meanwhile
-    if (stat?.parent === postmaster) ticks += stat.ticks;
+    const pid = Number(entry);
+    const stat = processStat(pid); // undefined: gone meanwhile
+    if (stat?.parent === postmaster) seconds += processSchedSeconds(pid) ?? stat.ticks / CLOCK_TICKS_PER_SECOND;
   }
   // The postmaster last: a child reaped while the others were read is then
   // counted twice (a slight excess) rather than not at all.
-  const own = processStat(postmaster, true);
+  const own = processStat(postmaster);
   if (own === undefined) return undefined;
-  return (ticks + own.ticks) / CLOCK_TICKS_PER_SECOND;
+  const ownSeconds = processSchedSeconds(postmaster) ?? own.ticks / CLOCK_TICKS_PER_SECOND;
+  return seconds + ownSeconds + own.reapedTicks / CLOCK_TICKS_PER_SECOND;
 }
 
 /** USER_HZ: 100 on every Linux architecture Node supports. */
@@ -103,7 +128,7 @@ function cpuNow(
   if (postgres === undefined) return undefined;
   reading.postgres = postgres;
   for (const [name, pid] of Object.entries(others)) {
-    const seconds = processCpuSeconds(pid);
+    const seconds = processSchedSeconds(pid) ?? processCpuSeconds(pid);
     if (seconds === undefined) return undefined;
     reading[name] = seconds;
   }

@@ -1,7 +1,15 @@
 import { existsSync } from 'node:fs';
 import pg from 'pg';
 import { expect, it } from 'vitest';
-import { busyCpus, measuredSplit, postgresCpuSeconds, postmasterOf, processCpuSeconds, withCpu } from '../src/cpu.js';
+import {
+  busyCpus,
+  measuredSplit,
+  postgresCpuSeconds,
+  postmasterOf,
+  processCpuSeconds,
+  processSchedSeconds,
+  withCpu,
+} from '../src/cpu.js';
 import { measured } from '../src/stats.js';
 import { startEmbeddedPostgres } from '../../src/embedded/embedded-postgres.js';
 import { useTestDatabase } from '../../test/helpers/test-database.js';
@@ -33,6 +41,16 @@ it.runIf(linux)('reads a process CPU time as Node itself counts it', () => {
   expect(processCpuSeconds(2 ** 22 + 1)).toBeUndefined(); // above Linux's largest pid
 });
 
+it.runIf(linux)('reads a process CPU time in nanoseconds from its schedstat, as Node counts it', () => {
+  const before = processSchedSeconds(process.pid)!;
+  spin(0.3);
+  const after = processSchedSeconds(process.pid)!;
+  // /proc/<pid>/schedstat counts the main thread; Node's count also has its helper threads, idle here.
+  expect(after - before).toBeGreaterThanOrEqual(0.25);
+  expect(after - before).toBeLessThan(1);
+  expect(processSchedSeconds(2 ** 22 + 1)).toBeUndefined();
+});
+
 it.runIf(linux)('counts the CPU of a PostgreSQL backend on this machine in the PostgreSQL total', async (context) => {
   const client = await db.pool.connect();
   try {
@@ -41,14 +59,14 @@ it.runIf(linux)('counts the CPU of a PostgreSQL backend on this machine in the P
     // A server on another machine (TEST_DATABASE_URL) has no process here to read.
     if (processCpuSeconds(backend) === undefined) context.skip();
     const postmaster = (await postmasterOf(client))!;
-    const backendBefore = processCpuSeconds(backend)!;
+    const backendBefore = processSchedSeconds(backend)!;
     const totalBefore = postgresCpuSeconds(postmaster)!;
     await client.query('select count(*) from generate_series(1, 3000000)');
-    const backendUsed = processCpuSeconds(backend)! - backendBefore;
+    const backendUsed = processSchedSeconds(backend)! - backendBefore;
     const totalUsed = postgresCpuSeconds(postmaster)! - totalBefore;
     expect(backendUsed).toBeGreaterThan(0.05);
-    // Both are tick counts divided by 100: the two differences can disagree in
-    // the last bits (0.31999999999993634 against 0.32 was seen), never by a tick.
+    // Both count the backend by its schedstat (nanoseconds): the two
+    // differences can disagree in the last bits of the division, not more.
     expect(totalUsed).toBeGreaterThanOrEqual(backendUsed - 1e-9);
   } finally {
     client.release();
@@ -65,10 +83,10 @@ it.runIf(linux)('keeps the CPU of a backend that exits within the span in the Po
     context.skip();
   }
   const postmaster = (await postmasterOf(client as unknown as pg.PoolClient))!;
-  const backendBefore = processCpuSeconds(backend)!;
+  const backendBefore = processSchedSeconds(backend)!;
   const totalBefore = postgresCpuSeconds(postmaster)!;
   await client.query('select count(*) from generate_series(1, 3000000)');
-  const backendUsed = processCpuSeconds(backend)! - backendBefore;
+  const backendUsed = processSchedSeconds(backend)! - backendBefore;
   await client.end();
   // Until the postmaster has reaped it.
   for (let waited = 0; processCpuSeconds(backend) !== undefined && waited < 10_000; waited += 50) {
