@@ -10,6 +10,7 @@ import { serializeBody, serializeEvent } from '../../src/payloads/serialize.js';
 import { startService } from '../../src/service/service.js';
 import { busyCpus, measuredSplit, postmasterOf, withCpu, type CpuSplit } from './cpu.js';
 import { createScratchAttempts, durableBaseline, durablePool, synchronousCommitOf } from './durable-baseline.js';
+import { createFairTables, fairBaseline, storeFairBodies } from './fair-baseline.js';
 import { startReceiverProcess } from './receiver-process.js';
 import { measured, pairedRatio, ratio, type Measured } from './stats.js';
 
@@ -21,7 +22,21 @@ export interface DeliveryBenchResult {
   readonly durableBaselinePayloadsPerSecond: Measured;
   /** The median of per-round ratios: each round measures the service and the durable baseline back to back. */
   readonly ratioToDurableBaseline: Measured;
-  /** Which side went first in each round: they alternate, so a drift of the machine does not favour one. */
+  /** The same bodies read from the database in blocks, each request's start and result committed (fair-baseline.ts). */
+  readonly fairBaselinePayloadsPerSecond: Measured;
+  /** The median of per-round ratios of the service to the fair baseline, measured next to each other in every round. */
+  readonly ratioToFairBaseline: Measured;
+  /**
+   * The PostgreSQL server's CPU per payload of the service over the fair
+   * baseline's, the median of per-round ratios; absent where /proc cannot tell.
+   */
+  readonly pgCpuRatioToFairBaseline?: Measured;
+  /**
+   * The order of each round: `baseline-first` measures the durable baseline,
+   * the fair baseline, then the service; `service-first` the reverse. They
+   * alternate, so a drift of the machine does not favour one side, and the
+   * fair baseline is always next to the service.
+   */
   readonly order: ReadonlyArray<'service-first' | 'baseline-first'>;
   readonly concurrency: number;
   /**
@@ -34,9 +49,15 @@ export interface DeliveryBenchResult {
     readonly service: CpuSplit<DeliveryParty>;
     readonly rawUndici: CpuSplit<DeliveryParty>;
     readonly durableBaseline?: CpuSplit<DeliveryParty>;
+    readonly fairBaseline?: CpuSplit<DeliveryParty>;
   };
   /** How many CPUs each side kept busy (Node, the server, the receiver), per round (see busyCpus). */
-  readonly busyCpus?: { readonly service: Measured; readonly rawUndici: Measured; readonly durableBaseline?: Measured };
+  readonly busyCpus?: {
+    readonly service: Measured;
+    readonly rawUndici: Measured;
+    readonly durableBaseline?: Measured;
+    readonly fairBaseline?: Measured;
+  };
 }
 
 type DeliveryParty = 'node' | 'postgres' | 'receiver';
@@ -63,27 +84,35 @@ export function samplePayload(count: number): { body: string; eventIds: string[]
 /**
  * Delivery throughput: `payloads` stored payloads of 100 events delivered by
  * the service (jobs, attempt records, the pump) to a receiver in another
- * process that answers 200 at once, against two baselines posting the same
- * bodies at the same concurrency: a plain undici loop, and the durable
- * baseline, which also commits an attempt row per request in batches. Every
- * side first runs one unmeasured round (code compiled, connections open); then
- * each round measures all three, the service and the durable baseline in
- * alternating order.
+ * process that answers 200 at once, against three baselines posting the same
+ * bodies at the same concurrency to the same receiver: a plain undici loop;
+ * the durable baseline, which also commits an attempt row per request in
+ * batches; and the fair baseline, which also reads the bodies from the
+ * database and records each request's start before it is sent. Every side
+ * first runs one unmeasured round (code compiled, connections open); then
+ * each round measures all four, the service and the baselines in alternating
+ * order (see `order`).
  */
 export async function measureDelivery(
   databaseUrl: string,
   pool: pg.Pool,
   options: { payloads: number; concurrency: number; repeats: number },
 ): Promise<DeliveryBenchResult> {
-  // The durable baseline's own connection, which must commit synchronously (checked before anything starts).
+  // The baselines' own connections, which must commit synchronously (checked before anything starts).
   await createScratchAttempts(pool);
+  await createFairTables(pool);
   const writer = durablePool(databaseUrl);
-  const synchronousCommit = await synchronousCommitOf(writer).catch(async (error: unknown) => {
-    await writer.end();
-    throw error;
-  });
+  const claims = durablePool(databaseUrl);
+  const endBaselines = (): Promise<unknown> => Promise.all([writer.end(), claims.end()]);
+  const synchronousCommit = await Promise.all([synchronousCommitOf(writer), synchronousCommitOf(claims)]).then(
+    (settings) => settings.find((setting) => setting !== 'on') ?? 'on',
+    async (error: unknown) => {
+      await endBaselines();
+      throw error;
+    },
+  );
   if (synchronousCommit !== 'on') {
-    await writer.end();
+    await endBaselines();
     throw new Error(
       `delivery bench: the durable baseline's sessions commit with synchronous_commit = ${synchronousCommit}`,
     );
@@ -110,12 +139,21 @@ export async function measureDelivery(
   const serviceRates: number[] = [];
   const rawRates: number[] = [];
   const durableRates: number[] = [];
+  const fairRates: number[] = [];
   const order: Array<'service-first' | 'baseline-first'> = [];
   const serviceCpu: CpuSamples = {};
   const rawCpu: CpuSamples = {};
   const durableCpu: CpuSamples = {};
+  const fairCpu: CpuSamples = {};
   const baseline = (): Promise<number> =>
     durableBaseline(receiver.url, body, writer, { payloads: options.payloads, concurrency: options.concurrency });
+  // The fair baseline's bodies are stored before the span whose CPU is counted, as the service's payloads are.
+  const fair = async (samples?: CpuSamples): Promise<number> => {
+    await storeFairBodies(pool, body, options.payloads);
+    return withCpu(samples, options.payloads, parties, () =>
+      fairBaseline(receiver.url, { claims, results: writer }, options),
+    );
+  };
   const parties = { postmaster: await postmasterOf(pool), others: { receiver: receiver.pid } };
   const setUp = async (payloads: number): Promise<void> => {
     await pool.query("delete from asset_webhooks.payloads where webhook_id = 'bench'");
@@ -174,6 +212,7 @@ export async function measureDelivery(
     // round, which would flatter the first pair's ratio.
     await rawUndici(receiver.url, body, options.payloads, options.concurrency);
     await baseline();
+    await fair();
     await deliverAll(options.payloads);
     for (let repeat = 0; repeat < options.repeats; repeat += 1) {
       rawRates.push(
@@ -183,12 +222,18 @@ export async function measureDelivery(
       );
       const serviceFirst = repeat % 2 === 1;
       order.push(serviceFirst ? 'service-first' : 'baseline-first');
-      if (serviceFirst) serviceRates.push(await deliverAll(options.payloads, serviceCpu));
-      durableRates.push(await withCpu(durableCpu, options.payloads, parties, baseline));
-      if (!serviceFirst) serviceRates.push(await deliverAll(options.payloads, serviceCpu));
+      if (serviceFirst) {
+        serviceRates.push(await deliverAll(options.payloads, serviceCpu));
+        fairRates.push(await fair(fairCpu));
+        durableRates.push(await withCpu(durableCpu, options.payloads, parties, baseline));
+      } else {
+        durableRates.push(await withCpu(durableCpu, options.payloads, parties, baseline));
+        fairRates.push(await fair(fairCpu));
+        serviceRates.push(await deliverAll(options.payloads, serviceCpu));
+      }
     }
   } finally {
-    await writer.end();
+    await endBaselines();
     await service.stop();
     await receiver.stop();
     rmSync(directory, { recursive: true, force: true });
@@ -199,12 +244,18 @@ export async function measureDelivery(
     ratioToRawUndici: ratio(serviceRates, rawRates),
     durableBaselinePayloadsPerSecond: measured(durableRates),
     ratioToDurableBaseline: pairedRatio(serviceRates, durableRates),
+    fairBaselinePayloadsPerSecond: measured(fairRates),
+    ratioToFairBaseline: pairedRatio(serviceRates, fairRates),
+    ...(serviceCpu.postgres?.length === fairCpu.postgres?.length && fairCpu.postgres?.length
+      ? { pgCpuRatioToFairBaseline: pairedRatio(serviceCpu.postgres!, fairCpu.postgres) }
+      : {}),
     order,
     concurrency: options.concurrency,
     ...cpuFigures(
       { split: measuredSplit(serviceCpu, DELIVERY_PARTIES), rates: serviceRates },
       { split: measuredSplit(rawCpu, DELIVERY_PARTIES), rates: rawRates },
       { split: measuredSplit(durableCpu, DELIVERY_PARTIES), rates: durableRates },
+      { split: measuredSplit(fairCpu, DELIVERY_PARTIES), rates: fairRates },
     ),
   };
 }
@@ -214,18 +265,21 @@ function cpuFigures(
   service: SideCpu,
   rawUndici: SideCpu,
   durable: SideCpu,
+  fair: SideCpu,
 ): Pick<DeliveryBenchResult, 'cpuMicrosPerPayload' | 'busyCpus'> {
   if (!service.split || !rawUndici.split) return {};
   const busy = {
     service: busyCpus(service.split, service.rates),
     rawUndici: busyCpus(rawUndici.split, rawUndici.rates),
     durableBaseline: durable.split && busyCpus(durable.split, durable.rates),
+    fairBaseline: fair.split && busyCpus(fair.split, fair.rates),
   };
   return {
     cpuMicrosPerPayload: {
       service: service.split,
       rawUndici: rawUndici.split,
       ...(durable.split ? { durableBaseline: durable.split } : {}),
+      ...(fair.split ? { fairBaseline: fair.split } : {}),
     },
     ...(busy.service && busy.rawUndici
       ? {
@@ -233,6 +287,7 @@ function cpuFigures(
             service: busy.service,
             rawUndici: busy.rawUndici,
             ...(busy.durableBaseline ? { durableBaseline: busy.durableBaseline } : {}),
+            ...(busy.fairBaseline ? { fairBaseline: busy.fairBaseline } : {}),
           },
         }
       : {}),

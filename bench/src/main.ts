@@ -171,7 +171,18 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
       add('delivery.payloads_per_second', delivery.payloadsPerSecond, 0, 'report');
       add('delivery.durable_baseline_payloads_per_second', delivery.durableBaselinePayloadsPerSecond, 0, 'report');
       add('delivery.ratio_to_raw_undici', delivery.ratioToRawUndici, 3, 'report');
+      add('delivery.ratio_to_fair_baseline', delivery.ratioToFairBaseline, 3, '>= 0.85');
+      add('delivery.fair_baseline_payloads_per_second', delivery.fairBaselinePayloadsPerSecond, 0, 'report');
       const cpu = delivery.cpuMicrosPerPayload;
+      if (delivery.pgCpuRatioToFairBaseline)
+        add('delivery.pg_cpu_ratio_to_fair_baseline', delivery.pgCpuRatioToFairBaseline, 3, '<= 1.5');
+      if (cpu) {
+        add('delivery.pg_cpu_us_per_payload', cpu.service.postgres, 0, 'report');
+        if (cpu.fairBaseline)
+          add('delivery.fair_baseline_pg_cpu_us_per_payload', cpu.fairBaseline.postgres, 0, 'report');
+        if (cpu.durableBaseline)
+          add('delivery.durable_baseline_pg_cpu_us_per_payload', cpu.durableBaseline.postgres, 0, 'report');
+      }
       if (cpu) {
         const lines = [
           `delivery CPU per payload, µs: service ${cpuLine(cpu.service, 0)}${busyLine(delivery.busyCpus?.service)}`,
@@ -180,6 +191,10 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
         if (cpu.durableBaseline)
           lines.push(
             `${''.padEnd(29)}durable baseline ${cpuLine(cpu.durableBaseline, 0)}${busyLine(delivery.busyCpus?.durableBaseline)}`,
+          );
+        if (cpu.fairBaseline)
+          lines.push(
+            `${''.padEnd(32)}fair baseline ${cpuLine(cpu.fairBaseline, 0)}${busyLine(delivery.busyCpus?.fairBaseline)}`,
           );
         cpuNotes.push(lines.join('\n'));
       }
