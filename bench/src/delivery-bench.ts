@@ -5,11 +5,11 @@ import path from 'node:path';
 import type pg from 'pg';
 import { pino } from 'pino';
 import { Agent, request } from 'undici';
-import { announcePayloadsReady } from '../../src/db/payloads-ready.js';
 import { serializeBody, serializeEvent } from '../../src/payloads/serialize.js';
 import { startService } from '../../src/service/service.js';
 import { busyCpus, measuredSplit, postmasterOf, withCpu, type CpuSplit } from './cpu.js';
 import { createScratchAttempts, durableBaseline, durablePool, synchronousCommitOf } from './durable-baseline.js';
+import { deliverStored } from './deliver-stored.js';
 import { createFairTables, fairBaseline, storeFairBodies } from './fair-baseline.js';
 import { startReceiverProcess } from './receiver-process.js';
 import { measured, pairedRatio, ratio, type Measured } from './stats.js';
@@ -165,41 +165,7 @@ export async function measureDelivery(
       [body, payloads, eventIds],
     );
   };
-  const deliver = async (payloads: number): Promise<number> => {
-    const before = await receiverCount(receiver.countUrl);
-    const started = process.hrtime.bigint();
-    await announcePayloadsReady(pool);
-    // Waits on the receiver's count of POSTs, then on the database for the
-    // last results to be recorded. Polling the database all along would charge
-    // the service with the polls: the check is a scan of payloads, whose CPU
-    // would count as the server's.
-    let seen = before;
-    let progressAt = performance.now();
-    while (seen < before + payloads) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      const count = await receiverCount(receiver.countUrl);
-      if (count > seen) progressAt = performance.now();
-      else if (performance.now() - progressAt > 60_000)
-        throw new Error(
-          `delivery bench: the receiver got ${count - before} of ${payloads} payloads and nothing for a minute`,
-        );
-      seen = count;
-    }
-    for (;;) {
-      const { rows } = await pool.query<{ waiting: boolean }>(
-        "select exists (select 1 from asset_webhooks.payloads where webhook_id = 'bench' and status in ('open', 'pending')) as waiting",
-      );
-      if (rows[0]?.waiting === false) break;
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
-    const rate = payloads / (Number(process.hrtime.bigint() - started) / 1e9);
-    const { rows } = await pool.query<{ n: number }>(
-      "select count(*)::int as n from asset_webhooks.payloads where webhook_id = 'bench' and status = 'delivered'",
-    );
-    if (rows[0]?.n !== payloads)
-      throw new Error(`delivery bench: ${rows[0]?.n ?? 0} of ${payloads} payloads were delivered; the run is void`);
-    return rate;
-  };
+  const deliver = (payloads: number): Promise<number> => deliverStored(pool, receiver.countUrl, ['bench'], payloads);
   // The CPU of the delivery only, not of setting up its payloads.
   const deliverAll = async (payloads: number, samples?: CpuSamples): Promise<number> => {
     await setUp(payloads);
@@ -297,11 +263,6 @@ function cpuFigures(
 interface SideCpu {
   readonly split: CpuSplit<DeliveryParty> | undefined;
   readonly rates: readonly number[];
-}
-
-async function receiverCount(countUrl: string): Promise<number> {
-  const response = await request(countUrl);
-  return Number(await response.body.text());
 }
 
 async function rawUndici(url: string, body: string, payloads: number, concurrency: number): Promise<number> {

@@ -10,6 +10,7 @@ import { benchWebhooks } from './bench-webhooks.js';
 import { chaosMain } from './chaos.js';
 import { measureCoalesce, measureTenants } from './coalesce-bench.js';
 import { measureDelivery } from './delivery-bench.js';
+import { measureIdleWebhooks } from './idle-webhooks-bench.js';
 import { measureMirror } from './mirror-bench.js';
 import { measureLatency, measureMemory } from './drain-bench.js';
 import { measureIsolation, measureSlowReceivers } from './isolation-bench.js';
@@ -198,6 +199,26 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
           );
         cpuNotes.push(lines.join('\n'));
       }
+    }
+    if (wanted('idle-webhooks')) {
+      log(`delivering ${sizes.deliveryPayloads} payloads to 10 webhooks, configured alone and among 10,000...`);
+      await clearWebhooks();
+      const idle = (details.idleWebhooks = await measureIdleWebhooks(databaseUrl, pool, {
+        payloads: sizes.deliveryPayloads,
+        busy: 10,
+        configured: 10_000,
+        concurrency: 4,
+        repeats: sizes.repeats,
+      }));
+      add('delivery.idle_webhooks_ratio', idle.ratio, 3, '>= 0.9');
+      add('delivery.payloads_per_second_10_webhooks', idle.alonePayloadsPerSecond, 0, 'report');
+      add('delivery.payloads_per_second_10_of_10000_webhooks', idle.amongIdlePayloadsPerSecond, 0, 'report');
+      const cpu = idle.cpuMicrosPerPayload;
+      if (cpu)
+        cpuNotes.push(
+          `delivery to 10 webhooks, CPU per payload, µs: alone ${cpuLine(cpu.alone, 0)}\n${''.padEnd(38)}among 10,000 ${cpuLine(cpu.amongIdle, 0)}`,
+        );
+      await clearWebhooks();
     }
     const ledgers: boolean[] = [];
     if (wanted('latency')) {

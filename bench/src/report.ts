@@ -72,6 +72,7 @@ export const SECTIONS = [
   'tenants',
   'mirror',
   'delivery',
+  'idle-webhooks',
   'latency',
   'isolation',
   'slow-receivers',
