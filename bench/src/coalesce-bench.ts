@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { pino } from 'pino';
 import { coalesce } from '../../src/coalesce/run.js';
-import type { RoutedWebhook } from '../../src/coalesce/route.js';
+import type { RoutedWebhook } from '../../src/coalesce/routed-webhooks.js';
 import { busyCpus, measuredSplit, postmasterOf, withCpu, type CpuSplit } from './cpu.js';
 import { measured, pairedRatio, ratio, type Measured } from './stats.js';
 

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { pino } from 'pino';
 import { coalesce } from '../../src/coalesce/run.js';
-import type { RoutedWebhook } from '../../src/coalesce/route.js';
+import type { RoutedWebhook } from '../../src/coalesce/routed-webhooks.js';
 import { EVENT_TYPES } from '../../src/interfaces.js';
 import { clearResults, fillOutbox, registerBenchWebhooks } from './coalesce-bench.js';
 import { measured, pairedRatio, type Measured } from './stats.js';

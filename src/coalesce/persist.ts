@@ -1,7 +1,7 @@
 import { Params, type Statement } from '../db/columns.js';
 import { consumeCtes, type ConsumedEvents } from '../payloads/events.js';
 import { payloadGroups, payloadInsert, payloadStatement } from '../payloads/store.js';
-import type { Batch } from './pack.js';
+import type { Batch } from '../payloads/pack.js';
 import { memberUpsert, type MemberChange } from '../mirror/members.js';
 
 /**

@@ -5,20 +5,9 @@ import type { MirrorRouting } from '../mirror/route.js';
 import { serializeEvent } from '../payloads/serialize.js';
 import type { ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
-import type { Batch, Packer } from './pack.js';
-import { NOTHING_SEEN, type SeenRow, type SeenValues } from './seen.js';
-
-/**
- * What the coalescer needs of one configured webhook: its id, its batch size
- * and what its checks read (stored once per configuration, so that the check
- * that excluded an event can be derived when asked).
- */
-export interface RoutedWebhook extends WebhookChecks {
-  readonly id: string;
-  readonly batchSize: number;
-  /** Keeps the set of assets announced to it and gets UNMATCHED (src/mirror/route.ts). */
-  readonly mirror?: boolean;
-}
+import type { Batch, Packer } from '../payloads/pack.js';
+import { NOTHING_SEEN, type SeenRow } from '../payloads/seen-row.js';
+import type { SeenValues } from './seen.js';
 
 /**
  * An event's route to one webhook: `deliver`, `collapsed` (an EDITED merged

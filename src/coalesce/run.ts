@@ -11,11 +11,12 @@ import { releaseCoalesceLock, takeCoalesceLock } from './coalesce-lock.js';
 import { claimChunk, viewHasInTrash, type Chunk } from './claim.js';
 import { outboxHighWater, recordRunStart } from './run-start.js';
 import { AssetClock, lastEventTimestamp, stampChunk } from './clock.js';
-import { Packer } from './pack.js';
+import { Packer } from '../payloads/pack.js';
 import { chunkStatements } from './persist.js';
 import { RoutingIndex } from '../filters/routing-index.js';
-import { routeChunk, type Route, type RoutedWebhook, type Routing } from './route.js';
-import { recordRouting } from './routing.js';
+import { routeChunk, type Route, type Routing } from './route.js';
+import type { RoutedWebhook } from './routed-webhooks.js';
+import { recordRouting } from '../payloads/routing.js';
 import { SeenValues } from './seen.js';
 import { MirrorRouting } from '../mirror/route.js';
 

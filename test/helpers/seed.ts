@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { pino } from 'pino';
 import { coalesce, type CoalesceResult } from '../../src/coalesce/run.js';
-import type { RoutedWebhook } from '../../src/coalesce/route.js';
+import type { RoutedWebhook } from '../../src/coalesce/routed-webhooks.js';
 import { EVENT_TYPES } from '../../src/interfaces.js';
 
 export const silentLogger = pino({ level: 'silent' });
