@@ -2,7 +2,6 @@ import type pg from 'pg';
 import { ASSET_STATE_COLUMNS, assetStateColumns, assetStateFromRow, type AssetStateRow } from '../db/asset-state.js';
 import type { AssetState, DecimalId, EventType } from '../interfaces.js';
 import { EventIds, millisOf } from './event-ids.js';
-import type { FeatureRead } from './routing-feature.js';
 
 /** One claimed outbox row with what the coalescer needs to decide its routes. */
 export interface ClaimedEvent {
@@ -91,6 +90,14 @@ function readColumns(reads: StateReads): string {
   return ASSET_STATE_COLUMNS.map(([name, type]) => (unread.has(name) ? `'{}'::${type} as ${name}` : `s.${name}`)).join(
     ', ',
   );
+}
+
+/** What a routing feature reads with each claimed outbox row (`c`), in the chunk's snapshot (RoutingFeature.read). */
+export interface FeatureRead {
+  /** The select list it adds, each column aliased with a name of the feature's own. */
+  readonly columns: string;
+  /** The `left join` that gives those columns, on `c.asset_id`, with an alias of the feature's own. */
+  readonly join: string;
 }
 
 /** What claimChunk reads besides the outbox rows. */

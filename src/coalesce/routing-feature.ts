@@ -1,6 +1,6 @@
 import type { Params } from '../db/columns.js';
 import type { AssetState, DecimalId, EventType } from '../interfaces.js';
-import type { ClaimedEvent } from './claim.js';
+import type { ClaimedEvent, FeatureRead } from './claim.js';
 import type { RoutedWebhook } from './routed-webhooks.js';
 
 /**
@@ -18,14 +18,6 @@ import type { RoutedWebhook } from './routed-webhooks.js';
 export interface RoutingFeatureKind {
   /** Its part of a run routing `webhooks` (in routing order); null when it has nothing to do for them. */
   of(webhooks: readonly RoutedWebhook[]): RoutingFeature | null;
-}
-
-/** What a feature reads with each claimed outbox row (`c`), in the chunk's snapshot. */
-export interface FeatureRead {
-  /** The select list it adds, each column aliased with a name of the feature's own. */
-  readonly columns: string;
-  /** The `left join` that gives those columns, on `c.asset_id`, with an alias of the feature's own. */
-  readonly join: string;
 }
 
 /** An event as a feature sees it while it is routed. */

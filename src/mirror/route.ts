@@ -1,5 +1,5 @@
-import type { ClaimedEvent } from '../coalesce/claim.js';
-import type { FeatureEvent, FeatureRead, RoutingFeature, RoutingFeatureKind } from '../coalesce/routing-feature.js';
+import type { ClaimedEvent, FeatureRead } from '../coalesce/claim.js';
+import type { FeatureEvent, RoutingFeature, RoutingFeatureKind } from '../coalesce/routing-feature.js';
 import type { Params } from '../db/columns.js';
 import { compileWebhook, type CompiledWebhook, type WebhookChecks } from '../filters/compile.js';
 import type { AssetState, ExclusionCheck } from '../interfaces.js';
