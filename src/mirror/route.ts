@@ -119,7 +119,7 @@ export class MirrorRouting implements RoutingFeature {
    * webhook, the asset's new membership recorded.
    */
   delivered(position: number, json: string): string {
-    if (this.slotOf[position]! < 0) return json;
+    if (!this.isMirror(position)) return json;
     const event = this.event!;
     // The PURGED of an asset never sent to a mirror webhook: nothing to remember (its id never comes back).
     if (event.eventType === 'PURGED' && this.members.get(event.assetId).lastMs === -Infinity) return json;
