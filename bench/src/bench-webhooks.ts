@@ -1,6 +1,6 @@
 import { parseConfigText } from '../../src/config/load.js';
 import { routedWebhooks } from '../../src/coalesce/routed-webhooks.js';
-import type { RoutedWebhook } from '../../src/coalesce/route.js';
+import type { RoutedWebhook } from '../../src/coalesce/routed-webhooks.js';
 
 /** Ten kinds of webhook with the filters operators use, repeated to reach `count`. */
 const KINDS = [

@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import { pino } from 'pino';
 import { coalesce } from '../../src/coalesce/run.js';
-import type { RoutedWebhook } from '../../src/coalesce/route.js';
+import type { RoutedWebhook } from '../../src/coalesce/routed-webhooks.js';
+import { ROUTING_FEATURES } from '../../src/service/routing-features.js';
 import { busyCpus, measuredSplit, postmasterOf, withCpu, type CpuSplit } from './cpu.js';
 import { measured, pairedRatio, ratio, type Measured } from './stats.js';
 
@@ -56,7 +57,13 @@ export async function measureCoalesce(
     await fillOutbox(pool, options.events, options.assets);
     started = process.hrtime.bigint();
     const result = await withCpu(coalesceCpu, options.events, parties, () =>
-      coalesce({ pool, webhooks, maxPayloadBytes: 16 * 1024 * 1024, logger: pino({ level: 'silent' }) }),
+      coalesce({
+        pool,
+        webhooks,
+        maxPayloadBytes: 16 * 1024 * 1024,
+        logger: pino({ level: 'silent' }),
+        features: ROUTING_FEATURES,
+      }),
     );
     measuredRates.push(result.events / seconds(started));
     await clearResults(pool);
@@ -155,6 +162,7 @@ export async function measureTenants(
         webhooks,
         maxPayloadBytes: 16 * 1024 * 1024,
         logger: pino({ level: 'silent' }),
+        features: ROUTING_FEATURES,
       });
       rates[n]!.push(result.events / seconds(started));
       const {

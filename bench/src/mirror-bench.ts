@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import { pino } from 'pino';
 import { coalesce } from '../../src/coalesce/run.js';
-import type { RoutedWebhook } from '../../src/coalesce/route.js';
+import type { RoutedWebhook } from '../../src/coalesce/routed-webhooks.js';
+import { ROUTING_FEATURES } from '../../src/service/routing-features.js';
 import { EVENT_TYPES } from '../../src/interfaces.js';
 import { clearResults, fillOutbox, registerBenchWebhooks } from './coalesce-bench.js';
 import { measured, pairedRatio, type Measured } from './stats.js';
@@ -42,6 +43,7 @@ export async function measureMirror(
       webhooks: routed,
       maxPayloadBytes: 16 * 1024 * 1024,
       logger: pino({ level: 'silent' }),
+      features: ROUTING_FEATURES,
     });
     const rate = result.events / (Number(process.hrtime.bigint() - started) / 1e9);
     await clearResults(pool);

@@ -1,4 +1,4 @@
-import { Packer, type Batch } from '../coalesce/pack.js';
+import { Packer, type Batch } from '../payloads/pack.js';
 import type { BackfillEvent } from '../payloads/events.js';
 
 /** An event gathered for the next write. */

@@ -2,7 +2,6 @@ import type pg from 'pg';
 import { ASSET_STATE_COLUMNS, assetStateColumns, assetStateFromRow, type AssetStateRow } from '../db/asset-state.js';
 import type { AssetState, DecimalId, EventType } from '../interfaces.js';
 import { EventIds, millisOf } from './event-ids.js';
-import { MEMBERSHIP_COLUMNS, type MembershipRow } from '../mirror/members.js';
 
 /** One claimed outbox row with what the coalescer needs to decide its routes. */
 export interface ClaimedEvent {
@@ -20,8 +19,8 @@ export interface ClaimedEvent {
   readonly latestEditId: string | null;
   /** The asset's current state; null when the asset no longer exists. */
   readonly asset: AssetState | null;
-  /** Its row of asset_webhooks.mirror_members, read with the chunk when some webhook is a mirror one; else null. */
-  readonly membership: MembershipRow | null;
+  /** The claim's row, with the columns the routing features read (FeatureRead); null when none reads any. */
+  readonly featureColumns: Readonly<Record<string, unknown>> | null;
   /**
    * An EDITED or REVERSION of an asset in the Trash: captured while it was in
    * the Trash (the outbox row's in_trash), or in the Trash now. Excluded for
@@ -37,7 +36,7 @@ export interface ClaimedEvent {
 }
 
 /** An outbox row (event_ columns) with its asset's state (null columns when the asset is gone). */
-interface ClaimRow extends Omit<AssetStateRow, 'asset_id'>, Partial<MembershipRow> {
+interface ClaimRow extends Omit<AssetStateRow, 'asset_id'> {
   seq: number;
   /** Set by a binding that gives its own ids; null when the id is derived (EventIds). */
   event_id: string | null;
@@ -93,12 +92,20 @@ function readColumns(reads: StateReads): string {
   );
 }
 
+/** What a routing feature reads with each claimed outbox row (`c`), in the chunk's snapshot (RoutingFeature.read). */
+export interface FeatureRead {
+  /** The select list it adds, each column aliased with a name of the feature's own. */
+  readonly columns: string;
+  /** The `left join` that gives those columns, on `c.asset_id`, with an alias of the feature's own. */
+  readonly join: string;
+}
+
 /** What claimChunk reads besides the outbox rows. */
 export interface ClaimOptions {
   /** Which of an asset's lists some check reads. Default: all. */
   readonly reads?: StateReads;
-  /** Some enabled webhook is a mirror one: read each asset's membership. Default false. */
-  readonly mirror?: boolean;
+  /** What the run's routing features read with each row (RoutingFeature.read). Default none. */
+  readonly features?: readonly FeatureRead[];
   /**
    * Read the latest stored eventTimestamp (ClaimedEvent.lastMs) only of the
    * assets with a row whose own time, in epoch milliseconds, is not after
@@ -149,9 +156,8 @@ export interface Chunk {
  * reads is given as empty, and its part of the binding's view is not computed.
  * Each row says whether it is a change in the Trash (ClaimedEvent.inTrash:
  * the capture's word, or the view's in_trash now) and carries its asset's
- * latest stored eventTimestamp (ClaimedEvent.lastMs). With `mirror`, each row carries its asset's row of
- * asset_webhooks.mirror_members, as read in the chunk's snapshot (see
- * MirrorMembers.absorb).
+ * latest stored eventTimestamp (ClaimedEvent.lastMs). With `features`, each
+ * row carries what they read, in the chunk's snapshot (see RoutingFeature.absorb).
  *
  * This must run on the session that ran recordRunStart for this run, with the
  * EventIds it returned.
@@ -164,7 +170,7 @@ export async function claimChunk(
   limit: number,
   options: ClaimOptions = {},
 ): Promise<Chunk> {
-  const { reads = READ_ALL_STATE, mirror = false, probeUpToMs = null } = options;
+  const { reads = READ_ALL_STATE, features = [], probeUpToMs = null } = options;
   const { rows } = await session.query<ClaimRow & { deferred: boolean }>(
     `with claimed as materialized (
        -- The upper bound is applied after the limit: with both bounds inside,
@@ -225,16 +231,16 @@ export async function claimChunk(
             case when c.event_type = 'EDITED' then c.le_event_id end as latest_edit_event_id, c.deferred,
             c.event_type in ('EDITED', 'REVERSION') and (c.in_trash or s.in_trash) is true as in_trash,
             k.last_ms::text as last_ms,
-            ${assetStateColumns('s')}${mirror ? `, ${MEMBERSHIP_COLUMNS}` : ''}
+            ${assetStateColumns('s')}${features.map((feature) => `, ${feature.columns}`).join('')}
      from marked c
      left join states s on s.asset_id = c.asset_id
      left join clocks k on k.asset_id = c.asset_id
-     ${mirror ? 'left join asset_webhooks.mirror_members m on m.asset_id = c.asset_id' : ''}
+     ${features.map((feature) => feature.join).join('\n     ')}
      order by c.seq`,
     [maxSeq, afterSeq, limit, probeUpToMs],
   );
   const events: ClaimedEvent[] = [];
-  for (const row of rows) if (!row.deferred) events.push(toClaimedEvent(row, ids));
+  for (const row of rows) if (!row.deferred) events.push(toClaimedEvent(row, ids, features.length > 0));
   return {
     events,
     read: rows.length,
@@ -243,7 +249,7 @@ export async function claimChunk(
   };
 }
 
-function toClaimedEvent(row: ClaimRow, ids: EventIds): ClaimedEvent {
+function toClaimedEvent(row: ClaimRow, ids: EventIds, featureColumns: boolean): ClaimedEvent {
   // asset_id is checked here; the rest of the state columns come with it.
   const asset = row.asset_id === null ? null : assetStateFromRow(row as AssetStateRow);
   // The row's own capture time, to the millisecond, is in its formatted timestamp.
@@ -265,7 +271,7 @@ function toClaimedEvent(row: ClaimRow, ids: EventIds): ClaimedEvent {
     atomId: row.atom_id,
     latestEditId,
     asset,
-    membership: row.mirror_webhooks === undefined ? null : (row as ClaimRow & MembershipRow),
+    featureColumns: featureColumns ? (row as unknown as Record<string, unknown>) : null,
     inTrash: row.in_trash,
     lastMs: row.last_ms === null ? null : Number(row.last_ms),
   };

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { DecimalId } from '../interfaces.js';
 import type { ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
+import type { RoutingFeature } from './routing-feature.js';
 
 /**
  * Ordering: one asset's eventTimestamps strictly increase, for every webhook,
@@ -17,10 +18,11 @@ import { collapsedInto } from './collapse.js';
  *
  * The last eventTimestamp of an asset is the latest asset_webhooks.events
  * row's occurred_at (stored as the eventTimestamp given: see stampChunk), read
- * with the chunk (ClaimedEvent.lastMs), or the asset's mirror membership,
+ * with the chunk (ClaimedEvent.lastMs), or the last one a routing feature
+ * knows was sent (RoutingFeature.lastSentMs: a mirror webhook's membership),
  * whichever is later. What a chunk reads misses the stamps of the two chunks
  * before it (a run reads chunk N+1 before it routes chunk N, while chunk N-1
- * may still be being written): they are laid over it, as MirrorMembers does.
+ * may still be being written): they are laid over it, as a feature's absorb does.
  * Their writes must therefore commit in order, and a chunk's before the chunk
  * three after it is read.
  */
@@ -45,11 +47,11 @@ export class AssetClock {
   }
 
   /** Takes the chunk's rows as read, then lays over them the stamps of the two chunks before. */
-  absorb(rows: readonly ClaimedEvent[]): void {
+  absorb(rows: readonly ClaimedEvent[], features: readonly RoutingFeature[]): void {
     this.known.clear();
     for (const row of rows) {
-      const mirrorMs = row.membership?.mirror_last_ms;
-      const read = Math.max(row.lastMs ?? -Infinity, mirrorMs == null ? -Infinity : Number(mirrorMs));
+      let read = row.lastMs ?? -Infinity;
+      for (const feature of features) read = Math.max(read, feature.lastSentMs(row) ?? -Infinity);
       if (read !== -Infinity) this.known.set(row.assetId, read);
     }
     for (const stamps of this.previous) for (const [assetId, ms] of stamps) this.known.set(assetId, ms);
@@ -82,8 +84,9 @@ export class AssetClock {
 export function stampChunk(
   rows: readonly ClaimedEvent[],
   clock: AssetClock,
+  features: readonly RoutingFeature[],
 ): { rows: ClaimedEvent[]; raised: Array<string | null> } {
-  clock.absorb(rows);
+  clock.absorb(rows, features);
   const stamped = new Array<ClaimedEvent>(rows.length);
   const raised = new Array<string | null>(rows.length);
   for (let i = 0; i < rows.length; i += 1) {

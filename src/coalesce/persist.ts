@@ -1,8 +1,8 @@
 import { Params, type Statement } from '../db/columns.js';
 import { consumeCtes, type ConsumedEvents } from '../payloads/events.js';
 import { payloadGroups, payloadInsert, payloadStatement } from '../payloads/store.js';
-import type { Batch } from './pack.js';
-import { memberUpsert, type MemberChange } from '../mirror/members.js';
+import type { Batch } from '../payloads/pack.js';
+import type { RoutingFeature } from './routing-feature.js';
 
 /**
  * The statements that write one coalescing chunk, in order, built now (see
@@ -11,7 +11,7 @@ import { memberUpsert, type MemberChange } from '../mirror/members.js';
  * INSERT, as they nearly always do, so that its transaction is the
  * statement's own and the chunk costs one round trip. It moves the chunk's
  * events from the outbox to `events` with their routes, writes its payloads,
- * records the mirror webhooks' membership changes (`members`), and counts
+ * and the routing features' writes (RoutingFeature.chunkWrite), and counts
  * the events on the run (so a run that dies later still shows what
  * it committed) and the routing's last use (retention purges by it). `events`
  * must not be empty.
@@ -21,7 +21,7 @@ export function chunkStatements(
   routingId: number,
   events: ConsumedEvents,
   batches: readonly Batch[],
-  members: readonly MemberChange[],
+  features: readonly RoutingFeature[],
   webhookTimestamp: string,
 ): Statement[] {
   const groups = payloadGroups(batches, webhookTimestamp);
@@ -32,9 +32,12 @@ export function chunkStatements(
   const routing = params.add(routingId);
   const consume = consumeCtes(params, run, routing, events);
   const payloads = last ? `written as (${payloadInsert(params, run, last)}),` : '';
-  const membership = members.length > 0 ? `members as (${memberUpsert(params, members)}),` : '';
+  const featureWrites = features.flatMap((feature, index) => {
+    const write = feature.chunkWrite(params);
+    return write === null ? [] : [`feature_${index} as (${write}),`];
+  });
   statements.push({
-    text: `with ${consume}, ${payloads} ${membership}
+    text: `with ${consume}, ${payloads} ${featureWrites.join(' ')}
        used as (update asset_webhooks.routings set last_used_at = clock_timestamp() where routing_id = ${routing})
      update asset_webhooks.coalesce_runs set events = events + ${params.add(events.seqs.length)} where run_id = ${run}`,
     values: params.values,

@@ -1,32 +1,21 @@
 import type { WebhookChecks } from '../filters/compile.js';
 import type { RoutingIndex } from '../filters/routing-index.js';
 import type { DecimalId } from '../interfaces.js';
-import type { MirrorRouting } from '../mirror/route.js';
 import { serializeEvent } from '../payloads/serialize.js';
 import type { ClaimedEvent } from './claim.js';
 import { collapsedInto } from './collapse.js';
-import type { Batch, Packer } from './pack.js';
-import { NOTHING_SEEN, type SeenRow, type SeenValues } from './seen.js';
-
-/**
- * What the coalescer needs of one configured webhook: its id, its batch size
- * and what its checks read (stored once per configuration, so that the check
- * that excluded an event can be derived when asked).
- */
-export interface RoutedWebhook extends WebhookChecks {
-  readonly id: string;
-  readonly batchSize: number;
-  /** Keeps the set of assets announced to it and gets UNMATCHED (src/mirror/route.ts). */
-  readonly mirror?: boolean;
-}
+import type { Batch, Packer } from '../payloads/pack.js';
+import { NOTHING_SEEN, type SeenRow } from '../payloads/seen-row.js';
+import type { RoutingFeature } from './routing-feature.js';
+import type { SeenValues } from './seen.js';
 
 /**
  * An event's route to one webhook: `deliver`, `collapsed` (an EDITED merged
  * into a later one: decided before every check), `disabled`, `asset_gone`,
  * `in_trash` (an EDITED or REVERSION of an asset in the Trash, for every
  * webhook, see ClaimedEvent.inTrash), or `excluded` by one of the webhook's
- * own checks, or, for a mirror webhook, `unmatched`: excluded, and sent as
- * UNMATCHED instead. Counted per run (metrics); the check that excluded an
+ * own checks, or `unmatched`: excluded, and sent as UNMATCHED instead by a
+ * routing feature (a mirror webhook's, see RoutingFeature.unmatchedFor). Counted per run (metrics); the check that excluded an
  * event is named by asset_webhooks.event_outcomes.
  */
 export const ROUTES = ['deliver', 'collapsed', 'disabled', 'asset_gone', 'in_trash', 'excluded', 'unmatched'] as const;
@@ -38,8 +27,8 @@ export interface Routing {
   readonly index: RoutingIndex;
   readonly seen: SeenValues;
   readonly packers: readonly Packer[];
-  /** null when no enabled webhook is a mirror one. */
-  readonly mirror: MirrorRouting | null;
+  /** The run's parts of the routing features that have something to do (RoutingFeatureKind.of). */
+  readonly features: readonly RoutingFeature[];
 }
 
 /** One event's routes as stored: what routing saw, and the webhooks (positions) and batches that carry it. */
@@ -48,7 +37,7 @@ export interface RoutedEvent {
   readonly seen: SeenRow;
   readonly positions: number[];
   readonly batches: Batch[];
-  /** The positions among `positions` that got the event as an UNMATCHED (mirror webhooks). */
+  /** The positions among `positions` that got the event as an UNMATCHED (RoutingFeature.unmatchedFor). */
   readonly unmatched: number[];
 }
 
@@ -64,7 +53,7 @@ export function routeChunk(
   routing: Routing,
   counts: Partial<Record<Route, number>>,
 ): { routes: RoutedEvent[]; atomIds: Array<DecimalId | null>; collapsed: Array<string | null> } {
-  const { index, packers, seen, mirror } = routing;
+  const { index, packers, seen, features } = routing;
   const disabled = index.size - index.enabledCount;
   const routes = new Array<RoutedEvent>(rows.length);
   const atomIds: Array<DecimalId | null> = new Array<DecimalId | null>(rows.length);
@@ -103,7 +92,7 @@ export function routeChunk(
     const receivers = index.deliveringTo(row.eventType, row.asset);
     const positions = new Array<number>(receivers.length);
     const batches = new Array<Batch>(receivers.length);
-    if (mirror !== null) mirror.begin({ ...row, assetUuid: row.assetUuid ?? '', atomId });
+    for (const feature of features) feature.begin({ ...row, assetUuid: row.assetUuid ?? '', atomId });
     if (receivers.length > 0) {
       const json = serializeEvent({
         atomId,
@@ -115,14 +104,15 @@ export function routeChunk(
       });
       for (let k = 0; k < receivers.length; k += 1) {
         const position = receivers[k]!;
-        const sentJson = mirror !== null && mirror.isMirror(position) ? mirror.delivered(position, json) : json;
+        let sentJson = json;
+        for (const feature of features) sentJson = feature.delivered(position, sentJson);
         positions[k] = position + 1;
         batches[k] = packers[position]!.add(row.eventId, sentJson, sentJson !== json);
       }
     }
     const unmatchedTo: number[] = [];
-    if (mirror !== null)
-      mirror.unmatchedFor(receivers, (position, json) => {
+    for (const feature of features)
+      feature.unmatchedFor(receivers, (position, json) => {
         positions.push(position + 1);
         batches.push(packers[position]!.add(row.eventId, json, true));
         unmatchedTo.push(position + 1);

@@ -2,22 +2,20 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
-import type { Statement } from '../db/columns.js';
-import { isoTimestamp } from '../payloads/serialize.js';
-import { PayloadIdBlock } from '../payloads/ids.js';
-import { sealOpenPayloads } from '../payloads/seal.js';
-import { writePayloads } from '../payloads/store.js';
-import { releaseCoalesceLock, takeCoalesceLock } from './coalesce-lock.js';
-import { claimChunk, viewHasInTrash, type Chunk } from './claim.js';
-import { outboxHighWater, recordRunStart } from './run-start.js';
-import { AssetClock, lastEventTimestamp, stampChunk } from './clock.js';
-import { Packer } from './pack.js';
-import { chunkStatements } from './persist.js';
 import { RoutingIndex } from '../filters/routing-index.js';
-import { routeChunk, type Route, type RoutedWebhook, type Routing } from './route.js';
-import { recordRouting } from './routing.js';
+import { Packer } from '../payloads/pack.js';
+import { recordRouting } from '../payloads/routing.js';
+import { sealOpenPayloads } from '../payloads/seal.js';
+import { isoTimestamp } from '../payloads/serialize.js';
+import { writePayloads } from '../payloads/store.js';
+import { coalesceChunks, type Run, type RunStart } from './chunks.js';
+import { lastEventTimestamp } from './clock.js';
+import { releaseCoalesceLock, takeCoalesceLock } from './coalesce-lock.js';
+import type { Route, Routing } from './route.js';
+import type { RoutedWebhook } from './routed-webhooks.js';
+import type { RoutingFeature, RoutingFeatureKind } from './routing-feature.js';
+import { outboxHighWater, recordRunStart } from './run-start.js';
 import { SeenValues } from './seen.js';
-import { MirrorRouting } from '../mirror/route.js';
 
 export interface CoalesceOptions {
   readonly pool: pg.Pool;
@@ -46,6 +44,12 @@ export interface CoalesceOptions {
    * rewrite them while this one routes.
    */
   readonly beforeRun?: () => Promise<void>;
+  /**
+   * The routing features that are on (the mirror webhooks': see
+   * src/service/routing-features.ts). Default none: every webhook then gets
+   * exactly the events its checks pass.
+   */
+  readonly features?: readonly RoutingFeatureKind[];
 }
 
 export interface CoalesceResult {
@@ -101,148 +105,13 @@ async function runLocked(
   now: () => Date,
   session: pg.PoolClient,
 ): Promise<CoalesceResult> {
-  const { pool } = options;
   const webhooks = typeof options.webhooks === 'function' ? options.webhooks() : options.webhooks;
-  // A previous run that crashed may have left open payloads: their events are
-  // those that name them (written in the same transactions), so seal them.
-  const sealed = await sealOpenPayloads(pool, () => isoTimestamp(now()));
-  if (sealed.length > 0) await announcePayloadsReady(pool);
-
-  // The high-water mark, every asset's latest edit up to it and the seqs not
-  // yet committed below it come from one snapshot, held only for these reads.
-  // Each chunk then reads in its own snapshot (claimChunk leaves to the next
-  // run what this one's start did not see), so a run holds no snapshot for
-  // long: a snapshot held for the whole run would keep every dead row of the
-  // database from being pruned meanwhile, the asset tables' and delivery's.
-  const start = await inTransaction(
-    session,
-    async (client) => {
-      const high = await outboxHighWater(client);
-      return high === null
-        ? null
-        : { maxSeq: high, ids: await recordRunStart(client, high), lastStampMs: await lastEventTimestamp(client) };
-    },
-    'repeatable read',
-  );
-  const {
-    rows: [run],
-  } = await pool.query<{ run_id: number }>('insert into asset_webhooks.coalesce_runs default values returning run_id');
-  const runId = run!.run_id;
-  const logger = options.logger.child({ runId });
-  const packers = webhooks.map(
-    (webhook) => new Packer(webhook.id, { batchSize: webhook.batchSize, maxPayloadBytes: options.maxPayloadBytes }),
-  );
-  const routing: Routing = {
-    routingId: await recordRouting(pool, webhooks),
-    index: new RoutingIndex(webhooks),
-    seen: new SeenValues(webhooks),
-    packers,
-    mirror: MirrorRouting.of(webhooks),
-  };
-  const routes: Partial<Record<Route, number>> = {};
-  const payloadIds = new Set<number>();
-  let events = 0;
-  let chunks = 0;
-  let deferred = 0;
-
-  if (start !== null) {
-    const { maxSeq, ids } = start;
-    // Three stages run at once, each on a chunk of its own: the session reads
-    // chunk N+2, this process routes chunk N+1 and builds its statements, and
-    // `writer` writes chunk N in its own transaction. Chunks are written one
-    // after the other, in order; a chunk's statements are built before any
-    // later chunk is routed, so they write the batches as that chunk left them.
-    const writer = await pool.connect();
-    // A chunk lost to a server crash after commit is lost whole, outbox
-    // deletions included, and coalesced again by the next run with the same
-    // eventIds: waiting for the WAL flush buys nothing here. Set for the
-    // session, so that a chunk of one statement needs no other.
-    await writer.query('set synchronous_commit = off');
-    const payloadIdBlock = new PayloadIdBlock(session);
-    const clock = new AssetClock(start.lastStampMs);
-    const done: Promise<Chunk | null> = Promise.resolve(null);
-    const reads = { ...routing.seen.reads, inTrash: await viewHasInTrash(session) };
-    const mirrored = routing.mirror !== null;
-    const claim = (afterSeq: number): Promise<Chunk> =>
-      claimChunk(session, ids, maxSeq, afterSeq, chunkSize, { reads, mirror: mirrored, probeUpToMs: clock.watermark });
-    let next: Promise<Chunk | null> = claim(0);
-    let writing: Promise<void> = Promise.resolve();
-    let failed = false;
-    try {
-      for (;;) {
-        const chunk = await next;
-        if (chunk === null || chunk.read === 0) break;
-        next = chunk.read < chunkSize ? done : claim(chunk.lastSeq);
-        // If a write fails, this read is abandoned; its own failure is not the run's.
-        next.catch(() => {});
-        deferred += chunk.deferred;
-        if (chunk.events.length === 0) continue;
-        // Before routing: every webhook gets the same, possibly raised, eventTimestamp.
-        const { rows, raised } = stampChunk(chunk.events, clock);
-        // Read with the chunk, before the two chunks before it were written: see MirrorMembers.absorb.
-        routing.mirror?.members.absorb(rows.map((row) => ({ assetId: row.assetId, row: row.membership })));
-        const routed = routeChunk(rows, routing, routes);
-        const batches = packers.flatMap((packer) => packer.drain());
-        await payloadIdBlock.assign(batches);
-        const statements = chunkStatements(
-          runId,
-          routing.routingId,
-          {
-            seqs: rows.map((row) => row.seq),
-            eventIds: rows.map((row) => row.eventId),
-            atomIds: routed.atomIds,
-            // Only where the outbox has none: the events row takes the outbox's otherwise.
-            assetUuids: rows.map((row) => (row.assetUuidCaptured ? null : row.assetUuid)),
-            collapsedInto: routed.collapsed,
-            seen: routed.routes.map((route) => route.seen),
-            deliveredTo: routed.routes.map((route) => route.positions),
-            // The batches have their payload ids by now.
-            payloadIds: routed.routes.map((route) => route.batches.map((batch) => batch.payloadId!)),
-            unmatchedTo: routed.routes.map((route) => route.unmatched),
-            inTrash: rows.map((row) => row.inTrash && row.asset !== null),
-            raisedTimestamps: raised,
-          },
-          batches,
-          routing.mirror?.members.takeChanges() ?? [],
-          isoTimestamp(now()),
-        );
-        const sealed = batches.some((batch) => batch.sealed);
-        const written = batches.map((batch) => batch.payloadId!);
-        await writing;
-        writing = writeChunk(writer, statements, sealed).then(() => {
-          for (const id of written) payloadIds.add(id);
-          events += rows.length;
-          chunks += 1;
-          logger.debug({ events: rows.length }, 'coalesced a chunk');
-        });
-        // Awaited before the next chunk is written or the run ends; a failure is the run's then.
-        writing.catch(() => {});
-      }
-      await writing;
-      await writer.query('reset synchronous_commit');
-    } catch (error) {
-      failed = true;
-      throw error;
-    } finally {
-      await Promise.allSettled([next, writing]);
-      // After a failure the connection may be in any state: close it rather than reuse it.
-      writer.release(failed);
-    }
-  }
-
-  // Seal the last payload of each webhook.
-  const lastSealed = await inTransaction(session, async (client) => {
-    for (const packer of packers) packer.finish();
-    const batches = packers.flatMap((packer) => packer.drain());
-    await writePayloads(client, runId, batches, isoTimestamp(now()));
-    // `events` was counted chunk by chunk, each in its own transaction.
-    await client.query(
-      'update asset_webhooks.coalesce_runs set finished_at = clock_timestamp(), payloads = $2 where run_id = $1',
-      [runId, payloadIds.size],
-    );
-    return batches.length > 0;
-  });
-  if (lastSealed) await announcePayloadsReady(session);
+  await sealLeftOpen(options.pool, now);
+  const start = await readRunStart(session);
+  const run = await beginRun(options, webhooks, now);
+  if (start !== null) await coalesceChunks(run, start, session, chunkSize);
+  await sealLastPayloads(run, session);
+  const { runId, events, payloadIds, chunks, deferred, routes, logger } = run;
   if (deferred > 0)
     logger.info(
       { deferred },
@@ -253,18 +122,73 @@ async function runLocked(
 }
 
 /**
- * Runs one chunk's statements in one transaction (a single statement is its
- * own), then, if it sealed payloads, wakes the delivery pumps of every process
- * so that they are sent without waiting for a poll. One statement is
- * also one round trip: the writer then waits for nothing this process does
- * meanwhile, such as routing the next chunk.
+ * A previous run that crashed may have left open payloads: their events are
+ * those that name them (written in the same transactions), so they are sealed.
  */
-async function writeChunk(writer: pg.PoolClient, statements: readonly Statement[], sealed: boolean): Promise<void> {
-  const [only] = statements;
-  if (statements.length === 1) await writer.query(only!.text, only!.values);
-  else
-    await inTransaction(writer, async (client) => {
-      for (const statement of statements) await client.query(statement.text, statement.values);
-    });
-  if (sealed) await announcePayloadsReady(writer);
+async function sealLeftOpen(pool: pg.Pool, now: () => Date): Promise<void> {
+  const sealed = await sealOpenPayloads(pool, () => isoTimestamp(now()));
+  if (sealed.length > 0) await announcePayloadsReady(pool);
+}
+
+/**
+ * The high-water mark, every asset's latest edit up to it and the seqs not
+ * yet committed below it come from one snapshot, held only for these reads.
+ * Each chunk then reads in its own snapshot (claimChunk leaves to the next
+ * run what this one's start did not see), so a run holds no snapshot for
+ * long: a snapshot held for the whole run would keep every dead row of the
+ * database from being pruned meanwhile, the asset tables' and delivery's.
+ * null when the outbox is empty.
+ */
+async function readRunStart(session: pg.PoolClient): Promise<RunStart | null> {
+  return inTransaction(
+    session,
+    async (client) => {
+      const high = await outboxHighWater(client);
+      return high === null
+        ? null
+        : { maxSeq: high, ids: await recordRunStart(client, high), lastStampMs: await lastEventTimestamp(client) };
+    },
+    'repeatable read',
+  );
+}
+
+/** Records the run and the configuration it routes by, and gives each webhook its packer and each feature its part. */
+async function beginRun(options: CoalesceOptions, webhooks: readonly RoutedWebhook[], now: () => Date): Promise<Run> {
+  const { pool } = options;
+  const {
+    rows: [row],
+  } = await pool.query<{ run_id: number }>('insert into asset_webhooks.coalesce_runs default values returning run_id');
+  const runId = row!.run_id;
+  const features = (options.features ?? []).flatMap((kind): RoutingFeature[] => {
+    const feature = kind.of(webhooks);
+    return feature === null ? [] : [feature];
+  });
+  const routing: Routing = {
+    routingId: await recordRouting(pool, webhooks),
+    index: new RoutingIndex(webhooks),
+    seen: new SeenValues(webhooks),
+    packers: webhooks.map(
+      (webhook) => new Packer(webhook.id, { batchSize: webhook.batchSize, maxPayloadBytes: options.maxPayloadBytes }),
+    ),
+    features,
+  };
+  const logger = options.logger.child({ runId });
+  return { pool, runId, logger, routing, now, routes: {}, payloadIds: new Set(), events: 0, chunks: 0, deferred: 0 };
+}
+
+/** Seals the last payload of each webhook and records the run's end. */
+async function sealLastPayloads(run: Run, session: pg.PoolClient): Promise<void> {
+  const { packers } = run.routing;
+  const lastSealed = await inTransaction(session, async (client) => {
+    for (const packer of packers) packer.finish();
+    const batches = packers.flatMap((packer) => packer.drain());
+    await writePayloads(client, run.runId, batches, isoTimestamp(run.now()));
+    // `events` was counted chunk by chunk, each in its own transaction.
+    await client.query(
+      'update asset_webhooks.coalesce_runs set finished_at = clock_timestamp(), payloads = $2 where run_id = $1',
+      [run.runId, run.payloadIds.size],
+    );
+    return batches.length > 0;
+  });
+  if (lastSealed) await announcePayloadsReady(session);
 }

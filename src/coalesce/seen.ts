@@ -1,6 +1,7 @@
-import type { AssetState, DecimalId } from '../interfaces.js';
+import type { AssetState } from '../interfaces.js';
+import { ASSET_GONE, type SeenRow } from '../payloads/seen-row.js';
 import type { StateReads } from './claim.js';
-import type { RoutedWebhook } from './route.js';
+import type { RoutedWebhook } from './routed-webhooks.js';
 
 /**
  * What routing saw of an asset, stored once per event (asset_webhooks.events,
@@ -69,37 +70,3 @@ export class SeenValues {
     };
   }
 }
-
-/**
- * The seen_ columns of one asset_webhooks.events row, and asset_gone (named
- * as the columns, so a row can be written as it is). Every member is always
- * present: one shape for every event.
- */
-export interface SeenRow {
-  readonly asset_gone: boolean;
-  readonly seen_supertype: string | null;
-  readonly seen_parent_id: DecimalId | null;
-  readonly seen_state: string | null;
-  readonly seen_schema_id: DecimalId | null;
-  readonly seen_type_id: DecimalId | null;
-  readonly seen_domain_id: DecimalId | null;
-  readonly seen_keywords: readonly string[] | null;
-  readonly seen_field_names: readonly string[] | null;
-  readonly seen_field_values: readonly string[] | null;
-}
-
-/** What is stored of an event no check reads (collapsed, PURGED): nothing. */
-export const NOTHING_SEEN: SeenRow = {
-  asset_gone: false,
-  seen_supertype: null,
-  seen_parent_id: null,
-  seen_state: null,
-  seen_schema_id: null,
-  seen_type_id: null,
-  seen_domain_id: null,
-  seen_keywords: null,
-  seen_field_names: null,
-  seen_field_values: null,
-};
-
-const ASSET_GONE: SeenRow = { ...NOTHING_SEEN, asset_gone: true };

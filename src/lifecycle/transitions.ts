@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { inTransaction } from '../db/transaction.js';
-import { storableText } from '../delivery/storable-text.js';
+import { storableText } from '../text/storable-text.js';
 
 /**
  * The changes of a payload's state, and the only place that builds the rows

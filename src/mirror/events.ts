@@ -1,7 +1,7 @@
 import type pg from 'pg';
-import type { RoutedWebhook } from '../coalesce/route.js';
-import { recordRouting } from '../coalesce/routing.js';
-import type { SeenRow } from '../coalesce/seen.js';
+import type { RoutedWebhook } from '../coalesce/routed-webhooks.js';
+import { recordRouting } from '../payloads/routing.js';
+import type { SeenRow } from '../payloads/seen-row.js';
 import { Params, unnestColumns, type Column } from '../db/columns.js';
 import { seenColumns } from '../payloads/events.js';
 import type { DecimalId } from '../interfaces.js';

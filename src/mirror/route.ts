@@ -1,7 +1,10 @@
+import type { ClaimedEvent, FeatureRead } from '../coalesce/claim.js';
+import type { FeatureEvent, RoutingFeature, RoutingFeatureKind } from '../coalesce/routing-feature.js';
+import type { Params } from '../db/columns.js';
 import { compileWebhook, type CompiledWebhook, type WebhookChecks } from '../filters/compile.js';
-import type { AssetState, DecimalId, EventType, ExclusionCheck } from '../interfaces.js';
+import type { AssetState, ExclusionCheck } from '../interfaces.js';
 import { serializeEvent } from '../payloads/serialize.js';
-import { MirrorMembers } from './members.js';
+import { MEMBERSHIP_COLUMNS, memberUpsert, MirrorMembers, type MembershipRow } from './members.js';
 
 /** What mirror routing needs of a configured webhook. */
 export interface MirrorWebhook extends WebhookChecks {
@@ -9,18 +12,18 @@ export interface MirrorWebhook extends WebhookChecks {
   readonly mirror?: boolean;
 }
 
-/** An event as mirror routing sees it (one claimed outbox row, resolved). */
-export interface MirrorEvent {
-  readonly eventId: string;
-  readonly eventType: EventType;
-  /** The event's own eventTimestamp, ISO with milliseconds. */
-  readonly eventTimestamp: string;
-  readonly assetId: DecimalId;
-  readonly assetUuid: string;
-  /** As delivered (the latest atom for EDITED). */
-  readonly atomId: DecimalId | null;
-  /** The asset's state at routing time; null when gone. */
-  readonly asset: AssetState | null;
+/** The mirror webhooks as a routing feature of coalescing: see MirrorRouting. */
+export const mirrorFeature: RoutingFeatureKind = { of: (webhooks) => MirrorRouting.of(webhooks) };
+
+/** The claim reads each asset's row of asset_webhooks.mirror_members with the chunk (MembershipRow). */
+const MEMBERSHIP_READ: FeatureRead = {
+  columns: MEMBERSHIP_COLUMNS,
+  join: 'left join asset_webhooks.mirror_members m on m.asset_id = c.asset_id',
+};
+
+/** The membership a claimed row carries: the claim read MEMBERSHIP_READ into it. */
+function membershipOf(row: ClaimedEvent): MembershipRow | null {
+  return row.featureColumns as MembershipRow | null;
 }
 
 /**
@@ -47,15 +50,16 @@ export function leavingCheck(compiled: CompiledWebhook, asset: AssetState): Excl
  * The coalescer has raised it already, for every webhook (AssetClock, which
  * reads the membership's last time too); a reconcile relies on this class.
  */
-export class MirrorRouting {
+export class MirrorRouting implements RoutingFeature {
   readonly members = new MirrorMembers();
+  readonly read = MEMBERSHIP_READ;
   /** Per routing position: the index among the mirror webhooks, or -1. */
   private readonly slotOf: Int32Array;
   private readonly positions: readonly number[];
   private readonly ids: readonly string[];
   private readonly compiled: readonly CompiledWebhook[];
   /** The event being routed (see begin), its own time, and the eventTimestamp the mirror webhooks get. */
-  private event: MirrorEvent | null = null;
+  private event: FeatureEvent | null = null;
   private ownMs = 0;
   private atMs = 0;
   private raised: string | null = null;
@@ -80,12 +84,29 @@ export class MirrorRouting {
     return this.slotOf[position]! >= 0;
   }
 
+  /** Takes the membership of a chunk's assets, as the claim read it (see MirrorMembers.absorb). */
+  absorb(rows: readonly ClaimedEvent[]): void {
+    this.members.absorb(rows.map((row) => ({ assetId: row.assetId, row: membershipOf(row) })));
+  }
+
+  /** The last eventTimestamp sent for the row's asset to any mirror webhook, as the claim read it. */
+  lastSentMs(row: ClaimedEvent): number | null {
+    const ms = membershipOf(row)?.mirror_last_ms;
+    return ms == null ? null : Number(ms);
+  }
+
+  /** The chunk's membership changes, written with it. */
+  chunkWrite(params: Params): string | null {
+    const changes = this.members.takeChanges();
+    return changes.length === 0 ? null : memberUpsert(params, changes);
+  }
+
   /**
    * Starts routing `event`: every mirror webhook that gets anything of it
    * gets the same eventTimestamp, its own time or, if that is not after the
    * last one sent for the asset, a millisecond after that one.
    */
-  begin(event: MirrorEvent): void {
+  begin(event: FeatureEvent): void {
     this.event = event;
     this.ownMs = Date.parse(event.eventTimestamp);
     this.atMs = this.members.nextMs(event.assetId, this.ownMs);
@@ -93,11 +114,12 @@ export class MirrorRouting {
   }
 
   /**
-   * The JSON of the event for the mirror webhook at `position`, which
-   * receives it (`json` is its JSON as every other webhook gets it), and the
-   * asset's new membership recorded.
+   * The JSON of the event for the webhook at `position`, which receives it
+   * (`json` is its JSON as every other webhook gets it); for a mirror
+   * webhook, the asset's new membership recorded.
    */
   delivered(position: number, json: string): string {
+    if (!this.isMirror(position)) return json;
     const event = this.event!;
     // The PURGED of an asset never sent to a mirror webhook: nothing to remember (its id never comes back).
     if (event.eventType === 'PURGED' && this.members.get(event.assetId).lastMs === -Infinity) return json;

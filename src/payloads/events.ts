@@ -1,8 +1,7 @@
 import type pg from 'pg';
-import type { Batch } from '../coalesce/pack.js';
-import type { RoutedWebhook } from '../coalesce/route.js';
-import { recordRouting } from '../coalesce/routing.js';
-import type { SeenRow } from '../coalesce/seen.js';
+import type { Batch } from './pack.js';
+import { recordRouting, type RecordedWebhook } from './routing.js';
+import type { SeenRow } from './seen-row.js';
 import { listLiteral } from '../db/array-literal.js';
 import { Params, unnestColumns, type Column } from '../db/columns.js';
 import type { DecimalId } from '../interfaces.js';
@@ -157,7 +156,7 @@ const BACKFILL_COLUMNS: ReadonlyArray<Column<readonly BackfillEvent[]>> = [
 export async function insertBackfillEvents(
   client: pg.PoolClient,
   backfillId: number,
-  webhook: RoutedWebhook,
+  webhook: RecordedWebhook,
   events: readonly BackfillEvent[],
 ): Promise<void> {
   if (events.length === 0) return;

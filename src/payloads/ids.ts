@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { Batch } from '../coalesce/pack.js';
+import type { Batch } from './pack.js';
 
 /**
  * Gives every batch that has no payload id yet one from the payloads' identity

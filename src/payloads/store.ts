@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { batchBody, type Batch } from '../coalesce/pack.js';
+import { batchBody, type Batch } from './pack.js';
 import { Params, valuesColumns, type Column, type Statement } from '../db/columns.js';
 
 /**

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { Config, WebhookConfig } from '../config/schema.js';
 import { redactedUrl } from '../config/schema.js';
-import type { RoutedWebhook } from '../coalesce/route.js';
+import type { RoutedWebhook } from '../coalesce/routed-webhooks.js';
 import { routedWebhooks } from '../coalesce/routed-webhooks.js';
 import type { DeliveryContext, DeliverySettings, DeliveryWebhook } from '../delivery/context.js';
 import { announcePayloadsReady } from '../db/payloads-ready.js';

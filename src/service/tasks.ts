@@ -7,6 +7,7 @@ import { describeError } from '../db/connect.js';
 import { runMaintenance } from '../maintenance/maintenance.js';
 import { RECONCILE_TASK, requeueOrphanedReconciles, runQueuedReconcile } from '../mirror/auto-reconcile.js';
 import type { ServiceMetrics } from './metrics.js';
+import { ROUTING_FEATURES } from './routing-features.js';
 import { syncWebhooks, type ServiceState } from './service-state.js';
 
 type Recorder = Parameters<typeof syncWebhooks>[2];
@@ -56,6 +57,7 @@ export function serviceTasks(options: {
           maxPayloadBytes: current.settings.maxPayloadBytes,
           logger,
           beforeRun,
+          features: ROUTING_FEATURES,
         });
         metrics.recordRun(result);
         options.payloadsWritten();

@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { claimChunk, type StateReads } from '../../src/coalesce/claim.js';
 import { outboxHighWater, recordRunStart } from '../../src/coalesce/run-start.js';
-import type { RoutedWebhook } from '../../src/coalesce/route.js';
+import type { RoutedWebhook } from '../../src/coalesce/routed-webhooks.js';
 import { SeenValues } from '../../src/coalesce/seen.js';
 import { PAYLOADS_PER_STATEMENT } from '../../src/payloads/store.js';
 import { PAYLOADS_READY_CHANNEL } from '../../src/db/payloads-ready.js';

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { beforeEach, describe, expect, it } from 'vitest';
-import type { RoutedWebhook } from '../../src/coalesce/route.js';
-import { NOTHING_SEEN, SeenValues } from '../../src/coalesce/seen.js';
+import type { RoutedWebhook } from '../../src/coalesce/routed-webhooks.js';
+import { SeenValues } from '../../src/coalesce/seen.js';
+import { NOTHING_SEEN } from '../../src/payloads/seen-row.js';
 import { readAssetState } from '../../src/db/asset-state.js';
 import { referenceEvaluate } from '../../src/filters/reference.js';
 import { EVENT_TYPES, type AssetState, type EventType, type ExclusionCheck } from '../../src/interfaces.js';

@@ -2,8 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { pino } from 'pino';
 import { coalesce, type CoalesceResult } from '../../src/coalesce/run.js';
-import type { RoutedWebhook } from '../../src/coalesce/route.js';
+import type { RoutedWebhook } from '../../src/coalesce/routed-webhooks.js';
 import { EVENT_TYPES } from '../../src/interfaces.js';
+import { ROUTING_FEATURES } from '../../src/service/routing-features.js';
 
 export const silentLogger = pino({ level: 'silent' });
 
@@ -51,6 +52,8 @@ export function runCoalesce(
     maxPayloadBytes: options.maxPayloadBytes ?? 16 * 1024 * 1024,
     chunkSize: options.chunkSize,
     logger: silentLogger,
+    // As the service runs it: with the mirror webhooks' routing.
+    features: ROUTING_FEATURES,
   });
 }
 

@@ -4,7 +4,7 @@ import { pino } from 'pino';
 import { claimChunk } from '../../src/coalesce/claim.js';
 import { outboxHighWater, recordRunStart } from '../../src/coalesce/run-start.js';
 import { chunkStatements } from '../../src/coalesce/persist.js';
-import { NOTHING_SEEN } from '../../src/coalesce/seen.js';
+import { NOTHING_SEEN } from '../../src/payloads/seen-row.js';
 import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { beforeAll, expect, it } from 'vitest';
-import type { RoutedWebhook } from '../../src/coalesce/route.js';
+import type { RoutedWebhook } from '../../src/coalesce/routed-webhooks.js';
 import type { FilterGroup } from '../../src/config/schema.js';
 import { reconcile } from '../../src/mirror/reconcile.js';
 import { webhook } from '../helpers/assets.js';

@@ -1,6 +1,6 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import type pg from 'pg';
-import type { RoutedWebhook } from '../../src/coalesce/route.js';
+import type { RoutedWebhook } from '../../src/coalesce/routed-webhooks.js';
 import { pino } from 'pino';
 import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { reconcile } from '../../src/mirror/reconcile.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { chunkStatements } from '../../src/coalesce/persist.js';
-import { Packer, type Batch } from '../../src/coalesce/pack.js';
-import { NOTHING_SEEN } from '../../src/coalesce/seen.js';
+import { Packer, type Batch } from '../../src/payloads/pack.js';
+import { NOTHING_SEEN } from '../../src/payloads/seen-row.js';
 import { serializeBody, serializeEvent } from '../../src/payloads/serialize.js';
 import { assignPayloadIds } from '../../src/payloads/ids.js';
 import { PAYLOAD_COLUMNS, PAYLOADS_PER_STATEMENT, writePayloads } from '../../src/payloads/store.js';

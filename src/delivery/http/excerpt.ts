@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import { storableBytes } from '../storable-text.js';
+import { storableBytes } from '../../text/storable-text.js';
 import { redactExcerpt } from './redact.js';
 
 export type ResponseBody = Dispatcher.ResponseData['body'];

@@ -1,5 +1,5 @@
 import { isLocalFault } from '../local-fault.js';
-import { storableText } from '../storable-text.js';
+import { storableText } from '../../text/storable-text.js';
 import { AddressRefusedError } from './address-guard.js';
 
 /**

@@ -1,6 +1,17 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import type { RoutedWebhook } from './route.js';
+import type { WebhookChecks } from '../filters/compile.js';
+
+/**
+ * What a routing records of one configured webhook: its id and what its checks
+ * read (stored once per configuration, so that the check that excluded an
+ * event can be derived when asked).
+ */
+export interface RecordedWebhook extends WebhookChecks {
+  readonly id: string;
+  /** Keeps the set of assets announced to it and gets UNMATCHED (docs/mirror.md). */
+  readonly mirror?: boolean;
+}
 
 /**
  * Records the configuration a run routes by (asset_webhooks.routings and
@@ -10,7 +21,7 @@ import type { RoutedWebhook } from './route.js';
  */
 export async function recordRouting(
   client: pg.PoolClient | pg.Pool,
-  webhooks: readonly RoutedWebhook[],
+  webhooks: readonly RecordedWebhook[],
 ): Promise<number> {
   const definitions = webhooks.map((webhook) =>
     JSON.stringify({

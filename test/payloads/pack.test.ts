@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { batchBody, Packer, type Batch, type PackLimits } from '../../src/coalesce/pack.js';
+import { batchBody, Packer, type Batch, type PackLimits } from '../../src/payloads/pack.js';
 
 // The packing rules of the spec (section 5, CONTRACT.md): a payload holds at
 // most batchSize events (100 by default) and its body is at most

@@ -1,4 +1,4 @@
-import { bodyBytes, serializeBody } from '../payloads/serialize.js';
+import { bodyBytes, serializeBody } from './serialize.js';
 
 /**
  * A payload being filled. It may span several chunks of one run: it is
