@@ -92,8 +92,9 @@ export class BackfillJob implements SweepJob<BackfillProgress> {
     this.gather(rows);
     const completed = rows.length < READ_SIZE;
     const full = this.pending.length >= this.perWrite || this.pendingRead >= ASSETS_PER_WRITE;
-    if (!completed && !full && !stopping()) return { completed, wrote: false };
-    return { completed, wrote: await this.write(session, completed) };
+    if (!completed && !full && !stopping()) return { completed, advanced: false, wrote: false };
+    const cut = await this.write(session, completed);
+    return { completed, advanced: cut !== null, wrote: !this.dryRun && cut !== null && cut.batches.length > 0 };
   }
 
   progress(): BackfillProgress {
@@ -149,18 +150,18 @@ export class BackfillJob implements SweepJob<BackfillProgress> {
 
   /**
    * Commits what plan() cuts, in one transaction (a dry run changes nothing
-   * and reads nothing again), and moves the totals past it. Returns whether
-   * payloads were committed.
+   * and reads nothing again), and moves the totals past it. Returns what
+   * was committed, or null when nothing was.
    */
-  private async write(session: pg.PoolClient, completed: boolean): Promise<boolean> {
+  private async write(session: pg.PoolClient, completed: boolean): Promise<WritePlan | null> {
     let cut: WritePlan | null = this.plan(completed);
     if (!this.dryRun) {
-      if (cut.position.lastAssetId === this.committed.lastAssetId && !completed) return false;
+      if (cut.position.lastAssetId === this.committed.lastAssetId && !completed) return null;
       cut = await inTransaction(session, (client) => this.commit(client, completed));
-      if (cut === null) return false;
+      if (cut === null) return null;
     }
     this.advance(cut, this.after(cut));
-    return !this.dryRun && cut.batches.length > 0;
+    return cut;
   }
 
   /**

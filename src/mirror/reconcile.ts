@@ -140,7 +140,7 @@ class ReconcileJob implements SweepJob<ReconcileProgress> {
       });
     }
     this.totals = after;
-    return { completed, wrote: batches.length > 0 };
+    return { completed, advanced: true, wrote: batches.length > 0 };
   }
 
   /** The totals and position once the chunk is done: the next phase starts at its beginning. */

@@ -18,7 +18,7 @@ export interface SweepOptions<Progress> {
   readonly dryRun?: boolean;
   /** Recorded with a new sweep. Default: the user and host of the process (`user@host`). */
   readonly requestedBy?: string;
-  /** Called after each chunk, with the totals of the sweep (earlier interrupted runs included). */
+  /** Called after each chunk committed (a dry run: each chunk), with the totals of the sweep, earlier interrupted runs included. */
   readonly onProgress?: (progress: Progress) => void;
   /** Once aborted, the sweep stops after the chunk in progress commits; run again to resume. */
   readonly signal?: AbortSignal;
@@ -39,6 +39,8 @@ export interface SweepStart {
 export interface SweepStep {
   /** Nothing is left to read: the sweep is completed (committed, unless a dry run). */
   readonly completed: boolean;
+  /** It moved the resume record (a dry run: would have): progress is told. */
+  readonly advanced: boolean;
   /** It committed payloads, which the pumps are woken for. */
   readonly wrote: boolean;
 }
@@ -110,7 +112,7 @@ async function sweepChunks<Progress>(
     const step = await job.step(session, stopping);
     // The pumps are woken once committed; if this fails, their next poll finds the payloads.
     if (step.wrote && options.dryRun !== true) await announcePayloadsReady(options.pool).catch(() => {});
-    options.onProgress?.(job.progress());
+    if (step.advanced) options.onProgress?.(job.progress());
     if (step.completed) return true;
     if (stopping()) return false;
   }
