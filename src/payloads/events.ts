@@ -1,4 +1,3 @@
-import type pg from 'pg';
 import type { SeenRow } from '../coalesce/seen.js';
 import { listLiteral } from '../db/array-literal.js';
 import { Params, unnestColumns, type Column } from '../db/columns.js';
