@@ -8,7 +8,7 @@
 \else
 \set webhook_id ''
 \endif
-select backfill_id, webhook_id, status, last_asset_id, assets_read, events_sent, excluded, payloads,
+select backfill_id, webhook_id, status, last_asset_id, assets_read, events_sent, excluded, excluded_by, payloads,
        cardinality(asset_ids) as listed_assets, requested_by, started_at, updated_at, finished_at
 from asset_webhooks.backfills
 where :'webhook_id' = '' or webhook_id = :'webhook_id'

@@ -1,40 +1,5 @@
 import type pg from 'pg';
-import { assetStateColumns, type AssetStateRow } from '../db/asset-state.js';
-import type { BackfillEvent } from '../payloads/events.js';
-
-/** An asset as a backfill reads it from the binding's asset_state view. */
-export interface ReadRow extends AssetStateRow {
-  asset_key: string;
-  read_at: string;
-  in_trash: boolean | null;
-}
-
-/**
- * The next assets after `after` in ascending asset_id, with the time they were
- * read (formatted as eventTimestamps are). The binding's view is read by its
- * key, so each read costs the chunk, not the table.
- */
-export async function readAssets(
-  client: pg.PoolClient,
-  after: string | null,
-  listed: readonly string[] | null,
-  limit: number,
-): Promise<ReadRow[]> {
-  const parameters: unknown[] = [limit];
-  const conditions: string[] = [];
-  if (after !== null) conditions.push(`s.asset_id > $${parameters.push(after)}::bigint`);
-  if (listed !== null) conditions.push(`s.asset_id = any($${parameters.push(listed)}::bigint[])`);
-  const { rows } = await client.query<ReadRow>(
-    `select ${assetStateColumns('s')}, s.asset_id::text as asset_key, s.in_trash,
-            to_char(statement_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as read_at
-     from asset_webhooks.asset_state s
-     ${conditions.length === 0 ? '' : `where ${conditions.join(' and ')}`}
-     order by s.asset_id
-     limit $1`,
-    parameters,
-  );
-  return rows;
-}
+import type { SweptEvent } from '../sweep/events.js';
 
 /**
  * The assets of `events` that, read now, no longer exist (asset_gone) or are
@@ -42,7 +7,7 @@ export async function readAssets(
  */
 export async function changedSinceRead(
   client: pg.PoolClient,
-  events: readonly BackfillEvent[],
+  events: readonly SweptEvent[],
 ): Promise<Map<string, string>> {
   if (events.length === 0) return new Map();
   const { rows } = await client.query<{ id: string; check: string }>(

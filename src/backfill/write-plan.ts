@@ -1,8 +1,8 @@
 import { Packer, type Batch } from '../payloads/pack.js';
-import type { BackfillEvent } from '../payloads/events.js';
+import type { SweptEvent } from '../sweep/events.js';
 
 /** An event gathered for the next write. */
-export interface PendingEvent extends Omit<BackfillEvent, 'batch'> {
+export interface PendingEvent extends Omit<SweptEvent, 'batch'> {
   readonly json: string;
   /** The asset read just before this one (null: none since the backfill began). */
   readonly previousAssetId: string | null;
@@ -14,7 +14,7 @@ export interface PendingEvent extends Omit<BackfillEvent, 'batch'> {
 /** How a write's events are cut: what it commits, and the position it leaves. */
 export interface WritePlan {
   readonly batches: Batch[];
-  readonly events: BackfillEvent[];
+  readonly events: SweptEvent[];
   readonly carried: PendingEvent[];
   readonly position: { readonly lastAssetId: string | null; readonly read: number; readonly excluded: number };
 }

@@ -1,6 +1,6 @@
 import type pg from 'pg';
-import { releaseSessionLock, takeSessionLock } from '../db/session-lock.js';
-import { UserError } from '../errors.js';
+import { sweepLockName } from '../sweep/lock.js';
+import type { SweepRecord } from '../sweep/record.js';
 
 /** A reconcile's progress: its totals over every run of it, and its keyset position. */
 export interface ReconcileTotals {
@@ -53,31 +53,27 @@ function totalsOf(row: ReconcileRow): ReconcileTotals {
 
 /** The session lock (asset_webhooks.session_locks) a reconcile of the webhook holds. */
 export function reconcileLockName(webhookId: string): string {
-  return `reconcile:${webhookId}`;
+  return sweepLockName('reconcile', webhookId);
 }
 
-/**
- * Takes the session's lock on the webhook's reconciles: one at a time,
- * whichever process runs it; the lock goes with the session of a process
- * that dies. `wait`: wait for another under way (the service's); else refuse
- * at once (the command).
- */
-export async function lockReconcile(session: pg.PoolClient, webhookId: string, wait: boolean): Promise<void> {
-  if (await takeSessionLock(session, reconcileLockName(webhookId), { waitMs: wait ? Infinity : 0 })) return;
-  throw new UserError(
-    'reconcile_running',
-    `--webhook: a reconcile of webhook ${webhookId} is under way in another process; it ends by itself (asset_webhooks.reconciles shows its progress)`,
-  );
-}
-
-export async function unlockReconcile(session: pg.PoolClient, webhookId: string): Promise<void> {
-  await releaseSessionLock(session, reconcileLockName(webhookId));
-}
+/** The columns a reconcile's chunk sets (recordSweepChunk). */
+export const RECONCILE_RECORD: SweepRecord = {
+  kind: 'reconcile',
+  columns: {
+    phase: 'text',
+    last_asset_id: 'bigint',
+    assets_read: 'bigint',
+    edited_sent: 'bigint',
+    unmatched_sent: 'bigint',
+    payloads: 'bigint',
+  },
+};
 
 /**
  * The webhook's unfinished reconcile, or a new one (unless `dryRun`, which
- * starts nothing). One whose position was reached under other checks
- * (`digest`) starts over: the set keeps what is done from being sent again.
+ * starts nothing), read under the webhook's reconcile lock. One whose
+ * position was reached under other checks (`digest`) starts over: the set
+ * keeps what is done from being sent again.
  */
 export async function startOrResumeReconcile(
   session: pg.PoolClient,
@@ -112,35 +108,4 @@ export async function startOrResumeReconcile(
     [webhookId, digest, requestedBy],
   );
   return { totals: totalsOf(created!), resumed: false };
-}
-
-/** Records one chunk: the new position and what it added to the totals; `completed` ends the reconcile. */
-export async function recordReconcileChunk(
-  client: pg.PoolClient,
-  after: ReconcileTotals,
-  added: {
-    readonly assetsRead: number;
-    readonly edited: number;
-    readonly unmatched: number;
-    readonly payloads: number;
-  },
-  completed: boolean,
-): Promise<void> {
-  await client.query(
-    `update asset_webhooks.reconciles
-     set phase = $2, last_asset_id = $3, assets_read = assets_read + $4, edited_sent = edited_sent + $5,
-         unmatched_sent = unmatched_sent + $6, payloads = payloads + $7, updated_at = clock_timestamp(),
-         status = case when $8 then 'completed' else status end, finished_at = case when $8 then clock_timestamp() end
-     where reconcile_id = $1`,
-    [
-      after.reconcileId,
-      after.phase,
-      after.lastAssetId,
-      added.assetsRead,
-      added.edited,
-      added.unmatched,
-      added.payloads,
-      completed,
-    ],
-  );
 }

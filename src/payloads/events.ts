@@ -1,6 +1,3 @@
-import type pg from 'pg';
-import type { Batch } from './pack.js';
-import { recordRouting, type RecordedWebhook } from './routing.js';
 import type { SeenRow } from './seen-row.js';
 import { listLiteral } from '../db/array-literal.js';
 import { Params, unnestColumns, type Column } from '../db/columns.js';
@@ -121,59 +118,4 @@ export function consumeCtes(params: Params, runId: string, routingId: string, ev
        join ${rows.text}
          on r.seq = c.seq
      )`;
-}
-
-/** One backfilled event, as written to asset_webhooks.events. */
-export interface BackfillEvent {
-  readonly eventId: string;
-  /** When the backfill read the asset's state: the event's eventTimestamp, ISO-8601 UTC with milliseconds. */
-  readonly occurredAt: string;
-  /** Decimal string: asset ids may exceed 2^53. */
-  readonly assetId: string;
-  readonly assetUuid: string;
-  /** Decimal string, as assetId. */
-  readonly atomId: string | null;
-  /** The batch that carries it; its payloadId is assigned before the events are written. */
-  readonly batch: Batch;
-}
-
-const BACKFILL_COLUMNS: ReadonlyArray<Column<readonly BackfillEvent[]>> = [
-  { name: 'event_id', type: 'uuid', value: (events, i) => events[i]!.eventId },
-  { name: 'occurred_at', type: 'timestamptz', value: (events, i) => events[i]!.occurredAt },
-  { name: 'asset_id', type: 'bigint', value: (events, i) => events[i]!.assetId },
-  { name: 'asset_uuid', type: 'uuid', value: (events, i) => events[i]!.assetUuid },
-  { name: 'atom_id', type: 'bigint', value: (events, i) => events[i]!.atomId },
-  { name: 'payload_id', type: 'bigint', value: (events, i) => events[i]!.batch.payloadId },
-];
-
-/**
- * Records a chunk's events in asset_webhooks.events, marked with their
- * backfill, so trace and event_outcomes show them as backfilled. Their routing
- * is one holding only the backfill's webhook (recorded once, reused as
- * coalescing reuses its configuration's): event_outcomes then shows each
- * event for that webhook alone, delivered to it in its payload.
- */
-export async function insertBackfillEvents(
-  client: pg.PoolClient,
-  backfillId: number,
-  webhook: RecordedWebhook,
-  events: readonly BackfillEvent[],
-): Promise<void> {
-  if (events.length === 0) return;
-  const routingId = await recordRouting(client, [webhook]);
-  const params = new Params();
-  const backfill = params.add(backfillId);
-  const routing = params.add(routingId);
-  const rows = unnestColumns(params, BACKFILL_COLUMNS, events, events.length, 'e');
-  await client.query(
-    `insert into asset_webhooks.events
-       (event_id, occurred_at, event_type, asset_id, asset_uuid, atom_id, coalesced_at, routing_id, delivered_to, payload_ids, backfill_id)
-     select e.event_id, e.occurred_at, 'EDITED', e.asset_id, e.asset_uuid, e.atom_id, clock_timestamp(), ${routing}, '{1}', array[e.payload_id], ${backfill}
-     from ${rows.text}`,
-    params.values,
-  );
-  // Its last use after the events' coalesced_at, as a coalescing chunk sets it: retention keeps it while they stay.
-  await client.query('update asset_webhooks.routings set last_used_at = clock_timestamp() where routing_id = $1', [
-    routingId,
-  ]);
 }

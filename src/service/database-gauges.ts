@@ -29,6 +29,13 @@ export function readEvery(pool: pg.Pool, refreshEveryMs: () => number): () => Pr
  * process reports the shared truth; each scrape asks `databaseValues`.
  */
 export function registerDatabaseGauges(registry: Registry, databaseValues: () => Promise<DatabaseValues>): void {
+  registerBacklogGauges(registry, databaseValues);
+  registerWebhookGauges(registry, databaseValues);
+  registerCaptureGauges(registry, databaseValues);
+}
+
+/** The outbox's backlog and what holds back its delivery. */
+function registerBacklogGauges(registry: Registry, databaseValues: () => Promise<DatabaseValues>): void {
   new Gauge({
     name: 'asset_webhooks_outbox_backlog_rows',
     help: 'Outbox rows not yet coalesced.',
@@ -55,6 +62,10 @@ export function registerDatabaseGauges(registry: Registry, databaseValues: () =>
       this.set((await databaseValues()).oldestTransactionAgeSeconds);
     },
   });
+}
+
+/** Each webhook's payloads and delivery state. */
+function registerWebhookGauges(registry: Registry, databaseValues: () => Promise<DatabaseValues>): void {
   new Gauge({
     name: 'asset_webhooks_payloads_pending',
     help: 'Payloads waiting for delivery, by webhook.',
@@ -104,6 +115,10 @@ export function registerDatabaseGauges(registry: Registry, databaseValues: () =>
       for (const [webhook, n] of deadLetters) this.set({ webhook }, n);
     },
   });
+}
+
+/** Changes the capture let through, and how old the values above are. */
+function registerCaptureGauges(registry: Registry, databaseValues: () => Promise<DatabaseValues>): void {
   new Gauge({
     name: 'asset_webhooks_capture_errors',
     help:

@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Server as NetServer } from 'node:net';
 import type { Logger } from 'pino';
 import { describeError } from '../db/connect.js';
@@ -54,8 +54,6 @@ export function startHttpServer(
   logger?: Logger,
 ): Promise<Server> {
   const limits = HTTP_SERVER_LIMITS;
-  const readiness = reusedFor(limits.answerReuseMs, () => checkReadiness(health));
-  const metricsText = reusedFor(limits.answerReuseMs, () => metrics.registry.metrics());
   const server = createServer(
     {
       headersTimeout: limits.headersTimeoutMs,
@@ -63,35 +61,7 @@ export function startHttpServer(
       keepAliveTimeout: limits.keepAliveTimeoutMs,
       connectionsCheckingInterval: limits.checkIntervalMs,
     },
-    (request, response) => {
-      const path = (request.url ?? '/').split('?')[0];
-      if (request.method !== 'GET') {
-        response.writeHead(405, { allow: 'GET' }).end();
-      } else if (path === '/livez') {
-        response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok' }));
-      } else if (path === '/readyz' || path === '/healthz') {
-        void readiness().then(
-          (notReady: NotReady | null) => {
-            response.writeHead(notReady === null ? 200 : 503, { 'content-type': 'application/json' });
-            response.end(JSON.stringify(notReady === null ? { status: 'ok' } : { status: 'unavailable', ...notReady }));
-          },
-          (error: unknown) =>
-            response
-              .writeHead(503, { 'content-type': 'application/json' })
-              .end(JSON.stringify({ status: 'unavailable', reason: errorMessage(error) })),
-        );
-      } else if (path === '/metrics') {
-        metricsText().then(
-          (text) => response.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
-          (error: unknown) =>
-            response
-              .writeHead(503, { 'content-type': 'text/plain' })
-              .end(`metrics unavailable: ${errorMessage(error)}\n`),
-        );
-      } else {
-        response.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /livez, /readyz or /metrics\n');
-      }
-    },
+    probeAnswers(health, metrics),
   );
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
   // A backstop: a connection accepted above the cap is closed at once.
@@ -99,45 +69,106 @@ export function startHttpServer(
   server.maxRequestsPerSocket = limits.maxRequestsPerSocket;
   // With no 'timeout' listener, Node destroys a socket idle this long.
   server.setTimeout(limits.socketIdleTimeoutMs);
-  // Node's maxConnections closes a connection above the cap only after
-  // accepting it: a burst of connections still takes as many descriptors at
-  // once. Closing the listening socket instead (net.Server's close: the
-  // connections open stay) makes the kernel refuse them.
+  return listen(server, capConnections(server, port, host), host, logger);
+}
+
+/** The answers of the probe port, each readiness check and /metrics rendering shared for answerReuseMs. */
+function probeAnswers(
+  health: ReadinessSource,
+  metrics: ServiceMetrics,
+): (request: IncomingMessage, response: ServerResponse) => void {
+  const readiness = reusedFor(HTTP_SERVER_LIMITS.answerReuseMs, () => checkReadiness(health));
+  const metricsText = reusedFor(HTTP_SERVER_LIMITS.answerReuseMs, () => metrics.registry.metrics());
+  return (request, response) => {
+    const path = (request.url ?? '/').split('?')[0];
+    if (request.method !== 'GET') {
+      response.writeHead(405, { allow: 'GET' }).end();
+    } else if (path === '/livez') {
+      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok' }));
+    } else if (path === '/readyz' || path === '/healthz') {
+      void readiness().then(
+        (notReady: NotReady | null) => {
+          response.writeHead(notReady === null ? 200 : 503, { 'content-type': 'application/json' });
+          response.end(JSON.stringify(notReady === null ? { status: 'ok' } : { status: 'unavailable', ...notReady }));
+        },
+        (error: unknown) =>
+          response
+            .writeHead(503, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ status: 'unavailable', reason: errorMessage(error) })),
+      );
+    } else if (path === '/metrics') {
+      metricsText().then(
+        (text) => response.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+        (error: unknown) =>
+          response
+            .writeHead(503, { 'content-type': 'text/plain' })
+            .end(`metrics unavailable: ${errorMessage(error)}\n`),
+      );
+    } else {
+      response.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /livez, /readyz or /metrics\n');
+    }
+  };
+}
+
+/** The cap on open connections: see capConnections. */
+interface ConnectionCap {
+  /** The port listened on once bound (the one asked for, or the one the system chose for 0). */
+  boundPort: number;
+  /** Listening stopped: at the cap, or after a failed listen. */
+  paused: boolean;
+  /** Listens again, once paused, when below the cap and not closing. */
+  listenAgain(): void;
+}
+
+/**
+ * Node's maxConnections closes a connection above the cap only after
+ * accepting it: a burst of connections still takes as many descriptors at
+ * once. Closing the listening socket instead (net.Server's close: the
+ * connections open stay) makes the kernel refuse them.
+ */
+function capConnections(server: Server, port: number, host: string | undefined): ConnectionCap {
   let open = 0;
-  let paused = false;
-  let boundPort = port;
-  const listenAgain = (): void => {
-    if (!paused || closing.has(server) || open >= limits.maxConnections) return;
-    paused = false;
-    server.listen({ port: boundPort, host });
+  const cap: ConnectionCap = {
+    boundPort: port,
+    paused: false,
+    listenAgain() {
+      if (!cap.paused || closing.has(server) || open >= HTTP_SERVER_LIMITS.maxConnections) return;
+      cap.paused = false;
+      server.listen({ port: cap.boundPort, host });
+    },
   };
   server.on('connection', (socket) => {
     open += 1;
     socket.once('close', () => {
       open -= 1;
-      listenAgain();
+      cap.listenAgain();
     });
-    if (open >= limits.maxConnections && !paused && server.listening) {
-      paused = true;
+    if (open >= HTTP_SERVER_LIMITS.maxConnections && !cap.paused && server.listening) {
+      cap.paused = true;
       NetServer.prototype.close.call(server);
     }
   });
+  return cap;
+}
+
+/** The first listen: its failure is the caller's; any later one is tried again every second. */
+function listen(server: Server, cap: ConnectionCap, host: string | undefined, logger?: Logger): Promise<Server> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen({ port, host }, () => {
+    server.listen({ port: cap.boundPort, host }, () => {
       server.removeListener('error', reject);
       const address = server.address();
-      if (address !== null && typeof address === 'object') boundPort = address.port;
+      if (address !== null && typeof address === 'object') cap.boundPort = address.port;
       // Errors after the first listen (EMFILE on accept, the port taken while
       // it was paused) must not end the process; listening is tried again.
       server.on('error', (error: NodeJS.ErrnoException) => {
         if (error.syscall !== 'listen' || closing.has(server)) return;
         logger?.warn(
-          { err: error.message, port: boundPort },
+          { err: error.message, port: cap.boundPort },
           'the HTTP port could not listen again; trying every second',
         );
-        paused = true;
-        setTimeout(listenAgain, 1_000).unref();
+        cap.paused = true;
+        setTimeout(() => cap.listenAgain(), 1_000).unref();
       });
       resolve(server);
     });

@@ -1,4 +1,4 @@
-import { run, type TaskList } from 'graphile-worker';
+import { run, type Runner, type TaskList } from 'graphile-worker';
 import type { Logger } from 'pino';
 import { createPool, describeError } from '../db/connect.js';
 import { workerLogger } from '../logging/worker-logger.js';
@@ -47,12 +47,32 @@ export async function startWorker(options: {
     crontab: MAINTENANCE_CRONTAB,
     logger: workerLogger(logger),
   });
-  let running = true;
-  // graphile-worker's runner resolves its promise even when it stopped for a
-  // fatal error of its own (a job it could not complete or fail, a worker that
-  // died): a stop this process did not ask for is a failure, and its cause is
-  // the first fatal error graphile-worker reported.
   let stopAsked = false;
+  const end = watchEnd(runner, logger, () => stopAsked);
+  const stopped = end.stopped;
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> =>
+    (stopping ??= (async () => {
+      stopAsked = true;
+      await runner.stop().catch(() => {});
+      await stopped;
+    })());
+  started.add(stop);
+  return { running: end.running, stopped, stop };
+}
+
+/**
+ * How the runner ends. graphile-worker's runner resolves its promise even
+ * when it stopped for a fatal error of its own (a job it could not complete
+ * or fail, a worker that died): a stop this process did not ask for is a
+ * failure, and its cause is the first fatal error graphile-worker reported.
+ */
+function watchEnd(
+  runner: Runner,
+  logger: Logger,
+  stopAsked: () => boolean,
+): { readonly running: () => boolean; readonly stopped: Promise<Error | null> } {
+  let running = true;
   let fatal: unknown;
   runner.events.on('pool:fatalError', ({ error }) => (fatal ??= error));
   runner.events.on('worker:fatalError', ({ error }) => (fatal ??= error));
@@ -66,7 +86,7 @@ export async function startWorker(options: {
     )
     .then(() => {
       running = false;
-      if (stopAsked) return null;
+      if (stopAsked()) return null;
       const cause =
         fatal === undefined
           ? new Error('graphile-worker stopped without being asked to (its log lines before this one say why)')
@@ -74,13 +94,5 @@ export async function startWorker(options: {
       logger.error({ err: cause.message }, 'the worker that runs coalescing stopped by itself');
       return cause;
     });
-  let stopping: Promise<void> | undefined;
-  const stop = (): Promise<void> =>
-    (stopping ??= (async () => {
-      stopAsked = true;
-      await runner.stop().catch(() => {});
-      await stopped;
-    })());
-  started.add(stop);
-  return { running: () => running, stopped, stop };
+  return { running: () => running, stopped };
 }

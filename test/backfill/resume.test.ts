@@ -116,6 +116,7 @@ describe('a backfill of 100,000 assets', () => {
         eventsSent: number;
         excluded: number;
         payloads: number;
+        excludedBy: Record<string, number>;
         maxRssBytes: number;
       };
       expect(result).toMatchObject({
@@ -125,6 +126,8 @@ describe('a backfill of 100,000 assets', () => {
         eventsSent: 80_000,
         excluded: 20_000,
         payloads: 800,
+        // Over the whole backfill, as its totals: the interrupted runs' exclusions too.
+        excludedBy: { 'filter:1': 20_000 },
       });
       expect(second.stderr).toMatch(
         /backfill \d+ of webhook crm: 100000 assets read, 80000 sent in 800 payloads, 20000 excluded by its checks/,

@@ -25,12 +25,13 @@ it('0002 upgrades a live installation: what was captured and coalesced before it
   // edits captured by its binding, which knew no in_trash, waiting.
   await db.pool.query(`alter table asset_webhooks.outbox drop column in_trash;
     alter table asset_webhooks.events drop column in_trash cascade;
-    delete from asset_webhooks.migrations where id = 2`);
+    alter table asset_webhooks.backfills drop column excluded_by;
+    delete from asset_webhooks.migrations where id >= 2`);
   await db.pool.query(`insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype)
     select 'EDITED', asset_id, asset_uuid, latest_atom_id, supertype from assets order by asset_id`);
 
   const result = await migrate(db.pool);
-  expect(result.applied).toEqual(['0002_trash_edits']);
+  expect(result.applied).toEqual(['0002_trash_edits', '0003_sweeps']);
   const { rows: waiting } = await db.pool.query<{ in_trash: boolean | null }>(
     'select in_trash from asset_webhooks.outbox order by seq',
   );

@@ -1,12 +1,10 @@
 import type { Command } from 'commander';
+import type pg from 'pg';
 import { backfill, type BackfillProgress, type BackfillResult } from '../../backfill/backfill.js';
-import { loadConfiguredWebhook } from '../../config/load.js';
+import type { WebhookConfig } from '../../config/schema.js';
 import { UserError } from '../../errors.js';
-import { BINDING_VIEW_COLUMNS } from '../../db/asset-state.js';
-import { assertBinding } from '../../migrate/binding-check.js';
-import { withDatabase } from '../database.js';
-import { stopOnSignals } from '../stop-signals.js';
-import { printableValues, quotedPrefix } from '../../text/printable.js';
+import { quotedPrefix } from '../../text/printable.js';
+import { runSweepCommand, type SweepCommandOptions } from '../sweep-command.js';
 import { UsageError } from '../usage-error.js';
 
 const INT8_MAX = 9_223_372_036_854_775_807n;
@@ -21,9 +19,6 @@ function collectAssetId(value: string, previous: string[] | undefined): string[]
   return [...(previous ?? []), value];
 }
 
-/** Assets read between two progress lines. */
-const PROGRESS_EVERY = 10_000;
-
 function progressLine(webhookId: string, progress: BackfillProgress, dryRun: boolean): string {
   const name = progress.backfillId === null ? 'backfill' : `backfill ${progress.backfillId}`;
   return (
@@ -33,24 +28,77 @@ function progressLine(webhookId: string, progress: BackfillProgress, dryRun: boo
   );
 }
 
-function summary(result: BackfillResult): string {
-  const lines = [progressLine(result.webhookId, result, result.dryRun)];
+/** The summary's lines on exclusions and listed assets that do not exist. */
+function details(result: BackfillResult): string[] {
+  const lines: string[] = [];
   const checks = Object.entries(result.excludedBy).sort(([a], [b]) => (a < b ? -1 : 1));
   if (checks.length > 0) lines.push(`  excluded by: ${checks.map(([check, n]) => `${check} ${n}`).join(', ')}`);
   if (result.missingCount > 0)
     lines.push(
       `  ${result.missingCount} listed assets do not exist: ${result.missing.slice(0, 20).join(', ')}${result.missingCount > 20 ? ', ...' : ''}`,
     );
-  if (result.resumed)
-    lines.push(`  ${result.dryRun ? 'a run would resume' : 'resumed'} an interrupted backfill with these arguments`);
-  lines.push(
-    result.dryRun
-      ? '  dry run: nothing changed'
-      : result.status === 'completed'
-        ? '  completed; a running service sends the payloads after those already waiting for the webhook'
-        : '  interrupted: run the same command again to resume',
+  return lines;
+}
+
+/** Refuses a webhook a backfill cannot serve: a mirror one (reconcile keeps its set), a disabled one, one without Edited. */
+function assertBackfillable(webhook: WebhookConfig): void {
+  if (webhook.mirror)
+    throw new UserError(
+      'webhook_is_mirror',
+      `--webhook: expected a webhook without mirror, got ${webhook.id}, a mirror webhook: use reconcile --webhook ${webhook.id}, which also keeps its set`,
+    );
+  if (!webhook.enabled)
+    throw new UserError(
+      'webhook_disabled',
+      `--webhook: expected an enabled webhook, got ${webhook.id}, which is disabled (enabled: false) and receives nothing`,
+    );
+  if (!webhook.eventTypes.includes('EDITED')) {
+    throw new UserError(
+      'webhook_without_edited',
+      `--webhook: expected a webhook that takes Edited events (a backfill sends EDITED), got ${webhook.id} with eventTypes [${webhook.eventTypes.join(', ')}]`,
+    );
+  }
+}
+
+/** Warns when no running service sends the webhook's payloads: they wait, and expire. */
+async function warnIfNotRunning(pool: pg.Pool, webhookId: string): Promise<void> {
+  const {
+    rows: [known],
+  } = await pool.query<{ enabled: boolean }>('select enabled from asset_webhooks.webhooks where webhook_id = $1', [
+    webhookId,
+  ]);
+  if (known?.enabled === true) return;
+  process.stderr.write(
+    `warning: webhook ${webhookId} ${known === undefined ? 'has not been run by the service' : 'is disabled in the running service'}: ` +
+      'its payloads wait until a service runs with it enabled, and expire after retry.deadLetterAfterSeconds\n',
   );
-  return lines.join('\n');
+}
+
+interface BackfillCommandOptions extends SweepCommandOptions {
+  readonly asset?: string[];
+}
+
+function backfillCommand(options: BackfillCommandOptions): Promise<void> {
+  return runSweepCommand<BackfillProgress, BackfillResult>(options, {
+    kind: 'backfill',
+    refuse: assertBackfillable,
+    warn: async (pool, webhook) => {
+      if (options.dryRun !== true) await warnIfNotRunning(pool, webhook.id);
+    },
+    sweep: (context) => backfill({ ...context, assetIds: options.asset }),
+    progressLine,
+    details,
+    resumedWhat: 'an interrupted backfill with these arguments',
+    completedLine: 'completed; a running service sends the payloads after those already waiting for the webhook',
+    jsonOf: (result) => ({ ...result, maxRssBytes: process.resourceUsage().maxRSS * 1024 }),
+    printed: (result) => {
+      if (result.status === 'completed' || result.dryRun) return;
+      process.stderr.write(
+        `backfill ${result.backfillId} of webhook ${result.webhookId}: interrupted, done up to asset ${result.lastAssetId ?? '(none)'}; ` +
+          'run the same command again to resume\n',
+      );
+    },
+  });
 }
 
 /** `backfill`: one EDITED event per asset that passes a webhook's checks, to that webhook only (docs/configuration.md, `backfill`). */
@@ -72,79 +120,5 @@ export function registerBackfill(program: Command): void {
     .option('--json', 'machine-readable result on stdout (with the peak memory of the process, maxRssBytes)')
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
     .option('--config <file>', 'configuration document (default: env ASSET_WEBHOOKS_CONFIG)')
-    .action(
-      async (options: {
-        webhook: string;
-        asset?: string[];
-        dryRun?: boolean;
-        json?: boolean;
-        databaseUrl?: string;
-        config?: string;
-      }) => {
-        const { config, webhook } = await loadConfiguredWebhook(options.config, options.webhook);
-        if (webhook.mirror)
-          throw new UserError(
-            'webhook_is_mirror',
-            `--webhook: expected a webhook without mirror, got ${webhook.id}, a mirror webhook: use reconcile --webhook ${webhook.id}, which also keeps its set`,
-          );
-        if (!webhook.enabled)
-          throw new UserError(
-            'webhook_disabled',
-            `--webhook: expected an enabled webhook, got ${webhook.id}, which is disabled (enabled: false) and receives nothing`,
-          );
-        if (!webhook.eventTypes.includes('EDITED')) {
-          throw new UserError(
-            'webhook_without_edited',
-            `--webhook: expected a webhook that takes Edited events (a backfill sends EDITED), got ${webhook.id} with eventTypes [${webhook.eventTypes.join(', ')}]`,
-          );
-        }
-        const dryRun = options.dryRun === true;
-        // The first signal stops after the write in progress commits; a second ends the process at once.
-        const stop = stopOnSignals('backfill', 'stopping after the current chunk commits');
-        let printed = 0;
-        const result = await withDatabase(options.databaseUrl, async (pool) => {
-          // in_trash too: a backfill sends only assets that are not in the Trash.
-          await assertBinding(pool, BINDING_VIEW_COLUMNS);
-          const {
-            rows: [known],
-          } = await pool.query<{ enabled: boolean }>(
-            'select enabled from asset_webhooks.webhooks where webhook_id = $1',
-            [webhook.id],
-          );
-          if (!dryRun && known?.enabled !== true) {
-            process.stderr.write(
-              `warning: webhook ${webhook.id} ${known === undefined ? 'has not been run by the service' : 'is disabled in the running service'}: ` +
-                'its payloads wait until a service runs with it enabled, and expire after retry.deadLetterAfterSeconds\n',
-            );
-          }
-          return backfill({
-            pool,
-            webhook,
-            maxPayloadBytes: config.assetUpdater.maxPayloadBytes,
-            assetIds: options.asset,
-            dryRun,
-            signal: stop.signal,
-            onProgress: (progress) => {
-              if (Math.floor(progress.assetsRead / PROGRESS_EVERY) > printed) {
-                printed = Math.floor(progress.assetsRead / PROGRESS_EVERY);
-                process.stderr.write(`${progressLine(webhook.id, progress, dryRun)}\n`);
-              }
-            },
-          });
-        }).finally(() => stop.release());
-        const maxRssBytes = process.resourceUsage().maxRSS * 1024;
-        process.stdout.write(
-          `${options.json ? JSON.stringify({ ...result, maxRssBytes }) : summary(printableValues(result))}\n`,
-        );
-        if (result.status !== 'completed' && !dryRun) {
-          process.stderr.write(
-            `backfill ${result.backfillId} of webhook ${result.webhookId}: interrupted, done up to asset ${result.lastAssetId ?? '(none)'}; ` +
-              'run the same command again to resume\n',
-          );
-        }
-        // Interrupted by a signal: 130 or 143, never 1, which says the command was given something wrong.
-        if (result.status !== 'completed' && (stop.exitCode !== undefined || !dryRun))
-          process.exitCode = stop.exitCode ?? 1;
-      },
-    );
+    .action(backfillCommand);
 }

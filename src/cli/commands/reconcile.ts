@@ -1,13 +1,10 @@
 import type { Command } from 'commander';
-import { loadConfiguredWebhook } from '../../config/load.js';
+import type pg from 'pg';
+import type { WebhookConfig } from '../../config/schema.js';
 import { UserError } from '../../errors.js';
-import { BINDING_VIEW_COLUMNS } from '../../db/asset-state.js';
-import { assertBinding } from '../../migrate/binding-check.js';
 import { reconcile, type ReconcileProgress, type ReconcileResult } from '../../mirror/reconcile.js';
 import { checksDifferFromRouting } from '../../mirror/routed-checks.js';
-import { withDatabase } from '../database.js';
-import { stopOnSignals } from '../stop-signals.js';
-import { printableValues } from '../../text/printable.js';
+import { runSweepCommand, type SweepCommandOptions } from '../sweep-command.js';
 
 function progressLine(webhookId: string, progress: ReconcileProgress, dryRun: boolean): string {
   const name = progress.reconcileId === null ? 'reconcile' : `reconcile ${progress.reconcileId}`;
@@ -19,17 +16,44 @@ function progressLine(webhookId: string, progress: ReconcileProgress, dryRun: bo
   );
 }
 
-function summary(result: ReconcileResult): string {
-  const lines = [progressLine(result.webhookId, result, result.dryRun)];
-  if (result.resumed) lines.push(`  ${result.dryRun ? 'a run would resume' : 'resumed'} an interrupted reconcile`);
-  lines.push(
-    result.dryRun
-      ? '  dry run: nothing changed'
-      : result.status === 'completed'
-        ? "  completed: the webhook's set is what its checks give now; a running service sends the payloads in order"
-        : '  interrupted: run the same command again to resume',
+/** Refuses a webhook that is not an enabled mirror webhook: it keeps no set to reconcile. */
+function assertReconcilable(webhook: WebhookConfig): void {
+  if (!webhook.mirror)
+    throw new UserError(
+      'webhook_not_mirror',
+      `--webhook: expected a webhook with mirror: true, got ${webhook.id}, which keeps no set to reconcile (use backfill to send its assets)`,
+    );
+  if (!webhook.enabled)
+    throw new UserError(
+      'webhook_disabled',
+      `--webhook: expected an enabled webhook, got ${webhook.id}, which is disabled (enabled: false) and receives nothing`,
+    );
+}
+
+/** Warns when the service routes the webhook by other checks than this document's: its next runs would undo this set. */
+async function warnOfOtherChecks(pool: pg.Pool, webhook: WebhookConfig): Promise<void> {
+  const routedAt = await checksDifferFromRouting(pool, webhook);
+  if (routedAt === undefined) return;
+  process.stderr.write(
+    `reconcile: warning: webhook ${webhook.id}: its checks in this document (resource types, event types, filters) ` +
+      `differ from those the service last routed it by (at ${routedAt.toISOString()}): this reconcile sends the set ` +
+      "of this document's checks, which the service's next coalescing runs reverse; reconcile with the service's document, " +
+      'or load this one into the service first (its reload reconciles by itself)\n',
   );
-  return lines.join('\n');
+}
+
+function reconcileCommand(options: SweepCommandOptions): Promise<void> {
+  return runSweepCommand<ReconcileProgress, ReconcileResult>(options, {
+    kind: 'reconcile',
+    refuse: assertReconcilable,
+    warn: warnOfOtherChecks,
+    sweep: (context) => reconcile(context),
+    progressLine,
+    details: () => [],
+    resumedWhat: 'an interrupted reconcile',
+    completedLine:
+      "completed: the webhook's set is what its checks give now; a running service sends the payloads in order",
+  });
 }
 
 /** `reconcile`: a mirror webhook's set made what its checks give now (docs/mirror.md). */
@@ -46,52 +70,5 @@ export function registerReconcile(program: Command): void {
     .option('--json', 'machine-readable result on stdout')
     .option('--database-url <url>', 'PostgreSQL URL (default: env DATABASE_URL)')
     .option('--config <file>', 'configuration document (default: env ASSET_WEBHOOKS_CONFIG)')
-    .action(
-      async (options: { webhook: string; dryRun?: boolean; json?: boolean; databaseUrl?: string; config?: string }) => {
-        const { config, webhook } = await loadConfiguredWebhook(options.config, options.webhook);
-        if (!webhook.mirror)
-          throw new UserError(
-            'webhook_not_mirror',
-            `--webhook: expected a webhook with mirror: true, got ${webhook.id}, which keeps no set to reconcile (use backfill to send its assets)`,
-          );
-        if (!webhook.enabled)
-          throw new UserError(
-            'webhook_disabled',
-            `--webhook: expected an enabled webhook, got ${webhook.id}, which is disabled (enabled: false) and receives nothing`,
-          );
-        const dryRun = options.dryRun === true;
-        // The first signal stops after the write in progress commits; a second ends the process at once.
-        const stop = stopOnSignals('reconcile', 'stopping after the current chunk commits');
-        let printed = 0;
-        const result = await withDatabase(options.databaseUrl, async (pool) => {
-          await assertBinding(pool, BINDING_VIEW_COLUMNS);
-          const routedAt = await checksDifferFromRouting(pool, webhook);
-          if (routedAt !== undefined) {
-            process.stderr.write(
-              `reconcile: warning: webhook ${webhook.id}: its checks in this document (resource types, event types, filters) ` +
-                `differ from those the service last routed it by (at ${routedAt.toISOString()}): this reconcile sends the set ` +
-                "of this document's checks, which the service's next coalescing runs reverse; reconcile with the service's document, " +
-                'or load this one into the service first (its reload reconciles by itself)\n',
-            );
-          }
-          return reconcile({
-            pool,
-            webhook,
-            maxPayloadBytes: config.assetUpdater.maxPayloadBytes,
-            dryRun,
-            signal: stop.signal,
-            onProgress: (progress) => {
-              if (Math.floor(progress.assetsRead / 10_000) > printed) {
-                printed = Math.floor(progress.assetsRead / 10_000);
-                process.stderr.write(`${progressLine(webhook.id, progress, dryRun)}\n`);
-              }
-            },
-          });
-        }).finally(() => stop.release());
-        process.stdout.write(`${options.json ? JSON.stringify(result) : summary(printableValues(result))}\n`);
-        // Interrupted by a signal: 130 or 143, never 1, which says the command was given something wrong.
-        if (result.status !== 'completed' && (stop.exitCode !== undefined || !dryRun))
-          process.exitCode = stop.exitCode ?? 1;
-      },
-    );
+    .action(reconcileCommand);
 }
