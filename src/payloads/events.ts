@@ -114,7 +114,7 @@ export function consumeCtes(params: Params, runId: string, routingId: string, ev
           routing_id, delivered_to, payload_ids, unmatched_to, in_trash, asset_gone, seen_supertype, seen_parent_id, seen_state, seen_schema_id, seen_type_id,
           seen_domain_id, seen_keywords, seen_field_names, seen_field_values)
        select r.event_id, c.seq, coalesce(r.raised_at, c.occurred_at), c.event_type, c.asset_id, coalesce(c.asset_uuid, r.asset_uuid), r.atom_id, ${runId},
-              clock_timestamp(), r.collapsed_into,
+              (select asset_webhooks.now()), r.collapsed_into,
               ${routingId}, r.delivered_to::integer[], r.payload_ids::bigint[], r.unmatched_to::integer[], r.in_trash, r.asset_gone, r.seen_supertype, r.seen_parent_id, r.seen_state,
               r.seen_schema_id, r.seen_type_id, r.seen_domain_id, r.seen_keywords::text[], r.seen_field_names::text[],
               r.seen_field_values::text[]
@@ -169,12 +169,12 @@ export async function insertBackfillEvents(
   await client.query(
     `insert into asset_webhooks.events
        (event_id, occurred_at, event_type, asset_id, asset_uuid, atom_id, coalesced_at, routing_id, delivered_to, payload_ids, backfill_id)
-     select e.event_id, e.occurred_at, 'EDITED', e.asset_id, e.asset_uuid, e.atom_id, clock_timestamp(), ${routing}, '{1}', array[e.payload_id], ${backfill}
+     select e.event_id, e.occurred_at, 'EDITED', e.asset_id, e.asset_uuid, e.atom_id, (select asset_webhooks.now()), ${routing}, '{1}', array[e.payload_id], ${backfill}
      from ${rows.text}`,
     params.values,
   );
   // Its last use after the events' coalesced_at, as a coalescing chunk sets it: retention keeps it while they stay.
-  await client.query('update asset_webhooks.routings set last_used_at = clock_timestamp() where routing_id = $1', [
+  await client.query('update asset_webhooks.routings set last_used_at = asset_webhooks.now() where routing_id = $1', [
     routingId,
   ]);
 }

@@ -133,7 +133,8 @@ export async function syncWebhooks(
     webhooks.filter(paused).map((webhook) => webhook.id),
   );
   const { rows } = await pool.query<{ webhook_id: string }>(
-    `with configured as (
+    `with clock as materialized (select asset_webhooks.now() as now),
+     configured as (
        select * from unnest($1::text[], $2::text[], $3::boolean[], $4::int[], $5::boolean[]) as c(webhook_id, url, enabled, concurrency, paused)
      ),
      -- An insert and an update rather than an upsert: ON CONFLICT DO UPDATE
@@ -141,22 +142,23 @@ export async function syncWebhooks(
      -- claim lock (claim_payloads), which a backfill's write holds.
      inserted as (
        insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency, paused_since, updated_at)
-       select webhook_id, url, enabled, concurrency, case when paused then now() end, now() from configured
+       select webhook_id, url, enabled, concurrency, case when paused then clock.now end, clock.now from configured, clock
        on conflict (webhook_id) do nothing
      ),
      updated as (
        update asset_webhooks.webhooks w
        -- A pause already under way keeps its start; only the resume above clears it.
-       set url = c.url, enabled = c.enabled, concurrency = c.concurrency,
-           paused_since = coalesce(w.paused_since, case when c.paused then now() end), updated_at = now()
-       from configured c
-       where w.webhook_id = c.webhook_id
+       set url = k.url, enabled = k.enabled, concurrency = k.concurrency,
+           paused_since = coalesce(w.paused_since, case when k.paused then clock.now end), updated_at = clock.now
+       from configured k, clock
+       where w.webhook_id = k.webhook_id
          and (w.url, w.enabled, w.concurrency, w.paused_since is null)
-             is distinct from (c.url, c.enabled, c.concurrency, w.paused_since is null and not c.paused)
+             is distinct from (k.url, k.enabled, k.concurrency, w.paused_since is null and not k.paused)
        returning w.webhook_id
      ),
      disabled as (
-       update asset_webhooks.webhooks w set enabled = false, updated_at = now()
+       update asset_webhooks.webhooks w set enabled = false, updated_at = clock.now
+       from clock
        where w.enabled and w.webhook_id not in (select webhook_id from configured)
        returning w.webhook_id
      )
