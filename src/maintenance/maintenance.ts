@@ -53,23 +53,37 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
     }
     if (total > 0) deleted[name] = total;
   };
-  // Rows whose time column is past the cutoff, oldest first, through that column's index.
-  const purgeOlder = (table: string, key: string, column: string): Promise<void> =>
-    purge(table, async (client) => {
-      const { rowCount } = await client.query(
-        `delete from asset_webhooks.${table} where ${key} in (
-         select ${key} from asset_webhooks.${table} where ${column} < ${cutoff} order by ${column} limit $2)`,
-        [options.retentionDays, batchSize],
-      );
+  // Rows whose time column is past the cutoff, oldest first, through that
+  // column's index. Each table is named in full: test/lifecycle/one-writer.test.ts
+  // reads every delete, and one whose table is put together could be any.
+  const purgeOlder = (name: string, sql: string): Promise<void> =>
+    purge(name, async (client) => {
+      const { rowCount } = await client.query(sql, [options.retentionDays, batchSize]);
       return rowCount ?? 0;
     });
-  await purgeOlder('events', 'event_id', 'coalesced_at');
+  await purgeOlder(
+    'events',
+    `delete from asset_webhooks.events where event_id in (
+       select event_id from asset_webhooks.events where coalesced_at < ${cutoff} order by coalesced_at limit $2)`,
+  );
   // Payloads are the lifecycle module's to delete.
   await purge('payloads', (client) => purgePayloads(client, options.retentionDays, batchSize));
-  await purgeOlder('coalesce_runs', 'run_id', 'started_at');
+  await purgeOlder(
+    'coalesce_runs',
+    `delete from asset_webhooks.coalesce_runs where run_id in (
+       select run_id from asset_webhooks.coalesce_runs where started_at < ${cutoff} order by started_at limit $2)`,
+  );
   // Every event routed by a configuration was coalesced before its last use.
-  await purgeOlder('routings', 'routing_id', 'last_used_at');
-  await purgeOlder('ticks', 'slot', 'created_at');
+  await purgeOlder(
+    'routings',
+    `delete from asset_webhooks.routings where routing_id in (
+       select routing_id from asset_webhooks.routings where last_used_at < ${cutoff} order by last_used_at limit $2)`,
+  );
+  await purgeOlder(
+    'ticks',
+    `delete from asset_webhooks.ticks where slot in (
+       select slot from asset_webhooks.ticks where created_at < ${cutoff} order by created_at limit $2)`,
+  );
   if (Object.keys(deleted).length > 0) logger.info({ deleted }, 'retention cleanup');
   return { deleted };
 }
