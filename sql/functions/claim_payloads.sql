@@ -1,3 +1,4 @@
+-- Part of the lifecycle module (sql/functions/README.md).
 -- Claims up to p_max payloads that may be sent now (asset_webhooks.now()), starting their
 -- attempts, and returns them (with their bodies) for the caller to send.
 --

@@ -1,3 +1,4 @@
+-- Part of the lifecycle module (sql/functions/README.md).
 -- A payload's state as the transitions read it: open, delivered,
 -- dead_lettered, or for a pending payload (see asset_webhooks.payloads)
 -- waiting (in its webhook's queue), retry_held (holding a slot until its

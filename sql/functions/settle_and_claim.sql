@@ -1,3 +1,4 @@
+-- Part of the lifecycle module (sql/functions/README.md).
 -- transition_payloads, then claim_payloads, in one transaction and one round
 -- trip: the slots the settled attempts free are taken again at once, by the
 -- same rules and turns as any claim, without waiting for the caller's next

@@ -1,3 +1,4 @@
+-- Part of the lifecycle module (sql/functions/README.md).
 -- claim_payloads' last step: starts the attempts of the payloads it chose
 -- and locked (p_ids, in the order chosen), and returns them with their
 -- bodies. One statement for every webhook visited: its cost is per payload,

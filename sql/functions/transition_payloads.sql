@@ -1,4 +1,4 @@
--- The one statement that changes payloads' states: every attempt's result
+-- Part of the lifecycle module (sql/functions/README.md), its core: every attempt's result
 -- (crash recovery's interrupted included), an expiry, a removed webhook's
 -- dead letters, an operator's redelivery (moved to another webhook or not),
 -- a claimed attempt given back, a resumed webhook's pause shift. One answer
@@ -16,7 +16,8 @@
 -- goes whether or not the payload still holds it: a request never made is no
 -- attempt.
 --
--- Time is asset_webhooks.now(), read once per statement: the policy gives a
+-- Time is asset_webhooks.now(), read once per statement (a redelivery's
+-- requested_at and a pause shift's end included): the policy gives a
 -- retry as a delay (retry_in), and it is due at now() + retry_in, never after
 -- the end of the series' window (series_started_at + window_seconds), where
 -- the expiry sweep ends it; a retry decided at or after that end is written
@@ -192,8 +193,8 @@ begin
       where p.payload_id = any(v_ids) and p.payload_id = c.payload_id
       returning p.payload_id, p.series, c.requested_by, c.previous_reason, c.moved_from
     )
-    insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason, moved_from)
-    select s.payload_id, s.series, s.requested_by, s.previous_reason, s.moved_from from started s;
+    insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason, moved_from, requested_at)
+    select s.payload_id, s.series, s.requested_by, s.previous_reason, s.moved_from, v_now from started s;
   end if;
 
   if v_kinds && array['given_back'] then
@@ -211,10 +212,10 @@ begin
 
   if v_kinds && array['pause_shift'] then
     update asset_webhooks.payloads p
-    set series_started_at = p.series_started_at + (now() - greatest(p.series_started_at, t.paused_since))
+    set series_started_at = p.series_started_at + (v_now - greatest(p.series_started_at, t.paused_since))
     from unnest(p_transitions) with ordinality t
     where v_refused[t.ordinality] is null and t.kind = 'pause_shift' and p.payload_id = any(v_ids)
-      and p.payload_id = t.payload_id and p.series_started_at < now();
+      and p.payload_id = t.payload_id and p.series_started_at < v_now;
   end if;
 
   return query

@@ -1,3 +1,4 @@
+-- Part of the lifecycle module (sql/functions/README.md).
 -- Why a transition of kind p_kind does not apply to a payload in state
 -- p_state (payload_state), or null when it does. p_attempt_current: the
 -- transition's attempt is the payload's current one and has no outcome yet.

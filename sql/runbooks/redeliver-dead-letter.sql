@@ -9,16 +9,12 @@
 do $$ begin raise exception 'missing variable payload_id: run with -v payload_id=123'; end $$;
 \endif
 begin;
--- The same transition as the CLI's (asset_webhooks.transition_payloads): a
--- payload that is not dead-lettered is refused and nothing changes.
-select t.applied, t.reason as refusal
-from asset_webhooks.transition_payloads(array[jsonb_populate_record(null::asset_webhooks.payload_transition,
-       jsonb_build_object('kind', 'redelivery', 'payload_id', :'payload_id'::bigint, 'requested_by', current_user))]) t \gset
+-- The lifecycle module's redelivery (asset_webhooks.redeliver_payloads), as the
+-- CLI's: a payload that is not dead-lettered is refused and nothing changes.
+select r.applied as redelivered, r.reason as refusal
+from asset_webhooks.redeliver_payloads(array[:'payload_id'::bigint], current_user, null) r \gset
 select payload_id, series, requested_by, previous_reason from asset_webhooks.redeliveries
-where payload_id = :'payload_id'::bigint and requested_at = now();
--- requested_at defaults to now(), the start of this transaction: only this redelivery matches.
-select exists (select 1 from asset_webhooks.redeliveries
-               where payload_id = :'payload_id'::bigint and requested_at = now()) as redelivered \gset
+where payload_id = :'payload_id'::bigint and :'redelivered'::boolean order by series desc limit 1;
 \if :redelivered
 commit;
 -- Wakes the delivery pumps of running services; without it their next poll (within a second) finds it.

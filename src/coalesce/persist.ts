@@ -38,7 +38,7 @@ export function chunkStatements(
   });
   statements.push({
     text: `with ${consume}, ${payloads} ${featureWrites.join(' ')}
-       used as (update asset_webhooks.routings set last_used_at = clock_timestamp() where routing_id = ${routing})
+       used as (update asset_webhooks.routings set last_used_at = asset_webhooks.now() where routing_id = ${routing})
      update asset_webhooks.coalesce_runs set events = events + ${params.add(events.seqs.length)} where run_id = ${run}`,
     values: params.values,
   });

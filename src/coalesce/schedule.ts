@@ -24,10 +24,10 @@ import type pg from 'pg';
 export async function tick(pool: pg.Pool, intervalSeconds: number, notBefore = 0): Promise<boolean> {
   const { rows } = await pool.query(
     `with current_slot as (
-       select floor(extract(epoch from now()) / $1)::bigint as slot
+       select floor(extract(epoch from n.now) / $1)::bigint as slot, n.now from (select asset_webhooks.now() as now) n
      ), slot as (
-       insert into asset_webhooks.ticks (slot)
-       select slot from current_slot where slot * $1 * 1000 >= $2::float8
+       insert into asset_webhooks.ticks (slot, created_at)
+       select slot, now from current_slot where slot * $1 * 1000 >= $2::float8
        on conflict do nothing
        returning slot
      )
@@ -40,13 +40,14 @@ export async function tick(pool: pg.Pool, intervalSeconds: number, notBefore = 0
 }
 
 /**
- * The database's clock in epoch milliseconds. Slots are cut by the database's
- * now(), so the time a process started is read from the same clock: a process
- * whose own clock runs ahead would otherwise skip intervals after it starts.
+ * The database's clock in epoch milliseconds. Slots are cut by the one clock
+ * (asset_webhooks.now()), so the time a process started is read from the same
+ * clock: a process whose own clock runs ahead would otherwise skip intervals
+ * after it starts.
  */
 export async function databaseNowMs(pool: pg.Pool): Promise<number> {
   const { rows } = await pool.query<{ now: number }>(
-    'select extract(epoch from clock_timestamp())::float8 * 1000 as now',
+    'select extract(epoch from asset_webhooks.now())::float8 * 1000 as now',
   );
   return rows[0]!.now;
 }
@@ -68,7 +69,7 @@ export function tickPeriodMs(intervalSeconds: number): number {
 export async function recordTickOutcome(pool: pg.Pool, slot: number, error: string | null): Promise<void> {
   await pool.query(
     `update asset_webhooks.ticks
-     set finished_at = case when $2::text is null then clock_timestamp() end, error = $2
+     set finished_at = case when $2::text is null then asset_webhooks.now() end, error = $2
      where slot = $1`,
     [slot, error],
   );

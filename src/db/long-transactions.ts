@@ -12,6 +12,8 @@ export interface OldTransaction {
  * Reads the oldest open transaction of this database that holds a snapshot
  * (backend_xmin), or a prepared transaction, other than the caller's own.
  * Without pg_read_all_stats a role sees only its own sessions' transactions.
+ * Its age is counted by the one clock (asset_webhooks.now()), as every other
+ * time the service decides on.
  */
 export async function oldestTransactionAge(pool: pg.Pool): Promise<OldTransaction | null> {
   const { rows } = await pool.query<{
@@ -20,7 +22,7 @@ export async function oldestTransactionAge(pool: pg.Pool): Promise<OldTransactio
     application_name: string | null;
     state: string | null;
   }>(
-    `select extract(epoch from now() - started)::float8 as seconds, pid, application_name, state
+    `select extract(epoch from asset_webhooks.now() - started)::float8 as seconds, pid, application_name, state
      from (
        select xact_start as started, pid, application_name, state from pg_stat_activity
        where datname = current_database() and backend_xmin is not null and pid <> pg_backend_pid() and xact_start is not null

@@ -3,13 +3,14 @@ import { inTransaction } from '../db/transaction.js';
 import { storableText } from '../text/storable-text.js';
 
 /**
- * The changes of a payload's state, and the only place that builds the rows
- * of asset_webhooks.payload_transition that asset_webhooks.transition_payloads
- * applies (sql/migrations/0001_baseline.sql: the states, which change applies
- * to which, and why one is refused). Delivery, crash recovery, the expiry
- * sweep, the redelivery commands and the resume of a paused webhook all go
- * through it. A transition that does not apply to the payload's state
- * answers applied = false with a reason; it never fails the others.
+ * The changes of a payload's state after it is written, the TypeScript half of
+ * the lifecycle module (docs/payload-lifecycle.md): every statement takes an
+ * array and calls a function of the SQL half (sql/functions/README.md).
+ * Delivery, crash recovery, the expiry sweep, the redelivery commands and the
+ * resume of a paused webhook all go through it. Every transition row is built
+ * one way, by asset_webhooks.payload_transitions from the JSON objects of
+ * rowOf. A transition that does not apply to the payload's state answers
+ * applied = false with a reason; it never fails the others.
  */
 
 /** An attempt's result, its outcome decided by the retry policy; `interrupted`: closed by crash recovery. */
@@ -137,8 +138,7 @@ export function transitionsParameter(transitions: readonly Transition[]): Array<
 
 /** The SQL expression that reads parameter $n (transitionsParameter) as asset_webhooks.payload_transition[]. */
 export function transitionsArray(n: number): string {
-  return `array(select jsonb_populate_record(null::asset_webhooks.payload_transition, r.t)
-                from unnest($${n}::jsonb[]) with ordinality as r(t, i) order by r.i)`;
+  return `asset_webhooks.payload_transitions($${n}::jsonb[])`;
 }
 
 interface AnswerRow {
@@ -166,70 +166,44 @@ export async function applyTransitions(
 /**
  * Redelivers dead-lettered payloads, each in a new series, recorded in
  * asset_webhooks.redeliveries as asked by `requestedBy`; with `toWebhookId`
- * each moves to that webhook. Built in SQL from the ids, so a bulk
- * redelivery of many sends one array of ids. The answers in the order of
- * `payloadIds`, with the series each started.
+ * each moves to that webhook (asset_webhooks.redeliver_payloads). One
+ * statement for any number of ids. The answers in the order of `payloadIds`,
+ * with the series each has after it.
  */
 export async function redeliverPayloads(
   client: pg.Pool | pg.ClientBase,
   payloadIds: readonly number[],
   { requestedBy, toWebhookId }: { requestedBy: string; toWebhookId: string | null },
 ): Promise<Array<Omit<TransitionAnswer, 'outcome'> & { payloadId: number; series: number | null }>> {
-  const { rows } = await client.query<Omit<AnswerRow, 'outcome'>>(
-    `select a.applied, a.reason
-     from asset_webhooks.transition_payloads(array(
-            select jsonb_populate_record(null::asset_webhooks.payload_transition,
-                     jsonb_build_object('kind', 'redelivery', 'payload_id', i.payload_id,
-                                        'requested_by', $2::text, 'to_webhook_id', $3::text))
-            from unnest($1::bigint[]) with ordinality as i(payload_id, n) order by i.n)) a
-     order by a.idx`,
-    [payloadIds, requestedBy, toWebhookId],
-  );
-  // Read by a statement of its own: the one above does not see what its function wrote.
-  const { rows: series } = await client.query<{ payload_id: number; series: number }>(
-    'select payload_id, series from asset_webhooks.payloads where payload_id = any($1::bigint[])',
-    [payloadIds],
-  );
-  const seriesOf = new Map(series.map((row) => [row.payload_id, row.series]));
-  return rows.map((row, index) => {
-    const payloadId = payloadIds[index]!;
-    return { applied: row.applied, reason: row.reason, payloadId, series: seriesOf.get(payloadId) ?? null };
-  });
+  const { rows } = await client.query<{
+    payload_id: number;
+    applied: boolean;
+    reason: string | null;
+    series: number | null;
+  }>('select payload_id, applied, reason, series from asset_webhooks.redeliver_payloads($1::bigint[], $2, $3)', [
+    payloadIds,
+    requestedBy,
+    toWebhookId,
+  ]);
+  return rows.map((row, index) => ({
+    applied: row.applied,
+    reason: row.reason,
+    payloadId: payloadIds[index]!,
+    series: row.series,
+  }));
 }
 
 /**
- * Resumes every paused webhook not in `stillPaused`: in one transaction, the
- * rows of those webhooks are locked, each of their open and pending payloads
- * gets a pause_shift transition (its window moves forward by the time it
- * spent paused), and paused_since is cleared. The row lock makes concurrent
- * resumes (several `run` processes reloading) shift once: the second finds
- * paused_since already cleared. Returns the webhooks resumed.
+ * Resumes every paused webhook not in `stillPaused`
+ * (asset_webhooks.resume_webhooks): each of its open and pending payloads'
+ * windows moves forward by the time it spent paused, and paused_since is
+ * cleared, once however many processes resume at the same time. Returns the
+ * webhooks resumed.
  */
 export async function resumeWebhooks(pool: pg.Pool, stillPaused: readonly string[]): Promise<string[]> {
-  return inTransaction(pool, async (client) => {
-    const { rows: resumed } = await client.query<{ webhook_id: string }>(
-      `select w.webhook_id from asset_webhooks.webhooks w
-       where w.paused_since is not null and not (w.webhook_id = any($1::text[]))
-       order by w.webhook_id for update`,
-      [stillPaused],
-    );
-    if (resumed.length === 0) return [];
-    const ids = resumed.map((row) => row.webhook_id);
-    await client.query(
-      `select count(*) from asset_webhooks.transition_payloads(array(
-         select jsonb_populate_record(null::asset_webhooks.payload_transition,
-                  jsonb_build_object('kind', 'pause_shift', 'payload_id', p.payload_id, 'paused_since', w.paused_since))
-         from asset_webhooks.payloads p
-         join asset_webhooks.webhooks w on w.webhook_id = p.webhook_id
-         where w.webhook_id = any($1::text[]) and p.status in ('open', 'pending') and p.series_started_at < now()
-         order by p.payload_id))`,
-      [ids],
-    );
-    const { rows } = await client.query<{ webhook_id: string }>(
-      `update asset_webhooks.webhooks w set paused_since = null, updated_at = now()
-       where w.webhook_id = any($1::text[]) returning w.webhook_id`,
-      [ids],
-    );
-    return rows.map((row) => row.webhook_id);
-  });
+  const { rows } = await pool.query<{ webhook_id: string }>(
+    'select w as webhook_id from asset_webhooks.resume_webhooks($1::text[]) w',
+    [stillPaused],
+  );
+  return rows.map((row) => row.webhook_id).sort();
 }

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { oldestTransactionAge } from '../db/long-transactions.js';
 import { inTransaction } from '../db/transaction.js';
+import { purgePayloads, retentionCutoff } from '../lifecycle/retention.js';
 
 export interface MaintenanceOptions {
   readonly pool: pg.Pool;
@@ -33,57 +34,56 @@ export async function runMaintenance(options: MaintenanceOptions): Promise<Maint
   await warnOfLongTransaction(options);
 
   const deleted: Record<string, number> = {};
-  const cutoff = `now() - make_interval(days => $1)`;
+  // The one clock's (asset_webhooks.now()), as payloads' own retention.
+  const cutoff = retentionCutoff('$1');
   // Each batch walks the index of its time column from the oldest row, so a
   // purge costs what it deletes, not the size of the history it keeps
   // (sql/migrations/0001_baseline.sql has those indexes). Sequential scans are off for the statement: with
   // statistics taken while a table was empty, the planner would read the
   // whole table every minute instead.
-  const purge = async (name: string, sql: string): Promise<void> => {
+  const purge = async (name: string, batch: (client: pg.ClientBase) => Promise<number>): Promise<void> => {
     let total = 0;
     for (;;) {
       const count = await inTransaction(pool, async (client) => {
         await client.query('set local enable_seqscan = off');
-        const { rowCount } = await client.query(sql, [options.retentionDays, batchSize]);
-        return rowCount ?? 0;
+        return batch(client);
       });
       total += count;
       if (count < batchSize) break;
     }
     if (total > 0) deleted[name] = total;
   };
-  // Rows whose time column is past the cutoff, oldest first, through that column's index.
-  const purgeOlder = (table: string, key: string, column: string): Promise<void> =>
-    purge(
-      table,
-      `delete from asset_webhooks.${table} where ${key} in (
-    select ${key} from asset_webhooks.${table} where ${column} < ${cutoff} order by ${column} limit $2)`,
-    );
-  await purgeOlder('events', 'event_id', 'coalesced_at');
-  // A payload ends after it is created, so asking for created_at below the
-  // cutoff as well removes nothing that is due and lets payloads_created lead
-  // the way. Where an end time comes before the creation (a too_large payload,
-  // dead-lettered microseconds before its created_at in the statement that
-  // creates it; an end time from a Node clock behind the database's), the
-  // payload is purged that much later. Rows created before the cutoff that
-  // are not due (an old payload redelivered recently) are read again by each
-  // batch: few, and never more than the whole table the purge read before.
-  await purge(
-    'payloads',
-    `delete from asset_webhooks.payloads where payload_id in (
-    select payload_id from asset_webhooks.payloads
-    where created_at < ${cutoff}
-      and ((status = 'delivered' and delivered_at < ${cutoff})
-        or (status = 'dead_lettered' and dead_lettered_at < ${cutoff}))
-      -- A body other payloads still name stays (payloads.body_of).
-      and not exists (select 1 from asset_webhooks.payloads s where s.body_of = payloads.payload_id)
-    order by created_at
-    limit $2)`,
+  // Rows whose time column is past the cutoff, oldest first, through that
+  // column's index. Each table is named in full: test/lifecycle/one-writer.test.ts
+  // reads every delete, and one whose table is put together could be any.
+  const purgeOlder = (name: string, sql: string): Promise<void> =>
+    purge(name, async (client) => {
+      const { rowCount } = await client.query(sql, [options.retentionDays, batchSize]);
+      return rowCount ?? 0;
+    });
+  await purgeOlder(
+    'events',
+    `delete from asset_webhooks.events where event_id in (
+       select event_id from asset_webhooks.events where coalesced_at < ${cutoff} order by coalesced_at limit $2)`,
   );
-  await purgeOlder('coalesce_runs', 'run_id', 'started_at');
+  // Payloads are the lifecycle module's to delete.
+  await purge('payloads', (client) => purgePayloads(client, options.retentionDays, batchSize));
+  await purgeOlder(
+    'coalesce_runs',
+    `delete from asset_webhooks.coalesce_runs where run_id in (
+       select run_id from asset_webhooks.coalesce_runs where started_at < ${cutoff} order by started_at limit $2)`,
+  );
   // Every event routed by a configuration was coalesced before its last use.
-  await purgeOlder('routings', 'routing_id', 'last_used_at');
-  await purgeOlder('ticks', 'slot', 'created_at');
+  await purgeOlder(
+    'routings',
+    `delete from asset_webhooks.routings where routing_id in (
+       select routing_id from asset_webhooks.routings where last_used_at < ${cutoff} order by last_used_at limit $2)`,
+  );
+  await purgeOlder(
+    'ticks',
+    `delete from asset_webhooks.ticks where slot in (
+       select slot from asset_webhooks.ticks where created_at < ${cutoff} order by created_at limit $2)`,
+  );
   if (Object.keys(deleted).length > 0) logger.info({ deleted }, 'retention cleanup');
   return { deleted };
 }

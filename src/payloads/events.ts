@@ -110,7 +110,7 @@ export function consumeCtes(params: Params, runId: string, routingId: string, ev
           routing_id, delivered_to, payload_ids, unmatched_to, in_trash, asset_gone, seen_supertype, seen_parent_id, seen_state, seen_schema_id, seen_type_id,
           seen_domain_id, seen_keywords, seen_field_names, seen_field_values)
        select r.event_id, c.seq, coalesce(r.raised_at, c.occurred_at), c.event_type, c.asset_id, coalesce(c.asset_uuid, r.asset_uuid), r.atom_id, ${runId},
-              clock_timestamp(), r.collapsed_into,
+              (select asset_webhooks.now()), r.collapsed_into,
               ${routingId}, r.delivered_to::integer[], r.payload_ids::bigint[], r.unmatched_to::integer[], r.in_trash, r.asset_gone, r.seen_supertype, r.seen_parent_id, r.seen_state,
               r.seen_schema_id, r.seen_type_id, r.seen_domain_id, r.seen_keywords::text[], r.seen_field_names::text[],
               r.seen_field_values::text[]

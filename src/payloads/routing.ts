@@ -40,7 +40,7 @@ export async function recordRouting(
     rows: [routing],
   } = await client.query<{ routing_id: number }>(
     `insert into asset_webhooks.routings (digest) values ($1)
-     on conflict (digest) do update set last_used_at = clock_timestamp()
+     on conflict (digest) do update set last_used_at = asset_webhooks.now()
      returning routing_id`,
     [digest],
   );

@@ -1,13 +1,15 @@
 import type pg from 'pg';
 import { Params } from '../db/columns.js';
 import type { DecimalId, EventType } from '../interfaces.js';
+import { sealPayloads } from '../lifecycle/payload-rows.js';
 import { serializeBody, serializeEvent } from '../payloads/serialize.js';
 
 /**
  * Seals the payloads a crashed run left `open`: each gets the body of the
  * events that name it (written in the same transactions as the payload row),
  * in order of capture, serialized as the run would have, with the time of
- * sealing as its webhookTimestamp. Returns the webhooks of the sealed payloads.
+ * sealing as its webhookTimestamp, written by the lifecycle module in one
+ * statement. Returns the webhooks of the sealed payloads.
  */
 export async function sealOpenPayloads(
   client: pg.Pool | pg.PoolClient,
@@ -64,14 +66,14 @@ export async function sealOpenPayloads(
       }
     }
   }
-  for (const [id, member] of members) {
-    const update = new Params();
-    const body = update.add(serializeBody(member.json, sealedAt));
-    const text = `update asset_webhooks.payloads
-       set status = 'pending', body = ${body}, byte_size = octet_length(${body}), event_count = ${update.add(member.ids.length)},
-           event_ids = ${update.add(member.ids, 'uuid[]')}
-       where payload_id = ${update.add(id)} and status = 'open'`;
-    await client.query(text, update.values);
-  }
+  await sealPayloads(
+    client,
+    [...members].map(([id, member]) => ({
+      payloadId: Number(id),
+      body: serializeBody(member.json, sealedAt),
+      eventIds: `{${member.ids.join(',')}}`,
+      eventCount: member.ids.length,
+    })),
+  );
   return open.map((row) => row.webhook_id);
 }

@@ -1,51 +1,20 @@
 import type pg from 'pg';
 import { batchBody, type Batch } from './pack.js';
-import { Params, valuesColumns, type Column, type Statement } from '../db/columns.js';
+import { payloadStatement, type PayloadRow } from '../lifecycle/payload-rows.js';
+
+export { PAYLOAD_COLUMNS, payloadInsert, payloadStatement } from '../lifecycle/payload-rows.js';
 
 /**
- * The payloads store: the one writer of payload rows, for coalescing and
- * backfill alike. A sealed batch becomes a `pending` payload with its body,
- * or, when its single event exceeds maxPayloadBytes (Batch.tooLarge), a
- * payload dead-lettered as too_large; a batch still open becomes an `open`
- * row without its events (see payloadGroups). Bodies are shared through
- * payloads.body_of.
+ * The payloads store: what the payload rows of coalescing and backfill hold.
+ * A sealed batch becomes a `pending` payload with its body, or, when its
+ * single event exceeds maxPayloadBytes (Batch.tooLarge), a payload
+ * dead-lettered as too_large; a batch still open becomes an `open` row
+ * without its events (see payloadGroups). Bodies are shared through
+ * payloads.body_of. The rows are written by the lifecycle module
+ * (src/lifecycle/payload-rows.ts), the one writer of a payload's state.
  */
-
-/** One payload row as written. */
-interface PayloadRow {
-  readonly payloadId: number;
-  readonly webhookId: string;
-  readonly status: 'open' | 'pending' | 'dead_lettered';
-  /** Empty while open, and when bodyOf names the payload holding the same bytes. */
-  readonly body: string;
-  readonly bodyOf: number | null;
-  readonly byteSize: number;
-  readonly eventCount: number;
-  /** An array literal of the event ids. */
-  readonly eventIds: string;
-  readonly tooLarge: boolean;
-}
 
 type Rows = readonly PayloadRow[];
-
-/**
- * The columns of the payload rows, one bind parameter per value (see
- * valuesColumns): each body travels as a parameter of its own because, as an
- * element of one text[] literal, every quote of its JSON would be escaped
- * here and parsed again by PostgreSQL, at a cost above everything else the
- * statement does.
- */
-export const PAYLOAD_COLUMNS: ReadonlyArray<Column<Rows>> = [
-  { name: 'payload_id', type: 'bigint', value: (rows, i) => rows[i]!.payloadId },
-  { name: 'webhook_id', type: 'text', value: (rows, i) => rows[i]!.webhookId },
-  { name: 'status', type: 'text', value: (rows, i) => rows[i]!.status },
-  { name: 'body', type: 'text', value: (rows, i) => rows[i]!.body },
-  { name: 'body_of', type: 'bigint', value: (rows, i) => rows[i]!.bodyOf },
-  { name: 'byte_size', type: 'int', value: (rows, i) => rows[i]!.byteSize },
-  { name: 'event_count', type: 'int', value: (rows, i) => rows[i]!.eventCount },
-  { name: 'event_ids', type: 'uuid[]', value: (rows, i) => rows[i]!.eventIds },
-  { name: 'too_large', type: 'boolean', value: (rows, i) => rows[i]!.tooLarge },
-];
 
 /**
  * Payload rows per INSERT. Invariant: PAYLOADS_PER_STATEMENT times
@@ -116,31 +85,6 @@ function payloadRow(
   const bytes = Buffer.byteLength(body);
   if (!own) bodies.set(eventIds, { payloadId: row.payloadId, bytes });
   return { ...sealed, body, bodyOf: null, byteSize: bytes };
-}
-
-/**
- * The INSERT of one group of payload rows, its parameters added to
- * `params`. `runId` is the placeholder of the coalescing run that writes
- * them (null for a backfill's). A row written again (an open payload sealed)
- * takes the new status, body and events.
- */
-export function payloadInsert(params: Params, runId: string, rows: PayloadGroup): string {
-  return `insert into asset_webhooks.payloads
-         (payload_id, webhook_id, run_id, status, body, body_of, byte_size, event_count, event_ids, dead_letter_reason, dead_lettered_at)
-       overriding system value
-       select b.payload_id, b.webhook_id, ${runId}, b.status, b.body, b.body_of, b.byte_size, b.event_count, b.event_ids,
-              case when b.too_large then 'too_large' end, case when b.too_large then clock_timestamp() end
-       from ${valuesColumns(params, PAYLOAD_COLUMNS, rows, rows.length, 'b')}
-       on conflict (payload_id) do update
-         set status = excluded.status, body = excluded.body, body_of = excluded.body_of, byte_size = excluded.byte_size,
-             event_count = excluded.event_count, event_ids = excluded.event_ids`;
-}
-
-/** One group's INSERT as a statement of its own. */
-export function payloadStatement(runId: number | null, rows: PayloadGroup): Statement {
-  const params = new Params();
-  const text = payloadInsert(params, params.add(runId, 'bigint'), rows);
-  return { text, values: params.values };
 }
 
 /**

@@ -37,7 +37,7 @@ export async function readDatabaseValues(pool: pg.Pool): Promise<DatabaseValues>
   );
   const { rows: states } = await pool.query<{ webhook_id: string; state: string }>(
     `select webhook_id,
-            case when hold_until > now() then 'throttled' when failing_since is not null then 'backing_off' else 'healthy' end as state
+            case when hold_until > asset_webhooks.now() then 'throttled' when failing_since is not null then 'backing_off' else 'healthy' end as state
      from asset_webhooks.webhooks where enabled`,
   );
   const { rows: deadLetters } = await pool.query<{ webhook_id: string; n: number }>(

@@ -55,114 +55,148 @@ export async function holdProcessLease(
   logger: Logger,
   options: LeaseOptions = {},
 ): Promise<ProcessLease> {
-  const checkEveryMs = options.checkEveryMs ?? 10_000;
-  const answerWithinMs = options.answerWithinMs ?? 10_000;
-  let client: pg.Client | undefined;
-  let heldSince = 0;
-  let released = false;
-  let lost = false;
-  let retry: NodeJS.Timeout | undefined;
-  let check: NodeJS.Timeout | undefined;
+  const holder = new LeaseHolder(databaseUrl, processId, logger, {
+    checkEveryMs: options.checkEveryMs ?? 10_000,
+    answerWithinMs: options.answerWithinMs ?? 10_000,
+  });
+  await holder.start();
+  return { heldForMs: () => holder.heldForMs(), release: () => holder.release() };
+}
+
+/** The state of one process's lease: its connection, the take under way, the timers. */
+class LeaseHolder {
+  private client: pg.Client | undefined;
+  private heldSince = 0;
+  private released = false;
+  private lost = false;
+  private retry: NodeJS.Timeout | undefined;
+  private check: NodeJS.Timeout | undefined;
   // A take under way: release() waits for it, or the lock it is taking would
   // outlive the release (the connection is only set once the lock is held).
-  let taking: Promise<void> | undefined;
-  let connecting: pg.Client | undefined;
+  private taking: Promise<void> | undefined;
+  private connecting: pg.Client | undefined;
 
-  const drop = (gone: pg.Client, why: string): void => {
-    if (client !== gone || released) return;
-    client = undefined;
-    heldSince = 0;
-    clearInterval(check);
-    if (!lost) logger.warn({ processId, why }, "lost the connection that holds this process's lease; taking it again");
-    lost = true;
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly processId: string,
+    private readonly logger: Logger,
+    private readonly options: Required<LeaseOptions>,
+  ) {}
+
+  async start(): Promise<void> {
+    this.taking = this.take();
+    await this.taking;
+  }
+
+  heldForMs(): number {
+    return this.client ? performance.now() - this.heldSince : 0;
+  }
+
+  private drop(gone: pg.Client, why: string): void {
+    if (this.client !== gone || this.released) return;
+    this.client = undefined;
+    this.heldSince = 0;
+    clearInterval(this.check);
+    if (!this.lost)
+      this.logger.warn(
+        { processId: this.processId, why },
+        "lost the connection that holds this process's lease; taking it again",
+      );
+    this.lost = true;
     destroy(gone);
-    schedule(0);
-  };
-  const take = async (): Promise<void> => {
+    this.schedule(0);
+  }
+
+  private async take(): Promise<void> {
     const next = new pg.Client({
-      connectionString: databaseUrl,
-      application_name: `asset-webhooks lease ${processId}`,
+      connectionString: this.databaseUrl,
+      application_name: `asset-webhooks lease ${this.processId}`,
       ...KEEPALIVE,
     });
-    next.on('error', (error: Error) => drop(next, describeError(error)));
-    next.on('end', () => drop(next, 'the connection ended'));
-    connecting = next;
+    next.on('error', (error: Error) => this.drop(next, describeError(error)));
+    next.on('end', () => this.drop(next, 'the connection ended'));
+    this.connecting = next;
     try {
       await next.connect();
       await pinSearchPath(next);
       // Waits while crash recovery in another process holds the lease's row
       // (asset_webhooks.process_gone), or while this process's previous
       // session, whose connection was lost, still lives on the server.
-      await takeSessionLock(next, processLeaseName(processId), { waitMs: Infinity });
+      await takeSessionLock(next, processLeaseName(this.processId), { waitMs: Infinity });
       // Held again: a free spell another process saw has ended, and must not
       // be added to a later one (asset_webhooks.record_configuration).
       await next.query(
         'update asset_webhooks.process_configurations set lease_free_since = null where process_id = $1 and lease_free_since is not null',
-        [processId],
+        [this.processId],
       );
     } catch (error) {
       await next.end().catch(() => {});
       throw error;
     } finally {
-      connecting = undefined;
+      this.connecting = undefined;
     }
-    if (released) {
+    if (this.released) {
       await next.end().catch(() => {});
       return;
     }
-    client = next;
-    heldSince = performance.now();
-    if (lost) logger.info({ processId }, "this process's lease is held again");
-    lost = false;
-    check = setInterval(() => {
-      const answered = setTimeout(() => drop(next, `no answer within ${answerWithinMs} ms`), answerWithinMs);
+    this.held(next);
+  }
+
+  /** The lease is held on `next`: from now on its connection is checked. */
+  private held(next: pg.Client): void {
+    this.client = next;
+    this.heldSince = performance.now();
+    if (this.lost) this.logger.info({ processId: this.processId }, "this process's lease is held again");
+    this.lost = false;
+    const { answerWithinMs } = this.options;
+    this.check = setInterval(() => {
+      const answered = setTimeout(() => this.drop(next, `no answer within ${answerWithinMs} ms`), answerWithinMs);
       next.query('select 1').then(
         () => clearTimeout(answered),
         (error: unknown) => {
           clearTimeout(answered);
-          drop(next, describeError(error));
+          this.drop(next, describeError(error));
         },
       );
-    }, checkEveryMs);
-    check.unref();
-  };
-  const schedule = (attempt: number): void => {
-    retry = setTimeout(
+    }, this.options.checkEveryMs);
+    this.check.unref();
+  }
+
+  private schedule(attempt: number): void {
+    this.retry = setTimeout(
       () => {
-        taking = take();
-        taking.catch((error: unknown) => {
-          if (released) return;
+        this.taking = this.take();
+        this.taking.catch((error: unknown) => {
+          if (this.released) return;
           if (attempt === 0)
-            logger.warn({ processId, err: describeError(error) }, "could not take this process's lease; trying again");
-          schedule(attempt + 1);
+            this.logger.warn(
+              { processId: this.processId, err: describeError(error) },
+              "could not take this process's lease; trying again",
+            );
+          this.schedule(attempt + 1);
         });
       },
       Math.min(250 * 2 ** attempt, 5000),
     );
-  };
+  }
 
-  taking = take();
-  await taking;
-  return {
-    heldForMs: () => (client ? performance.now() - heldSince : 0),
-    async release() {
-      released = true;
-      clearTimeout(retry);
-      clearInterval(check);
-      // A take under way ends within 2 s, or its connection is dropped.
-      const abandon = setTimeout(() => connecting && destroy(connecting), 2000);
-      await taking?.catch(() => {});
-      clearTimeout(abandon);
-      const held = client;
-      client = undefined;
-      if (!held) return;
-      // A silently dropped connection never answers either statement below.
-      const ended = setTimeout(() => destroy(held), 2000);
-      // The lease is given up explicitly, so it is free when release() returns;
-      // it is otherwise free only once its session's backend has exited.
-      await releaseSessionLock(held, processLeaseName(processId)).catch(() => {});
-      await held.end().catch(() => {});
-      clearTimeout(ended);
-    },
-  };
+  async release(): Promise<void> {
+    this.released = true;
+    clearTimeout(this.retry);
+    clearInterval(this.check);
+    // A take under way ends within 2 s, or its connection is dropped.
+    const abandon = setTimeout(() => this.connecting && destroy(this.connecting), 2000);
+    await this.taking?.catch(() => {});
+    clearTimeout(abandon);
+    const held = this.client;
+    this.client = undefined;
+    if (!held) return;
+    // A silently dropped connection never answers either statement below.
+    const ended = setTimeout(() => destroy(held), 2000);
+    // The lease is given up explicitly, so it is free when release() returns;
+    // it is otherwise free only once its session's backend has exited.
+    await releaseSessionLock(held, processLeaseName(this.processId)).catch(() => {});
+    await held.end().catch(() => {});
+    clearTimeout(ended);
+  }
 }

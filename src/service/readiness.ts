@@ -73,7 +73,7 @@ export async function checkReadiness(source: ReadinessSource): Promise<NotReady 
     const { rows } = await withinTwoSeconds(
       source.pool.query<{ error: string | null; waited: number }>(
         `select (select error from asset_webhooks.ticks where finished_at is not null or error is not null order by slot desc limit 1) as error,
-                extract(epoch from now() - greatest((select max(started_at) from asset_webhooks.coalesce_runs),
+                extract(epoch from asset_webhooks.now() - greatest((select max(started_at) from asset_webhooks.coalesce_runs),
                                                     to_timestamp($1::float8 / 1000)))::float8 as waited`,
         [schedule.sinceMs],
       ),

@@ -30,8 +30,12 @@ export interface SchemaWatchOptions {
 }
 
 export interface SchemaWatch {
-  /** Reads the schema now (or right after the read under way): when `migrate` notifies, or a failed SQL call may mean it moved. */
-  check(): void;
+  /**
+   * Reads the schema now (or right after the read under way): when `migrate`
+   * notifies, or a failed SQL call may mean it moved. Resolves once that read
+   * has decided (never rejects: a failed read decides nothing).
+   */
+  check(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -73,18 +77,19 @@ export function watchSchema(options: SchemaWatchOptions): SchemaWatch {
     } while (again && !stopped);
   };
 
-  const check = (): void => {
-    if (stopped || moved) return;
+  const check = (): Promise<void> => {
+    if (stopped || moved) return Promise.resolve();
     if (reading) {
       again = true;
-      return;
+      return reading;
     }
     reading = read().finally(() => {
       reading = undefined;
     });
+    return reading;
   };
 
-  const timer = setInterval(check, options.intervalMs ?? 5000);
+  const timer = setInterval(() => void check(), options.intervalMs ?? 5000);
   return {
     check,
     async stop() {

@@ -106,34 +106,55 @@ export function deliveryContext(
  * until its lease has been free for `goneGraceSeconds` (absent or null: it
  * keeps counting), so a lease connection lost for a moment removes nothing.
  *
- * A webhook that is enabled and `paused` gets paused_since (kept from an
- * earlier pause if it is still set). Every other webhook whose paused_since is
- * set is resumed first (src/lifecycle/transitions.ts, resumeWebhooks), in one
- * transaction that clears it and moves each of its
- * waiting payloads' series_started_at forward by the time that payload spent
- * paused: the time paused never counts towards expiry, and a payload created
- * during the pause starts its window at the resume. The row lock on the
- * webhook makes concurrent resumes (several `run` processes reloading) shift
- * once: the second finds paused_since already cleared. `enabled: false` wins
- * over `paused`: a disabled webhook is not paused, its payloads expire.
+ * A webhook that is enabled and `paused` gets paused_since, by the one clock
+ * (kept from an earlier pause if it is still set). Every other webhook whose
+ * paused_since is set is resumed first (asset_webhooks.resume_webhooks,
+ * through resumeWebhooks of src/lifecycle/transitions.ts), in one transaction
+ * that clears it and moves each of its waiting payloads' series_started_at
+ * forward by the time that payload spent paused: the time paused never counts
+ * towards expiry, and a payload created during the pause starts its window at
+ * the resume. The row lock on the webhook makes concurrent resumes (several
+ * `run` processes reloading) shift once: the second finds paused_since already
+ * cleared. `enabled: false` wins over `paused`: a disabled webhook is not
+ * paused, its payloads expire.
  *
  * Returns the ids of webhooks already recorded whose row it changed: at start
  * or reload, what the new configuration changed; before a coalescing run, what
  * another `run` process with a different configuration had written.
  */
-export async function syncWebhooks(
-  pool: pg.Pool,
-  config: Config,
-  recorder: { readonly processId: string; readonly logger: Logger; readonly goneGraceSeconds?: number | null },
-): Promise<string[]> {
+export async function syncWebhooks(pool: pg.Pool, config: Config, recorder: ConfigurationRecorder): Promise<string[]> {
   const webhooks = config.assetUpdater.webhooks;
-  const paused = (webhook: WebhookConfig): boolean => webhook.enabled && webhook.paused;
   const resumed = await resumeWebhooks(
     pool,
-    webhooks.filter(paused).map((webhook) => webhook.id),
+    webhooks.filter(pausedIn).map((webhook) => webhook.id),
   );
+  const changed = await writeWebhookRows(pool, webhooks);
+  await recordConfiguration(pool, webhooks, recorder);
+  if (changed.length > 0 || resumed.length > 0) await announcePayloadsReady(pool);
+  return [...new Set([...resumed, ...changed])].sort();
+}
+
+/** Who records a configuration: see syncWebhooks. */
+export interface ConfigurationRecorder {
+  readonly processId: string;
+  readonly logger: Logger;
+  readonly goneGraceSeconds?: number | null;
+}
+
+/** Whether the configuration pauses a webhook: `enabled: false` wins over `paused`. */
+function pausedIn(webhook: WebhookConfig): boolean {
+  return webhook.enabled && webhook.paused;
+}
+
+/**
+ * Writes the configured webhooks' rows, a pause's start by the one clock
+ * (asset_webhooks.now()), and disables the rows of webhooks no longer
+ * configured. Returns the ids of the rows already there that it changed.
+ */
+async function writeWebhookRows(pool: pg.Pool, webhooks: readonly WebhookConfig[]): Promise<string[]> {
   const { rows } = await pool.query<{ webhook_id: string }>(
-    `with configured as (
+    `with clock as materialized (select asset_webhooks.now() as now),
+     configured as (
        select * from unnest($1::text[], $2::text[], $3::boolean[], $4::int[], $5::boolean[]) as c(webhook_id, url, enabled, concurrency, paused)
      ),
      -- An insert and an update rather than an upsert: ON CONFLICT DO UPDATE
@@ -141,22 +162,23 @@ export async function syncWebhooks(
      -- claim lock (claim_payloads), which a backfill's write holds.
      inserted as (
        insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency, paused_since, updated_at)
-       select webhook_id, url, enabled, concurrency, case when paused then now() end, now() from configured
+       select webhook_id, url, enabled, concurrency, case when paused then clock.now end, clock.now from configured, clock
        on conflict (webhook_id) do nothing
      ),
      updated as (
        update asset_webhooks.webhooks w
-       -- A pause already under way keeps its start; only the resume above clears it.
-       set url = c.url, enabled = c.enabled, concurrency = c.concurrency,
-           paused_since = coalesce(w.paused_since, case when c.paused then now() end), updated_at = now()
-       from configured c
-       where w.webhook_id = c.webhook_id
+       -- A pause already under way keeps its start; only the resume clears it.
+       set url = k.url, enabled = k.enabled, concurrency = k.concurrency,
+           paused_since = coalesce(w.paused_since, case when k.paused then clock.now end), updated_at = clock.now
+       from configured k, clock
+       where w.webhook_id = k.webhook_id
          and (w.url, w.enabled, w.concurrency, w.paused_since is null)
-             is distinct from (c.url, c.enabled, c.concurrency, w.paused_since is null and not c.paused)
+             is distinct from (k.url, k.enabled, k.concurrency, w.paused_since is null and not k.paused)
        returning w.webhook_id
      ),
      disabled as (
-       update asset_webhooks.webhooks w set enabled = false, updated_at = now()
+       update asset_webhooks.webhooks w set enabled = false, updated_at = clock.now
+       from clock
        where w.enabled and w.webhook_id not in (select webhook_id from configured)
        returning w.webhook_id
      )
@@ -169,9 +191,18 @@ export async function syncWebhooks(
       webhooks.map((webhook) => redactedUrl(webhook.url)),
       webhooks.map((webhook) => webhook.enabled),
       webhooks.map((webhook) => webhook.concurrency),
-      webhooks.map(paused),
+      webhooks.map(pausedIn),
     ],
   );
+  return rows.map((row) => row.webhook_id);
+}
+
+/** Records this process's webhooks (asset_webhooks.record_configuration) and logs the webhooks removed. */
+async function recordConfiguration(
+  pool: pg.Pool,
+  webhooks: readonly WebhookConfig[],
+  recorder: ConfigurationRecorder,
+): Promise<void> {
   const { rows: removed } = await pool.query<{ webhook_id: string; dead_lettered: number }>(
     'select webhook_id, dead_lettered from asset_webhooks.record_configuration($1, $2::text[], $3)',
     [recorder.processId, webhooks.map((webhook) => webhook.id), recorder.goneGraceSeconds ?? null],
@@ -183,8 +214,6 @@ export async function syncWebhooks(
         'send them to another webhook with `asset-webhooks dead-letters redeliver PAYLOAD_ID --to WEBHOOK_ID`',
     );
   }
-  if (rows.length > 0 || resumed.length > 0) await announcePayloadsReady(pool);
-  return [...new Set([...resumed, ...rows.map((row) => row.webhook_id)])].sort();
 }
 
 /**

@@ -58,14 +58,14 @@ export async function insertSweptEvents(
        (event_id, occurred_at, event_type, asset_id, asset_uuid, atom_id, coalesced_at, routing_id, delivered_to, payload_ids,
         ${sweep.kind}_id, asset_gone, seen_supertype, seen_parent_id, seen_state, seen_schema_id, seen_type_id, seen_domain_id,
         seen_keywords, seen_field_names, seen_field_values)
-     select e.event_id, e.occurred_at, e.event_type, e.asset_id, e.asset_uuid, e.atom_id, clock_timestamp(), ${routing}, '{1}',
+     select e.event_id, e.occurred_at, e.event_type, e.asset_id, e.asset_uuid, e.atom_id, (select asset_webhooks.now()), ${routing}, '{1}',
             array[e.payload_id], ${sweepId}, e.asset_gone, e.seen_supertype, e.seen_parent_id, e.seen_state, e.seen_schema_id,
             e.seen_type_id, e.seen_domain_id, e.seen_keywords::text[], e.seen_field_names::text[], e.seen_field_values::text[]
      from ${rows.text}`,
     params.values,
   );
   // Its last use after the events' coalesced_at, as a coalescing chunk sets it: retention keeps it while they stay.
-  await client.query('update asset_webhooks.routings set last_used_at = clock_timestamp() where routing_id = $1', [
+  await client.query('update asset_webhooks.routings set last_used_at = asset_webhooks.now() where routing_id = $1', [
     routingId,
   ]);
 }

@@ -14,6 +14,12 @@ export interface SweepRecord {
 /** A column's value as a chunk leaves it: a number, a decimal string, text or JSON text; null for none. */
 export type RecordValue = string | number | null;
 
+/** Each kind's resume table, spelled out so a reader (and the one-writer scan) sees which table a sweep writes. */
+const RESUME_TABLES = {
+  backfill: 'asset_webhooks.backfills',
+  reconcile: 'asset_webhooks.reconciles',
+} as const satisfies Record<SweepKind, string>;
+
 /**
  * Records one chunk, in the chunk's transaction (the one that writes its
  * payloads and events): the position and totals it leaves (`to`), and
@@ -39,7 +45,7 @@ export async function recordSweepChunk(
     ([column, value]) => `${column} is not distinct from ${placeholder(column, value)}`,
   );
   const { rowCount } = await client.query(
-    `update asset_webhooks.${record.kind}s
+    `update ${RESUME_TABLES[record.kind]}
      set ${set.join(', ')}, updated_at = clock_timestamp(),
          status = case when $2 then 'completed' else status end, finished_at = case when $2 then clock_timestamp() end
      where ${record.kind}_id = $1 and status = 'running' ${at.map((condition) => `and ${condition}`).join(' ')}`,

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeEach, expect, it } from 'vitest';
 import { withCoalesceLock } from '../../src/coalesce/coalesce-lock.js';
 import { coalesce } from '../../src/coalesce/run.js';
+import { eventually } from '../helpers/receiver.js';
 import { openWebhook, registerWebhooks, resetData, silentLogger } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
@@ -26,12 +27,13 @@ it("lets a waiting coalescing run in at the end of a reconcile's chunk, though t
     while (reconciling) {
       await withCoalesceLock(session, async () => {
         chunks += 1;
+        // A chunk's work, which takes time: the fixed wait is what the test is about.
         await sleep(CHUNK_MS);
       });
     }
   })();
   try {
-    await sleep(100);
+    await eventually(async () => (chunks > 0 ? true : undefined), { what: 'the reconcile to hold the lock' });
     const asked = performance.now();
     let lockedAfterMs = Infinity;
     const result = await coalesce({

@@ -15,9 +15,19 @@ export function urlAhead(url: string, offsetMs: number): string {
   return shifted.toString();
 }
 
-/** Pools on urlAhead, closed together. */
+/**
+ * The database URL whose sessions read asset_webhooks.now() stopped at `at`:
+ * every decision is made at that exact instant, however slow the machine.
+ */
+export function urlStoppedAt(url: string, at: Date): string {
+  const stopped = new URL(url);
+  stopped.searchParams.set('options', `-c asset_webhooks.clock=${at.toISOString()}`);
+  return stopped.toString();
+}
+
+/** Pools on urlAhead and urlStoppedAt, closed together. */
 export class ClockPools {
-  private readonly pools = new Map<number, pg.Pool>();
+  private readonly pools = new Map<number | string, pg.Pool>();
 
   constructor(private readonly url: string) {}
 
@@ -27,6 +37,17 @@ export class ClockPools {
     if (!pool) {
       pool = createPool(urlAhead(this.url, offsetMs), { max: 2 });
       this.pools.set(offsetMs, pool);
+    }
+    return pool;
+  }
+
+  /** A pool whose asset_webhooks.now() is stopped at `at`. */
+  at(at: Date): pg.Pool {
+    const key = at.toISOString();
+    let pool = this.pools.get(key);
+    if (!pool) {
+      pool = createPool(urlStoppedAt(this.url, at), { max: 2 });
+      this.pools.set(key, pool);
     }
     return pool;
   }

@@ -152,9 +152,8 @@ async function transition(
   rows: Array<Record<string, unknown>>,
 ): Promise<Array<{ applied: boolean; reason: string | null }>> {
   const { rows: answers } = await db.pool.query<{ applied: boolean; reason: string | null }>(
-    `select applied, reason from asset_webhooks.transition_payloads(array(
-       select jsonb_populate_record(null::asset_webhooks.payload_transition, r.t)
-       from unnest($1::jsonb[]) with ordinality as r(t, i) order by r.i)) order by idx`,
+    `select applied, reason from asset_webhooks.transition_payloads(asset_webhooks.payload_transitions($1::jsonb[]))
+     order by idx`,
     [rows],
   );
   return answers;

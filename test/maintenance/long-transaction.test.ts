@@ -4,6 +4,7 @@ import { createPool } from '../../src/db/connect.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { runMaintenance } from '../../src/maintenance/maintenance.js';
 import { oldestTransactionAge } from '../../src/db/long-transactions.js';
+import { ClockPools } from '../helpers/db-clock.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 const db = useTestDatabase();
@@ -17,9 +18,12 @@ function logLines(sink: PassThrough): Array<{ msg: string; ageSeconds?: number; 
 }
 
 it('names a long open transaction while payloads wait, and only then', async () => {
+  // The transaction is made old by running the clock of the sessions that read its age ahead.
+  const clocks = new ClockPools(db.url);
+  const later = clocks.ahead(1_200);
   const maintain = async (sink: PassThrough): Promise<void> => {
     await runMaintenance({
-      pool: db.pool,
+      pool: later,
       retentionDays: 30,
       logger: createLogger({ destination: sink }),
       longTransactionSeconds: 1,
@@ -31,8 +35,7 @@ it('names a long open transaction while payloads wait, and only then', async () 
     expect(await oldestTransactionAge(db.pool)).toBeNull();
     await client.query('begin isolation level repeatable read');
     await client.query('select count(*) from asset_webhooks.webhooks');
-    await new Promise((resolve) => setTimeout(resolve, 1200));
-    const oldest = await oldestTransactionAge(db.pool);
+    const oldest = await oldestTransactionAge(later);
     expect(oldest?.seconds).toBeGreaterThanOrEqual(1);
     expect(oldest?.applicationName).toBe('nightly report');
 
@@ -56,5 +59,6 @@ it('names a long open transaction while payloads wait, and only then', async () 
   } finally {
     client.release();
     await other.end();
+    await clocks.close();
   }
 });

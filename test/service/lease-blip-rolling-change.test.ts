@@ -100,6 +100,8 @@ it(
       await running(newProcess);
       const newStarted = Date.now();
       // Until the new process has held its own lease this long it takes no process for gone at all.
+      // A fixed wait: how long a process has held its own lease is measured by its own clock
+      // (src/service/process-lease.ts, heldForMs), which a test cannot move.
       await sleep(OWN_LEASE_SETTLE_MS + 1_000 - (Date.now() - newStarted));
       expect(await statusesOf('b')).toEqual([{ status: 'pending', reason: null }]);
 
@@ -109,15 +111,19 @@ it(
         timeoutMs: 10_000,
         what: "the old process's lease to be free",
       });
-      const cutAt = Date.now();
-      await sleep(2_000);
-      expect(await statusesOf('b')).toEqual([{ status: 'pending', reason: null }]);
-      // The new process recorded its configuration meanwhile (before each coalescing run, every second).
-      const { rows: seenFree } = await db.pool.query<{ free: boolean }>(
-        'select lease_free_since is not null as free from asset_webhooks.process_configurations where process_id = $1',
-        [oldId],
+      // The new process records its configuration before each coalescing run, every second: it
+      // finds the lease free and says since when, and removes nothing within the grace.
+      await eventually(
+        async () => {
+          const { rows } = await db.pool.query<{ free: boolean }>(
+            'select lease_free_since is not null as free from asset_webhooks.process_configurations where process_id = $1',
+            [oldId],
+          );
+          return rows[0]?.free ? true : undefined;
+        },
+        { timeoutMs: 10_000, what: "a recording to find the old process's lease free" },
       );
-      expect(seenFree).toEqual([{ free: true }]);
+      expect(await statusesOf('b')).toEqual([{ status: 'pending', reason: null }]);
       proxy.up();
       await eventually(async () => ((await processGone(oldId)) ? undefined : true), {
         timeoutMs: 20_000,
@@ -125,8 +131,22 @@ it(
       });
       expect(oldProcess.child.exitCode).toBeNull();
 
-      // Past the grace since the lease was first found free, with recordings every second: nothing removed.
-      await sleep((graceSeconds + 3) * 1000 - (Date.now() - cutAt));
+      // The lease is held again: the free spell has ended, and the recordings that follow, whenever
+      // they come, count no grace from it. Two of the new process's recordings after the take.
+      const {
+        rows: [retaken],
+      } = await db.pool.query<{ at: Date }>('select asset_webhooks.now() as at');
+      await eventually(
+        async () => {
+          const { rows } = await db.pool.query<{ after: boolean }>(
+            `select recorded_at > $2::timestamptz + interval '1 second' as after
+             from asset_webhooks.process_configurations where process_id <> $1 and 'a' = any (webhook_ids)`,
+            [oldId, retaken!.at],
+          );
+          return rows[0]?.after ? true : undefined;
+        },
+        { timeoutMs: 20_000, what: 'the new process to record its configuration after the lease was taken again' },
+      );
       expect(await statusesOf('b')).toEqual([{ status: 'pending', reason: null }]);
       const { rows: stillThere } = await db.pool.query(
         'select lease_free_since from asset_webhooks.process_configurations where process_id = $1',

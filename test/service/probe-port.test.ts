@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import path from 'node:path';
@@ -218,8 +219,13 @@ it(
       await untilRunning(run);
       sockets.push(...(await idleSockets(port, 300)));
       // Connections above the cap are closed as soon as they are accepted.
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
-      const held = openCount(sockets);
+      const held = await eventually(
+        async () => {
+          const open = openCount(sockets);
+          return open <= 64 ? open : undefined;
+        },
+        { timeoutMs: 10_000, what: 'the connections above the cap closed' },
+      );
       expect(held).toBeGreaterThan(0);
       expect(held).toBeLessThanOrEqual(64);
       // The others are closed once the header timeout has passed without a request.
@@ -229,8 +235,9 @@ it(
       });
       // A connection left idle after a request is closed too (keep-alive timeout).
       const kept = await idleSockets(port, 1);
+      const answered = once(kept[0]!, 'data');
       kept[0]!.write('GET /livez HTTP/1.1\r\nhost: x\r\n\r\n');
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      await answered;
       expect(openCount(kept)).toBe(1);
       await eventually(async () => (openCount(kept) === 0 ? true : undefined), {
         timeoutMs: 15_000,
@@ -256,12 +263,14 @@ it(
     // An attacker that keeps 400 connections open: each one closed is opened again a second later.
     let attacking = true;
     const sockets = new Set<Socket>();
+    let closed = 0;
     const attack = (): void => {
       if (!attacking) return;
       const socket = connect(port, '127.0.0.1');
       sockets.add(socket);
       socket.on('error', () => {});
       socket.once('close', () => {
+        closed += 1;
         sockets.delete(socket);
         setTimeout(attack, 1_000).unref();
       });
@@ -269,7 +278,11 @@ it(
     try {
       await untilRunning(run);
       for (let i = 0; i < 400; i++) attack();
-      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      // Under way once the service has had to turn connections away.
+      await eventually(async () => (closed > 0 ? true : undefined), {
+        timeoutMs: 10_000,
+        what: 'the service to close connections of the attack',
+      });
       await deliverAssets(receiver, 1, 40, 60_000);
       await nothingFailed();
       expect(run.child.exitCode).toBeNull();

@@ -7,7 +7,7 @@ import { useTestDatabase } from '../helpers/test-database.js';
 const db = useTestDatabase();
 
 /** A watch that reads every `intervalMs`, and when checked. */
-function watch(intervalMs = 60_000): { found: SchemaFound[]; stop(): Promise<void>; check(): void } {
+function watch(intervalMs = 60_000): { found: SchemaFound[]; stop(): Promise<void>; check(): Promise<void> } {
   const found: SchemaFound[] = [];
   const watching = watchSchema({
     pool: db.pool,
@@ -24,13 +24,12 @@ it("sees functions that are not its code's when asked (migrate notified, a claim
   );
   try {
     // Nothing moved: a read finds the schema current.
-    watching.check();
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await watching.check();
     expect(watching.found).toEqual([]);
     await db.pool.query(
       "update asset_webhooks.routine_files set digest = 'changed' where path = 'functions/claim_payloads.sql'",
     );
-    watching.check();
+    await watching.check();
     await eventually(async () => (watching.found.length > 0 ? true : undefined), {
       timeoutMs: 5000,
       what: 'the move seen',
@@ -46,8 +45,7 @@ it("sees functions that are not its code's when asked (migrate notified, a claim
         codeFunctions: routineDigest(loadRoutineFiles()),
       },
     ]);
-    watching.check();
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await watching.check();
     expect(watching.found).toHaveLength(1);
   } finally {
     await watching.stop();

@@ -172,6 +172,8 @@ export async function load(url, context, nextLoad) {
       what: 'the loading of main.js to be held',
     });
     held.child.kill('SIGHUP');
+    // A fixed wait: the signal arrives while main.js is still loading, before anything could say it
+    // was taken; this gives Node's default (ending the process) the time to act if it were in place.
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(held.child.exitCode, held.output.stderr).toBeNull();
     expect(held.child.signalCode).toBeNull();
@@ -238,7 +240,10 @@ export async function load(url, context, nextLoad) {
         what: 'start-up reached the database',
       });
       reloaded.child.kill('SIGHUP');
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await eventually(
+        async () => (reloaded.output.stderr.includes('reloading as soon as start-up completes') ? true : undefined),
+        { timeoutMs: 10_000, what: 'the SIGHUP during start-up to be taken' },
+      );
       expect(reloaded.child.exitCode, reloaded.output.stderr).toBeNull();
       expect(reloaded.child.signalCode).toBeNull();
       proxy.up();
@@ -263,7 +268,10 @@ export async function load(url, context, nextLoad) {
         what: 'start-up reached the database',
       });
       stopped.child.kill('SIGTERM');
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await eventually(
+        async () => (stopped.output.stderr.includes('stopping as soon as start-up completes') ? true : undefined),
+        { timeoutMs: 10_000, what: 'the SIGTERM during start-up to be taken' },
+      );
       proxy.up();
       expect(await stopped.exited, stopped.output.stderr).toBe(0);
       expect(stopped.output.stderr).toMatch(/"signal":"SIGTERM".*"msg":"signal received"/);
@@ -280,7 +288,10 @@ export async function load(url, context, nextLoad) {
         what: 'start-up reached the database',
       });
       hung.child.kill('SIGINT');
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await eventually(
+        async () => (hung.output.stderr.includes('stopping as soon as start-up completes') ? true : undefined),
+        { timeoutMs: 10_000, what: 'the first SIGINT during start-up to be taken' },
+      );
       expect(hung.child.exitCode).toBeNull();
       expect(hung.child.signalCode).toBeNull();
       hung.child.kill('SIGINT');

@@ -94,8 +94,12 @@ export function registerRun(program: Command): void {
           }
         };
         const reload = (): void => {
-          if (service) void service.reload();
-          else reloadRequested = true;
+          if (service) {
+            void service.reload();
+          } else {
+            reloadRequested = true;
+            logger.info({ signal: 'SIGHUP' }, 'reloading as soon as start-up completes');
+          }
         };
         const configPath = configFromEnvOrOption(options.config);
         // Watched from before the service loads the file, so that a change made

@@ -1,0 +1,31 @@
+-- Part of the lifecycle module (sql/functions/README.md): redelivers
+-- dead-lettered payloads, each in a new series, recorded in
+-- asset_webhooks.redeliveries as asked by p_requested_by (null: the session's
+-- role); with p_to_webhook_id each moves to that webhook. One answer per id,
+-- in the order given, with the series the payload has after the statement
+-- (the new one when it applied). A payload that is not dead-lettered is
+-- refused (transition_refusal) and keeps its state. The CLI's single, bulk
+-- and moved redeliveries and sql/runbooks/redeliver-dead-letter.sql call it.
+create or replace function asset_webhooks.redeliver_payloads(p_payload_ids bigint[], p_requested_by text,
+                                                             p_to_webhook_id text)
+returns table (payload_id bigint, applied boolean, reason text, series integer)
+language plpgsql set search_path = pg_catalog, pg_temp as $$
+#variable_conflict use_column
+declare
+  v_answers asset_webhooks.transition_answer[];
+begin
+  v_answers := array(
+    select t from asset_webhooks.transition_payloads(asset_webhooks.payload_transitions(array(
+             select jsonb_build_object('kind', 'redelivery', 'payload_id', i.id,
+                                       'requested_by', coalesce(p_requested_by, current_user),
+                                       'to_webhook_id', p_to_webhook_id)
+             from unnest(p_payload_ids) with ordinality as i(id, n) order by i.n))) t
+    order by t.idx);
+  -- A statement of its own sees what transition_payloads wrote.
+  return query
+    select i.id, a.applied, a.reason, p.series
+    from unnest(p_payload_ids) with ordinality as i(id, n)
+    join unnest(v_answers) with ordinality as a on a.ordinality = i.n
+    left join asset_webhooks.payloads p on p.payload_id = i.id
+    order by i.n;
+end $$;
