@@ -9,7 +9,8 @@
 # their medians. Only figures of one session compare.
 #
 # Each run is `npm run bench -- --quick --only SECTIONS --json` (SECTIONS:
-# coalesce,delivery,isolation,slow-receivers unless given; see bench/README.md).
+# coalesce,delivery,isolation,slow-receivers,idle-webhooks unless given; see
+# bench/README.md).
 # A commit whose bench has no --only runs the whole quick bench instead, and a
 # key it does not measure is shown as "-".
 set -euo pipefail
@@ -24,7 +25,7 @@ new_ref=$2
 shift 2
 rounds=3
 repeats=''
-only='coalesce,delivery,isolation,slow-receivers'
+only='coalesce,delivery,isolation,slow-receivers,idle-webhooks'
 while [[ $# -gt 0 ]]; do
   case $1 in
     --rounds) rounds=${2:?}; shift 2 ;;
@@ -70,7 +71,13 @@ flags_of() {
   local dir=$session/$1
   local flags=(--quick --json)
   if grep -q -- "'--only <sections>'" "$dir/bench/src/main.ts"; then
-    flags+=(--only "$only")
+    # Only the sections this side's bench has: an older side lacks the newer ones.
+    local known=() section
+    for section in ${only//,/ }; do
+      if grep -rqs -- "'$section'" "$dir/bench/src/"; then known+=("$section"); else echo "bench-compare: $1 has no section $section" >&2; fi
+    done
+    local IFS=,
+    flags+=(--only "${known[*]}")
     [[ -n $repeats ]] && flags+=(--repeats "$repeats")
   else
     echo "bench-compare: $1 has no --only: it runs the whole quick bench" >&2
@@ -114,6 +121,9 @@ const KEYS = [
   'coalesce.ratio_to_raw_sql',
   'delivery.isolation_p99_over_interval_ms',
   'delivery.ratio_to_durable_baseline',
+  'delivery.ratio_to_fair_baseline',
+  'delivery.pg_cpu_ratio_to_fair_baseline',
+  'delivery.idle_webhooks_ratio',
 ];
 const read = (round, side) => {
   const summary = JSON.parse(fs.readFileSync(`${session}/round-${round}-${side}.json`, 'utf8'));
