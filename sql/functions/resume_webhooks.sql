@@ -1,5 +1,7 @@
 -- Part of the lifecycle module (sql/functions/README.md): resumes every paused
--- webhook not named in p_still_paused, and returns the webhooks resumed. Each
+-- webhook not named in p_still_paused, and returns the webhooks resumed; a
+-- webhook a 410 suspended (gone_since) stays held until resume_gone_webhook
+-- or a new url clears that cause first. Each
 -- of their open and pending payloads gets a pause_shift transition (its
 -- window moves forward by the time it spent paused, by asset_webhooks.now();
 -- one created during the pause starts its window now), and paused_since is
@@ -14,7 +16,8 @@ declare
   v_ids text[];
 begin
   v_ids := array(select w.webhook_id from asset_webhooks.webhooks w
-                 where w.paused_since is not null and not (w.webhook_id = any(p_still_paused))
+                 where w.paused_since is not null and w.gone_since is null
+                   and not (w.webhook_id = any(p_still_paused))
                  order by w.webhook_id for update);
   if cardinality(v_ids) = 0 then
     return;

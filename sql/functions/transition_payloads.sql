@@ -32,6 +32,12 @@
 -- attempts) and records it in asset_webhooks.redeliveries. A pause shift
 -- moves series_started_at forward by the time the payload spent paused
 -- (a payload created during the pause starts its window now).
+--
+-- An attempt result `suspended` (a 410 Gone under retry.disableOnGone) puts
+-- its payload back in its queue, waiting, and suspends its webhook: gone_since
+-- and paused_since are set (an earlier suspension or pause keeps its start),
+-- so nothing of the webhook is claimed and nothing expires until the resume
+-- (resume_gone_webhook, or a new url: resume_webhooks). It is never `expired`.
 create or replace function asset_webhooks.transition_payloads(p_transitions asset_webhooks.payload_transition[])
 returns setof asset_webhooks.transition_answer
 language plpgsql
@@ -124,10 +130,11 @@ begin
         last_error = case when r.kind = 'expiry' then p.last_error
                           when r.error_class is null then null
                           else r.error_class || ': ' || coalesce(r.error_message, '') end,
-        status = case r.outcome when 'delivered' then 'delivered' when 'retry' then 'pending' else 'dead_lettered' end,
+        status = case r.outcome when 'delivered' then 'delivered' when 'retry' then 'pending' when 'suspended' then 'pending'
+                   else 'dead_lettered' end,
         delivered_at = case when r.outcome = 'delivered' then r.at end,
-        dead_letter_reason = case when r.outcome not in ('delivered', 'retry') then r.outcome end,
-        dead_lettered_at = case when r.outcome not in ('delivered', 'retry') then r.at end,
+        dead_letter_reason = case when r.outcome not in ('delivered', 'retry', 'suspended') then r.outcome end,
+        dead_lettered_at = case when r.outcome not in ('delivered', 'retry', 'suspended') then r.at end,
         dispatched = (r.outcome = 'retry'),
         next_attempt_at = case when r.outcome = 'retry' then
                             least(v_now + greatest(coalesce(r.retry_in, interval '0'), interval '0'),
@@ -165,6 +172,23 @@ begin
     where w.webhook_id = h.webhook_id
       and ((h.failed and w.failing_since is null) or (not h.failed and w.failing_since is not null)
            or h.hold_until > coalesce(w.hold_until, '-infinity'));
+  end if;
+
+  -- A 410 under retry.disableOnGone: the webhook is suspended from the first
+  -- one (by `at`, then by position); a suspension under way keeps its start.
+  if v_kinds && array['attempt_result'] then
+    with gone as (
+      select distinct on (p.webhook_id) p.webhook_id, p.payload_id, coalesce(t.at, v_now) as at
+      from unnest(p_transitions) with ordinality t
+      join asset_webhooks.payloads p on p.payload_id = t.payload_id and p.payload_id = any(v_ids)
+      where v_refused[t.ordinality] is null and t.kind = 'attempt_result' and v_outcome[t.ordinality] = 'suspended'
+      order by p.webhook_id, coalesce(t.at, v_now), t.ordinality
+    )
+    update asset_webhooks.webhooks w
+    set gone_since = g.at, gone_payload_id = g.payload_id, paused_since = coalesce(w.paused_since, g.at),
+        updated_at = v_now
+    from gone g
+    where w.webhook_id = g.webhook_id and w.gone_since is null;
   end if;
 
   if v_kinds && array['webhook_removed'] then

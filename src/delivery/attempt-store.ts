@@ -115,9 +115,10 @@ export interface AttemptResult {
 /**
  * What an attempt can end in: delivered, retried, or dead-lettered for one of
  * the reasons an attempt decides (too_large and webhook_removed are decided
- * without one).
+ * without one), or suspended (a 410 under retry.disableOnGone).
  */
-export type AttemptOutcome = 'delivered' | 'retry' | Exclude<DeadLetterReason, 'too_large' | 'webhook_removed'>;
+export type AttemptOutcome =
+  'delivered' | 'retry' | 'suspended' | Exclude<DeadLetterReason, 'too_large' | 'webhook_removed'>;
 
 /** Every attempt outcome, for the metrics' series at zero; the check below fails to compile when the type gains one that is missing here. */
 export const ATTEMPT_OUTCOMES = [
@@ -126,6 +127,7 @@ export const ATTEMPT_OUTCOMES = [
   'rejected',
   'retries_exhausted',
   'expired',
+  'suspended',
 ] as const satisfies readonly AttemptOutcome[];
 const everyOutcomeListed: [Exclude<AttemptOutcome, (typeof ATTEMPT_OUTCOMES)[number]>] extends [never] ? true : never =
   true;

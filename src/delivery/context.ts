@@ -25,6 +25,8 @@ export interface DeliverySettings {
   readonly retryStatusCodes: readonly number[];
   /** retry.honorRetryAfter: a retried response's Retry-After lengthens the next delay. Default false. */
   readonly honorRetryAfter?: boolean | undefined;
+  /** retry.disableOnGone: a 410 suspends the webhook instead of dead-lettering the payload. Default false. */
+  readonly disableOnGone?: boolean | undefined;
   /** requestTimeoutSeconds: how long a live process's request may last. */
   readonly requestTimeoutSeconds: number;
   /** maxRequestsInFlight: this process's cap over all webhooks. */

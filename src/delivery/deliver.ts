@@ -11,7 +11,7 @@ import { storableMessage, type PostResult } from './http/sender.js';
 import { isLocalFault } from './local-fault.js';
 import { signedHeaders, webhookMessageId } from './http/signing.js';
 import { classifyResponse, type Classification } from './policy/classify.js';
-import { nextState, receiverFailed } from './policy/next-state.js';
+import { nextState, outcomeOf, receiverFailed } from './policy/next-state.js';
 import { parseRetryAfter } from './policy/retry-after.js';
 import type { DeliveryContext, DeliveryWebhook } from './context.js';
 
@@ -47,7 +47,7 @@ export async function deliverClaimed(
     if (webhook.signing) context.secrets.invalidate(webhook.signing.secret);
   }
   const settings = context.settings();
-  const classification = classifyResponse(post, settings.retryStatusCodes);
+  const classification = classifyResponse(post, settings.retryStatusCodes, settings.disableOnGone);
   answered?.(receiverFailed(classification) === false);
   // Without retry.honorRetryAfter every retry follows delaysSeconds, as the specification says. The
   // header is read as a delay from the answer's arrival: the retry's time is the database's to set.
@@ -80,7 +80,11 @@ export async function deliverClaimed(
   else
     context.logger.warn(
       log,
-      result.outcome === 'retry' ? 'delivery attempt failed; will retry' : 'payload dead-lettered',
+      result.outcome === 'retry'
+        ? 'delivery attempt failed; will retry'
+        : result.outcome === 'suspended'
+          ? 'receiver answered 410 Gone: webhook suspended, its payloads wait until `asset-webhooks resume --webhook ID` or a new url'
+          : 'payload dead-lettered',
     );
   context.onAttempt?.(webhook.id, result);
   return result;
@@ -124,8 +128,7 @@ export async function settleAttempt(
     delaysSeconds: settings.delaysSeconds,
     retryAfterMs,
   });
-  const outcome: AttemptResult['outcome'] =
-    next.kind === 'delivered' ? 'delivered' : next.kind === 'retry' ? 'retry' : next.reason;
+  const outcome: AttemptResult['outcome'] = outcomeOf(next);
   const request: SettleRequest = {
     payload,
     attemptNo: payload.attemptNo,

@@ -19,7 +19,7 @@ export interface AttemptResultTransition {
   readonly payloadId: number;
   readonly series: number;
   readonly attemptNo: number;
-  readonly outcome: 'delivered' | 'retry' | 'rejected' | 'retries_exhausted' | 'expired';
+  readonly outcome: 'delivered' | 'retry' | 'suspended' | 'rejected' | 'retries_exhausted' | 'expired';
   /** When it happened (delivered_at, dead_lettered_at); null: the database's clock (asset_webhooks.now()). */
   readonly at: Date | null;
   /**
@@ -206,4 +206,29 @@ export async function resumeWebhooks(pool: pg.Pool, stillPaused: readonly string
     [stillPaused],
   );
   return rows.map((row) => row.webhook_id).sort();
+}
+
+/** What `resume --webhook ID` found and did (asset_webhooks.resume_gone_webhook). */
+export interface GoneResume {
+  /** A 410 Gone answer held the webhook (retry.disableOnGone). */
+  readonly wasGone: boolean;
+  /** Sent to again now; false while its document still pauses it (`paused: true`). */
+  readonly resumed: boolean;
+  /** Its payloads waiting to be sent. */
+  readonly waiting: number;
+}
+
+/**
+ * Ends the suspension of a webhook by a 410 Gone answer
+ * (asset_webhooks.resume_gone_webhook): unless its document pauses it, it is
+ * resumed as a pause is, each waiting payload's window moving forward by the
+ * time it was held. Null when the database knows no such webhook.
+ */
+export async function resumeGoneWebhook(pool: pg.Pool | pg.ClientBase, webhookId: string): Promise<GoneResume | null> {
+  const { rows } = await pool.query<{ was_gone: boolean; resumed: boolean; waiting: number }>(
+    'select was_gone, resumed, waiting from asset_webhooks.resume_gone_webhook($1)',
+    [webhookId],
+  );
+  const row = rows[0];
+  return row === undefined ? null : { wasGone: row.was_gone, resumed: row.resumed, waiting: row.waiting };
 }

@@ -107,8 +107,11 @@ export function deliveryContext(
  * keeps counting), so a lease connection lost for a moment removes nothing.
  *
  * A webhook that is enabled and `paused` gets paused_since, by the one clock
- * (kept from an earlier pause if it is still set). Every other webhook whose
- * paused_since is set is resumed first (asset_webhooks.resume_webhooks,
+ * (kept from an earlier pause if it is still set). A new url ends a
+ * suspension by a 410 Gone answer (gone_since: retry.disableOnGone): the
+ * receiver that answered it is no longer the one sent to. Then every other
+ * webhook whose paused_since is set and that no 410 holds is resumed
+ * (asset_webhooks.resume_webhooks,
  * through resumeWebhooks of src/lifecycle/transitions.ts), in one transaction
  * that clears it and moves each of its waiting payloads' series_started_at
  * forward by the time that payload spent paused: the time paused never counts
@@ -124,11 +127,12 @@ export function deliveryContext(
  */
 export async function syncWebhooks(pool: pg.Pool, config: Config, recorder: ConfigurationRecorder): Promise<string[]> {
   const webhooks = config.assetUpdater.webhooks;
+  // After the rows: a new url must have cleared a 410's suspension for its webhook to be resumed.
+  const changed = await writeWebhookRows(pool, webhooks);
   const resumed = await resumeWebhooks(
     pool,
     webhooks.filter(pausedIn).map((webhook) => webhook.id),
   );
-  const changed = await writeWebhookRows(pool, webhooks);
   await recordConfiguration(pool, webhooks, recorder);
   if (changed.length > 0 || resumed.length > 0) await announcePayloadsReady(pool);
   return [...new Set([...resumed, ...changed])].sort();
@@ -161,23 +165,28 @@ async function writeWebhookRows(pool: pg.Pool, webhooks: readonly WebhookConfig[
      -- locks every existing row, changed or not, and a webhook's row is its
      -- claim lock (claim_payloads), which a backfill's write holds.
      inserted as (
-       insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency, paused_since, updated_at)
-       select webhook_id, url, enabled, concurrency, case when paused then clock.now end, clock.now from configured, clock
+       insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency, paused_since, config_paused, updated_at)
+       select webhook_id, url, enabled, concurrency, case when paused then clock.now end, paused, clock.now from configured, clock
        on conflict (webhook_id) do nothing
      ),
      updated as (
        update asset_webhooks.webhooks w
        -- A pause already under way keeps its start; only the resume clears it.
+       -- A new url ends a 410's suspension (the resume after this statement
+       -- then moves its payloads' windows, unless the document pauses it).
        set url = k.url, enabled = k.enabled, concurrency = k.concurrency,
-           paused_since = coalesce(w.paused_since, case when k.paused then clock.now end), updated_at = clock.now
+           paused_since = coalesce(w.paused_since, case when k.paused then clock.now end), config_paused = k.paused,
+           gone_since = case when w.url = k.url then w.gone_since end,
+           gone_payload_id = case when w.url = k.url then w.gone_payload_id end,
+           updated_at = clock.now
        from configured k, clock
        where w.webhook_id = k.webhook_id
-         and (w.url, w.enabled, w.concurrency, w.paused_since is null)
-             is distinct from (k.url, k.enabled, k.concurrency, w.paused_since is null and not k.paused)
+         and (w.url, w.enabled, w.concurrency, w.paused_since is null, w.config_paused)
+             is distinct from (k.url, k.enabled, k.concurrency, w.paused_since is null and not k.paused, k.paused)
        returning w.webhook_id
      ),
      disabled as (
-       update asset_webhooks.webhooks w set enabled = false, updated_at = clock.now
+       update asset_webhooks.webhooks w set enabled = false, config_paused = false, updated_at = clock.now
        from clock
        where w.enabled and w.webhook_id not in (select webhook_id from configured)
        returning w.webhook_id

@@ -23,6 +23,7 @@ const LIFECYCLE_SQL = [
   'sql/functions/redeliver_payloads.sql',
   'sql/functions/dead_letter_removed.sql',
   'sql/functions/resume_webhooks.sql',
+  'sql/functions/resume_gone_webhook.sql',
 ];
 const LIFECYCLE_TS = 'src/lifecycle/';
 

@@ -310,4 +310,67 @@ describe('transition_payloads', () => {
     );
     expect(rows).toEqual([{ attempts: 0, dispatched: false, rows: 0 }]);
   });
+
+  it('puts the payload of a 410 under disableOnGone back in its queue and suspends its webhook, from the first 410', async () => {
+    const [first, second] = [await payloadIn('in_flight'), await payloadIn('in_flight')];
+    const earlier = new Date(Date.now() - 60_000);
+    const gone = (payloadId: number, at: Date): Record<string, unknown> => ({
+      kind: 'attempt_result',
+      payload_id: payloadId,
+      series: 1,
+      attempt: 1,
+      outcome: 'suspended',
+      at: at.toISOString(),
+      status_code: 410,
+      window_seconds: 1,
+    });
+    // The window has passed: a retry would be expired, a suspension never is.
+    const answers = await transition([gone(second, new Date()), gone(first, earlier)]);
+    expect(answers).toEqual([
+      { applied: true, reason: null },
+      { applied: true, reason: null },
+    ]);
+    const after = await payloadRows([first, second]);
+    expect([after.get(first)!.state, after.get(second)!.state]).toEqual(['waiting', 'waiting']);
+    const { rows: attempts } = await db.pool.query<{ outcome: string }>(
+      'select outcome from asset_webhooks.attempts where payload_id = any($1::bigint[])',
+      [[first, second]],
+    );
+    expect(attempts).toEqual([{ outcome: 'suspended' }, { outcome: 'suspended' }]);
+    const { rows: webhook } = await db.pool.query<{ gone_since: Date; paused_since: Date; gone_payload_id: number }>(
+      "select gone_since, paused_since, gone_payload_id::int from asset_webhooks.webhooks where webhook_id = 'shop'",
+    );
+    expect(webhook).toEqual([{ gone_since: earlier, paused_since: earlier, gone_payload_id: first }]);
+
+    // A resume of the document's pauses leaves it held; only resume_gone_webhook ends it, and moves the windows.
+    await db.pool.query("select asset_webhooks.resume_webhooks('{}')");
+    expect(
+      (
+        await db.pool.query(
+          "select 1 from asset_webhooks.webhooks where webhook_id = 'shop' and paused_since is not null",
+        )
+      ).rowCount,
+    ).toBe(1);
+    const { rows: resumed } = await db.pool.query("select * from asset_webhooks.resume_gone_webhook('shop')");
+    expect(resumed).toEqual([{ was_gone: true, resumed: true, waiting: 2 }]);
+    const shifted = await payloadRows([first]);
+    expect(shifted.get(first)!.started.getTime()).toBeGreaterThan(after.get(first)!.started.getTime() + 50_000);
+    const { rows: cleared } = await db.pool.query(
+      "select gone_since, paused_since, gone_payload_id from asset_webhooks.webhooks where webhook_id = 'shop'",
+    );
+    expect(cleared).toEqual([{ gone_since: null, paused_since: null, gone_payload_id: null }]);
+    expect((await db.pool.query("select * from asset_webhooks.resume_gone_webhook('nobody')")).rows).toEqual([]);
+  });
+
+  it('keeps a webhook that its document pauses held when the operator ends its 410 suspension', async () => {
+    await db.pool.query(
+      "update asset_webhooks.webhooks set config_paused = true, paused_since = now(), gone_since = now() where webhook_id = 'crm'",
+    );
+    const { rows } = await db.pool.query("select * from asset_webhooks.resume_gone_webhook('crm')");
+    expect(rows).toEqual([{ was_gone: true, resumed: false, waiting: 0 }]);
+    const { rows: webhook } = await db.pool.query<{ held: boolean; gone: boolean }>(
+      "select paused_since is not null as held, gone_since is not null as gone from asset_webhooks.webhooks where webhook_id = 'crm'",
+    );
+    expect(webhook).toEqual([{ held: true, gone: false }]);
+  });
 });

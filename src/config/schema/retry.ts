@@ -29,4 +29,12 @@ export const retry = z.strictObject({
    * says.
    */
   honorRetryAfter: z.boolean({ error: 'expected true or false' }).default(false),
+  /**
+   * When true, a 410 Gone answer suspends its webhook as a pause does: its
+   * payloads wait, the one that got the 410 among them, and none expires,
+   * until an operator runs `resume --webhook ID` or a document changes the
+   * webhook's url. Off by default, so that a 410 is dead-lettered as
+   * `rejected` like every 4xx, as the specification says.
+   */
+  disableOnGone: z.boolean({ error: 'expected true or false' }).default(false),
 });

@@ -1,3 +1,4 @@
+import type { AttemptOutcome } from '../attempt-store.js';
 import type { Classification } from './classify.js';
 
 export type NextState =
@@ -10,7 +11,14 @@ export type NextState =
    * retry decided at or after its end is dead-lettered `expired` there.
    */
   | { readonly kind: 'retry'; readonly inMs: number; readonly holdWebhookForMs?: number }
-  | { readonly kind: 'dead_letter'; readonly reason: 'rejected' | 'retries_exhausted' };
+  | { readonly kind: 'dead_letter'; readonly reason: 'rejected' | 'retries_exhausted' }
+  /**
+   * The receiver answered 410 Gone (retry.disableOnGone): the payload goes
+   * back to its webhook's queue, and the webhook is suspended, nothing of it
+   * sent and nothing expiring, until an operator resumes it or its url changes
+   * (asset_webhooks.transition_payloads, outcome `suspended`).
+   */
+  | { readonly kind: 'suspend' };
 
 /** The longest a receiver's Retry-After may hold a payload and its webhook back: one hour. */
 export const MAX_RETRY_AFTER_SECONDS = 3600;
@@ -67,6 +75,8 @@ export interface NextStateInput {
  * 1. `delivered` (2xx) → delivered, even past the delivery window: the
  *    receiver has the events.
  * 2. `rejected` (4xx) → dead letter `rejected` at once, never retried.
+ *    `gone` (410 with retry.disableOnGone) → suspend: the payload waits, with
+ *    every other payload of its webhook, for the webhook's resume.
  * 3. `interrupted` (the process died or stopped mid-request, so the
  *    receiver may never have seen it) → retry at once, whatever delays are
  *    left: it was no failure of the receiver's.
@@ -98,6 +108,7 @@ export function nextState(input: NextStateInput): NextState {
   }
   if (input.classification === 'delivered') return { kind: 'delivered' };
   if (input.classification === 'rejected') return { kind: 'dead_letter', reason: 'rejected' };
+  if (input.classification === 'gone') return { kind: 'suspend' };
   if (input.classification === 'interrupted') return { kind: 'retry', inMs: 0 };
   if (input.classification === 'local_fault') return { kind: 'retry', inMs: LOCAL_FAULT_RETRY_SECONDS * 1000 };
   const delay = input.delaysSeconds[input.attemptsMade - 1];
@@ -107,6 +118,12 @@ export function nextState(input: NextStateInput): NextState {
   if (asked === undefined || asked === null || Number.isNaN(asked)) return { kind: 'retry', inMs: scheduled };
   const hold = Math.min(delayMs(asked), MAX_RETRY_AFTER_SECONDS * 1000);
   return { kind: 'retry', inMs: Math.max(scheduled, hold), holdWebhookForMs: hold };
+}
+
+/** The outcome an attempt is recorded with for the next state the policy chose. */
+export function outcomeOf(next: NextState): Exclude<AttemptOutcome, 'expired'> {
+  if (next.kind === 'dead_letter') return next.reason;
+  return next.kind === 'suspend' ? 'suspended' : next.kind;
 }
 
 /** The longest delay returned: the span of a Date (ECMAScript's time value range), which any timestamp holds. */
@@ -121,10 +138,11 @@ function delayMs(ms: number): number {
  * What an attempt says of its receiver's health (asset_webhooks.webhooks
  * failing_since): true when it failed (timeout, connection error, 5xx, a
  * retried 4xx), false when the receiver answered otherwise, null when the
- * attempt says nothing of the receiver (interrupted by our own process, or
- * failed for want of this process's own resources).
+ * attempt says nothing of the receiver (interrupted by our own process,
+ * failed for want of this process's own resources, or a 410 that suspends
+ * the webhook: neither healthy, so no standby replaces it, nor backing off).
  */
 export function receiverFailed(classification: Classification): boolean | null {
-  if (classification === 'interrupted' || classification === 'local_fault') return null;
+  if (classification === 'interrupted' || classification === 'local_fault' || classification === 'gone') return null;
   return classification === 'retryable';
 }

@@ -50,6 +50,28 @@ describe('classifying a status code (the pure table; test/delivery/http/status-t
   });
 });
 
+describe('retry.disableOnGone: a 410 suspends the webhook', () => {
+  it.each([
+    [410, false, [], 'rejected'],
+    [410, true, [], 'gone'],
+    [410, true, [410], 'gone'],
+    [410, false, [410], 'retryable'],
+    [404, true, [], 'rejected'],
+    [429, true, [429], 'retryable'],
+    [200, true, [], 'delivered'],
+    [500, true, [], 'retryable'],
+  ] as const)(
+    'status %i with disableOnGone %s and retryStatusCodes %j is %s',
+    (status, disableOnGone, codes, expected) => {
+      expect(classifyResponse(response(status), codes, disableOnGone)).toBe(expected);
+    },
+  );
+
+  it('says nothing of the receiver health: no standby replaces it, and the webhook is not backing off', () => {
+    expect(receiverFailed('gone')).toBeNull();
+  });
+});
+
 describe('classifying a transport failure', () => {
   it.each([
     'timeout',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { nextState, type NextStateInput } from '../../../src/delivery/policy/next-state.js';
+import { nextState, outcomeOf, type NextStateInput } from '../../../src/delivery/policy/next-state.js';
 
 const schedule = [60, 120, 240, 480, 480] as const;
 
@@ -53,6 +53,24 @@ describe('outcomes other than a retryable failure', () => {
       kind: 'dead_letter',
       reason: 'rejected',
     });
+  });
+});
+
+describe('a 410 under retry.disableOnGone', () => {
+  it.each([1, 4, 6, 7])(
+    'at attempt %i suspends the webhook, whatever delays are left, and is recorded suspended',
+    (attemptsMade) => {
+      const next = nextState(input({ classification: 'gone', attemptsMade }));
+      expect(next).toEqual({ kind: 'suspend' });
+      expect(outcomeOf(next)).toBe('suspended');
+    },
+  );
+
+  it('leaves every other outcome named as before', () => {
+    expect(outcomeOf({ kind: 'delivered' })).toBe('delivered');
+    expect(outcomeOf({ kind: 'retry', inMs: 1 })).toBe('retry');
+    expect(outcomeOf({ kind: 'dead_letter', reason: 'rejected' })).toBe('rejected');
+    expect(outcomeOf({ kind: 'dead_letter', reason: 'retries_exhausted' })).toBe('retries_exhausted');
   });
 });
 
