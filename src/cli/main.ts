@@ -22,6 +22,7 @@ const COMMANDS: ReadonlyArray<{ readonly names: readonly string[]; readonly load
     names: ['trace', 'events', 'dead-letters'],
     load: async () => (await import('./commands/investigate.js')).registerInvestigation,
   },
+  { names: ['resume'], load: async () => (await import('./commands/resume.js')).registerResume },
   { names: ['backfill'], load: async () => (await import('./commands/backfill.js')).registerBackfill },
   { names: ['reconcile'], load: async () => (await import('./commands/reconcile.js')).registerReconcile },
   { names: ['demo'], load: async () => (await import('./commands/demo.js')).registerDemo },

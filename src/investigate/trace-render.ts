@@ -39,12 +39,17 @@ export function renderTrace(trace: Trace): string {
           ? `delivered at ${p.deliveredAt?.toISOString()}`
           : p.status === 'dead_lettered'
             ? `DEAD-LETTERED (${p.deadLetterReason}); redeliver with: asset-webhooks dead-letters redeliver ${p.payloadId}`
-            : p.webhookPausedSince
-              ? `pending, waiting: webhook paused since ${p.webhookPausedSince.toISOString()}` +
-                ' (sent in order once paused is false again; the time paused does not count towards expiry)'
-              : p.nextAttemptAt
-                ? `pending, next attempt at ${p.nextAttemptAt.toISOString()}`
-                : 'pending, waiting for its turn';
+            : p.webhookGone
+              ? `pending, waiting: webhook suspended since ${p.webhookGone.since.toISOString()} by a 410 Gone answer` +
+                `${p.webhookGone.payloadId === null ? '' : ` to payload ${p.webhookGone.payloadId}`} (retry.disableOnGone)` +
+                `${p.webhookGone.alsoPaused ? ', and paused by its document (paused: true)' : ''}; sent in order after ` +
+                `\`asset-webhooks resume --webhook ${p.webhookId}\` or a new url; the time suspended does not count towards expiry`
+              : p.webhookPausedSince
+                ? `pending, waiting: webhook paused since ${p.webhookPausedSince.toISOString()}` +
+                  ' (sent in order once paused is false again; the time paused does not count towards expiry)'
+                : p.nextAttemptAt
+                  ? `pending, next attempt at ${p.nextAttemptAt.toISOString()}`
+                  : 'pending, waiting for its turn';
       const moved = p.webhookId === route.webhookId ? '' : `, moved to webhook ${p.webhookId}`;
       const unmatched =
         route.sentAs === 'UNMATCHED' && trace.eventType !== 'UNMATCHED'

@@ -42,6 +42,16 @@ export interface TraceRoute {
     readonly attempts: readonly TraceAttempt[];
     /** While the payload waits: when its webhook was paused (asset_webhooks.webhooks.paused_since), else null. */
     readonly webhookPausedSince: Date | null;
+    /**
+     * While the payload waits: the webhook's suspension by a 410 Gone answer
+     * (retry.disableOnGone; asset_webhooks.webhooks.gone_since), the payload
+     * whose attempt got it, and whether its document pauses it too; else null.
+     */
+    readonly webhookGone: {
+      readonly since: Date;
+      readonly payloadId: number | null;
+      readonly alsoPaused: boolean;
+    } | null;
     readonly redeliveries: ReadonlyArray<{
       series: number;
       requestedAt: Date;
@@ -160,11 +170,31 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
             .orderBy('series')
             .execute(),
           pool
-            .query<{ webhook_id: string; paused_since: Date }>(
-              'select webhook_id, paused_since from asset_webhooks.webhooks where paused_since is not null',
+            .query<{
+              webhook_id: string;
+              paused_since: Date;
+              gone_since: Date | null;
+              gone_payload_id: string | null;
+              config_paused: boolean;
+            }>(
+              `select webhook_id, paused_since, gone_since, gone_payload_id::text, config_paused
+               from asset_webhooks.webhooks where paused_since is not null`,
             )
             .then((result) => result.rows),
         ]);
+  // The hold of the webhook a payload waits for: its pause or its suspension by a 410.
+  const waitingFor = (payload: { status: string; webhook_id: string }) =>
+    payload.status === 'pending' || payload.status === 'open'
+      ? pauses.find((w) => w.webhook_id === payload.webhook_id)
+      : undefined;
+  const goneOf = (hold: (typeof pauses)[number] | undefined) =>
+    hold?.gone_since
+      ? {
+          since: hold.gone_since,
+          payloadId: hold.gone_payload_id === null ? null : Number(hold.gone_payload_id),
+          alsoPaused: hold.config_paused,
+        }
+      : null;
   return {
     eventId,
     eventType: event.event_type,
@@ -208,10 +238,8 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
                   processGone: a.process_gone,
                   sent: a.sent,
                 })),
-              webhookPausedSince:
-                payload.status === 'pending' || payload.status === 'open'
-                  ? (pauses.find((w) => w.webhook_id === payload.webhook_id)?.paused_since ?? null)
-                  : null,
+              webhookPausedSince: waitingFor(payload)?.paused_since ?? null,
+              webhookGone: goneOf(waitingFor(payload)),
               redeliveries: redeliveries
                 .filter((r) => r.payload_id === payload.payload_id)
                 .map((r) => ({

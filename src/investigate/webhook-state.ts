@@ -8,6 +8,8 @@ import { quotedPrefix } from '../text/printable.js';
  * of a payload redelivered to it:
  *  - `enabled`: sent;
  *  - `paused`: waits, without expiring, until the webhook is resumed;
+ *  - `suspended`: a 410 Gone answer suspended the webhook (retry.disableOnGone):
+ *    waits, without expiring, until `resume --webhook ID` or a new url;
  *  - `disabled`: waits, and is dead-lettered as expired after
  *    retry.deadLetterAfterSeconds unless the webhook is enabled meanwhile;
  *  - `removed`: in the configuration of no running process: dead-lettered
@@ -17,7 +19,7 @@ import { quotedPrefix } from '../text/printable.js';
  * `removed` needs a recorded configuration: with none (no process has run
  * since the database was set up), nothing removes a webhook.
  */
-export type WebhookState = 'enabled' | 'paused' | 'disabled' | 'removed' | 'not_configured';
+export type WebhookState = 'enabled' | 'paused' | 'suspended' | 'disabled' | 'removed' | 'not_configured';
 
 /** The state of one webhook; with `lock`, its row is locked against a concurrent recording of the configuration. */
 export async function readWebhookState(
@@ -27,8 +29,8 @@ export async function readWebhookState(
 ): Promise<WebhookState> {
   const {
     rows: [webhook],
-  } = await client.query<{ enabled: boolean; paused: boolean; removed: boolean }>(
-    `select w.enabled, w.paused_since is not null as paused,
+  } = await client.query<{ enabled: boolean; paused: boolean; gone: boolean; removed: boolean }>(
+    `select w.enabled, w.paused_since is not null as paused, w.gone_since is not null as gone,
             exists (select 1 from asset_webhooks.process_configurations)
               and not exists (select 1 from asset_webhooks.process_configurations c where w.webhook_id = any (c.webhook_ids)) as removed
      from asset_webhooks.webhooks w where w.webhook_id = $1${lock ? ' for share of w' : ''}`,
@@ -36,18 +38,19 @@ export async function readWebhookState(
   );
   if (webhook === undefined) return 'not_configured';
   if (webhook.removed) return 'removed';
-  return !webhook.enabled ? 'disabled' : webhook.paused ? 'paused' : 'enabled';
+  if (!webhook.enabled) return 'disabled';
+  return webhook.gone ? 'suspended' : webhook.paused ? 'paused' : 'enabled';
 }
 
 /**
  * Refuses `to` as the webhook to move dead letters to unless the running
- * service sends to it (a paused webhook counts: the payloads wait for its
- * resume without expiring). Locks its row, so a recording of the
+ * service sends to it (a paused or suspended webhook counts: the payloads
+ * wait for its resume without expiring). Locks its row, so a recording of the
  * configuration that would disable it waits for the move to commit.
  */
 export async function assertMoveTarget(client: pg.PoolClient, option: string, to: string): Promise<WebhookState> {
   const state = await readWebhookState(client, to, { lock: true });
-  if (state === 'enabled' || state === 'paused') return state;
+  if (state === 'enabled' || state === 'paused' || state === 'suspended') return state;
   const { rows: enabled } = await client.query<{ webhook_id: string }>(
     'select webhook_id from asset_webhooks.webhooks where enabled order by webhook_id limit 21',
   );

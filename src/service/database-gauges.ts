@@ -89,6 +89,19 @@ function registerWebhookGauges(registry: Registry, databaseValues: () => Promise
     },
   });
   new Gauge({
+    name: 'asset_webhooks_webhook_suspended',
+    help:
+      'Webhooks suspended by a 410 Gone answer (retry.disableOnGone): 1 while their payloads wait unsent, without expiring, ' +
+      'until `asset-webhooks resume --webhook ID` or a new url.',
+    labelNames: ['webhook'],
+    registers: [registry],
+    async collect() {
+      const { suspended } = await databaseValues();
+      this.reset();
+      for (const webhook of suspended) this.set({ webhook }, 1);
+    },
+  });
+  new Gauge({
     name: 'asset_webhooks_webhook_state',
     help:
       'Delivery state of each enabled webhook, 1 for the state it is in and 0 for the others: healthy; ' +

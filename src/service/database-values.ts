@@ -11,6 +11,8 @@ export interface DatabaseValues {
   readonly oldestTransactionAgeSeconds: number;
   readonly pending: ReadonlyArray<readonly [string, number]>;
   readonly paused: readonly string[];
+  /** Webhooks a 410 Gone answer suspended (retry.disableOnGone). */
+  readonly suspended: readonly string[];
   readonly webhookStates: ReadonlyArray<readonly [string, string]>;
   readonly deadLetters: ReadonlyArray<readonly [string, number]>;
   readonly captureErrors: ReadonlyArray<{ readonly table: string; readonly operation: string; readonly n: number }>;
@@ -32,8 +34,10 @@ export async function readDatabaseValues(pool: pg.Pool): Promise<DatabaseValues>
   const { rows: pending } = await pool.query<{ webhook_id: string; n: number }>(
     `select webhook_id, count(*)::int as n from asset_webhooks.payloads where status in ('open', 'pending') group by webhook_id`,
   );
-  const { rows: paused } = await pool.query<{ webhook_id: string }>(
-    'select webhook_id from asset_webhooks.webhooks where paused_since is not null',
+  // A webhook held by both its document and a 410 shows in both.
+  const { rows: held } = await pool.query<{ webhook_id: string; paused: boolean; gone: boolean }>(
+    `select webhook_id, config_paused as paused, gone_since is not null as gone
+     from asset_webhooks.webhooks where paused_since is not null`,
   );
   const { rows: states } = await pool.query<{ webhook_id: string; state: string }>(
     `select webhook_id,
@@ -53,7 +57,8 @@ export async function readDatabaseValues(pool: pg.Pool): Promise<DatabaseValues>
     outboxOldestAgeSeconds: Math.max(0, outbox?.age ?? 0),
     oldestTransactionAgeSeconds: oldestTransaction?.seconds ?? 0,
     pending: pending.map((row) => [row.webhook_id, row.n] as const),
-    paused: paused.map((row) => row.webhook_id),
+    paused: held.filter((row) => row.paused).map((row) => row.webhook_id),
+    suspended: held.filter((row) => row.gone).map((row) => row.webhook_id),
     webhookStates: states.map((row) => [row.webhook_id, row.state] as const),
     deadLetters: deadLetters.map((row) => [row.webhook_id, row.n] as const),
     captureErrors: captureErrors.map((row) => ({ table: row.table_name, operation: row.operation, n: row.n })),

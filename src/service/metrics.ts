@@ -32,7 +32,7 @@ export class ServiceMetrics {
   });
   readonly deliveryAttempts = new Counter({
     name: 'asset_webhooks_delivery_attempts_total',
-    help: 'Delivery attempts by webhook and outcome (delivered, retry, rejected, retries_exhausted, expired).',
+    help: 'Delivery attempts by webhook and outcome (delivered, retry, rejected, retries_exhausted, expired, suspended).',
     labelNames: ['webhook', 'outcome'],
     registers: [this.registry],
   });

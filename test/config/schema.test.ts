@@ -39,6 +39,7 @@ describe('defaults: a key left out takes the default docs/configuration.md gives
         deadLetterAfterSeconds: 86_400,
         retryStatusCodes: [],
         honorRetryAfter: false,
+        disableOnGone: false,
       },
       network: { allowPrivateAddresses: false },
       secrets: { provider: 'env', cacheSeconds: 300 },
@@ -130,6 +131,26 @@ describe('normalization', () => {
     expect(settings('', '  retry: { retryStatusCodes: [429] }\n').retry.honorRetryAfter).toBe(false);
     expect(problems(oneWebhook('', '  retry: { honorRetryAfter: "yes" }\n'))).toEqual([
       'assetUpdater.retry.honorRetryAfter: expected true or false, got "yes"',
+    ]);
+  });
+
+  it.each([
+    ['true', true],
+    ['false', false],
+    ['off: key left out', null],
+  ] as const)('reads retry.disableOnGone %s', (_name, value) => {
+    const document = value === null ? '' : `  retry: { disableOnGone: ${value} }\n`;
+    expect(settings('', document).retry).toMatchObject({ disableOnGone: value ?? false, retryStatusCodes: [] });
+  });
+
+  it.each([
+    ['"yes"', 'got "yes"'],
+    ['1', 'got 1'],
+    ['null', 'got null'],
+    ['[true]', 'got a list [true]'],
+  ])('refuses retry.disableOnGone: %s, naming the field, the value and what it expects', (value, got) => {
+    expect(problems(oneWebhook('', `  retry: { disableOnGone: ${value} }\n`))).toEqual([
+      `assetUpdater.retry.disableOnGone: expected true or false, ${got}`,
     ]);
   });
 

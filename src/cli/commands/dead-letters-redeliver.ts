@@ -121,6 +121,9 @@ function warnNotSent(webhookId: string, state: WebhookState, count: number, move
   const warning = {
     enabled: null,
     paused: `is paused: ${them} ${wait}, without expiring, until paused is false again (then SIGHUP)`,
+    suspended:
+      `was suspended by a 410 Gone answer (retry.disableOnGone): ${them} ${wait}, without expiring, ` +
+      `until \`asset-webhooks resume --webhook ${webhookId}\` or a new url${move}`,
     disabled:
       `is disabled: ${them} ${wait} until the webhook is enabled (then SIGHUP), ` +
       `and ${are} dead-lettered as expired if that takes longer than retry.deadLetterAfterSeconds${move}`,
