@@ -23,7 +23,11 @@ export interface TestConfigOptions {
   /** Left out (the service's default, 30) unless given. */
   readonly requestTimeoutSeconds?: number;
   /** Left out (the default schedule of docs/configuration.md) unless given. */
-  readonly retry?: { readonly delaysSeconds?: readonly number[]; readonly deadLetterAfterSeconds?: number };
+  readonly retry?: {
+    readonly delaysSeconds?: readonly number[];
+    readonly deadLetterAfterSeconds?: number;
+    readonly disableOnGone?: boolean;
+  };
 }
 
 /**

@@ -1,0 +1,248 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createPool } from '../../src/db/connect.js';
+import { freePort } from '../../src/embedded/embedded-postgres.js';
+import { runCli, type CliProcess } from '../helpers/cli.js';
+import { receiverConfig } from '../helpers/config.js';
+import { urlAhead } from '../helpers/db-clock.js';
+import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
+import { startRun, stopRun, untilRunning } from '../helpers/run-process.js';
+import { resetData } from '../helpers/seed.js';
+import { useTempDirectories } from '../helpers/temp-directories.js';
+import { useTestDatabase } from '../helpers/test-database.js';
+
+/**
+ * retry.disableOnGone through real `run` processes: a receiver that answers
+ * 410 Gone beside a healthy one, both sent every event.
+ */
+
+const db = useTestDatabase();
+const tempDirectory = useTempDirectories();
+
+/** Long enough that nothing expires on the real clock while a test runs; the clock is moved past it instead. */
+const DEAD_LETTER_AFTER_SECONDS = 3600;
+
+let gone: TestReceiver;
+let healthy: TestReceiver;
+let moved: TestReceiver;
+const runs: CliProcess[] = [];
+
+beforeEach(async () => {
+  await resetData(db.pool);
+  [gone, healthy, moved] = await Promise.all([startTestReceiver(), startTestReceiver(), startTestReceiver()]);
+  gone.respond = () => 410;
+});
+afterEach(async () => {
+  for (const run of runs.splice(0)) await stopRun(run);
+  await Promise.all([gone.close(), healthy.close(), moved.close()]);
+});
+
+function config(disableOnGone: boolean, goneUrl = gone.url): string {
+  return receiverConfig(
+    [
+      { id: 'gone', url: goneUrl, batchSize: 1, concurrency: 1 },
+      { id: 'healthy', url: healthy.url, batchSize: 1, concurrency: 4 },
+    ],
+    {
+      requestTimeoutSeconds: 5,
+      retry: { delaysSeconds: [1, 1, 1], deadLetterAfterSeconds: DEAD_LETTER_AFTER_SECONDS, disableOnGone },
+    },
+  );
+}
+
+async function startService(file: string, databaseUrl = db.url, httpPort?: number): Promise<CliProcess> {
+  const run = startRun({ databaseUrl, configFile: file, httpPort });
+  runs.push(run);
+  await untilRunning(run);
+  return run;
+}
+
+async function stopService(run: CliProcess): Promise<void> {
+  runs.splice(runs.indexOf(run), 1);
+  expect(await stopRun(run)).toBe(0);
+}
+
+interface PayloadRow {
+  payload_id: number;
+  status: string;
+  dead_letter_reason: string | null;
+  body: string;
+  event_ids: string[];
+}
+
+async function payloadsOf(webhookId: string): Promise<PayloadRow[]> {
+  const { rows } = await db.pool.query<PayloadRow>(
+    `select payload_id::int, status, dead_letter_reason, body, event_ids::text[]
+     from asset_webhooks.payloads where webhook_id = $1 order by payload_id`,
+    [webhookId],
+  );
+  return rows;
+}
+
+async function createAssets(count: number): Promise<void> {
+  for (let i = 0; i < count; i += 1) await db.pool.query('insert into assets default values');
+}
+
+/** Waits until every asset made so far is in a delivered payload of the healthy webhook. */
+async function healthyCaughtUp(): Promise<void> {
+  await eventually(
+    async () => {
+      const { rows } = await db.pool.query<{ assets: number; delivered: number }>(
+        `select (select count(*)::int from assets) as assets,
+                (select count(*)::int from asset_webhooks.payloads where webhook_id = 'healthy' and status = 'delivered') as delivered`,
+      );
+      return rows[0]!.delivered === rows[0]!.assets ? true : undefined;
+    },
+    { timeoutMs: 40_000, what: 'the healthy webhook delivering every event' },
+  );
+}
+
+async function goneSince(): Promise<Date | null> {
+  const { rows } = await db.pool.query<{ gone_since: Date | null }>(
+    "select gone_since from asset_webhooks.webhooks where webhook_id = 'gone'",
+  );
+  return rows[0]?.gone_since ?? null;
+}
+
+describe('retry.disableOnGone: true', () => {
+  it(
+    'suspends the webhook at its first 410: nothing more is sent to it, its payloads neither expire nor dead-letter, the healthy one delivers, and resume --webhook sends them in order',
+    { timeout: 180_000 },
+    async () => {
+      const file = path.join(tempDirectory('aw-gone-'), 'config.yaml');
+      writeFileSync(file, config(true));
+      let run = await startService(file);
+      await createAssets(10);
+      await gone.waitFor(1, 30_000);
+      await eventually(async () => ((await goneSince()) !== null ? true : undefined), {
+        what: 'the webhook suspended',
+      });
+      // Load while suspended: more events, delivered to the healthy webhook and kept for the gone one.
+      await createAssets(15);
+      await healthyCaughtUp();
+      let waiting = await payloadsOf('gone');
+      expect(waiting).toHaveLength(25);
+      expect(waiting.every((p) => p.status === 'pending')).toBe(true);
+      expect(gone.requests).toHaveLength(1);
+      expect(gone.requests[0]!.body).toBe(waiting[0]!.body);
+
+      // The database's clock moved past every payload's expiry: a run process on it sweeps, and expires none.
+      await stopService(run);
+      const ahead = urlAhead(db.url, (DEAD_LETTER_AFTER_SECONDS + 600) * 1000);
+      const port = await freePort();
+      run = await startService(file, ahead, port);
+      await createAssets(5);
+      await healthyCaughtUp();
+      // Two expiry sweeps (every 5 s) at least.
+      await new Promise((resolve) => setTimeout(resolve, 11_000));
+      waiting = await payloadsOf('gone');
+      expect(waiting).toHaveLength(30);
+      expect(waiting.map((p) => p.status)).toEqual(waiting.map(() => 'pending'));
+      expect(gone.requests).toHaveLength(1);
+      // By that clock the 25 made before the move are past their window: only the suspension keeps them.
+      const aheadPool = createPool(ahead, { max: 1 });
+      try {
+        const { rows: past } = await aheadPool.query<{ n: number }>(
+          `select count(*)::int as n from asset_webhooks.payloads
+           where webhook_id = 'gone' and series_started_at + make_interval(secs => $1) < asset_webhooks.now()`,
+          [DEAD_LETTER_AFTER_SECONDS],
+        );
+        expect(past[0]!.n).toBe(25);
+      } finally {
+        await aheadPool.end();
+      }
+      const { rows: dead } = await db.pool.query('select payload_id from asset_webhooks.dead_letters');
+      expect(dead).toEqual([]);
+
+      // Shown: the gauge, the attempt's outcome, and trace for a waiting payload.
+      const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      expect(metrics).toMatch(/^asset_webhooks_webhook_suspended\{webhook="gone"\} 1$/m);
+      expect(metrics).not.toMatch(/^asset_webhooks_webhook_paused\{webhook="gone"\}/m);
+      const traced = await runCli(['trace', waiting[0]!.event_ids[0]!, '--database-url', ahead]);
+      expect(traced.code).toBe(0);
+      expect(traced.stdout).toContain(`waiting: webhook suspended since ${(await goneSince())!.toISOString()}`);
+      expect(traced.stdout).toContain(`by a 410 Gone answer to payload ${waiting[0]!.payload_id}`);
+      expect(traced.stdout).toMatch(/HTTP 410 in \d+ ms -> suspended/);
+
+      // A reload that keeps the url keeps the suspension.
+      writeFileSync(file, config(true));
+      run.child.kill('SIGHUP');
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      expect(await goneSince()).not.toBeNull();
+      expect(gone.requests).toHaveLength(1);
+
+      gone.respond = () => 200;
+      const resumed = await runCli(['resume', '--webhook', 'gone', '--json', '--database-url', ahead]);
+      expect(resumed.stderr).toBe('');
+      expect(JSON.parse(resumed.stdout)).toEqual({ webhookId: 'gone', wasGone: true, resumed: true, waiting: 30 });
+      await eventually(
+        async () => ((await payloadsOf('gone')).every((p) => p.status === 'delivered') ? true : undefined),
+        { timeoutMs: 60_000, what: 'every payload of the resumed webhook delivered' },
+      );
+      // Each once after the 410, in payload order, the one that got the 410 first.
+      expect(gone.requests.slice(1).map((request) => request.body)).toEqual(waiting.map((p) => p.body));
+      expect(await goneSince()).toBeNull();
+
+      const again = await runCli(['resume', '--webhook', 'gone', '--database-url', ahead]);
+      expect(again.code).toBe(0);
+      expect(again.stdout).toContain('was not suspended by a 410 Gone answer: nothing to resume');
+      const unknown = await runCli(['resume', '--webhook', 'nobody', '--database-url', ahead]);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toContain('--webhook: expected the id of a webhook the service has run with');
+    },
+  );
+
+  it(
+    "a document that changes the suspended webhook's url resumes it: its payloads go to the new url in order",
+    {
+      timeout: 120_000,
+    },
+    async () => {
+      const file = path.join(tempDirectory('aw-gone-'), 'config.yaml');
+      writeFileSync(file, config(true));
+      const run = await startService(file);
+      await createAssets(6);
+      await gone.waitFor(1, 30_000);
+      await eventually(async () => ((await goneSince()) !== null ? true : undefined), {
+        what: 'the webhook suspended',
+      });
+      await healthyCaughtUp();
+      const waiting = await payloadsOf('gone');
+      expect(waiting.map((p) => p.status)).toEqual(waiting.map(() => 'pending'));
+
+      writeFileSync(file, config(true, moved.url));
+      run.child.kill('SIGHUP');
+      await eventually(
+        async () => ((await payloadsOf('gone')).every((p) => p.status === 'delivered') ? true : undefined),
+        { timeoutMs: 60_000, what: 'every payload delivered to the new url' },
+      );
+      expect(moved.requests.map((request) => request.body)).toEqual(waiting.map((p) => p.body));
+      expect(gone.requests).toHaveLength(1);
+      expect(await goneSince()).toBeNull();
+    },
+  );
+});
+
+describe('retry.disableOnGone: false (the default)', () => {
+  it(
+    'dead-letters every payload a 410 answers as rejected, as every 4xx, and suspends nothing',
+    { timeout: 120_000 },
+    async () => {
+      const file = path.join(tempDirectory('aw-gone-'), 'config.yaml');
+      writeFileSync(file, config(false));
+      await startService(file);
+      await createAssets(5);
+      await healthyCaughtUp();
+      await eventually(
+        async () => {
+          const rows = await payloadsOf('gone');
+          return rows.length === 5 && rows.every((p) => p.status === 'dead_lettered') ? rows : undefined;
+        },
+        { timeoutMs: 40_000, what: 'every payload of the 410 webhook dead-lettered' },
+      ).then((rows) => expect(rows.map((p) => p.dead_letter_reason)).toEqual(rows.map(() => 'rejected')));
+      expect(gone.requests).toHaveLength(5);
+      expect(await goneSince()).toBeNull();
+    },
+  );
+});
