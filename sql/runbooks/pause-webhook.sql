@@ -16,6 +16,9 @@
 --                  (default 24 h) pass since their creation or last redelivery. enabled: true
 --                  resumes the waiting ones in order.
 -- Both set: enabled: false wins (the webhook is disabled, not paused).
+-- A webhook can also be held by a 410 Gone answer (retry.disableOnGone): suspended_by_410_since
+-- is set, its payloads wait the same way, and only `asset-webhooks resume --webhook ID` or a new
+-- url ends it; paused: false does not. paused is true while either holds it.
 \set ON_ERROR_STOP on
 \if :{?webhook_id}
 \else
@@ -25,10 +28,11 @@ do $$ begin raise exception 'missing variable webhook_id: run with -v webhook_id
 \else
 \set dead_letter_after_seconds 86400
 \endif
-select webhook_id, enabled, paused_since is not null as paused, paused_since, url, concurrency, updated_at as state_since
+select webhook_id, enabled, paused_since is not null as paused, paused_since, url, concurrency, updated_at as state_since,
+       config_paused as paused_by_document, gone_since as suspended_by_410_since
 from asset_webhooks.webhooks where webhook_id = :'webhook_id';
 
-\echo 'Payloads waiting for this webhook, and when each expires (dead_letter_after_seconds after its creation or redelivery, plus any time paused; checked about once a minute). While the webhook is paused, expires_at is null: the clock stands still.'
+\echo 'Payloads waiting for this webhook, and when each expires (dead_letter_after_seconds after its creation or redelivery, plus any time paused; checked about once a minute). While the webhook is paused or suspended, expires_at is null: the clock stands still.'
 select p.payload_id, p.status, p.event_count, p.created_at,
        case when w.paused_since is null
             then p.series_started_at + make_interval(secs => :'dead_letter_after_seconds'::int) end as expires_at

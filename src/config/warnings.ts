@@ -13,10 +13,19 @@ import type { Config } from './schema.js';
  *    `address_refused` and in the dead-letter store. Host names are resolved
  *    at delivery time and are not judged here.
  *  - `paused` on a disabled webhook, which does not keep its events.
+ *  - 410 in `retry.retryStatusCodes` with `retry.disableOnGone`, which wins:
+ *    a 410 suspends the webhook rather than being retried.
  */
 export function configWarnings(config: Config): string[] {
   const allowPrivate = config.assetUpdater.network.allowPrivateAddresses;
   const warnings: string[] = [];
+  const { retryStatusCodes, disableOnGone } = config.assetUpdater.retry;
+  if (disableOnGone && retryStatusCodes.includes(410)) {
+    warnings.push(
+      `assetUpdater.retry.retryStatusCodes[${retryStatusCodes.indexOf(410)}]: warning: 410 is not retried, since ` +
+        'retry.disableOnGone is true, which wins: a 410 suspends its webhook until `asset-webhooks resume --webhook ID` or a new url',
+    );
+  }
   config.assetUpdater.webhooks.forEach((webhook, index) => {
     if (webhook.idFromUrl) {
       warnings.push(

@@ -289,6 +289,22 @@ describe('check-config and paused', () => {
     );
   });
 
+  it('warns that retry.disableOnGone wins over 410 in retryStatusCodes (exit 0)', async () => {
+    const result = await runCli([
+      'check-config',
+      file(`assetUpdater:
+  retry: { retryStatusCodes: [429, 410], disableOnGone: true }
+  webhooks:
+    - { id: crm, url: "https://a.example.com/hook", enabled: true }
+`),
+    ]);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toBe(
+      'assetUpdater.retry.retryStatusCodes[1]: warning: 410 is not retried, since retry.disableOnGone is true, which wins: ' +
+        'a 410 suspends its webhook until `asset-webhooks resume --webhook ID` or a new url\n',
+    );
+  });
+
   it('refuses a paused that is not a boolean, naming the path', async () => {
     const result = await runCli(['check-config', file(valid('paused: "yes"'))]);
     expect(result.code).toBe(1);
