@@ -303,6 +303,27 @@ describe('dead letters', () => {
     }
   });
 
+  it('redelivers to a webhook a 410 suspended, saying that the payload waits without expiring until resume --webhook', async () => {
+    await db.pool.query(
+      "update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now(), dispatched = false where payload_id = $1",
+      [ids.deadPayload],
+    );
+    await db.pool.query(
+      "update asset_webhooks.webhooks set paused_since = now(), gone_since = now() where webhook_id = 'crm'",
+    );
+    try {
+      const result = await runCli(['dead-letters', 'redeliver', String(ids.deadPayload), '--database-url', db.url]);
+      expect(result.code).toBe(0);
+      expect(result.stderr).toMatch(
+        /^warning: webhook crm was suspended by a 410 Gone answer \(retry\.disableOnGone\): the payload waits, without expiring, until `asset-webhooks resume --webhook crm` or a new url; to send it to another webhook: asset-webhooks dead-letters redeliver \d+ --to WEBHOOK_ID\n$/,
+      );
+    } finally {
+      await db.pool.query(
+        "update asset_webhooks.webhooks set paused_since = null, gone_since = null where webhook_id = 'crm'",
+      );
+    }
+  });
+
   it('trace shows each series of attempts after the redelivery that started it', async () => {
     // Its own two redeliveries, from the state the seed left (series 1 dead-lettered as rejected),
     // whatever the tests before it did.
