@@ -24,8 +24,8 @@ export type Classification = 'delivered' | 'rejected' | 'retryable' | 'interrupt
  * | this process out of file descriptors or memory (errorClass local_fault) | local_fault |
  * | any other transport error: timeout, refused or reset connection, DNS, TLS, refused address, a status outside 100-599 (invalid_response), an API key that could not be resolved | retryable |
  *
- * `retryStatusCodes` defaults to none, which is the specification's rule:
- * every 4xx is rejected; so does `disableOnGone`, default false.
+ * `retryStatusCodes` defaults to none and `disableOnGone` to false, which is
+ * the specification's rule: every 4xx is rejected.
  */
 export function classifyResponse(
   result: PostResult,
