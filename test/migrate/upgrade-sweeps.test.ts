@@ -9,6 +9,7 @@ it('0003 keeps the backfills of a live installation adding up: exclusions counte
   await resetData(db.pool);
   // The installation as migration 0002 left it, with a backfill interrupted and one completed.
   await db.pool.query(`alter table asset_webhooks.backfills drop column excluded_by;
+    alter table asset_webhooks.mirror_members drop column sent_at;
     delete from asset_webhooks.migrations where id >= 3`);
   await db.pool.query(`insert into asset_webhooks.backfills
       (webhook_id, assets_key, status, last_asset_id, assets_read, events_sent, excluded, payloads, requested_by)
@@ -16,7 +17,7 @@ it('0003 keeps the backfills of a live installation adding up: exclusions counte
            ('crm', 'x', 'completed', 10, 10, 10, 0, 1, 'test')`);
 
   const result = await migrate(db.pool);
-  expect(result.applied).toEqual(['0003_sweeps']);
+  expect(result.applied).toEqual(['0003_sweeps', '0004_mirror_sent_at']);
   const { rows } = await db.pool.query<{ status: string; excluded_by: Record<string, number> }>(
     'select status, excluded_by from asset_webhooks.backfills order by backfill_id',
   );
