@@ -1,6 +1,6 @@
 import { loadConfigFile } from '../config/load.js';
 import { describeError } from '../db/connect.js';
-import { changedMirrors, queueReconciles } from '../mirror/auto-reconcile.js';
+import { changedMirrors, describeChange, queueReconciles } from '../mirror/auto-reconcile.js';
 import { inTurn, readReloadedState } from './reload.js';
 import type { RunningService, ServiceOptions } from './service-options.js';
 import { ServiceProcess } from './service-process.js';
@@ -115,10 +115,16 @@ async function reloadNow(service: ServiceProcess): Promise<boolean> {
   if (changed.length > 0) {
     // Queued by every process that reloads; one job per webhook runs (see queueReconciles).
     queueReconciles(pool, changed).then(
-      () => logger.info({ webhooks: changed }, "reconcile queued: a mirror webhook's filters changed"),
+      () => {
+        for (const { webhookId, changed: checks } of changed)
+          logger.info(
+            { webhook: webhookId, changed: checks },
+            `reconcile queued: the mirror webhook's ${describeChange(checks)} changed`,
+          );
+      },
       (error: unknown) =>
         logger.error(
-          { webhooks: changed, err: describeError(error) },
+          { webhooks: changed.map((mirror) => mirror.webhookId), err: describeError(error) },
           'could not queue the reconcile of changed mirror webhooks; run asset-webhooks reconcile --webhook ID',
         ),
     );
