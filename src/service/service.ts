@@ -1,6 +1,6 @@
 import { loadConfigFile } from '../config/load.js';
 import { describeError } from '../db/connect.js';
-import { changedMirrors, describeChange, queueReconciles } from '../mirror/auto-reconcile.js';
+import { changedMirrors, queueReconciles, reconcileReason } from '../mirror/auto-reconcile.js';
 import { inTurn, readReloadedState } from './reload.js';
 import type { RunningService, ServiceOptions } from './service-options.js';
 import { ServiceProcess } from './service-process.js';
@@ -15,7 +15,8 @@ export type { RunningService, ServiceOptions } from './service-options.js';
  *      before any attempt can start), then the configured webhooks recorded;
  *   3. the HTTP server (a port that cannot be had is refused before any work
  *      starts);
- *   4. graphile-worker with the coalesce and maintenance tasks;
+ *   4. graphile-worker with the coalesce and maintenance tasks, and the
+ *      reconcile of a webhook this document switches to mirror queued;
  *   5. the delivery pump, in this process outside graphile-worker, so that
  *      requests in flight never hold the job slots coalescing runs in;
  *   6. the ticker that schedules coalescing runs;
@@ -34,6 +35,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     await service.serveHttp();
     service.createPump();
     await service.startJobs();
+    await service.queueSwitchedOnMirrors();
     service.startDelivery();
     service.startTicker();
     service.watchSchema();
@@ -117,10 +119,7 @@ async function reloadNow(service: ServiceProcess): Promise<boolean> {
     queueReconciles(pool, changed).then(
       () => {
         for (const { webhookId, changed: checks } of changed)
-          logger.info(
-            { webhook: webhookId, changed: checks },
-            `reconcile queued: the mirror webhook's ${describeChange(checks)} changed`,
-          );
+          logger.info({ webhook: webhookId, changed: checks }, `reconcile queued: ${reconcileReason(checks)}`);
       },
       (error: unknown) =>
         logger.error(

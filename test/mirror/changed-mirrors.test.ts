@@ -30,12 +30,23 @@ describe('which reloads start a mirror webhook reconcile (CONTRACT section 7, Re
     ).toEqual([{ webhookId: 'copy', changed: ['event types', 'filters'] }]);
   });
 
-  it('no other change, and no webhook that is new, disabled, or not a mirror one before and after', () => {
+  it('no other change, and no webhook that is new, disabled, or not a mirror one after', () => {
     const before = [mirror(shop)];
     expect(changedMirrors(before, [mirror(`${shop}, concurrency: 4, batchSize: 10`)])).toEqual([]);
     const web = 'filters: [{ filterKind: keywords, condition: ANY, value: [web] }]';
     expect(changedMirrors(before, [{ ...mirror(web), enabled: false }])).toEqual([]);
     expect(changedMirrors([], [mirror(shop)])).toEqual([]);
-    expect(changedMirrors([webhook(`id: copy, ${shop}`)], [mirror(web)])).toEqual([]);
+    expect(changedMirrors([webhook(`id: copy, ${shop}`)], [webhook(`id: copy, ${web}`)])).toEqual([]);
+  });
+
+  it('a webhook that was plain and is now a mirror one, whatever else changed: its set is seeded, then reconciled', () => {
+    const web = 'filters: [{ filterKind: keywords, condition: ANY, value: [web] }]';
+    expect(changedMirrors([webhook(`id: copy, ${shop}`)], [mirror(shop)])).toEqual([
+      { webhookId: 'copy', changed: ['mirror switched on'] },
+    ]);
+    expect(changedMirrors([webhook(`id: copy, ${shop}`)], [mirror(web)])).toEqual([
+      { webhookId: 'copy', changed: ['mirror switched on'] },
+    ]);
+    expect(changedMirrors([webhook(`id: copy, ${shop}`)], [{ ...mirror(shop), enabled: false }])).toEqual([]);
   });
 });
