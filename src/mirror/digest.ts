@@ -17,8 +17,8 @@ const FETCH_ROWS = 10_000;
 /**
  * The set's lines in the digest's order: the asset id in decimal, and the
  * eventTimestamp of the last event sent to the webhook for it, as the payload
- * carried it. A member written before sent_at existed has the time its
- * migration gave it there; last_event_at stands in only if neither exists.
+ * carried it (sent_at; migration 0004 filled it for the members before it).
+ * last_event_at stands in for a row written without it, by hand.
  * `collate "C"` sorts by bytes, which is how every receiver's default string
  * sort orders decimal digits.
  */

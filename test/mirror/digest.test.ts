@@ -185,3 +185,18 @@ describe('mirror digest: the service and the receiver code of docs/mirror.md agr
     });
   });
 });
+
+it('refuses, in one line, a webhook that is not a mirror one and an id the document lacks', async () => {
+  const file = path.join(tempDirectory('aw-digest-'), 'plain.yaml');
+  writeFileSync(file, receiverConfig([{ id: 'plain', url: 'http://127.0.0.1:9/hook' }]));
+  const plain = await runCli(['mirror', 'digest', '--webhook', 'plain', '--config', file, '--database-url', db.url]);
+  expect({ code: plain.code, stderr: plain.stderr }).toEqual({
+    code: 1,
+    stderr: '--webhook: expected a webhook with mirror: true, got plain, which keeps no set to digest\n',
+  });
+  const unknown = await runCli(['mirror', 'digest', '--webhook', 'shop', '--config', file, '--database-url', db.url]);
+  expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({
+    code: 1,
+    stderr: '--webhook: expected one of plain, got "shop"\n',
+  });
+});
