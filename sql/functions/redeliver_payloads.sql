@@ -4,8 +4,11 @@
 -- role); with p_to_webhook_id each moves to that webhook. One answer per id,
 -- in the order given, with the series the payload has after the statement
 -- (the new one when it applied). A payload that is not dead-lettered is
--- refused (transition_refusal) and keeps its state. The CLI's single, bulk
--- and moved redeliveries and sql/runbooks/redeliver-dead-letter.sql call it.
+-- refused (transition_refusal) and keeps its state; one that carries
+-- UNMATCHED events is refused, as `unmatched_to_plain_webhook`, when the
+-- webhook it would reach is not a mirror one (unmatched_refusals). The CLI's
+-- single, bulk and moved redeliveries and sql/runbooks/redeliver-dead-letter.sql
+-- call it.
 create or replace function asset_webhooks.redeliver_payloads(p_payload_ids bigint[], p_requested_by text,
                                                              p_to_webhook_id text)
 returns table (payload_id bigint, applied boolean, reason text, series integer)
@@ -13,19 +16,28 @@ language plpgsql set search_path = pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
   v_answers asset_webhooks.transition_answer[];
+  -- The positions in p_payload_ids refused for their UNMATCHED events.
+  v_unmatched bigint[];
 begin
+  v_unmatched := array(select u.n from asset_webhooks.unmatched_refusals(p_payload_ids, p_to_webhook_id) u);
+  -- The others, in the order given: the k-th answer is the k-th of them.
   v_answers := array(
     select t from asset_webhooks.transition_payloads(asset_webhooks.payload_transitions(array(
              select jsonb_build_object('kind', 'redelivery', 'payload_id', i.id,
                                        'requested_by', coalesce(p_requested_by, current_user),
                                        'to_webhook_id', p_to_webhook_id)
-             from unnest(p_payload_ids) with ordinality as i(id, n) order by i.n))) t
+             from unnest(p_payload_ids) with ordinality as i(id, n)
+             where not i.n = any(v_unmatched) order by i.n))) t
     order by t.idx);
   -- A statement of its own sees what transition_payloads wrote.
   return query
-    select i.id, a.applied, a.reason, p.series
-    from unnest(p_payload_ids) with ordinality as i(id, n)
-    join unnest(v_answers) with ordinality as a on a.ordinality = i.n
+    select i.id, coalesce(a.applied, false),
+           case when i.k is null then 'unmatched_to_plain_webhook' else a.reason end, p.series
+    from (select u.id, u.n,
+                 case when not u.n = any(v_unmatched)
+                      then count(*) filter (where not u.n = any(v_unmatched)) over (order by u.n) end as k
+          from unnest(p_payload_ids) with ordinality as u(id, n)) i
+    left join unnest(v_answers) with ordinality as a on a.ordinality = i.k
     left join asset_webhooks.payloads p on p.payload_id = i.id
     order by i.n;
 end $$;

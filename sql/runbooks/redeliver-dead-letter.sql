@@ -10,8 +10,11 @@ do $$ begin raise exception 'missing variable payload_id: run with -v payload_id
 \endif
 begin;
 -- The lifecycle module's redelivery (asset_webhooks.redeliver_payloads), as the
--- CLI's: a payload that is not dead-lettered is refused and nothing changes.
-select r.applied as redelivered, r.reason as refusal
+-- CLI's: a payload that is not dead-lettered is refused and nothing changes,
+-- and so is one that carries UNMATCHED events when its webhook is no longer a
+-- mirror one.
+select r.applied as redelivered, r.reason as refusal,
+       coalesce(r.reason = 'unmatched_to_plain_webhook', false) as unmatched_refused
 from asset_webhooks.redeliver_payloads(array[:'payload_id'::bigint], current_user, null) r \gset
 select payload_id, series, requested_by, previous_reason from asset_webhooks.redeliveries
 where payload_id = :'payload_id'::bigint and :'redelivered'::boolean order by series desc limit 1;
@@ -31,6 +34,11 @@ select case when w.webhook_id is null then 'WARNING: the service has never run w
             else 'a running service sends it' end as next
 from asset_webhooks.payloads p left join asset_webhooks.webhooks w using (webhook_id)
 where p.payload_id = :'payload_id'::bigint;
+\elif :unmatched_refused
+rollback;
+\echo 'Nothing was redelivered: the payload carries UNMATCHED events, which only a mirror webhook receives, and its webhook is not one any more (mirror: false).'
+\echo 'Move it to a mirror webhook: asset-webhooks dead-letters redeliver' :payload_id '--to WEBHOOK_ID'
+select payload_id, webhook_id, status, series, attempts from asset_webhooks.payloads where payload_id = :'payload_id'::bigint;
 \else
 rollback;
 \echo 'Nothing was redelivered: the payload is not dead-lettered (its current state below; no row: no such payload_id).'

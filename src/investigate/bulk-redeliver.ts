@@ -4,7 +4,7 @@ import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
 import type { DeadLetterReason } from '../interfaces.js';
 import { redeliverPayloads } from '../lifecycle/transitions.js';
-import { assertUnmatchedMovesToMirror } from './mirror-move.js';
+import { assertUnmatchedReachesMirror } from './mirror-move.js';
 import { assertMoveTarget, readWebhookState, type WebhookState } from './webhook-state.js';
 
 /** Every dead-letter reason, for `--reason`; the check below fails to compile when the type gains one that is missing here. */
@@ -91,7 +91,11 @@ export async function redeliverDeadLetters(
       parameters,
     );
     const ids = matching.map((match) => match.payload_id);
-    if (target !== null) await assertUnmatchedMovesToMirror(client, '--to-webhook', target, ids);
+    await assertUnmatchedReachesMirror(
+      client,
+      target !== null ? { option: '--to-webhook', to: target } : { option: '--webhook', to: null },
+      ids,
+    );
     if (dryRun) return { count: ids.length, first: ids[0] ?? null, last: ids.at(-1) ?? null };
     const answers = await redeliverPayloads(client, ids, { requestedBy, toWebhookId: target });
     // In payload order, as locked.

@@ -5,7 +5,7 @@ import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { inTransaction } from '../db/transaction.js';
 import { UserError } from '../errors.js';
 import { redeliverPayloads } from '../lifecycle/transitions.js';
-import { assertUnmatchedMovesToMirror } from './mirror-move.js';
+import { assertUnmatchedReachesMirror } from './mirror-move.js';
 import { assertMoveTarget, readWebhookState, type WebhookState } from './webhook-state.js';
 
 export interface DeadLetter {
@@ -120,8 +120,11 @@ export async function redeliver(
       to === undefined
         ? await readWebhookState(client, webhookId, { lock: true })
         : await assertMoveTarget(client, toOption, to);
-    if (to !== undefined && to !== payload.webhook_id)
-      await assertUnmatchedMovesToMirror(client, toOption, to, [payloadId]);
+    await assertUnmatchedReachesMirror(
+      client,
+      to !== undefined && to !== payload.webhook_id ? { option: toOption, to } : { option: 'PAYLOAD_ID', to: null },
+      [payloadId],
+    );
     const movedFrom = webhookId === payload.webhook_id ? null : payload.webhook_id;
     const [answer] = await redeliverPayloads(client, [payloadId], { requestedBy, toWebhookId: to ?? null });
     if (!answer?.applied || answer.series === null)

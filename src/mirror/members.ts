@@ -17,12 +17,15 @@ export interface MemberChange {
   readonly assetUuid: string | null;
   readonly webhooks: readonly string[];
   readonly lastMs: number;
+  /** Per webhook of `webhooks`: the eventTimestamp of the last event it was sent of the asset, as sent. */
+  readonly sentAt: ReadonlyMap<string, string>;
 }
 
 interface Entry {
   readonly webhooks: Set<string>;
   lastMs: number;
   assetUuid: string | null;
+  readonly sentAt: Map<string, string>;
 }
 
 /** An asset's row of asset_webhooks.mirror_members as a read returns it (MEMBERSHIP_COLUMNS); nulls when it has none. */
@@ -30,11 +33,13 @@ export interface MembershipRow {
   readonly mirror_webhooks: string[] | null;
   readonly mirror_last_ms: string | null;
   readonly mirror_asset_uuid: string | null;
+  readonly mirror_sent_at: Readonly<Record<string, string>> | null;
 }
 
 /** The columns of MembershipRow, read from asset_webhooks.mirror_members as `m`. */
 export const MEMBERSHIP_COLUMNS = `m.webhooks as mirror_webhooks,
-  (extract(epoch from m.last_event_at) * 1000)::bigint::text as mirror_last_ms, m.asset_uuid as mirror_asset_uuid`;
+  (extract(epoch from m.last_event_at) * 1000)::bigint::text as mirror_last_ms, m.asset_uuid as mirror_asset_uuid,
+  m.sent_at as mirror_sent_at`;
 
 const NEVER_TOLD: AssetMembership = { webhooks: new Set(), lastMs: -Infinity };
 
@@ -77,10 +82,14 @@ export class MirrorMembers {
     this.known.clear();
     for (const { assetId, row } of rows) {
       if (row === null || row.mirror_webhooks === null) continue;
+      const webhooks = new Set(row.mirror_webhooks);
+      // A webhook removed from `webhooks` by hand (docs/mirror.md) may still have a time there: it left the set.
+      const sentAt = Object.entries(row.mirror_sent_at ?? {}).filter(([webhookId]) => webhooks.has(webhookId));
       this.known.set(assetId, {
-        webhooks: new Set(row.mirror_webhooks),
+        webhooks,
         lastMs: Number(row.mirror_last_ms),
         assetUuid: row.mirror_asset_uuid,
+        sentAt: new Map(sentAt),
       });
     }
     for (const changes of this.previous)
@@ -89,6 +98,7 @@ export class MirrorMembers {
           webhooks: new Set(change.webhooks),
           lastMs: change.lastMs,
           assetUuid: change.assetUuid,
+          sentAt: new Map(change.sentAt),
         });
   }
 
@@ -111,11 +121,16 @@ export class MirrorMembers {
   record(assetId: DecimalId, assetUuid: string | null, webhookId: string, member: boolean, atMs: number): void {
     let entry = this.known.get(assetId);
     if (entry === undefined) {
-      entry = { webhooks: new Set(), lastMs: atMs, assetUuid };
+      entry = { webhooks: new Set(), lastMs: atMs, assetUuid, sentAt: new Map() };
       this.known.set(assetId, entry);
     }
-    if (member) entry.webhooks.add(webhookId);
-    else entry.webhooks.delete(webhookId);
+    if (member) {
+      entry.webhooks.add(webhookId);
+      entry.sentAt.set(webhookId, new Date(atMs).toISOString());
+    } else {
+      entry.webhooks.delete(webhookId);
+      entry.sentAt.delete(webhookId);
+    }
     entry.lastMs = Math.max(entry.lastMs, atMs);
     if (assetUuid !== null) entry.assetUuid = assetUuid;
     this.current.set(assetId, entry);
@@ -125,7 +140,13 @@ export class MirrorMembers {
   takeChanges(): MemberChange[] {
     const changes: MemberChange[] = [];
     for (const [assetId, entry] of this.current)
-      changes.push({ assetId, assetUuid: entry.assetUuid, webhooks: [...entry.webhooks], lastMs: entry.lastMs });
+      changes.push({
+        assetId,
+        assetUuid: entry.assetUuid,
+        webhooks: [...entry.webhooks],
+        lastMs: entry.lastMs,
+        sentAt: new Map(entry.sentAt),
+      });
     this.current.clear();
     this.previous = [this.previous.at(-1) ?? [], changes];
     return changes;
@@ -138,15 +159,16 @@ const MEMBER_COLUMNS: ReadonlyArray<Column<readonly MemberChange[]>> = [
   // An array of arrays cannot be one parameter (its rows differ in length): each goes as its literal's text.
   { name: 'webhooks', type: 'text', value: (rows, i) => arrayLiteral(rows[i]!.webhooks) },
   { name: 'last_event_at', type: 'timestamptz', value: (rows, i) => new Date(rows[i]!.lastMs).toISOString() },
+  { name: 'sent_at', type: 'jsonb', value: (rows, i) => JSON.stringify(Object.fromEntries(rows[i]!.sentAt)) },
 ];
 
 /** The upsert of `changes` (not empty) into asset_webhooks.mirror_members, its parameters added to `params`. */
 export function memberUpsert(params: Params, changes: readonly MemberChange[]): string {
   const rows = unnestColumns(params, MEMBER_COLUMNS, changes, changes.length, 'm');
-  return `insert into asset_webhooks.mirror_members (asset_id, asset_uuid, webhooks, last_event_at)
-     select m.asset_id, m.asset_uuid, m.webhooks::text[], m.last_event_at from ${rows.text}
+  return `insert into asset_webhooks.mirror_members (asset_id, asset_uuid, webhooks, last_event_at, sent_at)
+     select m.asset_id, m.asset_uuid, m.webhooks::text[], m.last_event_at, m.sent_at from ${rows.text}
      on conflict (asset_id) do update
-       set webhooks = excluded.webhooks, last_event_at = excluded.last_event_at,
+       set webhooks = excluded.webhooks, last_event_at = excluded.last_event_at, sent_at = excluded.sent_at,
            asset_uuid = coalesce(excluded.asset_uuid, mirror_members.asset_uuid), changed_at = clock_timestamp()`;
 }
 

@@ -11,7 +11,12 @@ import { DeliveryPump } from '../delivery/pump.js';
 import { processGoneGrace } from '../delivery/recover.js';
 import { assertBinding, bindingProblems, captureGaps } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
-import { SERVICE_REQUESTER_PREFIX } from '../mirror/auto-reconcile.js';
+import {
+  queueReconciles,
+  reconcileReason,
+  SERVICE_REQUESTER_PREFIX,
+  switchedOnAtStart,
+} from '../mirror/auto-reconcile.js';
 import { connectionBudget } from './connection-budget.js';
 import { closeHttpServer, portUnavailable, startHttpServer } from './http-server.js';
 import { ServiceMetrics } from './metrics.js';
@@ -209,6 +214,20 @@ export class ServiceProcess {
       logger: this.logger,
       started: this.started,
     });
+  }
+
+  /**
+   * A webhook this document makes a mirror one that the service last routed
+   * as plain (set while no process ran, or in a restart) gets its set seeded
+   * from its delivery history and reconciled, as a reload would queue it
+   * (docs/mirror.md). Before the ticker, so no run routes by this document first.
+   */
+  async queueSwitchedOnMirrors(): Promise<void> {
+    const switched = await switchedOnAtStart(this.pool, this.state.settings.webhooks);
+    if (switched.length === 0) return;
+    await queueReconciles(this.pool, switched);
+    for (const { webhookId, changed } of switched)
+      this.logger.info({ webhook: webhookId, changed }, `reconcile queued: ${reconcileReason(changed)}`);
   }
 
   /** The pump, in this process outside graphile-worker: requests in flight never hold the job slots coalescing runs in. */

@@ -1,6 +1,6 @@
 import { loadConfigFile } from '../config/load.js';
 import { describeError } from '../db/connect.js';
-import { changedMirrors, queueReconciles } from '../mirror/auto-reconcile.js';
+import { changedMirrors, queueReconciles, reconcileReason } from '../mirror/auto-reconcile.js';
 import { inTurn, readReloadedState } from './reload.js';
 import type { RunningService, ServiceOptions } from './service-options.js';
 import { ServiceProcess } from './service-process.js';
@@ -15,7 +15,8 @@ export type { RunningService, ServiceOptions } from './service-options.js';
  *      before any attempt can start), then the configured webhooks recorded;
  *   3. the HTTP server (a port that cannot be had is refused before any work
  *      starts);
- *   4. graphile-worker with the coalesce and maintenance tasks;
+ *   4. graphile-worker with the coalesce and maintenance tasks, and the
+ *      reconcile of a webhook this document switches to mirror queued;
  *   5. the delivery pump, in this process outside graphile-worker, so that
  *      requests in flight never hold the job slots coalescing runs in;
  *   6. the ticker that schedules coalescing runs;
@@ -34,6 +35,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     await service.serveHttp();
     service.createPump();
     await service.startJobs();
+    await service.queueSwitchedOnMirrors();
     service.startDelivery();
     service.startTicker();
     service.watchSchema();
@@ -115,10 +117,13 @@ async function reloadNow(service: ServiceProcess): Promise<boolean> {
   if (changed.length > 0) {
     // Queued by every process that reloads; one job per webhook runs (see queueReconciles).
     queueReconciles(pool, changed).then(
-      () => logger.info({ webhooks: changed }, "reconcile queued: a mirror webhook's filters changed"),
+      () => {
+        for (const { webhookId, changed: checks } of changed)
+          logger.info({ webhook: webhookId, changed: checks }, `reconcile queued: ${reconcileReason(checks)}`);
+      },
       (error: unknown) =>
         logger.error(
-          { webhooks: changed, err: describeError(error) },
+          { webhooks: changed.map((mirror) => mirror.webhookId), err: describeError(error) },
           'could not queue the reconcile of changed mirror webhooks; run asset-webhooks reconcile --webhook ID',
         ),
     );

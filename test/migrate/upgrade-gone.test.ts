@@ -7,13 +7,13 @@ const db = useTestDatabase();
 
 it('0005 upgrades a live installation: a webhook paused before it stays paused by its document, and no 410 holds any', async () => {
   await resetData(db.pool);
-  // The installation as migration 0003 left it: one webhook paused, one sending.
+  // The installation as migration 0004 left it: one webhook paused, one sending.
   await db.pool
     .query(`alter table asset_webhooks.webhooks drop column config_paused, drop column gone_since, drop column gone_payload_id;
     alter table asset_webhooks.attempts drop constraint attempts_outcome_check;
     alter table asset_webhooks.attempts add constraint attempts_outcome_check
       check (outcome in ('delivered', 'retry', 'rejected', 'retries_exhausted', 'expired'));
-    delete from asset_webhooks.migrations where id >= 4`);
+    delete from asset_webhooks.migrations where id >= 5`);
   await db.pool.query(`insert into asset_webhooks.webhooks (webhook_id, url, enabled, paused_since)
     values ('archive', 'http://archive.example/', true, now() - interval '1 hour'),
            ('crm', 'http://crm.example/', true, null)`);
