@@ -17,7 +17,7 @@
 -- claimed and returned with standby = true: their attempts are started, not
 -- yet sent (attempts.sent false), and the caller sends one only when one of
 -- its own requests to that webhook has ended and that request's result is not
--- yet written, and says so in its next settle_and_claim (or undoes it with
+-- yet written, and says so in its next complete_attempts (or undoes it with
 -- a given_back transition). Counting rows in flight this way never lets a receiver
 -- see more than its concurrency of requests at once: a row claimed while the
 -- webhook has its concurrency in flight is a standby, and a standby replaces a

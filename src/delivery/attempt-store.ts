@@ -49,12 +49,6 @@ export interface ClaimRequest {
    * that ends is replaced without waiting for a claim. None when absent.
    */
   readonly standby?: { readonly perWebhook: number; readonly webhooks: readonly string[] } | undefined;
-  /**
-   * Standbys the caller has sent since its previous settle: settleAndClaim
-   * records them as sent, so crash recovery counts them as attempts (see
-   * asset_webhooks.attempts.sent). Ignored by claimPayloads.
-   */
-  readonly sentStandbys?: readonly AttemptOf[] | undefined;
 }
 
 /** One attempt of a payload. */
@@ -104,7 +98,7 @@ export interface AttemptResult {
   /**
    * Why the attempt failed when no status says it: the sender's ErrorClass,
    * `interrupted` (crash recovery), or `unrecordable` (the result as made
-   * could not be written: see SettleBatcher).
+   * could not be written: see Completer).
    */
   readonly errorClass: string | null;
   readonly errorMessage: string | null;
@@ -162,17 +156,6 @@ export interface Settled {
 }
 
 /**
- * Writes several payloads' next states in one statement
- * (asset_webhooks.transition_payloads): the answers in request order.
- */
-export async function settlePayloads(
-  client: pg.ClientBase | pg.Pool,
-  requests: readonly SettleRequest[],
-): Promise<Settled[]> {
-  return (await settleAndClaim(client, requests, null)).settled;
-}
-
-/**
  * The transition a settle request asks for: an expiry when it names no
  * attempt, else the attempt's result (interrupted when crash recovery closes
  * it: errorClass `interrupted`).
@@ -201,51 +184,30 @@ function transitionOf(request: SettleRequest): Transition {
 }
 
 /**
- * Writes several payloads' next states and, when `claim` is given, claims
- * payloads into the slots that frees, in one transaction
- * (asset_webhooks.settle_and_claim): the settle answers in request order, and
- * the payloads claimed, their attempts started.
+ * Writes several payloads' next states in one statement, the standbys in
+ * `sent` marked sent first (asset_webhooks.complete_attempts): the answers in
+ * request order. Claims nothing.
  */
-export async function settleAndClaim(
+export async function completeAttempts(
   client: pg.ClientBase | pg.Pool,
   requests: readonly SettleRequest[],
-  claim: ClaimRequest | null,
-): Promise<{ settled: Settled[]; claimed: ClaimedPayload[] }> {
-  const { rows } = await client.query<
-    { settled: Array<{ idx: number; applied: boolean; reason: string | null; outcome: string | null }> } & {
-      [K in keyof ClaimedRow]: ClaimedRow[K] | null;
-    }
-  >(
-    `select case when s.ordinality = 1 then to_jsonb(s.settled) end as settled,
-            s.payload_id, s.webhook_id, s.series, s.attempt, s.series_started_at, s.body, s.standby
-     from asset_webhooks.settle_and_claim(${transitionsArray(1)}, $2, $3, $4, $5, $6, $7::text[],
-            array(select jsonb_populate_record(null::asset_webhooks.attempt_key, k.key)
-                  from unnest($8::jsonb[]) as k(key))) with ordinality s
-     order by s.ordinality`,
-    [
+  sent: readonly AttemptOf[] = [],
+): Promise<Settled[]> {
+  const { rows } = await client.query<{ applied: boolean; outcome: string | null }>({
+    name: 'asset_webhooks.complete_attempts',
+    text: `select applied, outcome from asset_webhooks.complete_attempts(${transitionsArray(1)},
+             array(select jsonb_populate_record(null::asset_webhooks.attempt_key, k.key) from unnest($2::jsonb[]) as k(key)))`,
+    values: [
       transitionsParameter(requests.map(transitionOf)),
-      claim?.max ?? 0,
-      claim?.share ?? 0,
-      claim?.after ?? null,
-      Math.ceil(claim?.expireAfterSeconds ?? 0),
-      claim?.standby?.perWebhook ?? 0,
-      claim?.standby?.webhooks ?? [],
-      (claim?.sentStandbys ?? []).map((sent) => ({
-        payload_id: sent.payloadId,
-        series: sent.series,
-        attempt: sent.attemptNo,
-      })),
+      sent.map((attempt) => ({ payload_id: attempt.payloadId, series: attempt.series, attempt: attempt.attemptNo })),
     ],
-  );
-  const answers = rows[0]?.settled ?? [];
-  if (answers.length !== requests.length) {
-    throw new Error(`transition_payloads answered ${answers.length} of ${requests.length} results`);
+  });
+  if (rows.length !== requests.length) {
+    throw new Error(`complete_attempts answered ${rows.length} of ${requests.length} results`);
   }
-  const settled: Settled[] = answers.map((answer) =>
-    answer.applied && answer.outcome === 'expired' ? { applied: true, expired: true } : { applied: answer.applied },
+  return rows.map((row) =>
+    row.applied && row.outcome === 'expired' ? { applied: true, expired: true } : { applied: row.applied },
   );
-  const claimed = rows.filter((row): row is typeof row & ClaimedRow => row.payload_id !== null).map(toClaimed);
-  return { settled, claimed };
 }
 
 /**

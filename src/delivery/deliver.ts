@@ -136,7 +136,7 @@ export async function settleAttempt(
     holdWebhookForMs: next.kind === 'retry' ? (next.holdWebhookForMs ?? null) : null,
     sentAt,
   };
-  const settled = await untilWritten(context, payload, () => context.settler.settle(request));
+  const settled = await untilWritten(context, payload, () => context.completer.settle(request));
   // Superseded (an operator's redelivery, another process's recovery): the result is kept as a plain failed try.
   if (!settled.applied) return { result: { ...result, outcome: 'retry' }, applied: false };
   // The outcome as written: a retry the database found past the window's end is `expired`.

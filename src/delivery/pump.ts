@@ -34,19 +34,16 @@ export interface PumpOptions {
  * (asset_webhooks.claim_payloads: per webhook within its concurrency, one at
  * a time while its receiver is failing, none while it is throttled; webhooks
  * take turns) up to maxRequestsInFlight, and makes each attempt
- * concurrently. The slots attempts free are claimed again in the statement
- * that writes their results (the settle batcher reserves that room in the
- * pump's SlotLedger: see asset_webhooks.settle_and_claim), so a slot is taken
- * again one round trip after its request ends. The pump also claims on its
- * own when coalescing in any process commits payloads (a PayloadsListener, or
- * wake() from this process), when an attempt ends without such a claim, and
- * every pollMs as the net for retries that come due and notifications lost
- * with a connection. Every sweepMs it runs crash recovery and the expiry sweep.
+ * concurrently; the completer writes their results and claims nothing. The
+ * pump claims when an attempt ends, when coalescing in any process commits
+ * payloads (a PayloadsListener, or wake() from this process), and every
+ * pollMs as the net for retries that come due and notifications lost with a
+ * connection. Every sweepMs it runs crash recovery and the expiry sweep.
  *
  * The pump does the I/O and nothing else: the SlotLedger decides (the cap,
  * turns, standbys: see there and Standbys), and what it asks for (send a
- * payload, give a standby back, claim) the pump does, in order, as soon as
- * it is asked. The settle batcher talks to the ledger only, never to the pump.
+ * payload, give a standby back, claim) the pump does, in order, right after
+ * each report to it.
  *
  * Nothing here runs in graphile-worker: coalescing and maintenance never wait
  * for delivery capacity, however many requests are in flight.
@@ -82,8 +79,6 @@ export class DeliveryPump {
 
   /** Starts claiming, listening and sweeping. */
   start(): void {
-    this.context.settler.claimWith?.(this.ledger);
-    void this.followLedger();
     this.poll = setInterval(() => this.wake(), this.options.pollMs ?? 1000);
     this.sweep = setInterval(() => {
       this.sweeping ??= this.runSweep().finally(() => {
@@ -143,15 +138,6 @@ export class DeliveryPump {
     // the others, not left for crash recovery.
     await this.claimRun;
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
-    this.context.settler.claimWith?.(undefined);
-  }
-
-  /** Does what the ledger asks when the settle batcher's claims change it (the pump's own calls do it at once). */
-  private async followLedger(): Promise<void> {
-    for (;;) {
-      await this.ledger.whenEffects();
-      this.doEffects();
-    }
   }
 
   private doEffects(): void {
@@ -196,6 +182,8 @@ export class DeliveryPump {
 
   /** Makes a claimed attempt (a standby too, once the ledger sends it in place of an ended request). */
   private send(payload: ClaimedPayload): void {
+    // Its attempt counts from now on (asset_webhooks.attempts.sent): recorded before its result, and before the result it replaces.
+    if (payload.standby) this.context.completer.markSent(payload);
     let ended = false;
     const sentAt = performance.now();
     const attempt: Promise<void> = deliverClaimed(payload, this.context, (receiverHealthy) => {
