@@ -18,12 +18,10 @@ export interface SlotLedgerOptions {
   readonly now: () => Date;
   /** The current settings, read at every claim. */
   readonly settings: () => LedgerSettings;
-  /** Standbys per webhook beyond its concurrency (see Standbys). Default 2; 0 turns standby off. */
-  readonly standbyPerWebhook?: number;
 }
 
 /**
- * The delivery pump's slot accounting, with no I/O: which claims to make,
+ * The claimer's slot accounting, with no I/O: which claims to make,
  * and what to do with the payloads they bring and the attempts that end. The
  * pump does the I/O and reports back; the ledger calls nothing: what it asks
  * of the pump waits in takeEffects, which the pump reads after each report.
@@ -57,7 +55,7 @@ export class SlotLedger {
   private readonly standbys: Standbys;
 
   constructor(private readonly options: SlotLedgerOptions) {
-    this.standbys = new Standbys(options.standbyPerWebhook ?? 2, this.open);
+    this.standbys = new Standbys(this.open);
   }
 
   /** Requests in flight now (standbys held are not). */

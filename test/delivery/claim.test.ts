@@ -99,8 +99,8 @@ async function states(): Promise<Array<{ payload_id: number; status: string; dis
 }
 
 /** A pump on `context` (its test's: stopped after it), started. */
-function startPump(context: TestDelivery['context'], options: { pollMs?: number } = {}): DeliveryPump {
-  const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0, ...options });
+function startPump(context: TestDelivery['context']): DeliveryPump {
+  const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
   pumps.push(pump);
   pump.start();
   return pump;
@@ -506,7 +506,7 @@ describe('the delivery pump', () => {
         ),
       );
     };
-    const started = contexts.map((context) => startPump(context, { pollMs: 200 }));
+    const started = contexts.map((context) => startPump(context));
     await allDelivered(60_000);
     expect(most).toBeLessThanOrEqual(4);
     expect(started.reduce((sum, pump) => sum + pump.standby.sent, 0)).toBeGreaterThan(0);

@@ -92,7 +92,7 @@ it('records every standby a pump sends as sent, in the statements that write its
     db.pool,
     receiverConfig([{ id: 'shop', url: receiver.url, concurrency: 4 }], { requestTimeoutSeconds: 2 }),
   );
-  const pump = new DeliveryPump(shop.context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0, pollMs: 200 });
+  const pump = new DeliveryPump(shop.context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
   try {
     await insertPayloads(db.pool, 'shop', 200);
     pump.start();

@@ -7,7 +7,7 @@ import { claim, payload, setUp } from './ledger-fixtures.js';
 
 describe('slot ledger: standby', () => {
   /** A pump with two requests open to `a` and two standbys of `a` held. */
-  function twoOpenTwoHeld(options: { cap?: number; standbyPerWebhook?: number } = {}) {
+  function twoOpenTwoHeld(options: { cap?: number } = {}) {
     const set = setUp(options);
     const requests = [payload('a'), payload('a')];
     const standbys = [payload('a', true), payload('a', true)];
@@ -26,12 +26,6 @@ describe('slot ledger: standby', () => {
     claim(slow.ledger, [one!, two!]);
     slow.ledger.answered(one!, true, STANDBY_MAX_WAIT_MS / 2);
     expect(slow.ledger.beginClaim()!.standby).toBeUndefined();
-  });
-
-  it('asks for none when standbyPerWebhook is 0', () => {
-    const { ledger } = setUp({ cap: 10, standbyPerWebhook: 0 });
-    claim(ledger, [payload('a')]);
-    expect(ledger.beginClaim()!.standby).toBeUndefined();
   });
 
   it('holds a standby unsent until a request to its webhook ends, then sends exactly one in its place', () => {
