@@ -134,8 +134,6 @@ export interface SettleRequest {
   /** The attempt this settles; null for the expiry of a payload not in flight. */
   readonly attemptNo: number | null;
   readonly result: AttemptResult;
-  /** When it happened, for the record; null or absent: the database's clock as it is written. */
-  readonly at?: Date | null | undefined;
   /** Outcome retry: the delay in ms before it is sent again, from the database's clock as it is written. */
   readonly retryInMs: number | null;
   /** retry.deadLetterAfterSeconds: the database turns a retry decided past the window's end into `expired`. */
@@ -144,8 +142,6 @@ export interface SettleRequest {
   readonly receiverFailed: boolean | null;
   /** The receiver's Retry-After in ms: no payload of the webhook is claimed before it ends. */
   readonly holdWebhookForMs: number | null;
-  /** When the attempt's request was sent, recorded as its start; absent: the claim's time stays. */
-  readonly sentAt?: Date | null | undefined;
 }
 
 export interface Settled {
@@ -162,14 +158,14 @@ export interface Settled {
  */
 function transitionOf(request: SettleRequest): Transition {
   const { payloadId, series } = request.payload;
-  if (request.attemptNo === null) return { kind: 'expiry', payloadId, series, at: request.at ?? null };
+  if (request.attemptNo === null) return { kind: 'expiry', payloadId, series, at: null };
   return {
     kind: request.result.errorClass === 'interrupted' ? 'interrupted' : 'attempt_result',
     payloadId,
     series,
     attemptNo: request.attemptNo,
     outcome: request.result.outcome,
-    at: request.at ?? null,
+    at: null,
     retryInMs: request.retryInMs,
     windowSeconds: request.windowSeconds === null ? null : Math.ceil(request.windowSeconds),
     durationMs: request.result.durationMs,
@@ -177,7 +173,7 @@ function transitionOf(request: SettleRequest): Transition {
     errorClass: request.result.errorClass,
     errorMessage: request.result.errorMessage,
     responseExcerpt: request.result.responseExcerpt,
-    sentAt: request.sentAt ?? null,
+    sentAt: null,
     receiverFailed: request.receiverFailed,
     holdWebhookForMs: request.holdWebhookForMs,
   };

@@ -139,8 +139,7 @@ const MAX_INT4 = 2 ** 31 - 1;
  * A result the database refused, as it can always be written: the attempt
  * failed as `unrecordable`, its message saying why (the database's error,
  * and the status or error class the attempt had); no excerpt; numbers an
- * integer column cannot hold, dates that are not valid and delays that are
- * not finite left out. The payload's next state is the one its policy
+ * integer column cannot hold and delays that are not finite left out. The payload's next state is the one its policy
  * decided (a retry whose delay is not finite is due at once), so it goes on
  * with its schedule.
  */
@@ -148,8 +147,6 @@ export function unrecordable(request: SettleRequest, error: unknown): SettleRequ
   const { result } = request;
   const int = (value: number | null): number | null =>
     value !== null && Number.isInteger(value) && Math.abs(value) <= MAX_INT4 ? value : null;
-  const date = (value: Date | null | undefined): Date | null =>
-    value instanceof Date && Number.isFinite(value.getTime()) ? value : null;
   const delay = (value: number | null): number | null => (value !== null && Number.isFinite(value) ? value : null);
   const had = result.statusCode !== null ? `status ${String(result.statusCode).slice(0, 16)}` : result.errorClass;
   return {
@@ -164,10 +161,8 @@ export function unrecordable(request: SettleRequest, error: unknown): SettleRequ
       responseExcerpt: null,
       outcome: result.outcome,
     },
-    at: date(request.at),
     retryInMs: result.outcome === 'retry' ? (delay(request.retryInMs) ?? 0) : null,
     windowSeconds: delay(request.windowSeconds),
     holdWebhookForMs: delay(request.holdWebhookForMs),
-    sentAt: date(request.sentAt),
   };
 }

@@ -18,14 +18,17 @@ import type { DeliveryContext, DeliveryWebhook } from './context.js';
 /**
  * Makes one claimed attempt: POST the stored body, classify the answer, let
  * the retry policy decide the payload's next state, and write it
- * (asset_webhooks.transition_payloads). No step holds a row lock across the
- * network. An HTTP outcome never throws. Returns the attempt's result, or
+ * (the context's Completer). No step holds a row lock across the network,
+ * and no time of this process's is written: the attempt's start is its
+ * claim's (or, for a standby, when its sending is recorded), its end the
+ * database's clock as the result is written; this process measures only
+ * durations. An HTTP outcome never throws. Returns the attempt's result, or
  * null when the attempt was not made (the webhook is disabled, paused or gone
  * in this process's configuration: the claim is undone).
  *
  * `answered` is called once the request has ended, before its result is
  * written, with whether the answer says the receiver is healthy (anything but
- * a retryable failure): the pump sends a standby in its place then.
+ * a retryable failure): the claimer sends a standby in its place then.
  */
 export async function deliverClaimed(
   claimed: ClaimedPayload,
@@ -38,8 +41,6 @@ export async function deliverClaimed(
     await releaseClaimed(claimed, context);
     return null;
   }
-  // For the record only: when the request left this process.
-  const sentAt = new Date();
   const post = await send(context, webhook, claimed);
   if (post.kind === 'response' && (post.statusCode === 401 || post.statusCode === 403)) {
     // A key may have been rotated: read it again on the next attempt.
@@ -60,7 +61,6 @@ export async function deliverClaimed(
     describe(post),
     classification,
     retryAfter === null ? null : retryAfter.getTime() - answeredAt.getTime(),
-    sentAt,
   );
   const log = {
     payloadId: claimed.payloadId,
@@ -110,7 +110,6 @@ export async function settleAttempt(
   result: Omit<AttemptResult, 'outcome'>,
   classification: Classification,
   retryAfterMs: number | null = null,
-  sentAt: Date | null = null,
 ): Promise<{ result: AttemptResult; applied: boolean }> {
   const settings = context.settings();
   // Attempts that failed for want of this process's resources are no failure of the receiver's: they do not count.
@@ -134,7 +133,6 @@ export async function settleAttempt(
     windowSeconds: settings.deadLetterAfterSeconds,
     receiverFailed: receiverFailed(classification),
     holdWebhookForMs: next.kind === 'retry' ? (next.holdWebhookForMs ?? null) : null,
-    sentAt,
   };
   const settled = await untilWritten(context, payload, () => context.completer.settle(request));
   // Superseded (an operator's redelivery, another process's recovery): the result is kept as a plain failed try.
