@@ -7,7 +7,13 @@ import { applyTransitions, transitionsArray, transitionsParameter, type Transiti
 /**
  * The database side of delivery: claiming payloads, writing their next state
  * (through src/lifecycle/transitions.ts, the one way a payload's state
- * changes). What crash recovery and the expiry sweep read is in recovery-reads.ts.
+ * changes). The statements of every attempt are named, so each connection
+ * parses and plans each call once: a call of a function is planned alike
+ * whatever the tables hold. What runs inside keeps its own plans as the
+ * function says (claim_payloads plans its queue scans at every call; the
+ * others reach rows by key: test/delivery/cached-plans.test.ts). A named
+ * statement names its columns: a function that gains one must not change the
+ * prepared statement's result. What crash recovery and the expiry sweep read is in recovery-reads.ts.
  * See asset_webhooks.payloads in sql/migrations/0001_baseline.sql for the payload states.
  */
 
@@ -56,9 +62,11 @@ export type AttemptOf = Pick<ClaimedPayload, 'payloadId' | 'series' | 'attemptNo
 
 /** Claims due payloads and starts their attempts (asset_webhooks.claim_payloads). */
 export async function claimPayloads(client: pg.Pool | pg.ClientBase, request: ClaimRequest): Promise<ClaimedPayload[]> {
-  const { rows } = await client.query<ClaimedRow>(
-    'select * from asset_webhooks.claim_payloads($1, $2, $3, $4, $5, $6::text[])',
-    [
+  const { rows } = await client.query<ClaimedRow>({
+    name: 'asset_webhooks.claim_payloads',
+    text: `select payload_id, webhook_id, series, attempt, series_started_at, body, standby
+           from asset_webhooks.claim_payloads($1, $2, $3, $4, $5, $6::text[])`,
+    values: [
       request.max,
       request.share,
       request.after,
@@ -66,7 +74,7 @@ export async function claimPayloads(client: pg.Pool | pg.ClientBase, request: Cl
       request.standby?.perWebhook ?? 0,
       request.standby?.webhooks ?? [],
     ],
-  );
+  });
   return rows.map(toClaimed);
 }
 
@@ -229,11 +237,12 @@ export async function localFaultsBefore(
   payload: { readonly payloadId: number; readonly series: number },
   attemptNo: number,
 ): Promise<number> {
-  const { rows } = await client.query<{ n: number }>(
-    `select count(*)::int as n from asset_webhooks.attempts
-     where payload_id = $1 and series = $2 and attempt_no < $3 and error_class = 'local_fault'`,
-    [payload.payloadId, payload.series, attemptNo],
-  );
+  const { rows } = await client.query<{ n: number }>({
+    name: 'asset_webhooks.local_faults_before',
+    text: `select count(*)::int as n from asset_webhooks.attempts
+           where payload_id = $1 and series = $2 and attempt_no < $3 and error_class = 'local_fault'`,
+    values: [payload.payloadId, payload.series, attemptNo],
+  });
   return rows[0]?.n ?? 0;
 }
 
