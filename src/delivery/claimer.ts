@@ -74,6 +74,12 @@ export class Claimer {
     this.follow();
   }
 
+  /** The request's result goes to be written: a standby may no longer take its place. */
+  writing(payload: ClaimedPayload): void {
+    this.ledger.writing(payload);
+    this.follow();
+  }
+
   /** An attempt is over (its result written, or not to be written by this process): its slot is free. */
   ended(payload: ClaimedPayload): void {
     this.ledger.ended(payload);

@@ -15,6 +15,18 @@ import { nextState, receiverFailed } from './policy/next-state.js';
 import { parseRetryAfter } from './policy/retry-after.js';
 import type { DeliveryContext, DeliveryWebhook } from './context.js';
 
+/** What the sender step tells its caller of an attempt under way. */
+export interface AttemptProgress {
+  /**
+   * The request has ended, its result not yet written; `receiverHealthy`:
+   * whether the answer says the receiver is healthy (anything but a retryable
+   * failure). The claimer sends a standby in its place then.
+   */
+  answered(receiverHealthy: boolean): void;
+  /** Its result goes to be written: from now on nothing may replace the request. */
+  writing(): void;
+}
+
 /**
  * Makes one claimed attempt: POST the stored body, classify the answer, let
  * the retry policy decide the payload's next state, and write it
@@ -26,14 +38,12 @@ import type { DeliveryContext, DeliveryWebhook } from './context.js';
  * null when the attempt was not made (the webhook is disabled, paused or gone
  * in this process's configuration: the claim is undone).
  *
- * `answered` is called once the request has ended, before its result is
- * written, with whether the answer says the receiver is healthy (anything but
- * a retryable failure): the claimer sends a standby in its place then.
+ * `progress` hears how far the attempt has come (see AttemptProgress).
  */
 export async function deliverClaimed(
   claimed: ClaimedPayload,
   context: DeliveryContext,
-  answered?: (receiverHealthy: boolean) => void,
+  progress?: AttemptProgress,
 ): Promise<AttemptResult | null> {
   const webhook = context.webhook(claimed.webhookId);
   if (!sendsTo(webhook)) {
@@ -49,12 +59,14 @@ export async function deliverClaimed(
   }
   const settings = context.settings();
   const classification = classifyResponse(post, settings.retryStatusCodes);
-  answered?.(receiverFailed(classification) === false);
+  progress?.answered(receiverFailed(classification) === false);
   // Without retry.honorRetryAfter every retry follows delaysSeconds, as the specification says. The
   // header is read as a delay from the answer's arrival: the retry's time is the database's to set.
   const answeredAt = new Date();
   const retryAfter =
     settings.honorRetryAfter === true && post.kind === 'response' ? parseRetryAfter(post.retryAfter, answeredAt) : null;
+  // From here its result goes to be written: once written, it no longer counts in the database.
+  progress?.writing();
   const { result, applied } = await settleAttempt(
     context,
     claimed,

@@ -122,9 +122,12 @@ export class DeliveryPump {
     if (payload.standby) this.context.completer.markSent(payload);
     let ended = false;
     const sentAt = performance.now();
-    const attempt: Promise<void> = deliverClaimed(payload, this.context, (receiverHealthy) => {
-      ended = true;
-      this.claimer.answered(payload, receiverHealthy, performance.now() - sentAt);
+    const attempt: Promise<void> = deliverClaimed(payload, this.context, {
+      answered: (receiverHealthy) => {
+        ended = true;
+        this.claimer.answered(payload, receiverHealthy, performance.now() - sentAt);
+      },
+      writing: () => this.claimer.writing(payload),
     })
       .then(
         () => {},

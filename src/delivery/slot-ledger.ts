@@ -109,6 +109,15 @@ export class SlotLedger {
     );
   }
 
+  /**
+   * A request's result goes to be written: once it is, the request no longer
+   * counts in the database, and a claim may give its slot to another request;
+   * a standby sent in its place after that would pass the concurrency.
+   */
+  writing(payload: ClaimedPayload): void {
+    this.apply(this.standbys.settling(attemptKey(payload)));
+  }
+
   /** An attempt is over: its result written, or not to be written by this process. */
   ended(payload: ClaimedPayload): void {
     const key = attemptKey(payload);

@@ -126,7 +126,7 @@ export class Standbys {
 
   /**
    * The ended request's result goes to be written (or its attempt is over):
-   * from then on it no longer counts in the database, and nothing may replace it.
+   * once written it no longer counts in the database, so nothing may replace it from now on.
    */
   settling(key: string): StandbyMove[] {
     const moves: StandbyMove[] = [];

@@ -98,15 +98,15 @@ describe('slot ledger: standby', () => {
     expect(effects()).toEqual([`send ${late.payloadId}`]);
   });
 
-  it('no longer replaces a request once its attempt is over, and gives back standbys nothing can use', () => {
+  it('no longer replaces a request once its result goes to be written, and gives back standbys nothing can use', () => {
     const { ledger, effects } = setUp({ cap: 8 });
     const one = payload('a');
     claim(ledger, [one]);
     effects();
     ledger.answered(one, true, 10);
-    // Its result is written: it no longer counts in the database, so nothing may replace it.
-    ledger.ended(one);
-    expect(effects()).toEqual(['claim']);
+    // Its result goes to the database: once written it no longer counts there, so nothing may replace it.
+    ledger.writing(one);
+    expect(effects()).toEqual([]);
     const late = payload('a', true);
     claim(ledger, [late]);
     // No request open to `a` and none replaceable: the standby is given back, not sent.
