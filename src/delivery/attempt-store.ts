@@ -9,12 +9,13 @@ import { applyTransitions, transitionsArray, transitionsParameter, type Transiti
  * (through src/lifecycle/transitions.ts, the one way a payload's state
  * changes). The statements of every attempt are named, so each connection
  * parses and plans each call once: a call of a function is planned alike
- * whatever the tables hold. What runs inside keeps its own plans as the
- * function says (claim_payloads plans its queue scans at every call; the
- * others reach rows by key: test/delivery/cached-plans.test.ts). A named
- * statement names its columns: a function that gains one must not change the
- * prepared statement's result. What crash recovery and the expiry sweep read is in recovery-reads.ts.
- * See asset_webhooks.payloads in sql/migrations/0001_baseline.sql for the payload states.
+ * whatever the tables hold, and the statements inside keep their plans for
+ * the session too, each reaching payloads through an index by key or by a
+ * webhook's queue range (test/delivery/cached-plans.test.ts). A named
+ * statement names its columns: a function that gains one must not change
+ * the prepared statement's result. What crash recovery and the expiry sweep
+ * read is in recovery-reads.ts. See asset_webhooks.payloads in
+ * sql/migrations/0001_baseline.sql for the payload states.
  */
 
 /** A payload claimed for an attempt, its attempt recorded as started. */
