@@ -21,8 +21,9 @@ export interface ClaimedSink {
  * the accounting; the claimer does its claims.
  *
  * It claims when woken (new payloads, the poll), and whenever an attempt or
- * a give-back it handed out is reported over: the steps after it report, and
- * it calls none of them back but the sink.
+ * a give-back it handed out is reported over. The steps after it report to
+ * it through the pump; it calls nothing of theirs but the sink it hands
+ * payloads to.
  */
 export class Claimer {
   private readonly ledger: SlotLedger;
