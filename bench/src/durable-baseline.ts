@@ -3,7 +3,8 @@ import { Agent, request } from 'undici';
 
 /**
  * Writes items in batches with at most `maxInFlight` writes at once, as the
- * service's settle batcher writes results: an item is written at once when a
+ * service's completer writes results (src/delivery/completer.ts, which keeps
+ * two writes in flight): an item is written at once when a
  * write is free; otherwise it waits with the others that come meanwhile, and
  * up to `maxBatch` of them are written together as soon as a write finishes.
  * A lone item never waits for company. Every item's promise settles with its

@@ -8,8 +8,8 @@ import { BatchWriter } from './durable-baseline.js';
  * it leaves, as the service does. Per block of `concurrency` payloads, one
  * statement reads the stored bodies and inserts one "started" row each; the
  * block's POSTs follow; each answer is inserted as a result row afterwards,
- * up to 64 a statement with one statement in flight (as the settle batcher
- * writes). Every session commits synchronously. What the service does beyond
+ * up to 64 a statement with one statement in flight (the service's completer
+ * batches the same way, with two in flight). Every session commits synchronously. What the service does beyond
  * this (payload states, slots, standbys, retries, expiry) is what its ratio
  * to this baseline measures.
  */

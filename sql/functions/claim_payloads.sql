@@ -17,7 +17,7 @@
 -- claimed and returned with standby = true: their attempts are started, not
 -- yet sent (attempts.sent false), and the caller sends one only when one of
 -- its own requests to that webhook has ended and that request's result is not
--- yet written, and says so in its next settle_and_claim (or undoes it with
+-- yet written, and says so in its next complete_attempts (or undoes it with
 -- a given_back transition). Counting rows in flight this way never lets a receiver
 -- see more than its concurrency of requests at once: a row claimed while the
 -- webhook has its concurrency in flight is a standby, and a standby replaces a
@@ -36,11 +36,18 @@ create or replace function asset_webhooks.claim_payloads(p_max integer, p_share 
 returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz,
                body text, standby boolean)
 language plpgsql
--- Planned at each call: a plan kept for the life of a session would keep the
--- table's size from when it was made (a `run` process's connections live for
--- days, from an empty table to millions of rows), while each new plan reads
--- the table's size as it is now.
-set plan_cache_mode = force_custom_plan
+-- Its plans are kept for the session, like any function's (a `run` process's
+-- connections live for days, from an empty table to millions of rows), so
+-- none may depend on the table's size when it was made: every statement
+-- reaches payloads through an index, by a webhook's queue range or by key,
+-- and sequential scans are off for it, so a plan made while payloads was
+-- empty does not scan the history it grows (test/delivery/cached-plans.test.ts).
+-- The webhooks table has no index for the visit's filters and is scanned
+-- anyway; the cost the planner adds to a scan it may not choose puts the
+-- visit over JIT's threshold, and compiling it would cost more than it runs:
+-- JIT is off for it.
+set enable_seqscan = off
+set jit = off
 set search_path = pg_catalog, pg_temp
 as $$
 #variable_conflict use_column

@@ -29,8 +29,8 @@ const settings = z
     /**
      * Delivery requests one `run` process keeps in flight at once, over all
      * webhooks. Each webhook's `concurrency` bounds its own share. Standby
-     * payloads (claimed ahead, see DeliveryPump) count against it too, so it
-     * bounds the bodies a process holds.
+     * payloads (claimed ahead, see src/delivery/claimer.ts) count against it
+     * too, so it bounds the bodies a process holds.
      */
     maxRequestsInFlight: intRange(1, 10_000).default(256),
     /** How long events, outcomes and payloads are kept, in days. */

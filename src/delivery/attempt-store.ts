@@ -7,8 +7,15 @@ import { applyTransitions, transitionsArray, transitionsParameter, type Transiti
 /**
  * The database side of delivery: claiming payloads, writing their next state
  * (through src/lifecycle/transitions.ts, the one way a payload's state
- * changes). What crash recovery and the expiry sweep read is in recovery-reads.ts.
- * See asset_webhooks.payloads in sql/migrations/0001_baseline.sql for the payload states.
+ * changes). The statements of every attempt are named, so each connection
+ * parses and plans each call once: a call of a function is planned alike
+ * whatever the tables hold, and the statements inside keep their plans for
+ * the session too, each reaching payloads through an index by key or by a
+ * webhook's queue range (test/delivery/cached-plans.test.ts). A named
+ * statement names its columns: a function that gains one must not change
+ * the prepared statement's result. What crash recovery and the expiry sweep
+ * read is in recovery-reads.ts. See asset_webhooks.payloads in
+ * sql/migrations/0001_baseline.sql for the payload states.
  */
 
 /** A payload claimed for an attempt, its attempt recorded as started. */
@@ -49,12 +56,6 @@ export interface ClaimRequest {
    * that ends is replaced without waiting for a claim. None when absent.
    */
   readonly standby?: { readonly perWebhook: number; readonly webhooks: readonly string[] } | undefined;
-  /**
-   * Standbys the caller has sent since its previous settle: settleAndClaim
-   * records them as sent, so crash recovery counts them as attempts (see
-   * asset_webhooks.attempts.sent). Ignored by claimPayloads.
-   */
-  readonly sentStandbys?: readonly AttemptOf[] | undefined;
 }
 
 /** One attempt of a payload. */
@@ -62,9 +63,11 @@ export type AttemptOf = Pick<ClaimedPayload, 'payloadId' | 'series' | 'attemptNo
 
 /** Claims due payloads and starts their attempts (asset_webhooks.claim_payloads). */
 export async function claimPayloads(client: pg.Pool | pg.ClientBase, request: ClaimRequest): Promise<ClaimedPayload[]> {
-  const { rows } = await client.query<ClaimedRow>(
-    'select * from asset_webhooks.claim_payloads($1, $2, $3, $4, $5, $6::text[])',
-    [
+  const { rows } = await client.query<ClaimedRow>({
+    name: 'asset_webhooks.claim_payloads',
+    text: `select payload_id, webhook_id, series, attempt, series_started_at, body, standby
+           from asset_webhooks.claim_payloads($1, $2, $3, $4, $5, $6::text[])`,
+    values: [
       request.max,
       request.share,
       request.after,
@@ -72,7 +75,7 @@ export async function claimPayloads(client: pg.Pool | pg.ClientBase, request: Cl
       request.standby?.perWebhook ?? 0,
       request.standby?.webhooks ?? [],
     ],
-  );
+  });
   return rows.map(toClaimed);
 }
 
@@ -104,7 +107,7 @@ export interface AttemptResult {
   /**
    * Why the attempt failed when no status says it: the sender's ErrorClass,
    * `interrupted` (crash recovery), or `unrecordable` (the result as made
-   * could not be written: see SettleBatcher).
+   * could not be written: see Completer).
    */
   readonly errorClass: string | null;
   readonly errorMessage: string | null;
@@ -142,8 +145,6 @@ export interface SettleRequest {
   /** The attempt this settles; null for the expiry of a payload not in flight. */
   readonly attemptNo: number | null;
   readonly result: AttemptResult;
-  /** When it happened, for the record; null or absent: the database's clock as it is written. */
-  readonly at?: Date | null | undefined;
   /** Outcome retry: the delay in ms before it is sent again, from the database's clock as it is written. */
   readonly retryInMs: number | null;
   /** retry.deadLetterAfterSeconds: the database turns a retry decided past the window's end into `expired`. */
@@ -152,8 +153,6 @@ export interface SettleRequest {
   readonly receiverFailed: boolean | null;
   /** The receiver's Retry-After in ms: no payload of the webhook is claimed before it ends. */
   readonly holdWebhookForMs: number | null;
-  /** When the attempt's request was sent, recorded as its start; absent: the claim's time stays. */
-  readonly sentAt?: Date | null | undefined;
 }
 
 export interface Settled {
@@ -164,31 +163,20 @@ export interface Settled {
 }
 
 /**
- * Writes several payloads' next states in one statement
- * (asset_webhooks.transition_payloads): the answers in request order.
- */
-export async function settlePayloads(
-  client: pg.ClientBase | pg.Pool,
-  requests: readonly SettleRequest[],
-): Promise<Settled[]> {
-  return (await settleAndClaim(client, requests, null)).settled;
-}
-
-/**
  * The transition a settle request asks for: an expiry when it names no
  * attempt, else the attempt's result (interrupted when crash recovery closes
  * it: errorClass `interrupted`).
  */
 function transitionOf(request: SettleRequest): Transition {
   const { payloadId, series } = request.payload;
-  if (request.attemptNo === null) return { kind: 'expiry', payloadId, series, at: request.at ?? null };
+  if (request.attemptNo === null) return { kind: 'expiry', payloadId, series, at: null };
   return {
     kind: request.result.errorClass === 'interrupted' ? 'interrupted' : 'attempt_result',
     payloadId,
     series,
     attemptNo: request.attemptNo,
     outcome: request.result.outcome,
-    at: request.at ?? null,
+    at: null,
     retryInMs: request.retryInMs,
     windowSeconds: request.windowSeconds === null ? null : Math.ceil(request.windowSeconds),
     durationMs: request.result.durationMs,
@@ -196,58 +184,37 @@ function transitionOf(request: SettleRequest): Transition {
     errorClass: request.result.errorClass,
     errorMessage: request.result.errorMessage,
     responseExcerpt: request.result.responseExcerpt,
-    sentAt: request.sentAt ?? null,
+    sentAt: null,
     receiverFailed: request.receiverFailed,
     holdWebhookForMs: request.holdWebhookForMs,
   };
 }
 
 /**
- * Writes several payloads' next states and, when `claim` is given, claims
- * payloads into the slots that frees, in one transaction
- * (asset_webhooks.settle_and_claim): the settle answers in request order, and
- * the payloads claimed, their attempts started.
+ * Writes several payloads' next states in one statement, the standbys in
+ * `sent` marked sent first (asset_webhooks.complete_attempts): the answers in
+ * request order. Claims nothing.
  */
-export async function settleAndClaim(
+export async function completeAttempts(
   client: pg.ClientBase | pg.Pool,
   requests: readonly SettleRequest[],
-  claim: ClaimRequest | null,
-): Promise<{ settled: Settled[]; claimed: ClaimedPayload[] }> {
-  const { rows } = await client.query<
-    { settled: Array<{ idx: number; applied: boolean; reason: string | null; outcome: string | null }> } & {
-      [K in keyof ClaimedRow]: ClaimedRow[K] | null;
-    }
-  >(
-    `select case when s.ordinality = 1 then to_jsonb(s.settled) end as settled,
-            s.payload_id, s.webhook_id, s.series, s.attempt, s.series_started_at, s.body, s.standby
-     from asset_webhooks.settle_and_claim(${transitionsArray(1)}, $2, $3, $4, $5, $6, $7::text[],
-            array(select jsonb_populate_record(null::asset_webhooks.attempt_key, k.key)
-                  from unnest($8::jsonb[]) as k(key))) with ordinality s
-     order by s.ordinality`,
-    [
+  sent: readonly AttemptOf[] = [],
+): Promise<Settled[]> {
+  const { rows } = await client.query<{ applied: boolean; outcome: string | null }>({
+    name: 'asset_webhooks.complete_attempts',
+    text: `select applied, outcome from asset_webhooks.complete_attempts(${transitionsArray(1)},
+             array(select jsonb_populate_record(null::asset_webhooks.attempt_key, k.key) from unnest($2::jsonb[]) as k(key)))`,
+    values: [
       transitionsParameter(requests.map(transitionOf)),
-      claim?.max ?? 0,
-      claim?.share ?? 0,
-      claim?.after ?? null,
-      Math.ceil(claim?.expireAfterSeconds ?? 0),
-      claim?.standby?.perWebhook ?? 0,
-      claim?.standby?.webhooks ?? [],
-      (claim?.sentStandbys ?? []).map((sent) => ({
-        payload_id: sent.payloadId,
-        series: sent.series,
-        attempt: sent.attemptNo,
-      })),
+      sent.map((attempt) => ({ payload_id: attempt.payloadId, series: attempt.series, attempt: attempt.attemptNo })),
     ],
-  );
-  const answers = rows[0]?.settled ?? [];
-  if (answers.length !== requests.length) {
-    throw new Error(`transition_payloads answered ${answers.length} of ${requests.length} results`);
+  });
+  if (rows.length !== requests.length) {
+    throw new Error(`complete_attempts answered ${rows.length} of ${requests.length} results`);
   }
-  const settled: Settled[] = answers.map((answer) =>
-    answer.applied && answer.outcome === 'expired' ? { applied: true, expired: true } : { applied: answer.applied },
+  return rows.map((row) =>
+    row.applied && row.outcome === 'expired' ? { applied: true, expired: true } : { applied: row.applied },
   );
-  const claimed = rows.filter((row): row is typeof row & ClaimedRow => row.payload_id !== null).map(toClaimed);
-  return { settled, claimed };
 }
 
 /**
@@ -273,11 +240,12 @@ export async function localFaultsBefore(
   payload: { readonly payloadId: number; readonly series: number },
   attemptNo: number,
 ): Promise<number> {
-  const { rows } = await client.query<{ n: number }>(
-    `select count(*)::int as n from asset_webhooks.attempts
-     where payload_id = $1 and series = $2 and attempt_no < $3 and error_class = 'local_fault'`,
-    [payload.payloadId, payload.series, attemptNo],
-  );
+  const { rows } = await client.query<{ n: number }>({
+    name: 'asset_webhooks.local_faults_before',
+    text: `select count(*)::int as n from asset_webhooks.attempts
+           where payload_id = $1 and series = $2 and attempt_no < $3 and error_class = 'local_fault'`,
+    values: [payload.payloadId, payload.series, attemptNo],
+  });
   return rows[0]?.n ?? 0;
 }
 

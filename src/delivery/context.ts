@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { SecretResolver } from '../secrets/types.js';
 import type { AttemptResult } from './attempt-store.js';
 import type { HttpSender } from './http/sender.js';
-import type { SettleBatcher } from './settle-batcher.js';
+import type { Completer } from './completer.js';
 
 /** What delivery needs of one configured webhook. */
 export interface DeliveryWebhook {
@@ -38,8 +38,8 @@ export interface DeliveryContext {
   readonly pool: pg.Pool;
   /** This installation's random id (asset_webhooks.installation), part of every payload's `webhook-id`. */
   readonly installationId: string;
-  /** Writes payloads' next states, several per statement when busy. */
-  readonly settler: Pick<SettleBatcher, 'settle'> & Partial<Pick<SettleBatcher, 'claimWith'>>;
+  /** Writes payloads' next states, several per statement when busy, and records standbys sent. */
+  readonly completer: Pick<Completer, 'settle' | 'markSent'>;
   readonly sender: Pick<HttpSender, 'post'>;
   readonly secrets: SecretResolver;
   webhook(id: string): DeliveryWebhook | undefined;

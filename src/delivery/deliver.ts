@@ -15,22 +15,35 @@ import { nextState, outcomeOf, receiverFailed } from './policy/next-state.js';
 import { parseRetryAfter } from './policy/retry-after.js';
 import type { DeliveryContext, DeliveryWebhook } from './context.js';
 
+/** What the sender step tells its caller of an attempt under way. */
+export interface AttemptProgress {
+  /**
+   * The request has ended, its result not yet written; `receiverHealthy`:
+   * whether the answer says the receiver is healthy (anything but a retryable
+   * failure). The claimer sends a standby in its place then.
+   */
+  answered(receiverHealthy: boolean): void;
+  /** Its result goes to be written: from now on nothing may replace the request. */
+  writing(): void;
+}
+
 /**
  * Makes one claimed attempt: POST the stored body, classify the answer, let
  * the retry policy decide the payload's next state, and write it
- * (asset_webhooks.transition_payloads). No step holds a row lock across the
- * network. An HTTP outcome never throws. Returns the attempt's result, or
+ * (the context's Completer). No step holds a row lock across the network,
+ * and no time of this process's is written: the attempt's start is its
+ * claim's (or, for a standby, when its sending is recorded), its end the
+ * database's clock as the result is written; this process measures only
+ * durations. An HTTP outcome never throws. Returns the attempt's result, or
  * null when the attempt was not made (the webhook is disabled, paused or gone
  * in this process's configuration: the claim is undone).
  *
- * `answered` is called once the request has ended, before its result is
- * written, with whether the answer says the receiver is healthy (anything but
- * a retryable failure): the pump sends a standby in its place then.
+ * `progress` hears how far the attempt has come (see AttemptProgress).
  */
 export async function deliverClaimed(
   claimed: ClaimedPayload,
   context: DeliveryContext,
-  answered?: (receiverHealthy: boolean) => void,
+  progress?: AttemptProgress,
 ): Promise<AttemptResult | null> {
   const webhook = context.webhook(claimed.webhookId);
   if (!sendsTo(webhook)) {
@@ -38,8 +51,6 @@ export async function deliverClaimed(
     await releaseClaimed(claimed, context);
     return null;
   }
-  // For the record only: when the request left this process.
-  const sentAt = new Date();
   const post = await send(context, webhook, claimed);
   if (post.kind === 'response' && (post.statusCode === 401 || post.statusCode === 403)) {
     // A key may have been rotated: read it again on the next attempt.
@@ -48,19 +59,20 @@ export async function deliverClaimed(
   }
   const settings = context.settings();
   const classification = classifyResponse(post, settings.retryStatusCodes, settings.disableOnGone);
-  answered?.(receiverFailed(classification) === false);
+  progress?.answered(receiverFailed(classification) === false);
   // Without retry.honorRetryAfter every retry follows delaysSeconds, as the specification says. The
   // header is read as a delay from the answer's arrival: the retry's time is the database's to set.
   const answeredAt = new Date();
   const retryAfter =
     settings.honorRetryAfter === true && post.kind === 'response' ? parseRetryAfter(post.retryAfter, answeredAt) : null;
+  // From here its result goes to be written: once written, it no longer counts in the database.
+  progress?.writing();
   const { result, applied } = await settleAttempt(
     context,
     claimed,
     describe(post),
     classification,
     retryAfter === null ? null : retryAfter.getTime() - answeredAt.getTime(),
-    sentAt,
   );
   const log = {
     payloadId: claimed.payloadId,
@@ -114,7 +126,6 @@ export async function settleAttempt(
   result: Omit<AttemptResult, 'outcome'>,
   classification: Classification,
   retryAfterMs: number | null = null,
-  sentAt: Date | null = null,
 ): Promise<{ result: AttemptResult; applied: boolean }> {
   const settings = context.settings();
   // Attempts that failed for want of this process's resources are no failure of the receiver's: they do not count.
@@ -137,9 +148,8 @@ export async function settleAttempt(
     windowSeconds: settings.deadLetterAfterSeconds,
     receiverFailed: receiverFailed(classification),
     holdWebhookForMs: next.kind === 'retry' ? (next.holdWebhookForMs ?? null) : null,
-    sentAt,
   };
-  const settled = await untilWritten(context, payload, () => context.settler.settle(request));
+  const settled = await untilWritten(context, payload, () => context.completer.settle(request));
   // Superseded (an operator's redelivery, another process's recovery): the result is kept as a plain failed try.
   if (!settled.applied) return { result: { ...result, outcome: 'retry' }, applied: false };
   // The outcome as written: a retry the database found past the window's end is `expired`.

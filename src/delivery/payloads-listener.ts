@@ -37,81 +37,110 @@ export interface PayloadsListenerOptions {
  * listened raised no notification anyone heard.
  */
 export function listenForPayloads(options: PayloadsListenerOptions, onReady: () => void): PayloadsListener {
-  const channels: Record<string, () => void> = { ...options.also, [PAYLOADS_READY_CHANNEL]: onReady };
-  const retryMs = options.retryMs ?? 500;
-  const maxRetryMs = options.maxRetryMs ?? 5000;
-  let current: { client: pg.Client; socket: net.Socket | undefined } | undefined;
-  let closed = false;
-  let retry: NodeJS.Timeout | undefined;
-  let failures = 0;
+  const listener = new Listener(options, { ...options.also, [PAYLOADS_READY_CHANNEL]: onReady }, onReady);
+  listener.start();
+  return listener;
+}
 
-  const reconnect = (): void => {
-    if (closed) return;
-    clearTimeout(retry);
-    retry = setTimeout(() => void connect(), Math.min(retryMs * 2 ** failures, maxRetryMs));
-  };
+interface Connection {
+  readonly client: pg.Client;
+  readonly socket: net.Socket | undefined;
+}
 
-  const connect = async (): Promise<void> => {
+/** listenForPayloads' connection, opened again after each failure until closed. */
+class Listener implements PayloadsListener {
+  private current: Connection | undefined;
+  private closed = false;
+  private retry: NodeJS.Timeout | undefined;
+  private failures = 0;
+
+  constructor(
+    private readonly options: PayloadsListenerOptions,
+    private readonly channels: Readonly<Record<string, () => void>>,
+    private readonly onReady: () => void,
+  ) {}
+
+  start(): void {
+    void this.connect();
+  }
+
+  private connectLater(delayMs: number): void {
+    if (this.closed) return;
+    clearTimeout(this.retry);
+    this.retry = setTimeout(() => void this.connect(), delayMs);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.retry);
+    const open = this.current;
+    this.current = undefined;
+    if (!open) return;
+    const drop = setTimeout(() => open.socket?.destroy(), this.options.closeWaitMs ?? 2000);
+    await open.client.end().catch(() => {});
+    clearTimeout(drop);
+  }
+
+  private async connect(): Promise<void> {
+    const { connection, dropped } = this.open();
+    const { client } = connection;
+    try {
+      await client.connect();
+      await pinSearchPath(client);
+      for (const channel of Object.keys(this.channels)) await client.query(`listen ${channel}`);
+    } catch (error) {
+      if (this.failures === 0 && !this.closed)
+        this.options.logger.debug(
+          { err: describeError(error) },
+          'could not listen for new payloads; polling meanwhile',
+        );
+      this.failures += 1;
+      dropped.drop();
+      return;
+    }
+    if (dropped.done) return;
+    if (this.closed) {
+      dropped.done = true;
+      await client.end().catch(() => {});
+      return;
+    }
+    this.failures = 0;
+    this.current = connection;
+    this.onReady();
+  }
+
+  /** A client not yet connected, whose error or end drops it and opens another after a pause. */
+  private open(): { connection: Connection; dropped: { done: boolean; drop(): void } } {
     // The socket is made here, so that close can drop it through Node's own API when the server does not answer.
     let socket: net.Socket | undefined;
     const client = new pg.Client({
-      connectionString: options.databaseUrl,
-      application_name: options.applicationName ?? 'asset-webhooks delivery listener',
+      connectionString: this.options.databaseUrl,
+      application_name: this.options.applicationName ?? 'asset-webhooks delivery listener',
       ...KEEPALIVE,
       stream: () => (socket = new net.Socket()),
     });
-    const connection = {
+    const connection: Connection = {
       client,
       get socket() {
         return socket;
       },
     };
-    let dropped = false;
-    const drop = (): void => {
-      if (dropped) return;
-      dropped = true;
-      if (current === connection) current = undefined;
-      void client.end().catch(() => {});
-      reconnect();
+    const dropped = {
+      done: false,
+      drop: (): void => {
+        if (dropped.done) return;
+        dropped.done = true;
+        if (this.current === connection) this.current = undefined;
+        void client.end().catch(() => {});
+        const { retryMs = 500, maxRetryMs = 5000 } = this.options;
+        this.connectLater(Math.min(retryMs * 2 ** this.failures, maxRetryMs));
+      },
     };
-    client.on('error', drop);
-    client.on('end', drop);
+    client.on('error', dropped.drop);
+    client.on('end', dropped.drop);
     client.on('notification', (message) => {
-      channels[message.channel]?.();
+      this.channels[message.channel]?.();
     });
-    try {
-      await client.connect();
-      await pinSearchPath(client);
-      for (const channel of Object.keys(channels)) await client.query(`listen ${channel}`);
-    } catch (error) {
-      if (failures === 0 && !closed)
-        options.logger.debug({ err: describeError(error) }, 'could not listen for new payloads; polling meanwhile');
-      failures += 1;
-      drop();
-      return;
-    }
-    if (dropped) return;
-    if (closed) {
-      dropped = true;
-      await client.end().catch(() => {});
-      return;
-    }
-    failures = 0;
-    current = connection;
-    onReady();
-  };
-
-  void connect();
-  return {
-    async close() {
-      closed = true;
-      clearTimeout(retry);
-      const open = current;
-      current = undefined;
-      if (!open) return;
-      const drop = setTimeout(() => open.socket?.destroy(), options.closeWaitMs ?? 2000);
-      await open.client.end().catch(() => {});
-      clearTimeout(drop);
-    },
-  };
+    return { connection, dropped };
+  }
 }

@@ -1,27 +1,22 @@
 import { describeError } from '../db/connect.js';
 import { SCHEMA_CHANGED_CHANNEL } from '../db/payloads-ready.js';
-import { claimPayloads, type ClaimedPayload } from './attempt-store.js';
+import type { ClaimedPayload } from './attempt-store.js';
+import { Claimer } from './claimer.js';
 import type { DeliveryContext } from './context.js';
 import { deliverClaimed, releaseClaimed } from './deliver.js';
 import { listenForPayloads, type PayloadsListener } from './payloads-listener.js';
 import { expireWaiting, recoverOrphans } from './recover.js';
-import { SlotLedger } from './slot-ledger.js';
+
+/** How often the database is asked for due payloads when nothing woke the pump: the net for retries that come due and notifications lost with a connection. */
+const POLL_MS = 1000;
+/** How often attempts of dead processes are closed and expired payloads dead-lettered. */
+const SWEEP_MS = 5000;
 
 export interface PumpOptions {
   /** The database URL, for the connection that listens for new payloads. */
   readonly databaseUrl: string;
   /** How long this process has held its lease without a break (crash recovery waits for it: see processGoneGrace). */
   ownLeaseHeldForMs(): number;
-  /** How often the database is asked for due payloads when nothing woke the pump. Default 1,000 ms. */
-  readonly pollMs?: number;
-  /** How often attempts of dead processes are closed and expired payloads dead-lettered. Default 5,000 ms. */
-  readonly sweepMs?: number;
-  /**
-   * Standby payloads claimed per webhook of concurrency 2 or more beyond its
-   * concurrency, while this process has requests open to it. Default 2; 0
-   * turns standby off.
-   */
-  readonly standbyPerWebhook?: number;
   /** Called when a claim fails, before the poll tries again (the service checks then whether the schema moved past this release). */
   claimFailed?(): void;
   /** Called when `migrate` notifies SCHEMA_CHANGED_CHANNEL, heard on the pump's listening connection. */
@@ -29,39 +24,27 @@ export interface PumpOptions {
 }
 
 /**
- * The delivery pump of one `run` process. A request in flight costs a socket
- * and a promise, not a worker: the pump claims due payloads from the database
- * (asset_webhooks.claim_payloads: per webhook within its concurrency, one at
- * a time while its receiver is failing, none while it is throttled; webhooks
- * take turns) up to maxRequestsInFlight, and makes each attempt
- * concurrently. The slots attempts free are claimed again in the statement
- * that writes their results (the settle batcher reserves that room in the
- * pump's SlotLedger: see asset_webhooks.settle_and_claim), so a slot is taken
- * again one round trip after its request ends. The pump also claims on its
- * own when coalescing in any process commits payloads (a PayloadsListener, or
- * wake() from this process), when an attempt ends without such a claim, and
- * every pollMs as the net for retries that come due and notifications lost
- * with a connection. Every sweepMs it runs crash recovery and the expiry sweep.
+ * The delivery pump of one `run` process: it wires the three steps a payload
+ * goes through, each in its own file, one way. The Claimer (claimer.ts)
+ * claims due payloads up to maxRequestsInFlight and hands each on; the
+ * sender step (deliverClaimed, deliver.ts) posts it, classifies the answer
+ * and decides its next state; the Completer (completer.ts, the context's)
+ * writes results in batches and claims nothing. A request in flight costs a
+ * socket and a promise, not a worker. The pump reports each request's end and
+ * each attempt's end to the claimer, which frees its slot and claims again.
  *
- * The pump does the I/O and nothing else: the SlotLedger decides (the cap,
- * turns, standbys: see there and Standbys), and what it asks for (send a
- * payload, give a standby back, claim) the pump does, in order, as soon as
- * it is asked. The settle batcher talks to the ledger only, never to the pump.
- *
- * Nothing here runs in graphile-worker: coalescing and maintenance never wait
- * for delivery capacity, however many requests are in flight.
+ * The pump wakes the claimer when coalescing in any process commits payloads
+ * (a PayloadsListener, or wake() from this process) and every POLL_MS; every
+ * SWEEP_MS it runs crash recovery and the expiry sweep. Nothing here runs in
+ * graphile-worker: coalescing and maintenance never wait for delivery
+ * capacity, however many requests are in flight.
  */
 export class DeliveryPump {
   /** Every attempt and standby give-back of this pump until it has ended and is written. */
   private inFlight = new Set<Promise<void>>();
-  private readonly ledger: SlotLedger;
-  private claiming = false;
-  /** The pump's own claim under way, if any. */
-  private claimRun: Promise<void> | undefined;
-  private again = false;
+  private readonly claimer: Claimer;
   private stopped = false;
   private stopping: Promise<void> | undefined;
-  private claimFailures = 0;
   private sweepFailures = 0;
   private poll: NodeJS.Timeout | undefined;
   private sweep: NodeJS.Timeout | undefined;
@@ -72,24 +55,21 @@ export class DeliveryPump {
     private readonly context: DeliveryContext,
     private readonly options: PumpOptions,
   ) {
-    this.ledger = new SlotLedger({
-      // Standbys' age in this process: no decision about a payload's window.
-      now: () => new Date(),
-      settings: () => context.settings(),
-      standbyPerWebhook: options.standbyPerWebhook,
-    });
+    this.claimer = new Claimer(
+      context,
+      { send: (payload) => this.send(payload), giveBack: (payload) => this.giveBack(payload) },
+      () => options.claimFailed?.(),
+    );
   }
 
   /** Starts claiming, listening and sweeping. */
   start(): void {
-    this.context.settler.claimWith?.(this.ledger);
-    void this.followLedger();
-    this.poll = setInterval(() => this.wake(), this.options.pollMs ?? 1000);
+    this.poll = setInterval(() => this.wake(), POLL_MS);
     this.sweep = setInterval(() => {
       this.sweeping ??= this.runSweep().finally(() => {
         this.sweeping = undefined;
       });
-    }, this.options.sweepMs ?? 5000);
+    }, SWEEP_MS);
     this.listener = listenForPayloads(
       {
         databaseUrl: this.options.databaseUrl,
@@ -103,25 +83,17 @@ export class DeliveryPump {
 
   /** Requests in flight now (standbys are not). */
   get requestsInFlight(): number {
-    return this.ledger.requestsInFlight;
+    return this.claimer.requestsInFlight;
   }
 
   /** Standby payloads held now, and since the start sent in place of ended requests or given back. */
   get standby(): { readonly held: number; readonly sent: number; readonly givenBack: number } {
-    return this.ledger.standby;
+    return this.claimer.standby;
   }
 
   /** Claims now (or right after the claim under way). */
   wake(): void {
-    if (this.stopped) return;
-    if (this.claiming) {
-      this.again = true;
-      return;
-    }
-    this.claiming = true;
-    this.claimRun = this.claimWhileFree().finally(() => {
-      this.claiming = false;
-    });
+    if (!this.stopped) this.claimer.wake();
   }
 
   /** Stops claiming, gives back standbys, and waits for the attempts in flight to be made and written. Once: a second call waits for the first. */
@@ -134,74 +106,28 @@ export class DeliveryPump {
     this.stopped = true;
     clearInterval(this.poll);
     clearInterval(this.sweep);
-    this.ledger.stop();
-    this.doEffects();
+    const claimerStopped = this.claimer.stop();
     await this.listener?.close();
     await this.sweeping;
     // A claim under way has started its attempts in the database: they are
     // made and written (its standbys given back) before stop returns, like
     // the others, not left for crash recovery.
-    await this.claimRun;
+    await claimerStopped;
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
-    this.context.settler.claimWith?.(undefined);
   }
 
-  /** Does what the ledger asks when the settle batcher's claims change it (the pump's own calls do it at once). */
-  private async followLedger(): Promise<void> {
-    for (;;) {
-      await this.ledger.whenEffects();
-      this.doEffects();
-    }
-  }
-
-  private doEffects(): void {
-    for (const effect of this.ledger.takeEffects()) {
-      if (effect.kind === 'send') this.send(effect.payload);
-      else if (effect.kind === 'giveBack') this.giveBack(effect.payload);
-      else this.wake();
-    }
-  }
-
-  private async claimWhileFree(): Promise<void> {
-    do {
-      this.again = false;
-      if (this.stopped) return;
-      const request = this.ledger.beginClaim();
-      // No room: an attempt that ends, or the claim under way, claims again.
-      if (!request) return;
-      let claimed: ClaimedPayload[];
-      try {
-        claimed = await claimPayloads(this.context.pool, request);
-      } catch (error) {
-        this.ledger.endClaim(request, undefined);
-        this.options.claimFailed?.();
-        // The poll tries again; one warning per failing spell.
-        if (this.claimFailures === 0)
-          this.context.logger.warn(
-            { err: describeError(error) },
-            'could not claim payloads for delivery; trying again',
-          );
-        this.claimFailures += 1;
-        return;
-      }
-      if (this.claimFailures > 0)
-        this.context.logger.info({ failedClaims: this.claimFailures }, 'delivery claims payloads again');
-      this.claimFailures = 0;
-      this.ledger.endClaim(request, claimed);
-      this.doEffects();
-      // A webhook may have had more than its share: ask again while there is room.
-      if (claimed.length > 0) this.again = true;
-    } while (this.again && !this.stopped);
-  }
-
-  /** Makes a claimed attempt (a standby too, once the ledger sends it in place of an ended request). */
+  /** Makes a claimed attempt (a standby too, once the claimer sends it in place of an ended request). */
   private send(payload: ClaimedPayload): void {
+    // Its attempt counts from now on (asset_webhooks.attempts.sent): recorded before its result, and before the result it replaces.
+    if (payload.standby) this.context.completer.markSent(payload);
     let ended = false;
     const sentAt = performance.now();
-    const attempt: Promise<void> = deliverClaimed(payload, this.context, (receiverHealthy) => {
-      ended = true;
-      this.ledger.answered(payload, receiverHealthy, performance.now() - sentAt);
-      this.doEffects();
+    const attempt: Promise<void> = deliverClaimed(payload, this.context, {
+      answered: (receiverHealthy) => {
+        ended = true;
+        this.claimer.answered(payload, receiverHealthy, performance.now() - sentAt);
+      },
+      writing: () => this.claimer.writing(payload),
     })
       .then(
         () => {},
@@ -216,10 +142,9 @@ export class DeliveryPump {
       )
       .finally(() => {
         // Not made (its webhook disabled meanwhile), or failed before an answer.
-        if (!ended) this.ledger.answered(payload, false, performance.now() - sentAt);
+        if (!ended) this.claimer.answered(payload, false, performance.now() - sentAt);
         this.inFlight.delete(attempt);
-        this.ledger.ended(payload);
-        this.doEffects();
+        this.claimer.ended(payload);
       });
     this.inFlight.add(attempt);
   }
@@ -236,8 +161,7 @@ export class DeliveryPump {
       })
       .finally(() => {
         this.inFlight.delete(released);
-        this.ledger.givenBack(payload);
-        this.doEffects();
+        this.claimer.givenBack(payload);
       });
     this.inFlight.add(released);
   }

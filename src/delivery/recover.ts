@@ -88,7 +88,7 @@ export async function expireWaiting(context: DeliveryContext): Promise<number> {
     if (due.length === 0) break;
     const answers = await Promise.all(
       due.map((payload) =>
-        context.settler.settle({
+        context.completer.settle({
           payload,
           attemptNo: null,
           retryInMs: null,

@@ -28,7 +28,12 @@ export async function orphanedAttempts(
     attempt: number;
     series_started_at: Date;
     sent: boolean;
-  }>('select * from asset_webhooks.orphaned_attempts($1, $2)', [graceSeconds, namelessAfterSeconds]);
+  }>({
+    name: 'asset_webhooks.orphaned_attempts',
+    text: `select payload_id, webhook_id, series, attempt, series_started_at, sent
+           from asset_webhooks.orphaned_attempts($1, $2)`,
+    values: [graceSeconds, namelessAfterSeconds],
+  });
   return rows.map((row) => ({
     payloadId: row.payload_id,
     webhookId: row.webhook_id,
@@ -45,9 +50,10 @@ export async function expiredPayloads(
   expireAfterSeconds: number,
   limit: number,
 ): Promise<Array<{ payloadId: number; series: number }>> {
-  const { rows } = await pool.query<{ payload_id: number; series: number }>(
-    'select * from asset_webhooks.expired_payloads($1, $2)',
-    [Math.ceil(expireAfterSeconds), limit],
-  );
+  const { rows } = await pool.query<{ payload_id: number; series: number }>({
+    name: 'asset_webhooks.expired_payloads',
+    text: 'select payload_id, series from asset_webhooks.expired_payloads($1, $2)',
+    values: [Math.ceil(expireAfterSeconds), limit],
+  });
   return rows.map((row) => ({ payloadId: row.payload_id, series: row.series }));
 }

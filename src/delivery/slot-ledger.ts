@@ -1,8 +1,7 @@
-import type { AttemptOf, ClaimedPayload, ClaimRequest, SettleRequest } from './attempt-store.js';
-import type { SlotClaimer } from './settle-batcher.js';
+import type { AttemptOf, ClaimedPayload, ClaimRequest } from './attempt-store.js';
 import { Standbys, type StandbyMove } from './standby.js';
 
-/** What the ledger asks of the pump, in order: make an attempt, give a standby back, or claim. */
+/** What the ledger asks of the pump, in order: make an attempt (a standby's too), give a standby back, or claim. */
 export type LedgerEffect =
   | { readonly kind: 'send'; readonly payload: ClaimedPayload }
   | { readonly kind: 'giveBack'; readonly payload: ClaimedPayload }
@@ -19,56 +18,44 @@ export interface SlotLedgerOptions {
   readonly now: () => Date;
   /** The current settings, read at every claim. */
   readonly settings: () => LedgerSettings;
-  /** Standbys per webhook beyond its concurrency (see Standbys). Default 2; 0 turns standby off. */
-  readonly standbyPerWebhook?: number;
 }
 
 /**
- * The delivery pump's slot accounting, with no I/O: which claims to make,
+ * The claimer's slot accounting, with no I/O: which claims to make,
  * and what to do with the payloads they bring and the attempts that end. The
- * pump does the I/O and reports back; the settle batcher reserves and returns
- * room through the SlotClaimer side. The ledger calls neither: what it asks
- * of the pump waits in takeEffects (whenEffects resolves once there is some).
+ * pump does the I/O and reports back; the ledger calls nothing: what it asks
+ * of the pump waits in takeEffects, which the pump reads after each report.
  *
  * The rules it keeps (the database keeps the rest, across processes: each
  * webhook's concurrency, one attempt at a time while it fails, none while it
  * is throttled; see asset_webhooks.claim_payloads):
- * - the cap: attempts holding a slot, standbys, and room set aside for claims
- *   under way never pass maxRequestsInFlight together. A slot is held from
- *   an attempt's claim until its attempt is over; a claim sets its room aside
- *   until its answer is in.
+ * - the cap: attempts holding a slot, standbys, and room set aside for the
+ *   claim under way never pass maxRequestsInFlight together. A slot is held
+ *   from an attempt's claim until its attempt is over; a claim sets its room
+ *   aside until its answer is in.
  * - turns: each claim starts after the webhook the previous one ended with,
  *   and gives one webhook at most a quarter of its room (at least one).
- * - refill: room a settle statement frees is claimed in that statement
- *   (asset_webhooks.settle_and_claim); an attempt whose slot was refilled
- *   that way needs no claim of its own when it ends; any other ending does.
- * - a claim that finds no room only because another claim set it aside is
- *   made again once that one is in: work announced meanwhile may not be in it.
+ * - refill: every attempt that ends asks for a claim; the statements that
+ *   write results claim nothing.
  * - standby (see Standbys): a standby holds a slot, is sent only in place of
  *   an ended request to its webhook (so the receiver never sees more than its
- *   concurrency), and is given back when its receiver fails. Its attempt is
- *   reported sent by the next settle statement after it was sent.
+ *   concurrency), and is given back when its receiver fails. The pump has the
+ *   completer record it sent when it sends it.
  */
-export class SlotLedger implements SlotClaimer {
+export class SlotLedger {
   /** The attempts (attemptKey) that hold a slot: requests and standbys. */
   private readonly slots = new Set<string>();
-  /** Slots set aside for claims under way. */
+  /** Slots set aside for the claim under way. */
   private reserved = 0;
-  /** Attempts whose freed slot their settle statement claimed again. */
-  private readonly refilled = new Set<string>();
-  private claimAfterReserved = false;
   /** Per webhook, requests sent and not yet ended. */
   private readonly open = new Map<string, number>();
   private cursor: string | null = null;
-  /** Standbys sent whose sending no statement has recorded yet. */
-  private sentUnrecorded: AttemptOf[] = [];
   private stopping = false;
   private effects: LedgerEffect[] = [];
-  private waiting: (() => void) | undefined;
   private readonly standbys: Standbys;
 
   constructor(private readonly options: SlotLedgerOptions) {
-    this.standbys = new Standbys(options.standbyPerWebhook ?? 2, this.open);
+    this.standbys = new Standbys(this.open);
   }
 
   /** Requests in flight now (standbys held are not). */
@@ -90,26 +77,11 @@ export class SlotLedger implements SlotClaimer {
     return this.effects.splice(0);
   }
 
-  /** Resolves once there are effects to take (at once if there are). */
-  whenEffects(): Promise<void> {
-    if (this.effects.length > 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      const before = this.waiting;
-      this.waiting = () => {
-        before?.();
-        resolve();
-      };
-    });
-  }
-
   /** A claim of the pump's own: sets its room aside, or null when there is none (or the pump stops). */
   beginClaim(): ClaimRequest | null {
     if (this.stopping) return null;
     const free = this.room();
-    if (free <= 0) {
-      if (this.reserved > 0) this.claimAfterReserved = true;
-      return null;
-    }
+    if (free <= 0) return null;
     this.reserved += free;
     return this.claimRequest(free);
   }
@@ -137,64 +109,33 @@ export class SlotLedger implements SlotClaimer {
     );
   }
 
+  /**
+   * A request's result goes to be written: once it is, the request no longer
+   * counts in the database, and a claim may give its slot to another request;
+   * a standby sent in its place after that would pass the concurrency.
+   */
+  writing(payload: ClaimedPayload): void {
+    this.apply(this.standbys.settling(attemptKey(payload)));
+  }
+
   /** An attempt is over: its result written, or not to be written by this process. */
   ended(payload: ClaimedPayload): void {
     const key = attemptKey(payload);
     this.apply(this.standbys.settling(key));
     this.slots.delete(key);
-    if (!this.refilled.delete(key)) this.effects.push({ kind: 'claim' });
-    this.signal();
+    this.effects.push({ kind: 'claim' });
   }
 
   /** A standby given back is written: its slot is free in the database too. */
   givenBack(payload: ClaimedPayload): void {
     this.slots.delete(attemptKey(payload));
     this.effects.push({ kind: 'claim' });
-    this.signal();
   }
 
   /** The pump stops: no more claims, and every standby is given back. */
   stop(): void {
     this.stopping = true;
     this.apply(this.standbys.releaseAll());
-  }
-
-  /** SlotClaimer: a batch that ends attempts claims into the slots it frees, and records the standbys sent since the last. */
-  reserve(requests: readonly SettleRequest[]): ClaimRequest | null {
-    const freed: string[] = [];
-    for (const request of requests) {
-      if (request.attemptNo === null) continue;
-      const { payloadId, series } = request.payload;
-      const key = attemptKey({ payloadId, series, attemptNo: request.attemptNo });
-      this.apply(this.standbys.settling(key));
-      if (this.slots.delete(key)) freed.push(key);
-    }
-    const sentStandbys = this.sentUnrecorded.splice(0);
-    const room = freed.length === 0 || this.stopping ? 0 : Math.max(this.room(), 0);
-    if (room === 0 && sentStandbys.length === 0) return null;
-    if (room > 0) for (const key of freed) this.refilled.add(key);
-    this.reserved += room;
-    return { ...this.claimRequest(room), sentStandbys };
-  }
-
-  /** SlotClaimer: the batch's claim is in; its attempts have started. */
-  claimed(claim: ClaimRequest, payloads: readonly ClaimedPayload[]): void {
-    this.reserved -= claim.max;
-    this.accept(payloads, claim.now);
-    if (this.claimAfterReserved) {
-      this.claimAfterReserved = false;
-      this.effects.push({ kind: 'claim' });
-    }
-    this.signal();
-  }
-
-  /** SlotClaimer: the batch's statement failed; a claim of the pump's own tries instead, and the next batch records its sent standbys. */
-  release(claim: ClaimRequest): void {
-    this.sentUnrecorded.unshift(...(claim.sentStandbys ?? []));
-    this.reserved -= claim.max;
-    this.claimAfterReserved = false;
-    this.effects.push({ kind: 'claim' });
-    this.signal();
   }
 
   private claimRequest(max: number): ClaimRequest {
@@ -222,7 +163,6 @@ export class SlotLedger implements SlotClaimer {
     }
     this.apply(this.standbys.hold(standbys, claimedAt.getTime(), this.options.now().getTime()));
     if (payloads.length > 0) this.cursor = payloads[payloads.length - 1]!.webhookId;
-    this.signal();
   }
 
   private send(payload: ClaimedPayload): void {
@@ -234,20 +174,8 @@ export class SlotLedger implements SlotClaimer {
   private apply(moves: readonly StandbyMove[]): void {
     for (const move of moves) {
       if (move.kind === 'giveBack') this.effects.push({ kind: 'giveBack', payload: move.payload });
-      else {
-        const { payloadId, series, attemptNo } = move.payload;
-        this.sentUnrecorded.push({ payloadId, series, attemptNo });
-        this.send(move.payload);
-      }
+      else this.send(move.payload);
     }
-    this.signal();
-  }
-
-  private signal(): void {
-    if (this.effects.length === 0 || !this.waiting) return;
-    const waiting = this.waiting;
-    this.waiting = undefined;
-    waiting();
   }
 }
 

@@ -11,6 +11,12 @@ import type { ClaimedPayload, ClaimRequest } from './attempt-store.js';
  */
 export const STANDBY_MAX_WAIT_MS = 2000;
 
+/**
+ * Standbys claimed per webhook of concurrency 2 or more beyond its
+ * concurrency, while this process has requests open to it.
+ */
+export const STANDBY_PER_WEBHOOK = 2;
+
 /** What the standby rule asks of the pump, in order: send a held standby, or give one back to its queue. */
 export interface StandbyMove {
   readonly kind: 'sendStandby' | 'giveBack';
@@ -51,14 +57,8 @@ export class Standbys {
   private sent = 0;
   private givenBack = 0;
 
-  /**
-   * @param perWebhook standbys claimed per webhook beyond its concurrency; 0 turns standby off.
-   * @param open per webhook, the pump's requests sent and not yet ended (read, never written, here).
-   */
-  constructor(
-    private readonly perWebhook: number,
-    private readonly open: ReadonlyMap<string, number>,
-  ) {}
+  /** @param open per webhook, the pump's requests sent and not yet ended (read, never written, here). */
+  constructor(private readonly open: ReadonlyMap<string, number>) {}
 
   /** Standbys held now, and since the start sent in place of ended requests or given back. */
   get stats(): { readonly held: number; readonly sent: number; readonly givenBack: number } {
@@ -67,11 +67,10 @@ export class Standbys {
 
   /** What a claim asks for: standbys for the webhooks with requests open whose latest request was quick. */
   claimFor(): ClaimRequest['standby'] {
-    if (this.perWebhook <= 0) return undefined;
     const webhooks: string[] = [];
     for (const [webhookId, count] of this.open)
       if (count > 0 && (this.lastRequestMs.get(webhookId) ?? 0) < STANDBY_MAX_WAIT_MS / 2) webhooks.push(webhookId);
-    return webhooks.length > 0 ? { perWebhook: this.perWebhook, webhooks } : undefined;
+    return webhooks.length > 0 ? { perWebhook: STANDBY_PER_WEBHOOK, webhooks } : undefined;
   }
 
   /** Holds claimed standbys; each replaces at once an ended request of its webhook that is still replaceable. */
@@ -127,7 +126,7 @@ export class Standbys {
 
   /**
    * The ended request's result goes to be written (or its attempt is over):
-   * from then on it no longer counts in the database, and nothing may replace it.
+   * once written it no longer counts in the database, so nothing may replace it from now on.
    */
   settling(key: string): StandbyMove[] {
     const moves: StandbyMove[] = [];

@@ -8,7 +8,7 @@ import type { DeliveryContext, DeliverySettings, DeliveryWebhook } from '../deli
 import { announcePayloadsReady } from '../db/payloads-ready.js';
 import { HttpSender } from '../delivery/http/sender.js';
 import { resumeWebhooks } from '../lifecycle/transitions.js';
-import { SettleBatcher } from '../delivery/settle-batcher.js';
+import { Completer } from '../delivery/completer.js';
 import { createSecretResolver } from '../secrets/resolver.js';
 import type { SecretResolver } from '../secrets/types.js';
 import type { ServiceMetrics } from './metrics.js';
@@ -75,7 +75,7 @@ export function deliveryContext(
   return {
     pool,
     installationId,
-    settler: new SettleBatcher(pool),
+    completer: new Completer(pool),
     get sender() {
       return current().sender;
     },

@@ -1,13 +1,13 @@
 import pg from 'pg';
 import { beforeEach, expect, it } from 'vitest';
-import { settleAndClaim, type ClaimRequest } from '../../src/delivery/attempt-store.js';
+import { claimPayloads, completeAttempts, type ClaimRequest } from '../../src/delivery/attempt-store.js';
 import { insertPayloads } from '../helpers/delivery.js';
 import { settleOf } from './ledger-fixtures.js';
 import { resetData } from '../helpers/seed.js';
 import { heapRowsReadInTransaction, rowsReadInTransaction } from '../helpers/rows-read.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
-// claim_payloads and settle_and_claim keep their plans for the life of a session, like any
+// claim_payloads and complete_attempts keep their plans for the life of a session, like any
 // function's. A `run` process's connections live for days, so plans made
 // while the payloads table was empty must not read the history it grows.
 // Rows read are counted from the server's table statistics of the
@@ -35,12 +35,9 @@ it('claims and settles from a session whose plans were made while payloads was e
     // runs is planned while the table is empty.
     for (let i = 0; i < 12; i += 1) {
       await session.query('select * from asset_webhooks.claim_payloads(8, 8, null, 86400)');
-      const { settled } = await settleAndClaim(
-        session,
-        [settleOf({ payloadId: -1 - i, series: 1, attemptNo: 1 })],
-        claim(),
-      );
+      const settled = await completeAttempts(session, [settleOf({ payloadId: -1 - i, series: 1, attemptNo: 1 })]);
       expect(settled).toEqual([{ applied: false }]);
+      expect(await claimPayloads(session, claim())).toEqual([]);
     }
     // A history of delivered payloads, and a backlog of each webhook, with no statistics taken since.
     const history = await insertPayloads(db.pool, 'shop', 60_000);
@@ -66,11 +63,11 @@ it('claims and settles from a session whose plans were made while payloads was e
 
     await session.query('select pg_stat_force_next_flush()');
     await session.query('begin');
-    const { settled, claimed: next } = await settleAndClaim(
+    const settled = await completeAttempts(
       session,
       claimed.map((row) => settleOf({ payloadId: row.payload_id, series: row.series, attemptNo: row.attempt })),
-      claim(),
     );
+    const next = await claimPayloads(session, claim());
     const settleRead = await heapRowsReadInTransaction(session);
     await session.query('commit');
     expect(settled.every((answer) => answer.applied)).toBe(true);
@@ -106,11 +103,17 @@ it('claims from a queue whose statistics were taken while it was empty, reading 
 
     await session.query('select pg_stat_force_next_flush()');
     await session.query('begin');
-    const { claimed: next } = await settleAndClaim(
+    await completeAttempts(
       session,
       claimed.map((row) => settleOf({ payloadId: row.payload_id, series: row.series, attemptNo: row.attempt })),
-      { now: new Date(), max: 16, share: 16, after: null, expireAfterSeconds: 86_400 },
     );
+    const next = await claimPayloads(session, {
+      now: new Date(),
+      max: 16,
+      share: 16,
+      after: null,
+      expireAfterSeconds: 86_400,
+    });
     const settleRead = await rowsReadInTransaction(session);
     await session.query('commit');
     expect(next).toHaveLength(16);

@@ -5,6 +5,7 @@ import type { DeliveryContext } from '../../src/delivery/context.js';
 import { deliverClaimed } from '../../src/delivery/deliver.js';
 import {
   claimPayloads,
+  type AttemptOf,
   type ClaimedPayload,
   type SettleRequest,
   type Settled,
@@ -73,15 +74,21 @@ async function awayFor(
     new ServiceMetrics(db.pool),
   );
   let calls = 0;
-  const settler = {
+  const completer = {
     settle: async (request: SettleRequest): Promise<Settled> => {
       calls += 1;
-      if (calls > failures) return real.settler.settle(request);
+      if (calls > failures) return real.completer.settle(request);
       vi.advanceTimersByTime((typeof minutes === 'number' ? minutes : minutes(calls)) * 60_000);
       throw LOST_CONNECTIONS[(calls - 1) % LOST_CONNECTIONS.length]!();
     },
+    markSent: (attempt: AttemptOf) => real.completer.markSent(attempt),
   };
-  return { context: { ...real, settler, stopping }, payloadId: row!.payload_id, claimed: claimed!, calls: () => calls };
+  return {
+    context: { ...real, completer, stopping },
+    payloadId: row!.payload_id,
+    claimed: claimed!,
+    calls: () => calls,
+  };
 }
 
 /** How a lost database shows, one after another: every one of them keeps the result for later. */

@@ -4,12 +4,11 @@ import { SlotLedger, type LedgerEffect } from '../../src/delivery/slot-ledger.js
 
 // Shared by slot-ledger.test.ts and standby.test.ts: a ledger on a clock the test moves.
 
-export function setUp(options: { cap?: number; standbyPerWebhook?: number } = {}) {
+export function setUp(options: { cap?: number } = {}) {
   let time = 1_000_000;
   const ledger = new SlotLedger({
     now: () => new Date(time),
     settings: () => ({ maxRequestsInFlight: options.cap ?? 8, deadLetterAfterSeconds: 3600 }),
-    standbyPerWebhook: options.standbyPerWebhook,
   });
   return {
     ledger,

@@ -1,10 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   claimPayloads,
-  settlePayloads,
+  completeAttempts,
   type AttemptResult,
   type SettleRequest,
 } from '../../src/delivery/attempt-store.js';
+import { Completer } from '../../src/delivery/completer.js';
 import { settleAttempt } from '../../src/delivery/deliver.js';
 import type { Classification } from '../../src/delivery/policy/classify.js';
 import { LOCAL_FAULT_RETRY_SECONDS } from '../../src/delivery/policy/next-state.js';
@@ -58,7 +59,7 @@ describe('local faults and the retry schedule', () => {
     const session = await db.pool.connect();
     const context = {
       ...delivery.context,
-      settler: { settle: async (request: SettleRequest) => (await settlePayloads(session, [request]))[0]! },
+      completer: new Completer(session),
     };
     try {
       for (const step of steps) {

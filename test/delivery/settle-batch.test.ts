@@ -3,11 +3,11 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { parseConfigText } from '../../src/config/load.js';
 import {
   claimPayloads,
-  settlePayloads,
+  completeAttempts,
   type AttemptResult,
   type SettleRequest,
 } from '../../src/delivery/attempt-store.js';
-import { SettleBatcher } from '../../src/delivery/settle-batcher.js';
+import { Completer } from '../../src/delivery/completer.js';
 import { syncWebhooks } from '../../src/service/service-state.js';
 import { receiverConfig } from '../helpers/config.js';
 import { resetData, silentLogger, TEST_PROCESS_ID } from '../helpers/seed.js';
@@ -81,9 +81,9 @@ function request(
 /** The pool as transition_payloads sees it, noting the size of every batch written. */
 function counting(pool: pg.Pool): { pool: pg.Pool; batches: number[] } {
   const batches: number[] = [];
-  const query = (text: string, values: unknown[][]): Promise<pg.QueryResult> => {
-    if (text.includes('settle_and_claim')) batches.push(values[0]!.length);
-    return pool.query(text, values);
+  const query = (config: pg.QueryConfig<unknown[][]>): Promise<pg.QueryResult> => {
+    if (config.text.includes('complete_attempts')) batches.push(config.values![0]!.length);
+    return pool.query(config);
   };
   return { pool: { query } as unknown as pg.Pool, batches };
 }
@@ -102,9 +102,10 @@ describe('settling attempts in batches', () => {
     await webhooks([{ id: 'shop', concurrency: 10 }]);
     const ids = await payloads('shop', 10, 10);
     const { pool, batches } = counting(db.pool);
-    const batcher = new SettleBatcher(pool, { maxInFlight: 1 });
-    const answers = await Promise.all(ids.map((id) => batcher.settle(request(id))));
-    expect(batches).toEqual([1, 9]);
+    const completer = new Completer(pool);
+    const answers = await Promise.all(ids.map((id) => completer.settle(request(id))));
+    // Two statements in flight at most: the first two alone, the rest together.
+    expect(batches).toEqual([1, 1, 8]);
     expect(answers).toEqual(ids.map(() => ({ applied: true })));
     const { rows } = await db.pool.query(
       "select count(*)::int as n from asset_webhooks.payloads where status = 'delivered' and not dispatched and payload_id = any($1)",
@@ -117,13 +118,21 @@ describe('settling attempts in batches', () => {
     expect(attempts.rows[0]).toEqual({ n: 10 });
   });
 
-  it('keeps batches within maxBatch', async () => {
-    await webhooks([{ id: 'shop', concurrency: 12 }]);
-    const ids = await payloads('shop', 12, 12);
+  it('writes at most 64 results in one statement', async () => {
+    await webhooks([
+      { id: 'shop', concurrency: 64 },
+      { id: 'crm', concurrency: 64 },
+      { id: 'web', concurrency: 2 },
+    ]);
+    const ids = [
+      ...(await payloads('shop', 64, 64)),
+      ...(await payloads('crm', 64, 64)),
+      ...(await payloads('web', 2, 2)),
+    ];
     const { pool, batches } = counting(db.pool);
-    const batcher = new SettleBatcher(pool, { maxInFlight: 1, maxBatch: 4 });
-    await Promise.all(ids.map((id) => batcher.settle(request(id))));
-    expect(batches).toEqual([1, 4, 4, 3]);
+    const completer = new Completer(pool);
+    await Promise.all(ids.map((id) => completer.settle(request(id))));
+    expect(batches).toEqual([1, 1, 64, 64]);
   });
 
   it('settles each result of one batch as alone: delivered, retry, rejected and superseded', async () => {
@@ -132,15 +141,16 @@ describe('settling attempts in batches', () => {
       { id: 'crm', concurrency: 1 },
     ]);
     const shop = await payloads('shop', 6, 4);
-    const crm = await payloads('crm', 2, 1);
+    const crm = await payloads('crm', 2, 2);
     // An operator's redelivery moved shop[3] to series 2 while its attempt of series 1 was in flight.
     await db.pool.query(
       'update asset_webhooks.payloads set series = 2, attempts = 0, dispatched = false where payload_id = $1',
       [shop[3]],
     );
     const { pool, batches } = counting(db.pool);
-    const batcher = new SettleBatcher(pool, { maxInFlight: 1 });
-    const first = batcher.settle(request(crm[0]!));
+    const batcher = new Completer(pool);
+    // Two statements in flight: the four that come meanwhile go together.
+    const first = Promise.all([batcher.settle(request(crm[0]!)), batcher.settle(request(crm[1]!))]);
     const answers = await Promise.all([
       batcher.settle(request(shop[0]!)),
       batcher.settle(request(shop[2]!, { statusCode: 400, outcome: 'rejected' })),
@@ -148,7 +158,7 @@ describe('settling attempts in batches', () => {
       batcher.settle(request(shop[3]!)),
     ]);
     await first;
-    expect(batches).toEqual([1, 4]);
+    expect(batches).toEqual([1, 1, 4]);
     expect(answers).toEqual([{ applied: true }, { applied: true }, { applied: true }, { applied: false }]);
     expect(await payloadRows([...shop.slice(0, 4), crm[0]!])).toEqual([
       { payload_id: shop[0], status: 'delivered', dispatched: false, attempts: 1, dead_letter_reason: null },
@@ -181,10 +191,30 @@ describe('settling attempts in batches', () => {
     ]);
   });
 
+  it('records the standbys marked sent in its next statement, their start moved to when that was written', async () => {
+    await webhooks([{ id: 'shop', concurrency: 2 }]);
+    const ids = await payloads('shop', 2, 2);
+    await db.pool.query(
+      "update asset_webhooks.attempts set sent = false, started_at = now() - interval '1 minute' where payload_id = $1",
+      [ids[1]],
+    );
+    const completer = new Completer(db.pool);
+    completer.markSent({ payloadId: ids[1]!, series: 1, attemptNo: 1 });
+    await completer.settle(request(ids[0]!));
+    const { rows } = await db.pool.query(
+      `select payload_id, sent, outcome, started_at > now() - interval '30 seconds' as started_lately
+       from asset_webhooks.attempts order by payload_id`,
+    );
+    expect(rows).toEqual([
+      { payload_id: ids[0], sent: true, outcome: 'delivered', started_lately: true },
+      { payload_id: ids[1], sent: true, outcome: null, started_lately: true },
+    ]);
+  });
+
   it('settles a payload named twice in one batch once: the second finds it settled', async () => {
     await webhooks([{ id: 'shop', concurrency: 2 }]);
     const ids = await payloads('shop', 3, 2);
-    const answers = await settlePayloads(db.pool, [request(ids[0]!), request(ids[0]!)]);
+    const answers = await completeAttempts(db.pool, [request(ids[0]!), request(ids[0]!)]);
     expect(answers.filter((answer) => answer.applied)).toHaveLength(1);
     const attempts = await db.pool.query('select outcome from asset_webhooks.attempts where payload_id = $1', [ids[0]]);
     expect(attempts.rows).toEqual([{ outcome: 'delivered' }]);
@@ -192,16 +222,18 @@ describe('settling attempts in batches', () => {
 
   it('writes the other results of a batch one of which the database refuses; the refused one gets the error', async () => {
     await webhooks([{ id: 'shop', concurrency: 3 }]);
-    const ids = await payloads('shop', 3, 3);
-    const batcher = new SettleBatcher(db.pool, { maxInFlight: 1 });
+    const ids = await payloads('shop', 4, 4);
+    const batcher = new Completer(db.pool);
     const first = batcher.settle(request(ids[0]!));
+    const firstToo = batcher.settle(request(ids[3]!));
     // An outcome the attempts table refuses fails the statement; written alone, and as unrecordable, it still fails.
     const second = batcher.settle(request(ids[1]!));
     const refused = batcher.settle(request(ids[2]!, { outcome: 'lost' as AttemptResult['outcome'] }));
     await expect(first).resolves.toEqual({ applied: true });
+    await expect(firstToo).resolves.toEqual({ applied: true });
     await expect(second).resolves.toEqual({ applied: true });
     await expect(refused).rejects.toThrow(/attempts_outcome_check/);
-    expect(await payloadRows(ids.slice(1))).toEqual([
+    expect(await payloadRows(ids.slice(1, 3))).toEqual([
       { payload_id: ids[1], status: 'delivered', dispatched: false, attempts: 1, dead_letter_reason: null },
       { payload_id: ids[2], status: 'pending', dispatched: true, attempts: 1, dead_letter_reason: null },
     ]);
@@ -209,13 +241,13 @@ describe('settling attempts in batches', () => {
   });
 
   it('records a result the database refuses as an unrecordable failed attempt, and writes the rest of its batch', async () => {
-    await webhooks([{ id: 'shop', concurrency: 8 }]);
-    const ids = await payloads('shop', 8, 8);
+    await webhooks([{ id: 'shop', concurrency: 9 }]);
+    const ids = await payloads('shop', 9, 9);
     const { pool, batches } = counting(db.pool);
-    const batcher = new SettleBatcher(pool, { maxInFlight: 1 });
-    // Held back by the first statement, the other seven go together in one batch.
-    const first = batcher.settle(request(ids[0]!));
-    const rest = ids.slice(1).map((id, index) => {
+    const batcher = new Completer(pool);
+    // Held back by the first two statements, the other seven go together in one batch.
+    const first = Promise.all([batcher.settle(request(ids[0]!)), batcher.settle(request(ids[8]!))]);
+    const rest = ids.slice(1, 8).map((id, index) => {
       if (index === 2)
         // A retry delay that is no number (22007 in the database).
         return batcher.settle(
@@ -228,10 +260,10 @@ describe('settling attempts in batches', () => {
         );
       return batcher.settle(request(id));
     });
-    await expect(first).resolves.toEqual({ applied: true });
+    await expect(first).resolves.toEqual([{ applied: true }, { applied: true }]);
     expect(await Promise.all(rest)).toEqual(rest.map(() => ({ applied: true })));
     // The batch of seven, then each alone, then the two refused ones as unrecordable.
-    expect(batches).toEqual([1, 7, 1, 1, 1, 1, 1, 1, 1, 1, 1]);
+    expect(batches).toEqual([1, 1, 7, 1, 1, 1, 1, 1, 1, 1, 1, 1]);
     const { rows } = await db.pool.query<{
       payload_id: number;
       status: string;
@@ -280,7 +312,7 @@ describe('settling attempts in batches', () => {
   it('stores what a receiver answered whatever its bytes: NUL and lone surrogates are replaced', async () => {
     await webhooks([{ id: 'shop', concurrency: 2 }]);
     const ids = await payloads('shop', 2, 2);
-    await settlePayloads(db.pool, [
+    await completeAttempts(db.pool, [
       request(ids[0]!, { responseExcerpt: 'ok\u0000!' }),
       request(ids[1]!, {
         statusCode: 500,
@@ -310,7 +342,7 @@ describe('settling attempts in batches', () => {
       // The counts read in a transaction are those not yet flushed: flush them first.
       await fresh.query('select pg_stat_force_next_flush()');
       await fresh.query('begin');
-      const [settled] = await settlePayloads(fresh, [request(ids[0]!)]);
+      const [settled] = await completeAttempts(fresh, [request(ids[0]!)]);
       expect(settled!.applied).toBe(true);
       // The settled payload and its attempt: a few dozen row reads at most,
       // where a plan that scans the table reads 2,000 or more.

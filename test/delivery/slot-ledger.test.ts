@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { claim, payload, settleOf, setUp } from './ledger-fixtures.js';
+import { claim, payload, setUp } from './ledger-fixtures.js';
 
 // The pump's slot accounting (src/delivery/slot-ledger.ts, src/delivery/standby.ts),
 // driven by hand on a clock the test moves: no database, no sockets, no sleeping.
@@ -48,21 +48,6 @@ describe('slot ledger: the cap', () => {
     expect(effects()).toEqual(['claim']);
     expect(ledger.room()).toBe(1);
   });
-
-  it('claims once the claim under way is in, when that claim alone left no room', () => {
-    const { ledger, effects } = setUp({ cap: 2 });
-    const sent = payload('a');
-    claim(ledger, [sent]);
-    effects();
-    // The settle statement of `sent` sets the freed room aside for its own claim.
-    ledger.answered(sent, true, 10);
-    const batch = ledger.reserve([settleOf(sent)])!;
-    expect(batch.max).toBe(2);
-    // Work announced meanwhile: no room, only because of the batch's claim.
-    expect(ledger.beginClaim()).toBeNull();
-    ledger.claimed(batch, []);
-    expect(effects()).toEqual(['claim']);
-  });
 });
 
 describe('slot ledger: turns between webhooks', () => {
@@ -77,60 +62,5 @@ describe('slot ledger: turns between webhooks', () => {
   it('gives a share of at least one', () => {
     const { ledger } = setUp({ cap: 1 });
     expect(ledger.beginClaim()).toMatchObject({ max: 1, share: 1 });
-  });
-});
-
-describe('slot ledger: a settle statement refills the slots it frees', () => {
-  it('claims into the freed room in the statement, and the refilled attempt asks for no claim when it ends', () => {
-    const { ledger, effects } = setUp({ cap: 2 });
-    const [one, two] = [payload('a'), payload('b')];
-    claim(ledger, [one!, two!]);
-    effects();
-    ledger.answered(one!, true, 10);
-    const batch = ledger.reserve([settleOf(one!)])!;
-    expect(batch).toMatchObject({ max: 1, after: 'b', sentStandbys: [] });
-    const next = payload('a');
-    ledger.claimed(batch, [next]);
-    expect(effects()).toEqual([`send ${next.payloadId}`]);
-    ledger.ended(one!);
-    expect(effects()).toEqual([]);
-    // An attempt over without a statement that claimed for it (not made, say) asks for a claim of the pump's own.
-    ledger.answered(two!, false, 0);
-    ledger.ended(two!);
-    expect(effects()).toEqual(['claim']);
-  });
-
-  it("gives the room back when the statement fails, and asks for a claim of the pump's own", () => {
-    const { ledger, effects } = setUp({ cap: 2 });
-    const one = payload('a');
-    claim(ledger, [one]);
-    effects();
-    ledger.answered(one, true, 10);
-    const batch = ledger.reserve([settleOf(one)])!;
-    expect(ledger.room()).toBe(0);
-    ledger.release(batch);
-    expect(ledger.room()).toBe(2);
-    expect(effects()).toEqual(['claim']);
-  });
-
-  it('claims nothing in a statement that frees no slot of its own', () => {
-    const { ledger } = setUp({ cap: 2 });
-    expect(ledger.reserve([settleOf(payload('a'))])).toBeNull();
-  });
-
-  it('resolves whenEffects once a statement brings payloads, without any call from the pump', async () => {
-    const { ledger } = setUp({ cap: 2 });
-    const one = payload('a');
-    claim(ledger, [one]);
-    ledger.takeEffects();
-    ledger.answered(one, true, 10);
-    const batch = ledger.reserve([settleOf(one)])!;
-    let woke = false;
-    const waiting = ledger.whenEffects().then(() => (woke = true));
-    await Promise.resolve();
-    expect(woke).toBe(false);
-    ledger.claimed(batch, [payload('b')]);
-    await waiting;
-    expect(woke).toBe(true);
   });
 });

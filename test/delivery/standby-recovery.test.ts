@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import { claimPayloads, settleAndClaim, type ClaimRequest } from '../../src/delivery/attempt-store.js';
+import { claimPayloads, completeAttempts, type ClaimRequest } from '../../src/delivery/attempt-store.js';
 import { DeliveryPump } from '../../src/delivery/pump.js';
 import { OWN_LEASE_SETTLE_MS, recoverOrphans } from '../../src/delivery/recover.js';
 import { receiverConfig } from '../helpers/config.js';
@@ -10,7 +10,7 @@ import { useTestDatabase } from '../helpers/test-database.js';
 
 // A standby's attempt is started at its claim and counts only once its
 // process has said it sent it (asset_webhooks.attempts.sent, recorded by the
-// process's next settle_and_claim). Crash recovery closes a sent attempt of
+// process's next complete_attempts). Crash recovery closes a sent attempt of
 // a gone process as interrupted, and gives back an unsent standby with its
 // attempt undone. test/e2e/standby-crash.test.ts does the same with a real
 // run process killed.
@@ -52,8 +52,8 @@ it('counts a standby reported sent as an attempt of a gone process, and gives ba
     ).rows.map((row) => row.sent);
   expect(await flags()).toEqual([true, true, false, false]);
 
-  // The process sent the first standby: its next statement (here one that settles nothing and claims nothing) says so.
-  await settleAndClaim(db.pool, [], { ...claim(0), sentStandbys: [standbys[0]!] });
+  // The process sent the first standby: its next statement (here one that settles nothing) says so.
+  await completeAttempts(db.pool, [], [standbys[0]!]);
   expect(await flags()).toEqual([true, true, true, false]);
 
   // The process is gone (its lease is free) and the attempts are past the grace.
@@ -92,7 +92,7 @@ it('records every standby a pump sends as sent, in the statements that write its
     db.pool,
     receiverConfig([{ id: 'shop', url: receiver.url, concurrency: 4 }], { requestTimeoutSeconds: 2 }),
   );
-  const pump = new DeliveryPump(shop.context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0, pollMs: 200 });
+  const pump = new DeliveryPump(shop.context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
   try {
     await insertPayloads(db.pool, 'shop', 200);
     pump.start();

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { STANDBY_MAX_WAIT_MS } from '../../src/delivery/standby.js';
-import { claim, payload, settleOf, setUp } from './ledger-fixtures.js';
+import { claim, payload, setUp } from './ledger-fixtures.js';
 
 // The standby rule (src/delivery/standby.ts) as the slot ledger applies it,
 // on a clock the test moves: no database, no sockets, no sleeping.
 
 describe('slot ledger: standby', () => {
   /** A pump with two requests open to `a` and two standbys of `a` held. */
-  function twoOpenTwoHeld(options: { cap?: number; standbyPerWebhook?: number } = {}) {
+  function twoOpenTwoHeld(options: { cap?: number } = {}) {
     const set = setUp(options);
     const requests = [payload('a'), payload('a')];
     const standbys = [payload('a', true), payload('a', true)];
@@ -28,12 +28,6 @@ describe('slot ledger: standby', () => {
     expect(slow.ledger.beginClaim()!.standby).toBeUndefined();
   });
 
-  it('asks for none when standbyPerWebhook is 0', () => {
-    const { ledger } = setUp({ cap: 10, standbyPerWebhook: 0 });
-    claim(ledger, [payload('a')]);
-    expect(ledger.beginClaim()!.standby).toBeUndefined();
-  });
-
   it('holds a standby unsent until a request to its webhook ends, then sends exactly one in its place', () => {
     const { ledger, effects, requests, standbys } = twoOpenTwoHeld();
     expect(ledger.standby).toEqual({ held: 2, sent: 0, givenBack: 0 });
@@ -43,10 +37,6 @@ describe('slot ledger: standby', () => {
     // The ended request holds its slot until its result is written: two open, one ended and unwritten.
     expect(ledger.requestsInFlight).toBe(3);
     expect(ledger.standby).toEqual({ held: 1, sent: 1, givenBack: 0 });
-    // The standby's sending is recorded by the next statement.
-    expect(ledger.reserve([settleOf(requests[0]!)])!.sentStandbys).toEqual([
-      { payloadId: standbys[0]!.payloadId, series: 1, attemptNo: 1 },
-    ]);
   });
 
   it('never sends a standby of one webhook in place of a request to another', () => {
@@ -71,17 +61,6 @@ describe('slot ledger: standby', () => {
     claim(ledger, [standbyOfA]);
     expect(effects()).toEqual([]);
     expect(ledger.standby.held).toBe(1);
-  });
-
-  it('reports a sent standby again in the next statement when the one that carried it failed', () => {
-    const { ledger, effects, requests, standbys } = twoOpenTwoHeld();
-    ledger.answered(requests[0]!, true, 10);
-    effects();
-    const sent = [{ payloadId: standbys[0]!.payloadId, series: 1, attemptNo: 1 }];
-    const failed = ledger.reserve([settleOf(requests[0]!)])!;
-    expect(failed.sentStandbys).toEqual(sent);
-    ledger.release(failed);
-    expect(ledger.reserve([settleOf(requests[0]!)])!.sentStandbys).toEqual(sent);
   });
 
   it('gives back every standby of a webhook whose receiver failed, and sends none: one attempt at a time while failing', () => {
@@ -125,10 +104,11 @@ describe('slot ledger: standby', () => {
     claim(ledger, [one]);
     effects();
     ledger.answered(one, true, 10);
-    // Its result goes to the database: from now on it no longer counts there, so nothing may replace it.
-    const batch = ledger.reserve([settleOf(one)])!;
+    // Its result goes to the database: once written it no longer counts there, so nothing may replace it.
+    ledger.writing(one);
+    expect(effects()).toEqual([]);
     const late = payload('a', true);
-    ledger.claimed(batch, [late]);
+    claim(ledger, [late]);
     // No request open to `a` and none replaceable: the standby is given back, not sent.
     expect(effects()).toEqual([`giveBack ${late.payloadId}`]);
   });
@@ -139,6 +119,7 @@ describe('slot ledger: standby', () => {
     expect(effects()).toEqual(standbys.map((p) => `giveBack ${p.payloadId}`));
     expect(ledger.beginClaim()).toBeNull();
     ledger.answered(requests[0]!, true, 10);
-    expect(ledger.reserve([settleOf(requests[0]!)])).toBeNull();
+    expect(effects()).toEqual([]);
+    expect(ledger.beginClaim()).toBeNull();
   });
 });

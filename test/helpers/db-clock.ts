@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { settlePayloads } from '../../src/delivery/attempt-store.js';
+import { Completer } from '../../src/delivery/completer.js';
 import type { DeliveryContext } from '../../src/delivery/context.js';
 import { createPool } from '../../src/db/connect.js';
 
@@ -55,7 +55,7 @@ export class ClockPools {
   /** `context` writing its results, one statement each, through a pool `offsetMs` ahead. */
   context(context: DeliveryContext, offsetMs: number): DeliveryContext {
     const pool = this.ahead(offsetMs);
-    return { ...context, pool, settler: { settle: async (request) => (await settlePayloads(pool, [request]))[0]! } };
+    return { ...context, pool, completer: new Completer(pool) };
   }
 
   async close(): Promise<void> {

@@ -19,7 +19,7 @@ const LIFECYCLE_SQL = [
   'sql/functions/transition_payloads.sql',
   'sql/functions/claim_payloads.sql',
   'sql/functions/start_attempts.sql',
-  'sql/functions/settle_and_claim.sql',
+  'sql/functions/complete_attempts.sql',
   'sql/functions/redeliver_payloads.sql',
   'sql/functions/dead_letter_removed.sql',
   'sql/functions/resume_webhooks.sql',

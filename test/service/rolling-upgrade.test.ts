@@ -172,7 +172,7 @@ it(
       const migrated = await runCli(['migrate', '--database-url', moved.url], { cli: next.cli });
       expect(migrated, migrated.stderr).toMatchObject({ code: 0 });
       // The next release's settle is one the old code cannot call: here, gone under its name.
-      await moved.pool.query('alter function asset_webhooks.settle_and_claim rename to settle_and_claim_of_next');
+      await moved.pool.query('alter function asset_webhooks.complete_attempts rename to complete_attempts_of_next');
       await eventually(async () => (old.output.stderr.includes('waiting for SIGTERM') ? true : undefined), {
         timeoutMs: 30_000,
         what: 'its requests in flight to end',
@@ -182,7 +182,7 @@ it(
       const unrecorded = await openAttempts(moved.pool, processId);
       expect(unrecorded).toBeGreaterThan(0);
       expect(old.child.exitCode).toBeNull();
-      await moved.pool.query('alter function asset_webhooks.settle_and_claim_of_next rename to settle_and_claim');
+      await moved.pool.query('alter function asset_webhooks.complete_attempts_of_next rename to complete_attempts');
 
       current = watchCli(
         spawn(process.execPath, [next.cli, 'run', '--database-url', moved.url, '--config', configFile], {

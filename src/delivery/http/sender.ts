@@ -143,51 +143,15 @@ export class HttpSender {
   async post(target: PostRequest): Promise<PostResult> {
     const started = performance.now();
     const elapsed = (): number => performance.now() - started;
-    const refused = this.checkUrl(target.url);
+    // Checked without an await when no proxy is in the way: the request is under way before post returns.
+    const refused = this.checkUrl(target.url) ?? (this.proxied ? await this.proxyRefusal(target.url) : null);
     if (refused) return { kind: 'error', ...refused, durationMs: elapsed() };
-    if (this.proxied) {
-      // The proxy resolves the name: the guard checks what it resolves to here, first.
-      const hostname = new URL(target.url).hostname;
-      const error = ipaddr.isValid(hostname.replace(/^\[|\]$/g, ''))
-        ? null
-        : await checkBeforeProxy(hostname, this.allowPrivateAddresses);
-      if (error) {
-        return {
-          kind: 'error',
-          errorClass: classifyTransportFailure(error),
-          message: storableMessage(transportFailureMessage(error)),
-          durationMs: elapsed(),
-        };
-      }
-    }
-
-    const headers = requestHeaders(target.headers);
     const secrets = secretForms(Object.values(target.headers));
     const deadline = new Deadline(this.timeoutMs);
     try {
-      let statusCode: number;
-      let body: ResponseBody;
-      let retryAfter: string | undefined;
-      try {
-        const response = await request(target.url, {
-          method: 'POST',
-          body: target.body,
-          headers,
-          dispatcher: this.agent,
-          signal: deadline.signal,
-        });
-        statusCode = response.statusCode;
-        body = response.body;
-        const header: unknown = response.headers['retry-after'];
-        retryAfter = Array.isArray(header) ? header.join(', ') : typeof header === 'string' ? header : undefined;
-      } catch (error) {
-        return {
-          kind: 'error',
-          errorClass: classifyTransportFailure(error),
-          message: storableMessage(redactMessage(transportFailureMessage(error), secrets)),
-          durationMs: elapsed(),
-        };
-      }
+      const answer = await this.exchange(target, secrets, deadline.signal);
+      if ('errorClass' in answer) return { kind: 'error', ...answer, durationMs: elapsed() };
+      const { statusCode, body, retryAfter } = answer;
       if (!Number.isInteger(statusCode) || statusCode < MIN_STATUS || statusCode > MAX_STATUS) {
         body.on('error', () => {});
         body.destroy();
@@ -208,6 +172,47 @@ export class HttpSender {
       };
     } finally {
       deadline.clear();
+    }
+  }
+
+  /** Through a proxy, which resolves the name: why what it resolves to here may not be posted to, or null. */
+  private async proxyRefusal(url: string): Promise<{ errorClass: ErrorClass; message: string } | null> {
+    const hostname = new URL(url).hostname;
+    if (ipaddr.isValid(hostname.replace(/^\[|\]$/g, ''))) return null;
+    const error = await checkBeforeProxy(hostname, this.allowPrivateAddresses);
+    return error
+      ? { errorClass: classifyTransportFailure(error), message: storableMessage(transportFailureMessage(error)) }
+      : null;
+  }
+
+  /** Sends the request: the response's status, body and Retry-After, or how the transport failed. */
+  private async exchange(
+    target: PostRequest,
+    secrets: ReturnType<typeof secretForms>,
+    signal: AbortSignal,
+  ): Promise<
+    | { statusCode: number; body: ResponseBody; retryAfter: string | undefined }
+    | { errorClass: ErrorClass; message: string }
+  > {
+    try {
+      const response = await request(target.url, {
+        method: 'POST',
+        body: target.body,
+        headers: requestHeaders(target.headers),
+        dispatcher: this.agent,
+        signal,
+      });
+      const header: unknown = response.headers['retry-after'];
+      return {
+        statusCode: response.statusCode,
+        body: response.body,
+        retryAfter: Array.isArray(header) ? header.join(', ') : typeof header === 'string' ? header : undefined,
+      };
+    } catch (error) {
+      return {
+        errorClass: classifyTransportFailure(error),
+        message: storableMessage(redactMessage(transportFailureMessage(error), secrets)),
+      };
     }
   }
 

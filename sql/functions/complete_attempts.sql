@@ -1,0 +1,35 @@
+-- Part of the lifecycle module (sql/functions/README.md).
+-- The delivery completer's one statement: the results of a batch of attempts
+-- (and expiries, crash recovery's interrupted attempts), written by
+-- transition_payloads, with the standbys the caller has sent since its
+-- previous statement marked sent first. It claims nothing: a slot a result
+-- frees is the claimer's to take again, so a statement that writes results
+-- never waits on a claim's locks, and a claim never rides on a write.
+--
+-- p_sent: standbys sent (see attempts.sent). That changes no payload's state
+-- (the attempt was in flight already), so it is no transition. A standby's
+-- attempt was started at its claim, ahead of its request: marking it sent
+-- moves its start to the database's clock now, the first statement after its
+-- request left, so its record (and crash recovery's grace, counted from it)
+-- starts no earlier than its request.
+create or replace function asset_webhooks.complete_attempts(
+  p_transitions asset_webhooks.payload_transition[],
+  p_sent asset_webhooks.attempt_key[] default '{}'
+)
+returns setof asset_webhooks.transition_answer
+language plpgsql
+-- Every row is reached by its key, so a plan kept for the session reads
+-- only the batch's rows however the tables grow (see transition_payloads).
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+set search_path = pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+begin
+  if cardinality(p_sent) > 0 then
+    update asset_webhooks.attempts a set sent = true, started_at = asset_webhooks.now()
+    from unnest(p_sent) as s
+    where a.payload_id = s.payload_id and a.series = s.series and a.attempt_no = s.attempt and not a.sent;
+  end if;
+  return query select t.* from asset_webhooks.transition_payloads(p_transitions) t order by t.idx;
+end $$;
