@@ -11,6 +11,9 @@ import { Found, refuseUnstorable, UNSTORABLE } from './primitives.js';
  */
 export const URL_REWRITTEN_CHARACTER = /[\x00-\x20\x7f\\]/;
 
+/** A scheme followed by exactly two slashes and a host. */
+const AUTHORITY = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/]/;
+
 /**
  * An http or https url, with nothing URL parsing would rewrite and no user or
  * password; `credentials` says where credentials go instead, for the line
@@ -49,7 +52,8 @@ const urlWithout = (credentials: string) =>
       context.addIssue({ code: 'custom', input: value, message: 'expected an http or https URL' });
       return;
     }
-    if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
+    // `https:/host` and `https:///host` parse as https://host/: a typo read as something else.
+    if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '' || !AUTHORITY.test(value)) {
       context.addIssue({ code: 'custom', input: value, message: 'expected an http or https URL' });
     } else if (url.username !== '' || url.password !== '') {
       context.addIssue({

@@ -17,6 +17,12 @@ describe('url: http or https, at most 8192 characters, nothing URL parsing would
   reads([
     ['http', { webhook: { url: 'http://receiver.example/a' } }, url, 'http://receiver.example/a'],
     [
+      'a scheme in capitals and an IPv6 host',
+      { webhook: { url: 'HTTPS://[2001:db8::1]:8443/a' } },
+      url,
+      'HTTPS://[2001:db8::1]:8443/a',
+    ],
+    [
       'https with a port, path, query and percent-encoding',
       { webhook: { url: 'https://receiver.example:8443/a%20b?x=1' } },
       url,
@@ -46,6 +52,17 @@ describe('url: http or https, at most 8192 characters, nothing URL parsing would
       `${at}: expected an http or https URL, got "receiver.example/a"`,
     ],
     ['a number', { webhook: { url: 8080 } }, `${at}: expected an http or https URL, got 8080`],
+    // URL parsing would read both as https://receiver.example/a.
+    [
+      'one slash after the scheme',
+      { webhook: { url: 'https:/receiver.example/a' } },
+      `${at}: expected an http or https URL, got "https:/receiver.example/a"`,
+    ],
+    [
+      'three slashes after the scheme',
+      { webhook: { url: 'https:///receiver.example/a' } },
+      `${at}: expected an http or https URL, got "https:///receiver.example/a"`,
+    ],
     [
       'a user and password, the password masked',
       { webhook: { url: 'https://user:hunter2@receiver.example/a' } },
