@@ -7,7 +7,7 @@ export default defineConfig({
   test: {
     include: ['test/upgrade/**/*.test.ts'],
     globalSetup: ['test/setup/global-setup.ts'],
-    setupFiles: ['test/setup/payload-schema.ts'],
+    setupFiles: ['test/setup/payload-schema.ts', 'test/setup/has-assertions.ts'],
     testTimeout: 300_000,
     hookTimeout: 600_000,
     maxWorkers: 1,

@@ -1,6 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { UserError } from '../errors.js';
-import { printable } from '../text/printable.js';
+import { printable, quotedPrefix } from '../text/printable.js';
 import { packageVersion } from '../version.js';
 import { commandNameOf } from './early-signals.js';
 import { UsageError } from './usage-error.js';
@@ -39,7 +39,9 @@ export async function buildProgram(commandName?: string): Promise<Command> {
   const program = new Command('asset-webhooks')
     .description('Outbound webhooks for asset changes: a transactional outbox in the asset PostgreSQL database.')
     .version(packageVersion(), '--version', 'print the version and exit')
-    .showHelpAfterError('(run with --help for usage)')
+    // Commander's errors are written by main(), one line each (usageLine):
+    // its own output would put a suggestion and the help hint on lines of their own.
+    .configureOutput({ outputError: () => undefined })
     .exitOverride();
   const named = COMMANDS.find((command) => commandName !== undefined && command.names.includes(commandName));
   for (const register of await Promise.all((named ? [named] : COMMANDS).map((command) => command.load()))) {
@@ -59,11 +61,14 @@ export async function main(argv: readonly string[]): Promise<number> {
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (error) {
     if (error instanceof CommanderError) {
-      // --help and --version end through here with exit code 0.
-      return error.exitCode === 0 ? 0 : 2;
+      // --help and --version end through here with exit code 0; a command
+      // group given no command has had its help written (to stderr) already.
+      if (error.exitCode === 0) return 0;
+      if (error.code !== 'commander.help') process.stderr.write(`${usageLine(error.message)}\n`);
+      return 2;
     }
     if (error instanceof UsageError) {
-      process.stderr.write(`error: ${printable(error.message)}\n(run with --help for usage)\n`);
+      process.stderr.write(`${usageLine(error.message)}\n`);
       return 2;
     }
     if (error instanceof UserError) {
@@ -75,4 +80,28 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`${text.split('\n').map(printable).join('\n')}\n`);
     return 1;
   }
+}
+
+/** A name commander quotes in its messages ('--option', 'command', the arguments): longer ones are cut. */
+const COMMANDER_QUOTED = /'([^'\n]*)'/g;
+/** Characters of a usage line before the hint: commander lists excess arguments unquoted, whole. */
+const MAX_USAGE_LINE = 400;
+
+/**
+ * Bad usage as one line (CONTRACT: one line per problem), starting with
+ * `error: ` as commander's own messages do: commander's "(Did you mean
+ * ...?)" on the same line, what it quotes of the command line cut to a
+ * prefix (a file pasted as an option name), escaped for the terminal, and
+ * the hint.
+ */
+export function usageLine(message: string): string {
+  const quoted = message.replace(COMMANDER_QUOTED, (whole, name: string) =>
+    name.length > 40 ? quotedPrefix(name) : whole,
+  );
+  const lines = quoted
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
+  const text = printable(lines.join(' ').replace(/^(?!error: )/, 'error: '));
+  return `${text.length > MAX_USAGE_LINE ? `${text.slice(0, MAX_USAGE_LINE)}...` : text} (run with --help for usage)`;
 }

@@ -271,7 +271,10 @@ describe('backfill', () => {
           1,
           '--webhook: expected a webhook that takes Edited events (a backfill sends EDITED), got no-edits with eventTypes [CREATED]',
         ],
-        [2, 'error: --asset: expected an asset id, a positive integer up to 9223372036854775807, got "1.5"'],
+        [
+          2,
+          'error: --asset: expected an asset id, a positive integer up to 9223372036854775807, got "1.5" (run with --help for usage)',
+        ],
       ]);
     },
   );

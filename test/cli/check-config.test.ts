@@ -211,8 +211,8 @@ describe('check-config on a valid document', () => {
       const second = file(valid('id: second'));
       const result = await runCli(['check-config', first, '--config', second]);
       expect({ code: result.code, stdout: result.stdout }).toEqual({ code: 2, stdout: '' });
-      expect(result.stderr.split('\n')[0]).toBe(
-        `--config: expected the same file as the argument ${JSON.stringify(first)}, or only one of them, got ${JSON.stringify(second)}`,
+      expect(result.stderr).toBe(
+        `error: --config: expected the same file as the argument ${JSON.stringify(first)}, or only one of them, got ${JSON.stringify(second)} (run with --help for usage)\n`,
       );
       expect((await runCli(['check-config', first, '--config', first])).code).toBe(0);
     },

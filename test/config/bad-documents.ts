@@ -19,7 +19,7 @@ export const badDocuments: readonly (readonly [string, string, string])[] = [
   [
     'a mirror webhook without Deleted and Purged',
     valid('mirror: true, eventTypes: [Created, Edited, Reversion]'),
-    'assetUpdater.webhooks[0].eventTypes: expected the event types of a mirror webhook to include Created, Edited, Deleted and Purged (missing: Deleted, Purged), got a list ["CREATED","EDITED","REVERSION"]',
+    'assetUpdater.webhooks[0].eventTypes: expected the event types of a mirror webhook to include Created, Edited, Deleted and Purged (missing: Deleted, Purged), got a list ["Created","Edited","Reversion"]',
   ],
   [
     'Unmatched on a webhook without mirror',
@@ -145,7 +145,7 @@ export const badDocuments: readonly (readonly [string, string, string])[] = [
   [
     'an aws endpoint with a password',
     valid('', '  secrets: { provider: aws, aws: { region: eu-west-1, endpoint: "http://k:s3cret@aws.example/" } }\n'),
-    'assetUpdater.secrets.aws.endpoint: expected a url without user or password, which are never sent (set an Authorization header in the webhook\'s headers instead), got "http://k:***@aws.example/"',
+    'assetUpdater.secrets.aws.endpoint: expected a url without user or password, which are not used (the AWS SDK takes its credentials from its default chain: the environment, a profile or a role), got "http://k:***@aws.example/"',
   ],
   [
     'an aws endpoint that is not a url',

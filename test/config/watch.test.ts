@@ -76,13 +76,19 @@ describe('watchConfigFile', () => {
     generation('..v1', 'a: 1\n');
     symlinkSync('..v1', path.join(directory, '..data'));
     symlinkSync('..data/config.yaml', path.join(directory, 'config.yaml'));
-    const { changes } = await watch(path.join(directory, 'config.yaml'));
-
+    const { changes, polls } = await watch(path.join(directory, 'config.yaml'));
+    // A generation written beside the one in use changes nothing the path reaches.
     generation('..v2', 'a: 2\n');
+    await polls();
+    expect(changes()).toBe(0);
+
     symlinkSync('..v2', path.join(directory, '..data_tmp'));
     renameSync(path.join(directory, '..data_tmp'), path.join(directory, '..data'));
     rmSync(path.join(directory, '..v1'), { recursive: true });
     await changesReach(changes, 1);
+    // One swap, one reload: removing the old generation is no change of the document.
+    await polls();
+    expect(changes()).toBe(1);
   });
 
   it('never overlaps reloads, and reloads again for a change made during one', async () => {

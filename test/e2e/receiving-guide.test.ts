@@ -431,5 +431,17 @@ describe.each(examples)("docs/receiving.md's $name receiver", (example) => {
       timeoutMs: 20_000,
       what: `the example to remove the asset on UNMATCHED; it printed: ${receiver.output()}`,
     });
+    // Verified and applied: every payload accepted, the asset upserted until the last, which removed it.
+    expect(receiver.lines().filter((line) => !line.startsWith('accepted '))).toEqual([]);
+    const applied = results().split(',');
+    expect(applied.at(-1)).toBe('removed');
+    expect(new Set(applied.slice(0, -1))).toEqual(new Set(['upserted']));
+    // The removal is the UNMATCHED the service delivered, for the asset that left the set.
+    // (Its outcome may still read pending: the example answers before the service records the 2xx.)
+    const { rows } = await db.pool.query<{ event_type: string; asset_id: string }>(
+      `select event_type, asset_id::text from asset_webhooks.event_outcomes
+       where webhook_id = 'guide-copy' and sent_as = 'UNMATCHED'`,
+    );
+    expect(rows).toEqual([{ event_type: 'EDITED', asset_id: '1' }]);
   });
 });

@@ -230,10 +230,11 @@ describe('dead-letters redeliver --webhook', () => {
       const results = await Promise.all(cases.map(([args]) => redeliver(...args)));
       cases.forEach(([args, message], index) => {
         const result = results[index]!;
-        expect({ args, code: result.code, first: result.stderr.split('\n')[0] }).toEqual({
+        // Bad usage: one line, the hint on it.
+        expect({ args, code: result.code, stderr: result.stderr }).toEqual({
           args,
           code: 2,
-          first: message,
+          stderr: `error: ${message} (run with --help for usage)\n`,
         });
       });
       const unknown = await redeliver('--webhook', 'nosuch');

@@ -5,7 +5,7 @@ import { printable, quotedPrefix } from '../../text/printable.js';
 
 export function registerCheckConfig(program: Command): void {
   program
-    .command('check-config [file]')
+    .command('check-config [FILE]')
     .description('Validate a configuration document: exit 0 when valid, else exit 1 with one line per problem.')
     .option('--config <file>', 'configuration document (default: env ASSET_WEBHOOKS_CONFIG)')
     // Every command takes --database-url, so scripts can pass the same options to each; checking a document needs no database.

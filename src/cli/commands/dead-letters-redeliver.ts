@@ -154,7 +154,7 @@ export function registerRedeliver(deadLetters: Command): void {
   deadLetters
     .command('redeliver')
     .argument(
-      '[payloadId]',
+      '[PAYLOAD_ID]',
       "the dead-lettered payload (or give --webhook for all of a webhook's)",
       parseIntegerOption('PAYLOAD_ID', 1, Number.MAX_SAFE_INTEGER),
     )

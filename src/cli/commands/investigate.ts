@@ -26,7 +26,7 @@ function print<T>(value: T, json: boolean | undefined, render: (printable: T) =>
 export function registerInvestigation(program: Command): void {
   program
     .command('trace')
-    .argument('<eventId>', 'the eventId, as receivers got it', parseEventId)
+    .argument('<EVENT_ID>', 'the eventId, as receivers got it', parseEventId)
     .description(
       'The life of one event: when it occurred; per webhook, excluded (by which check), collapsed, or carried in which payload; every attempt; the final state.',
     )

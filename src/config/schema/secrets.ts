@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { isSecretFileName, SECRET_FILE_NAME_EXPECTED } from '../../secrets/file-provider.js';
 import { intRange, nonEmptyString } from './primitives.js';
-import { httpUrl } from './urls.js';
+import { endpointUrl } from './urls.js';
 
 export const SECRET_PROVIDERS = ['env', 'file', 'gcp', 'aws'] as const;
 
@@ -17,7 +17,7 @@ export const secrets = z
     /** provider gcp: the project of secret ids; apiEndpoint for a private endpoint. */
     gcp: z.strictObject({ projectId: nonEmptyString, apiEndpoint: nonEmptyString.optional() }).optional(),
     /** provider aws: the region; endpoint to override the service URL. */
-    aws: z.strictObject({ region: nonEmptyString, endpoint: httpUrl.optional() }).optional(),
+    aws: z.strictObject({ region: nonEmptyString, endpoint: endpointUrl.optional() }).optional(),
   })
   .superRefine((value, context) => {
     if (value.provider === 'file' && value.directory === undefined) {

@@ -23,6 +23,9 @@ const eventTypeName = z
   })
   .transform((value) => EVENT_TYPE_BY_NAME.get(value.toLowerCase()) ?? null);
 
+/** An event type's configuration name (CREATED → Created). */
+const configName = (type: string): string => type.charAt(0) + type.slice(1).toLowerCase();
+
 /** What a mirror webhook must receive for its receiver's copy to follow the assets. */
 const MIRROR_EVENT_TYPES: readonly EventType[] = ['CREATED', 'EDITED', 'DELETED', 'PURGED'];
 
@@ -91,9 +94,10 @@ export const webhook = webhookKeys
       context.addIssue({
         code: 'custom',
         path: ['eventTypes'],
-        input: value.eventTypes.filter((type) => type !== null),
+        // By their configuration names (Created), as the message names them, not the payload's (CREATED) the list holds here.
+        input: value.eventTypes.map((type) => configName(type ?? 'UNMATCHED')),
         message: `expected the event types of a mirror webhook to include Created, Edited, Deleted and Purged (missing: ${missing
-          .map((type) => type.charAt(0) + type.slice(1).toLowerCase())
+          .map(configName)
           .join(', ')})`,
       });
   })
