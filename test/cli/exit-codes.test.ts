@@ -354,6 +354,49 @@ const rows: readonly Row[] = [
     code: 2,
     line: usage('--duration: expected an integer from 1 to 86400, got "soon"'),
   },
+  {
+    command: 'resume',
+    what: 'no --webhook',
+    args: () => ['resume'],
+    code: 2,
+    line: usage("required option '--webhook <id>' not specified"),
+  },
+  {
+    command: 'resume',
+    what: 'an unreachable database',
+    args: () => ['resume', '--webhook', 'crm', '--database-url', UNREACHABLE],
+    code: 1,
+    line: UNREACHABLE_LINE,
+  },
+  {
+    command: 'resume',
+    what: 'a webhook the service never ran with',
+    args: () => ['resume', '--webhook', 'nosuch', '--database-url', db.url],
+    code: 1,
+    line: '--webhook: expected the id of a webhook the service has run with (none yet: has `run` started with this configuration?), got "nosuch"',
+  },
+
+  {
+    command: 'mirror digest',
+    what: 'no --webhook',
+    args: () => ['mirror', 'digest'],
+    code: 2,
+    line: usage("required option '--webhook <id>' not specified"),
+  },
+  {
+    command: 'mirror digest',
+    what: 'a webhook the document does not have',
+    args: () => ['mirror', 'digest', '--webhook', 'nosuch', '--config', config, '--database-url', db.url],
+    code: 1,
+    line: '--webhook: expected one of crm, got "nosuch"',
+  },
+  {
+    command: 'mirror digest',
+    what: 'a plain webhook',
+    args: () => ['mirror', 'digest', '--webhook', 'crm', '--config', config, '--database-url', db.url],
+    code: 1,
+    line: '--webhook: expected a webhook with mirror: true, got crm, which keeps no set to digest',
+  },
 ];
 
 const results = new Map<Row, CliResult>();
