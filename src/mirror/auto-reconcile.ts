@@ -114,6 +114,17 @@ export async function queueReconciles(pool: pg.Pool, requests: readonly ChangedM
   }
 }
 
+/** Queues a reconcile of each webhook, then logs each with what started it (`reconcile queued: …`). */
+export async function queueAndLogReconciles(
+  pool: pg.Pool,
+  requests: readonly ChangedMirror[],
+  logger: Logger,
+): Promise<void> {
+  await queueReconciles(pool, requests);
+  for (const { webhookId, changed } of requests)
+    logger.info({ webhook: webhookId, changed }, `reconcile queued: ${reconcileReason(changed)}`);
+}
+
 /**
  * Queues again the reconciles the service started that no process is
  * running any more (their process died: the job it held stays locked for

@@ -8,21 +8,15 @@ import { IN_TRASH_COLUMN } from '../db/asset-state.js';
 import { assertReachable, createPool, describeError } from '../db/connect.js';
 import { readInstallationId } from '../db/installation.js';
 import { DeliveryPump } from '../delivery/pump.js';
-import { processGoneGrace } from '../delivery/recover.js';
 import { assertBinding, bindingProblems, captureGaps } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
-import {
-  queueReconciles,
-  reconcileReason,
-  SERVICE_REQUESTER_PREFIX,
-  switchedOnAtStart,
-} from '../mirror/auto-reconcile.js';
+import { queueAndLogReconciles, SERVICE_REQUESTER_PREFIX, switchedOnAtStart } from '../mirror/auto-reconcile.js';
 import { connectionBudget } from './connection-budget.js';
 import { closeHttpServer, portUnavailable, startHttpServer } from './http-server.js';
 import { ServiceMetrics } from './metrics.js';
 import { holdProcessLease, runApplicationName, type ProcessLease } from './process-lease.js';
 import type { ServiceOptions } from './service-options.js';
-import { deliveryContext, forgetConfiguration, ServiceState, syncWebhooks } from './service-state.js';
+import { deliveryContext, forgetConfiguration, processRecorder, ServiceState, syncWebhooks } from './service-state.js';
 import { Started } from './started.js';
 import { describeMove, watchSchema, type SchemaFound, type SchemaWatch } from './schema-watch.js';
 import { serviceTasks } from './tasks.js';
@@ -116,15 +110,7 @@ export class ServiceProcess {
     const heldLease = await holdProcessLease(this.options.databaseUrl, processId, logger);
     this.heldLease = heldLease;
     this.started.add(() => heldLease.release());
-    // The process itself is the recorder: crash recovery's grace, read at each recording.
-    const settings = (): ServiceState['settings'] => this.state.settings;
-    this.recorder = {
-      processId,
-      logger,
-      get goneGraceSeconds() {
-        return processGoneGrace(heldLease.heldForMs(), settings().requestTimeoutSeconds);
-      },
-    };
+    this.recorder = processRecorder(processId, logger, heldLease, () => this.state.settings.requestTimeoutSeconds);
     // Released before the lease and after the ticker, the worker and reloads
     // that record it have stopped: a clean stop is no free lease to wait out.
     this.started.add(() =>
@@ -224,10 +210,7 @@ export class ServiceProcess {
    */
   async queueSwitchedOnMirrors(): Promise<void> {
     const switched = await switchedOnAtStart(this.pool, this.state.settings.webhooks);
-    if (switched.length === 0) return;
-    await queueReconciles(this.pool, switched);
-    for (const { webhookId, changed } of switched)
-      this.logger.info({ webhook: webhookId, changed }, `reconcile queued: ${reconcileReason(changed)}`);
+    await queueAndLogReconciles(this.pool, switched, this.logger);
   }
 
   /** The pump, in this process outside graphile-worker: requests in flight never hold the job slots coalescing runs in. */

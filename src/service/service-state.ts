@@ -12,6 +12,8 @@ import { Completer } from '../delivery/completer.js';
 import { createSecretResolver } from '../secrets/resolver.js';
 import type { SecretResolver } from '../secrets/types.js';
 import type { ServiceMetrics } from './metrics.js';
+import type { ProcessLease } from './process-lease.js';
+import { processGoneGrace } from '../delivery/recover.js';
 
 /**
  * Everything derived from one configuration document: compiled webhooks for
@@ -143,6 +145,25 @@ export interface ConfigurationRecorder {
   readonly processId: string;
   readonly logger: Logger;
   readonly goneGraceSeconds?: number | null;
+}
+
+/**
+ * A `run` process as the recorder of its configuration: crash recovery's
+ * grace, read at each recording, from how long it has held its lease.
+ */
+export function processRecorder(
+  processId: string,
+  logger: Logger,
+  lease: ProcessLease,
+  requestTimeoutSeconds: () => number,
+): ConfigurationRecorder {
+  return {
+    processId,
+    logger,
+    get goneGraceSeconds() {
+      return processGoneGrace(lease.heldForMs(), requestTimeoutSeconds());
+    },
+  };
 }
 
 /** Whether the configuration pauses a webhook: `enabled: false` wins over `paused`. */

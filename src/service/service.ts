@@ -1,6 +1,6 @@
 import { loadConfigFile } from '../config/load.js';
 import { describeError } from '../db/connect.js';
-import { changedMirrors, queueReconciles, reconcileReason } from '../mirror/auto-reconcile.js';
+import { changedMirrors, queueAndLogReconciles } from '../mirror/auto-reconcile.js';
 import { inTurn, readReloadedState } from './reload.js';
 import type { RunningService, ServiceOptions } from './service-options.js';
 import { ServiceProcess } from './service-process.js';
@@ -116,16 +116,11 @@ async function reloadNow(service: ServiceProcess): Promise<boolean> {
   const changed = changedMirrors(previous.settings.webhooks, next.settings.webhooks);
   if (changed.length > 0) {
     // Queued by every process that reloads; one job per webhook runs (see queueReconciles).
-    queueReconciles(pool, changed).then(
-      () => {
-        for (const { webhookId, changed: checks } of changed)
-          logger.info({ webhook: webhookId, changed: checks }, `reconcile queued: ${reconcileReason(checks)}`);
-      },
-      (error: unknown) =>
-        logger.error(
-          { webhooks: changed.map((mirror) => mirror.webhookId), err: describeError(error) },
-          'could not queue the reconcile of changed mirror webhooks; run asset-webhooks reconcile --webhook ID',
-        ),
+    queueAndLogReconciles(pool, changed, logger).catch((error: unknown) =>
+      logger.error(
+        { webhooks: changed.map((mirror) => mirror.webhookId), err: describeError(error) },
+        'could not queue the reconcile of changed mirror webhooks; run asset-webhooks reconcile --webhook ID',
+      ),
     );
   }
   logger.info(
