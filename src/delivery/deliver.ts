@@ -74,10 +74,23 @@ export async function deliverClaimed(
     classification,
     retryAfter === null ? null : retryAfter.getTime() - answeredAt.getTime(),
   );
+  logAttempt(context, claimed, webhook.id, result, applied);
+  context.onAttempt?.(webhook.id, result);
+  return result;
+}
+
+/** One line per attempt: delivered at info, anything else at warn, with what happens next. */
+function logAttempt(
+  context: DeliveryContext,
+  claimed: ClaimedPayload,
+  webhookId: string,
+  result: AttemptResult,
+  applied: boolean,
+): void {
   const log = {
     payloadId: claimed.payloadId,
     attempt: claimed.attemptNo,
-    webhookId: webhook.id,
+    webhookId,
     statusCode: result.statusCode,
     errorClass: result.errorClass,
     outcome: result.outcome,
@@ -98,8 +111,6 @@ export async function deliverClaimed(
           ? 'receiver answered 410 Gone: webhook suspended, its payloads wait until `asset-webhooks resume --webhook ID` or a new url'
           : 'payload dead-lettered',
     );
-  context.onAttempt?.(webhook.id, result);
-  return result;
 }
 
 /**

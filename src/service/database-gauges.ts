@@ -31,6 +31,7 @@ export function readEvery(pool: pg.Pool, refreshEveryMs: () => number): () => Pr
 export function registerDatabaseGauges(registry: Registry, databaseValues: () => Promise<DatabaseValues>): void {
   registerBacklogGauges(registry, databaseValues);
   registerWebhookGauges(registry, databaseValues);
+  registerHoldGauges(registry, databaseValues);
   registerCaptureGauges(registry, databaseValues);
 }
 
@@ -78,30 +79,6 @@ function registerWebhookGauges(registry: Registry, databaseValues: () => Promise
     },
   });
   new Gauge({
-    name: 'asset_webhooks_webhook_paused',
-    help: 'Webhooks paused (paused: true): 1 while their payloads wait unsent, without expiring.',
-    labelNames: ['webhook'],
-    registers: [registry],
-    async collect() {
-      const { paused } = await databaseValues();
-      this.reset();
-      for (const webhook of paused) this.set({ webhook }, 1);
-    },
-  });
-  new Gauge({
-    name: 'asset_webhooks_webhook_suspended',
-    help:
-      'Webhooks suspended by a 410 Gone answer (retry.disableOnGone): 1 while their payloads wait unsent, without expiring, ' +
-      'until `asset-webhooks resume --webhook ID` or a new url.',
-    labelNames: ['webhook'],
-    registers: [registry],
-    async collect() {
-      const { suspended } = await databaseValues();
-      this.reset();
-      for (const webhook of suspended) this.set({ webhook }, 1);
-    },
-  });
-  new Gauge({
     name: 'asset_webhooks_webhook_state',
     help:
       'Delivery state of each enabled webhook, 1 for the state it is in and 0 for the others: healthy; ' +
@@ -126,6 +103,34 @@ function registerWebhookGauges(registry: Registry, databaseValues: () => Promise
       const { deadLetters } = await databaseValues();
       this.reset();
       for (const [webhook, n] of deadLetters) this.set({ webhook }, n);
+    },
+  });
+}
+
+/** The webhooks held back on purpose: paused by their document, or suspended by a 410. */
+function registerHoldGauges(registry: Registry, databaseValues: () => Promise<DatabaseValues>): void {
+  new Gauge({
+    name: 'asset_webhooks_webhook_paused',
+    help: 'Webhooks paused (paused: true): 1 while their payloads wait unsent, without expiring.',
+    labelNames: ['webhook'],
+    registers: [registry],
+    async collect() {
+      const { paused } = await databaseValues();
+      this.reset();
+      for (const webhook of paused) this.set({ webhook }, 1);
+    },
+  });
+  new Gauge({
+    name: 'asset_webhooks_webhook_suspended',
+    help:
+      'Webhooks suspended by a 410 Gone answer (retry.disableOnGone): 1 while their payloads wait unsent, without expiring, ' +
+      'until `asset-webhooks resume --webhook ID` or a new url.',
+    labelNames: ['webhook'],
+    registers: [registry],
+    async collect() {
+      const { suspended } = await databaseValues();
+      this.reset();
+      for (const webhook of suspended) this.set({ webhook }, 1);
     },
   });
 }
