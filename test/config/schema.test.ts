@@ -134,26 +134,6 @@ describe('normalization', () => {
     ]);
   });
 
-  it.each([
-    ['true', true],
-    ['false', false],
-    ['off: key left out', null],
-  ] as const)('reads retry.disableOnGone %s', (_name, value) => {
-    const document = value === null ? '' : `  retry: { disableOnGone: ${value} }\n`;
-    expect(settings('', document).retry).toMatchObject({ disableOnGone: value ?? false, retryStatusCodes: [] });
-  });
-
-  it.each([
-    ['"yes"', 'got "yes"'],
-    ['1', 'got 1'],
-    ['null', 'got null'],
-    ['[true]', 'got a list [true]'],
-  ])('refuses retry.disableOnGone: %s, naming the field, the value and what it expects', (value, got) => {
-    expect(problems(oneWebhook('', `  retry: { disableOnGone: ${value} }\n`))).toEqual([
-      `assetUpdater.retry.disableOnGone: expected true or false, ${got}`,
-    ]);
-  });
-
   it('accepts ordinary custom headers, values with spaces and punctuation', () => {
     const webhook = settings('headers: { X-Tenant: acme, Authorization-Hint: "a b;c" }').webhooks[0]!;
     expect(webhook.headers).toEqual({ 'X-Tenant': 'acme', 'Authorization-Hint': 'a b;c' });

@@ -17,6 +17,7 @@ describe('retry: defaults', () => {
         deadLetterAfterSeconds: 86_400,
         retryStatusCodes: [],
         honorRetryAfter: false,
+        disableOnGone: false,
       },
     ],
     [
@@ -28,6 +29,7 @@ describe('retry: defaults', () => {
         deadLetterAfterSeconds: 86_400,
         retryStatusCodes: [],
         honorRetryAfter: false,
+        disableOnGone: false,
       },
     ],
   ]);
@@ -149,6 +151,27 @@ describe('retry.honorRetryAfter: a boolean', () => {
       `${at}.honorRetryAfter: expected true or false, got "yes"`,
     ],
     ['1', { settings: { retry: { honorRetryAfter: 1 } } }, `${at}.honorRetryAfter: expected true or false, got 1`],
+  ]);
+});
+
+describe('retry.disableOnGone: a boolean', () => {
+  reads([
+    ['true', { settings: { retry: { disableOnGone: true } } }, (c) => retry(c).disableOnGone, true],
+    ['false', { settings: { retry: { disableOnGone: false } } }, (c) => retry(c).disableOnGone, false],
+  ]);
+  refuses([
+    [
+      '"yes"',
+      { settings: { retry: { disableOnGone: 'yes' } } },
+      `${at}.disableOnGone: expected true or false, got "yes"`,
+    ],
+    ['1', { settings: { retry: { disableOnGone: 1 } } }, `${at}.disableOnGone: expected true or false, got 1`],
+    ['null', { settings: { retry: { disableOnGone: null } } }, `${at}.disableOnGone: expected true or false, got null`],
+    [
+      'a list',
+      { settings: { retry: { disableOnGone: [true] } } },
+      `${at}.disableOnGone: expected true or false, got a list [true]`,
+    ],
   ]);
 });
 
