@@ -21,8 +21,16 @@ const db = useTestDatabase();
 
 /** Events sent as UNMATCHED over all cases: the workload must make assets leave, or the property says little. */
 let unmatchedSeen = 0;
-/** Changes made to assets in the Trash over all cases (excluded as in_trash): the workload must make some. */
-let trashedEdits = 0;
+/**
+ * Changes made to assets in the Trash (excluded as in_trash) over the random
+ * cases alone: the generator must make some, whatever the hand-picked
+ * examples do. Counted as cases that made any, not against a floor of edits
+ * that a draw can miss (a total of 8 over 40 random cases has been seen, under
+ * a floor of 10).
+ */
+let trashedEditCases = 0;
+/** check() runs the hand-picked examples first, then the random cases. */
+let cases = 0;
 
 /** A coalescing run reads `chunkSize` outbox rows per chunk: small chunks exercise its pipeline (see MirrorMembers.absorb). */
 type Step = Op | { readonly kind: 'coalesce'; readonly chunkSize: number } | { readonly kind: 'switch' };
@@ -70,7 +78,7 @@ async function check(steps: readonly Step[], order: readonly number[]): Promise<
   const {
     rows: [excluded],
   } = await db.pool.query<{ n: number }>('select count(*)::int as n from asset_webhooks.events where in_trash');
-  trashedEdits += excluded!.n;
+  if (cases++ >= EXAMPLES.length && excluded!.n > 0) trashedEditCases += 1;
 
   const sent = await payloads(db.pool, 'copy');
   const inOrder = sent.flatMap(bodyEvents);
@@ -84,6 +92,52 @@ async function check(steps: readonly Step[], order: readonly number[]): Promise<
   expect(copy.active()).toEqual(await expectedSet(db.pool, set));
 }
 
+/** Kept counterexamples and hand-picked cases (see docs/mirror.md), run before the random ones. */
+const EXAMPLES: [Step[], number[]][] = [
+  // An asset of the set leaves it by a filter switch, then comes back by an edit.
+  [
+    [
+      { kind: 'create', asset: 10, domain: 2, keywords: ['shop'] },
+      { kind: 'coalesce', chunkSize: 2 },
+      { kind: 'switch' },
+      { kind: 'keyword', asset: 10, keyword: 'shop', add: false },
+      { kind: 'domain', asset: 10, domain: 1 },
+    ],
+    [3, 2, 1],
+  ],
+  // Trashed, restored out of the filters, purged: UNMATCHED then PURGED.
+  [
+    [
+      { kind: 'create', asset: 11, domain: 1, keywords: ['shop'] },
+      { kind: 'coalesce', chunkSize: 2 },
+      { kind: 'trash', asset: 11 },
+      { kind: 'coalesce', chunkSize: 2 },
+      { kind: 'restore', asset: 11 },
+      { kind: 'keyword', asset: 11, keyword: 'shop', add: false },
+      { kind: 'coalesce', chunkSize: 2 },
+      { kind: 'purge', asset: 11 },
+    ],
+    [2, 1, 0],
+  ],
+  // Edited in the Trash out of the filters, then restored: UNMATCHED; edited back, restored again: EDITED.
+  [
+    [
+      { kind: 'create', asset: 12, domain: 1, keywords: ['shop'] },
+      { kind: 'coalesce', chunkSize: 3 },
+      { kind: 'trash', asset: 12 },
+      { kind: 'keyword', asset: 12, keyword: 'shop', add: false },
+      { kind: 'version', asset: 12 },
+      { kind: 'coalesce', chunkSize: 1 },
+      { kind: 'restore', asset: 12 },
+      { kind: 'coalesce', chunkSize: 2 },
+      { kind: 'trash', asset: 12 },
+      { kind: 'keyword', asset: 12, keyword: 'shop', add: true },
+      { kind: 'restore', asset: 12 },
+    ],
+    [1, 0, 2],
+  ],
+];
+
 it(
   "a receiver applying events by the rule ends with exactly the assets that pass the mirror webhook's checks, whatever the payloads' order",
   { timeout: 240_000 },
@@ -96,54 +150,10 @@ it(
       ),
       {
         numRuns: 40,
-        // Kept counterexamples and hand-picked cases (see docs/mirror.md).
-        examples: [
-          // An asset of the set leaves it by a filter switch, then comes back by an edit.
-          [
-            [
-              { kind: 'create', asset: 10, domain: 2, keywords: ['shop'] },
-              { kind: 'coalesce', chunkSize: 2 },
-              { kind: 'switch' },
-              { kind: 'keyword', asset: 10, keyword: 'shop', add: false },
-              { kind: 'domain', asset: 10, domain: 1 },
-            ],
-            [3, 2, 1],
-          ],
-          // Trashed, restored out of the filters, purged: UNMATCHED then PURGED.
-          [
-            [
-              { kind: 'create', asset: 11, domain: 1, keywords: ['shop'] },
-              { kind: 'coalesce', chunkSize: 2 },
-              { kind: 'trash', asset: 11 },
-              { kind: 'coalesce', chunkSize: 2 },
-              { kind: 'restore', asset: 11 },
-              { kind: 'keyword', asset: 11, keyword: 'shop', add: false },
-              { kind: 'coalesce', chunkSize: 2 },
-              { kind: 'purge', asset: 11 },
-            ],
-            [2, 1, 0],
-          ],
-          // Edited in the Trash out of the filters, then restored: UNMATCHED; edited back, restored again: EDITED.
-          [
-            [
-              { kind: 'create', asset: 12, domain: 1, keywords: ['shop'] },
-              { kind: 'coalesce', chunkSize: 3 },
-              { kind: 'trash', asset: 12 },
-              { kind: 'keyword', asset: 12, keyword: 'shop', add: false },
-              { kind: 'version', asset: 12 },
-              { kind: 'coalesce', chunkSize: 1 },
-              { kind: 'restore', asset: 12 },
-              { kind: 'coalesce', chunkSize: 2 },
-              { kind: 'trash', asset: 12 },
-              { kind: 'keyword', asset: 12, keyword: 'shop', add: true },
-              { kind: 'restore', asset: 12 },
-            ],
-            [1, 0, 2],
-          ],
-        ],
+        examples: EXAMPLES,
       },
     );
     expect(unmatchedSeen).toBeGreaterThan(10);
-    expect(trashedEdits).toBeGreaterThan(10);
+    expect(trashedEditCases).toBeGreaterThan(0);
   },
 );
