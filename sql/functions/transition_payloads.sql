@@ -176,7 +176,8 @@ begin
 
   -- A 410 under retry.disableOnGone: the webhook is suspended from the first
   -- one (by `at`, then by position); a suspension under way keeps its start.
-  if v_kinds && array['attempt_result'] then
+  -- Only a batch that holds one reads for it: every delivery result passes here.
+  if 'suspended' = any(v_outcome) then
     with gone as (
       select distinct on (p.webhook_id) p.webhook_id, p.payload_id, coalesce(t.at, v_now) as at
       from unnest(p_transitions) with ordinality t

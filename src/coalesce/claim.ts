@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { ASSET_STATE_COLUMNS, assetStateColumns, assetStateFromRow, type AssetStateRow } from '../db/asset-state.js';
 import type { AssetState, DecimalId, EventType } from '../interfaces.js';
 import { EventIds, millisOf } from './event-ids.js';
+import { eventTimestampText } from '../db/event-timestamp.js';
 
 /** One claimed outbox row with what the coalescer needs to decide its routes. */
 export interface ClaimedEvent {
@@ -224,7 +225,7 @@ export async function claimChunk(
        on conflict do nothing
      )
      select c.seq, c.event_id,
-            to_char(c.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp, c.event_type,
+            ${eventTimestampText('c.occurred_at')} as event_timestamp, c.event_type,
             c.asset_id::text as event_asset_id, c.asset_uuid as event_asset_uuid, c.atom_id::text as atom_id,
             case when c.event_type = 'EDITED' then c.le_seq end as latest_edit_seq,
             case when c.event_type = 'EDITED' then c.le_ms end as latest_edit_ms,

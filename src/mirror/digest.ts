@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { inTransaction } from '../db/transaction.js';
+import { eventTimestampText } from '../db/event-timestamp.js';
 
 /** A mirror webhook's set, summed up so that a receiver can compare its copy (docs/mirror.md, "Comparing copies"). */
 export interface MirrorDigest {
@@ -24,7 +25,7 @@ const FETCH_ROWS = 10_000;
  */
 const SET_LINES = `declare mirror_digest no scroll cursor for
   select m.asset_id::text || E'\\t' || coalesce(m.sent_at ->> $1,
-           to_char(m.last_event_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) || E'\\n' as line
+           ${eventTimestampText('m.last_event_at')}) || E'\\n' as line
   from asset_webhooks.mirror_members m
   where $1 = any(m.webhooks)
   order by m.asset_id::text collate "C"`;

@@ -9,6 +9,7 @@ import { readAssetChunk } from '../sweep/assets.js';
 import type { SweptEvent } from '../sweep/events.js';
 import { MirrorMembers } from './members.js';
 import { leavingCheck } from './route.js';
+import { eventTimestampText } from '../db/event-timestamp.js';
 
 /** An event a reconcile chunk decided to send, serialized, before it is packed into a payload. */
 export interface DecidedEvent extends Omit<SweptEvent, 'batch'> {
@@ -107,7 +108,7 @@ export async function decideGone(
 ): Promise<DecidedChunk> {
   const { rows } = await client.query<{ asset_id: string; asset_uuid: string | null; now: string }>(
     `select m.asset_id::text as asset_id, m.asset_uuid,
-            to_char(statement_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as now
+            ${eventTimestampText('statement_timestamp()')} as now
      from asset_webhooks.mirror_members m
      where $1 = any(m.webhooks) and m.asset_id > coalesce($2::bigint, -9223372036854775808)
        and not exists (select 1 from asset_webhooks.asset_state s where s.asset_id = m.asset_id)

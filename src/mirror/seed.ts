@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { withCoalesceLock } from '../coalesce/coalesce-lock.js';
 import { inTransaction } from '../db/transaction.js';
+import { eventTimestampText } from '../db/event-timestamp.js';
 
 /**
  * The set of a webhook that has just become a mirror one, seeded from what
@@ -56,7 +57,7 @@ const LAST_TOLD = `create temporary table mirror_seed as
 
 const SEED = `insert into asset_webhooks.mirror_members as m (asset_id, asset_uuid, webhooks, last_event_at, sent_at)
   select t.asset_id, t.asset_uuid, array[$1::text], t.occurred_at,
-         jsonb_build_object($1::text, to_char(t.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+         jsonb_build_object($1::text, ${eventTimestampText('t.occurred_at')})
   from pg_temp.mirror_seed t
   on conflict (asset_id) do update
     set webhooks = m.webhooks || $1::text, last_event_at = greatest(m.last_event_at, excluded.last_event_at),

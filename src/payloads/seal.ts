@@ -3,6 +3,7 @@ import { Params } from '../db/columns.js';
 import type { DecimalId, EventType } from '../interfaces.js';
 import { sealPayloads } from '../lifecycle/payload-rows.js';
 import { serializeBody, serializeEvent } from '../payloads/serialize.js';
+import { eventTimestampText } from '../db/event-timestamp.js';
 
 /**
  * Seals the payloads a crashed run left `open`: each gets the body of the
@@ -37,7 +38,7 @@ export async function sealOpenPayloads(
     event_type: EventType;
   }>(
     `select e.payload_ids, e.event_id,
-            to_char(e.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_timestamp,
+            ${eventTimestampText('e.occurred_at')} as event_timestamp,
             e.atom_id::text as atom_id, e.asset_id::text as asset_id, e.asset_uuid, e.event_type
      from asset_webhooks.events e
      where e.coalesced_at >= coalesce(${params.add(since, 'timestamptz')}, '-infinity') and e.payload_ids && ${params.add(ids, 'bigint[]')}

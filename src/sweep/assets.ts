@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { assetStateColumns, type AssetStateRow } from '../db/asset-state.js';
+import { eventTimestampText } from '../db/event-timestamp.js';
 
 /** An asset as a sweep reads it from the binding's asset_state view. */
 export interface SweptAsset extends AssetStateRow {
@@ -29,7 +30,7 @@ export async function readAssetChunk(
   if (listed !== null) conditions.push(`s.asset_id = any($${parameters.push(listed)}::bigint[])`);
   const { rows } = await client.query<SweptAsset>(
     `select ${assetStateColumns('s')}, s.asset_id::text as asset_key, s.in_trash,
-            to_char(statement_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as read_at
+            ${eventTimestampText('statement_timestamp()')} as read_at
      from asset_webhooks.asset_state s
      ${conditions.length === 0 ? '' : `where ${conditions.join(' and ')}`}
      order by s.asset_id
