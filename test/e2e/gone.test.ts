@@ -112,12 +112,23 @@ describe('retry.disableOnGone: true', () => {
     async () => {
       const file = path.join(tempDirectory('aw-gone-'), 'config.yaml');
       writeFileSync(file, config(true));
-      let run = await startService(file);
+      const firstPort = await freePort();
+      let run = await startService(file, db.url, firstPort);
       await createAssets(10);
       await gone.waitFor(1, 30_000);
       await eventually(async () => ((await goneSince()) !== null ? true : undefined), {
         what: 'the webhook suspended',
       });
+      // The attempt that got the 410 counts as suspended, not as a failure: ReceiverFailing and ReceiverDown leave it alone.
+      // Counted once its result is written, a moment after the row: asked until it shows.
+      const suspendedCount =
+        /^asset_webhooks_delivery_attempts_total\{(?=[^}]*webhook="gone")(?=[^}]*outcome="suspended")[^}]*\} 1$/m;
+      await eventually(
+        async () =>
+          suspendedCount.test(await (await fetch(`http://127.0.0.1:${firstPort}/metrics`)).text()) ? true : undefined,
+        { timeoutMs: 10_000, what: 'the suspended attempt counted' },
+      );
+      expect(suspendedCount.test(await (await fetch(`http://127.0.0.1:${firstPort}/metrics`)).text())).toBe(true);
       // Load while suspended: more events, delivered to the healthy webhook and kept for the gone one.
       await createAssets(15);
       await healthyCaughtUp();
@@ -165,10 +176,19 @@ describe('retry.disableOnGone: true', () => {
       expect(traced.stdout).toContain(`by a 410 Gone answer to payload ${waiting[0]!.payload_id}`);
       expect(traced.stdout).toMatch(/HTTP 410 in \d+ ms -> suspended/);
 
-      // A reload that keeps the url keeps the suspension.
+      // A reload that keeps the url keeps the suspension: once the configuration is recorded again
+      // (after the webhook rows and the resumes a new url would make), the webhook is still held.
+      const recordedAt = async (): Promise<number> =>
+        (
+          await db.pool.query<{ at: Date }>('select max(recorded_at) as at from asset_webhooks.process_configurations')
+        ).rows[0]!.at.getTime();
+      const recordedBefore = await recordedAt();
       writeFileSync(file, config(true));
       run.child.kill('SIGHUP');
-      await new Promise((resolve) => setTimeout(resolve, 3000));
+      await eventually(async () => ((await recordedAt()) > recordedBefore ? true : undefined), {
+        timeoutMs: 20_000,
+        what: 'the reloaded configuration recorded',
+      });
       expect(await goneSince()).not.toBeNull();
       expect(gone.requests).toHaveLength(1);
 
