@@ -130,7 +130,8 @@ async function createBookkeeping(client: pg.PoolClient): Promise<void> {
       return;
     } catch (error) {
       const code = (error as { code?: string }).code;
-      if (attempt >= 20 || (code !== '23505' && code !== '42P06' && code !== '42P07')) throw error;
+      // 42710: the table's row type, created first, "already exists" (duplicate_object).
+      if (attempt >= 20 || !['23505', '42P06', '42P07', '42710'].includes(code ?? '')) throw error;
     }
   }
 }
