@@ -172,7 +172,9 @@ export class DeliveryPump {
       const expired = await expireWaiting(this.context);
       if (expired > 0) this.wake();
       this.sweepFailures = 0;
+      this.context.onSweep?.('completed');
     } catch (error) {
+      this.context.onSweep?.('failed');
       if (this.sweepFailures === 0)
         this.context.logger.warn(
           { err: describeError(error) },

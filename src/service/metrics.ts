@@ -51,6 +51,14 @@ export class ServiceMetrics {
     labelNames: ['webhook'],
     registers: [this.registry],
   });
+  readonly deliverySweeps = new Counter({
+    name: 'asset_webhooks_delivery_sweeps_total',
+    help:
+      "Crash-recovery and expiry sweeps of this process's delivery pump (one every 5 s) by outcome: completed, or failed " +
+      '(tried again at the next). While they fail, attempts of crashed processes stay open and no payload expires.',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
   /** performance.now() of the latest local fault, if any. */
   private lastLocalFaultMs: number | undefined;
   readonly secretFailures = new Counter({
@@ -86,6 +94,7 @@ export class ServiceMetrics {
     // Series of the label values known from the start, at zero (see knowWebhooks).
     for (const outcome of ['applied', 'refused']) this.configReloads.inc({ outcome }, 0);
     for (const route of ROUTES) this.eventsRouted.inc({ route }, 0);
+    for (const outcome of ['completed', 'failed']) this.deliverySweeps.inc({ outcome }, 0);
     // Gauges read from the database, so every process reports the shared truth.
     registerDatabaseGauges(this.registry, readEvery(pool, refreshEveryMs));
   }

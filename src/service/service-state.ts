@@ -88,6 +88,7 @@ export function deliveryContext(
     settings: () => current().deliverySettings(),
     logger,
     onAttempt: (webhookId, result) => metrics.recordAttempt(webhookId, result),
+    onSweep: (outcome) => metrics.deliverySweeps.inc({ outcome }),
     stopping,
   };
 }

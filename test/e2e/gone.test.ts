@@ -145,8 +145,12 @@ describe('retry.disableOnGone: true', () => {
       run = await startService(file, ahead, port);
       await createAssets(5);
       await healthyCaughtUp();
-      // Two expiry sweeps (every 5 s) at least.
-      await new Promise((resolve) => setTimeout(resolve, 11_000));
+      // An expiry sweep of this process has ended (each begins after its start, when the 25 were past their window).
+      const sweptOnce = /^asset_webhooks_delivery_sweeps_total\{outcome="completed"\} [1-9]\d*$/m;
+      await eventually(
+        async () => (sweptOnce.test(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()) ? true : undefined),
+        { timeoutMs: 15_000, what: 'an expiry sweep of the process whose clock is ahead' },
+      );
       waiting = await payloadsOf('gone');
       expect(waiting).toHaveLength(30);
       expect(waiting.map((p) => p.status)).toEqual(waiting.map(() => 'pending'));
