@@ -34,10 +34,10 @@ export function renderResume(report: ResumeReport): string {
     return report.resumed
       ? `webhook ${webhookId} was not suspended by a 410 Gone answer: nothing to resume (${payloads} waiting)`
       : `webhook ${webhookId} was not suspended by a 410 Gone answer; its document pauses it (paused: true): ` +
-          `its ${payloads} wait until paused is false again (then SIGHUP)`;
+          `its ${payloads} ${waiting === 1 ? 'waits' : 'wait'} until paused is false again (then SIGHUP)`;
   }
   return report.resumed
-    ? `webhook ${webhookId} resumed after its 410 Gone suspension: its ${payloads} are sent again, in order`
+    ? `webhook ${webhookId} resumed after its 410 Gone suspension: its ${payloads} ${waiting === 1 ? 'is' : 'are'} sent again, in order`
     : `webhook ${webhookId}: its 410 Gone suspension is ended, but its document still pauses it (paused: true): ` +
-        `its ${payloads} wait until paused is false again (then SIGHUP)`;
+        `its ${payloads} ${waiting === 1 ? 'waits' : 'wait'} until paused is false again (then SIGHUP)`;
 }

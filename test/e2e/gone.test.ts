@@ -209,8 +209,12 @@ describe('retry.disableOnGone: true', () => {
       expect(await goneSince()).toBeNull();
 
       const again = await runCli(['resume', '--webhook', 'gone', '--database-url', ahead]);
-      expect(again.code).toBe(0);
-      expect(again.stdout).toContain('was not suspended by a 410 Gone answer: nothing to resume');
+      expect({ code: again.code, stdout: again.stdout }).toEqual({
+        code: 0,
+        stdout: 'webhook gone was not suspended by a 410 Gone answer: nothing to resume (0 payloads waiting)\n',
+      });
+      const againJson = await runCli(['resume', '--webhook', 'gone', '--json', '--database-url', ahead]);
+      expect(JSON.parse(againJson.stdout)).toEqual({ webhookId: 'gone', wasGone: false, resumed: true, waiting: 0 });
       const unknown = await runCli(['resume', '--webhook', 'nobody', '--database-url', ahead]);
       expect(unknown.code).toBe(1);
       expect(unknown.stderr).toContain('--webhook: expected the id of a webhook the service has run with');

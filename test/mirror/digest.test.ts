@@ -186,6 +186,20 @@ describe('mirror digest: the service and the receiver code of docs/mirror.md agr
   });
 });
 
+it('prints one line without --json, and the digest of an empty set is the sha256 of nothing, as the docs program says', async () => {
+  await resetData(db.pool);
+  const file = path.join(tempDirectory('aw-digest-'), 'empty.yaml');
+  writeFileSync(file, receiverConfig([{ id: 'fresh', url: 'http://127.0.0.1:9/hook', mirror: true }]));
+  const text = await runCli(['mirror', 'digest', '--webhook', 'fresh', '--config', file, '--database-url', db.url]);
+  const emptySha256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
+  expect({ code: text.code, stdout: text.stdout, stderr: text.stderr }).toEqual({
+    code: 0,
+    stdout: `webhook fresh: 0 assets in its set, digest sha256:${emptySha256}\n`,
+    stderr: '',
+  });
+  expect(docsDigest('js', 'mirror-digest.mjs', [process.execPath], '{}')).toEqual({ count: 0, digest: emptySha256 });
+});
+
 it('refuses, in one line, a webhook that is not a mirror one and an id the document lacks', async () => {
   const file = path.join(tempDirectory('aw-digest-'), 'plain.yaml');
   writeFileSync(file, receiverConfig([{ id: 'plain', url: 'http://127.0.0.1:9/hook' }]));
