@@ -221,12 +221,10 @@ describe('retry.disableOnGone: true', () => {
     },
   );
 
-  it(
-    "a document that changes the suspended webhook's url resumes it: its payloads go to the new url in order",
-    {
-      timeout: 120_000,
-    },
-    async () => {
+  it.each(['a reload (SIGHUP)', 'a restart'])(
+    "a document that changes the suspended webhook's url resumes it, by %s: its payloads go to the new url in order",
+    { timeout: 120_000 },
+    async (how) => {
       const file = path.join(tempDirectory('aw-gone-'), 'config.yaml');
       writeFileSync(file, config(true));
       const run = await startService(file);
@@ -240,7 +238,10 @@ describe('retry.disableOnGone: true', () => {
       expect(waiting.map((p) => p.status)).toEqual(waiting.map(() => 'pending'));
 
       writeFileSync(file, config(true, moved.url));
-      run.child.kill('SIGHUP');
+      if (how === 'a restart') {
+        await stopService(run);
+        await startService(file);
+      } else run.child.kill('SIGHUP');
       await eventually(
         async () => ((await payloadsOf('gone')).every((p) => p.status === 'delivered') ? true : undefined),
         { timeoutMs: 60_000, what: 'every payload delivered to the new url' },
