@@ -206,7 +206,14 @@ describe('a receiver that throttles', () => {
       const throttledAt = throttling.requests[0]!.at;
       // Payloads made while the webhook is held back.
       await commitAsset(2);
-      await new Promise((resolve) => setTimeout(resolve, INTERVAL_SECONDS * 1000 + 500));
+      // Asset 2's payload is made (by a coalescing run) before asset 3 is committed: two payloads wait.
+      await eventually(
+        async () => {
+          const { rows } = await db.pool.query<{ n: number }>('select count(*)::int as n from asset_webhooks.payloads');
+          return rows[0]!.n >= 2 ? true : undefined;
+        },
+        { timeoutMs: 10_000, what: "asset 2's payload" },
+      );
       await commitAsset(3);
       await throttling.waitFor(4, 20_000);
       // Every later request, the retry and the new payloads alike, came once the 3 s had passed.

@@ -117,20 +117,20 @@ it(
     });
     const [payloadId] = await insertPayloads(db.pool, 'crm', 1);
 
-    // Its attempts fail for want of a descriptor: give it the first and one retry after LOCAL_FAULT_RETRY_SECONDS.
-    // (Whether their results can be written meanwhile depends on which descriptors the process frees and
-    // takes again: a result that cannot be written is kept until it can.)
+    // Its attempts fail for want of a descriptor: the first, and its retry LOCAL_FAULT_RETRY_SECONDS later,
+    // both started (counted at the claim) while the descriptors are still full. (Whether their results can
+    // be written meanwhile depends on which descriptors the process frees and takes again: a result that
+    // cannot be written is kept until it can.)
     await eventually(
       async () => {
         const { rows } = await db.pool.query<{ attempts: number }>(
           'select attempts from asset_webhooks.payloads where payload_id = $1',
           [payloadId],
         );
-        return (rows[0]?.attempts ?? 0) >= 1 ? true : undefined;
+        return (rows[0]?.attempts ?? 0) >= 2 ? true : undefined;
       },
-      { timeoutMs: 20_000, what: 'the first attempt' },
+      { timeoutMs: (LOCAL_FAULT_RETRY_SECONDS + 20) * 1000, what: 'the first attempt and its retry' },
     );
-    await new Promise((resolve) => setTimeout(resolve, (LOCAL_FAULT_RETRY_SECONDS + 2) * 1000));
 
     // The descriptors come back: the receiver that never answered hangs up.
     for (const socket of held) socket.destroy();
