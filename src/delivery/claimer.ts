@@ -134,6 +134,7 @@ export class Claimer {
         this.context.logger.info({ failedClaims: this.failures }, 'delivery claims payloads again');
       this.failures = 0;
       this.ledger.endClaim(request, claimed);
+      this.context.onClaim?.(claimed.length);
       this.follow();
       // A webhook may have had more than its share: ask again while there is room.
       if (claimed.length > 0) this.again = true;

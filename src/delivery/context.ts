@@ -47,6 +47,8 @@ export interface DeliveryContext {
   readonly logger: Logger;
   /** Told of every finished attempt (metrics). */
   onAttempt?(webhookId: string, result: AttemptResult): void;
+  /** Told of every claim statement's end, with how many payloads it claimed (metrics). */
+  onClaim?(claimed: number): void;
   /** Told of every crash-recovery and expiry sweep's end (metrics). */
   onSweep?(outcome: 'completed' | 'failed'): void;
   /** Aborted when the service stops: results still unwritten then get ten more seconds. */

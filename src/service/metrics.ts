@@ -51,6 +51,14 @@ export class ServiceMetrics {
     labelNames: ['webhook'],
     registers: [this.registry],
   });
+  readonly deliveryClaims = new Counter({
+    name: 'asset_webhooks_delivery_claims_total',
+    help:
+      "Claim statements of this process's delivery pump by result: payloads (it claimed some), or none. It claims when " +
+      'payloads are announced, every second, and whenever a slot frees; a rate of none near the poll rate is an idle pump.',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
   readonly deliverySweeps = new Counter({
     name: 'asset_webhooks_delivery_sweeps_total',
     help:
@@ -95,6 +103,7 @@ export class ServiceMetrics {
     for (const outcome of ['applied', 'refused']) this.configReloads.inc({ outcome }, 0);
     for (const route of ROUTES) this.eventsRouted.inc({ route }, 0);
     for (const outcome of ['completed', 'failed']) this.deliverySweeps.inc({ outcome }, 0);
+    for (const result of ['payloads', 'none']) this.deliveryClaims.inc({ result }, 0);
     // Gauges read from the database, so every process reports the shared truth.
     registerDatabaseGauges(this.registry, readEvery(pool, refreshEveryMs));
   }

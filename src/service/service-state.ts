@@ -88,6 +88,7 @@ export function deliveryContext(
     settings: () => current().deliverySettings(),
     logger,
     onAttempt: (webhookId, result) => metrics.recordAttempt(webhookId, result),
+    onClaim: (claimed) => metrics.deliveryClaims.inc({ result: claimed > 0 ? 'payloads' : 'none' }),
     onSweep: (outcome) => metrics.deliverySweeps.inc({ outcome }),
     stopping,
   };

@@ -3,8 +3,10 @@ import path from 'node:path';
 import pg from 'pg';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { freePort } from '../../src/embedded/embedded-postgres.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
+import { claimsPass } from '../helpers/pump-metrics.js';
 import { eventually, startTestReceiver } from '../helpers/receiver.js';
 import { startTestService } from '../helpers/service.js';
 import { bodyEvents, openWebhook, payloads, registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
@@ -167,7 +169,8 @@ describe('a backfill write in progress', () => {
       const configText = receiverConfig([{ id: 'crm', url: receiver.url, batchSize: 2 }]);
       const config = path.join(tempDirectory('aw-backfill-claim-'), 'config.yaml');
       writeFileSync(config, configText);
-      const service = await startTestService(db.url, configText);
+      const port = await freePort();
+      const service = await startTestService(db.url, configText, { httpPort: port });
       try {
         const delivered = async (): Promise<true | undefined> =>
           (await payloads(db.pool, 'crm')).every((payload) => payload.status === 'delivered') ? true : undefined;
@@ -189,8 +192,8 @@ describe('a backfill write in progress', () => {
                   : undefined,
               { timeoutMs: 30_000, what: 'the PURGED coalesced by the service' },
             );
-            // Time for the service's pump (it polls every second) to send the PURGED if it could.
-            await new Promise((resolve) => setTimeout(resolve, 3000));
+            // Two claims of the service's pump since (it polls every second): it would have sent the PURGED.
+            await claimsPass(port);
           },
         });
         expect(result.code).toBe(0);

@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
 import { receiverConfig, type TestWebhook } from '../helpers/config.js';
 import { insertPayloads } from '../helpers/delivery.js';
+import { claimsPass } from '../helpers/pump-metrics.js';
 import {
   answerAfter,
   eventually,
@@ -137,7 +138,8 @@ describe('a receiver that never answers', () => {
         { timeoutMs: 10_000, what: 'the stuck webhook to back off' },
       );
       const before = stuck.requests.length;
-      await new Promise((resolve) => setTimeout(resolve, 3500));
+      // Three claims of the pump (one a second at least): a webhook not held to one in flight would take more.
+      await claimsPass(port, 3);
       expect(stuck.requests.length - before).toBeLessThanOrEqual(2);
       const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       expect(metrics).toContain('asset_webhooks_webhook_state{webhook="stuck",state="backing_off"} 1');
