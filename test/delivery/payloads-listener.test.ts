@@ -71,10 +71,12 @@ describe('payloads-ready listener', () => {
     await calledPast(listener.calls, 1, 'the first notification');
     await announcePayloadsReady(db.pool);
     await calledPast(listener.calls, 2, 'the second notification');
-    // Another channel is not this one's.
+    // Another channel is not this one's: a connection's notifications arrive in the order they were
+    // committed, so once the next payloads-ready one has called, the other channel's would have too.
     await db.pool.query("select pg_notify('some_other_channel', '')");
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(listener.calls()).toBe(3);
+    await announcePayloadsReady(db.pool);
+    await calledPast(listener.calls, 3, 'the notification after the other channel');
+    expect(listener.calls()).toBe(4);
   });
 
   it('listens again on a new connection after its backend is terminated', async () => {
