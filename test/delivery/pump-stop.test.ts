@@ -2,7 +2,7 @@ import { beforeEach, expect, it } from 'vitest';
 import { DeliveryPump } from '../../src/delivery/pump.js';
 import { receiverConfig } from '../helpers/config.js';
 import { insertPayloads, testDelivery } from '../helpers/delivery.js';
-import { startTestReceiver } from '../helpers/receiver.js';
+import { eventually, startTestReceiver } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
@@ -28,8 +28,17 @@ it('stop waits for a claim under way: the attempts it starts are made and writte
     await blocker.query('begin');
     await blocker.query('lock table asset_webhooks.webhooks in access exclusive mode');
     pump.start();
-    // Let the claim reach the database and wait there on the lock.
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The claim has reached the database and waits there on the lock.
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query(
+          `select 1 from pg_stat_activity
+           where datname = current_database() and wait_event_type = 'Lock' and query like '%claim_payloads%'`,
+        );
+        return rows.length > 0 ? true : undefined;
+      },
+      { timeoutMs: 10_000, what: 'the claim waiting on the lock' },
+    );
     const released = new Promise<void>((resolve) =>
       setTimeout(() => void blocker.query('commit').then(() => resolve()), 500),
     );
