@@ -16,7 +16,7 @@
 --
 -- A process whose lease is free without a clean stop counts as running until
 -- its lease has stayed free for p_grace_seconds, the grace crash recovery
--- waits (src/delivery/recover.ts, processGoneGrace): a live process whose
+-- waits (asset_webhooks.process_gone_grace): a live process whose
 -- lease connection was lost for a moment takes its lease back well within
 -- it, and must not have its webhooks taken for removed meanwhile. With
 -- p_grace_seconds null (the caller's own lease is not yet settled) no

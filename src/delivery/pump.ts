@@ -15,8 +15,8 @@ const SWEEP_MS = 5000;
 export interface PumpOptions {
   /** The database URL, for the connection that listens for new payloads. */
   readonly databaseUrl: string;
-  /** How long this process has held its lease without a break (crash recovery waits for it: see processGoneGrace). */
-  ownLeaseHeldForMs(): number;
+  /** Crash recovery's grace as this process sees it, read at each sweep (see processGoneGrace); null takes no process for gone. */
+  goneGraceSeconds(): Promise<number | null>;
   /** Called when a claim fails, before the poll tries again (the service checks then whether the schema moved past this release). */
   claimFailed?(): void;
   /** Called when `migrate` notifies SCHEMA_CHANGED_CHANNEL, heard on the pump's listening connection. */
@@ -168,7 +168,7 @@ export class DeliveryPump {
 
   private async runSweep(): Promise<void> {
     try {
-      await recoverOrphans(this.context, this.options.ownLeaseHeldForMs());
+      await recoverOrphans(this.context, await this.options.goneGraceSeconds());
       const expired = await expireWaiting(this.context);
       if (expired > 0) this.wake();
       this.sweepFailures = 0;

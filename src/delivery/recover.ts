@@ -1,16 +1,8 @@
+import type pg from 'pg';
 import type { DeliveryContext } from './context.js';
 import { settleAttempt } from './deliver.js';
 import { abandonAttempt } from './attempt-store.js';
 import { expiredPayloads, orphanedAttempts } from './recovery-reads.js';
-
-/**
- * How long this process holds its own lease before it takes other processes
- * for dead. After the database comes back from an outage every lease is free
- * until its process takes it again (within seconds: see
- * src/service/process-lease.ts); a process that has held its own for this
- * long has given every live one that time.
- */
-export const OWN_LEASE_SETTLE_MS = 15_000;
 
 /**
  * An attempt that names no process (started by a session named otherwise)
@@ -19,13 +11,22 @@ export const OWN_LEASE_SETTLE_MS = 15_000;
 export const NAMELESS_ATTEMPT_AFTER_SECONDS = 600;
 
 /**
- * How long after its start an attempt whose process is gone is closed: the
- * request timeout plus five seconds (a live process whose lease was lost for
- * a moment has finished its request by then), or null, closing nothing,
- * until this process has held its own lease for OWN_LEASE_SETTLE_MS.
+ * Crash recovery's grace as the process `processId` sees it
+ * (asset_webhooks.process_gone_grace): the request timeout plus five
+ * seconds once the process has held its own lease for 15 seconds by the
+ * database's clock, else null, taking no process for gone.
  */
-export function processGoneGrace(ownLeaseHeldForMs: number, requestTimeoutSeconds: number): number | null {
-  return ownLeaseHeldForMs >= OWN_LEASE_SETTLE_MS ? requestTimeoutSeconds + 5 : null;
+export async function processGoneGrace(
+  pool: pg.Pool,
+  processId: string,
+  requestTimeoutSeconds: number,
+): Promise<number | null> {
+  const { rows } = await pool.query<{ grace: number | null }>({
+    name: 'asset_webhooks.process_gone_grace',
+    text: 'select asset_webhooks.process_gone_grace($1, $2) as grace',
+    values: [processId, requestTimeoutSeconds],
+  });
+  return rows[0]?.grace ?? null;
 }
 
 /**
@@ -37,9 +38,8 @@ export function processGoneGrace(ownLeaseHeldForMs: number, requestTimeoutSecond
  * none of the payload's retries. Every `run` process does this every few
  * seconds. Returns how many attempts it closed or undid.
  */
-export async function recoverOrphans(context: DeliveryContext, ownLeaseHeldForMs: number): Promise<number> {
-  const grace = processGoneGrace(ownLeaseHeldForMs, context.settings().requestTimeoutSeconds);
-  const orphans = await orphanedAttempts(context.pool, grace, NAMELESS_ATTEMPT_AFTER_SECONDS);
+export async function recoverOrphans(context: DeliveryContext, graceSeconds: number | null): Promise<number> {
+  const orphans = await orphanedAttempts(context.pool, graceSeconds, NAMELESS_ATTEMPT_AFTER_SECONDS);
   let closed = 0;
   let undone = 0;
   for (const orphan of orphans) {

@@ -4,7 +4,7 @@ import type { ClaimedPayload, ClaimRequest } from './attempt-store.js';
  * The longest a standby waits to be sent after its claim; older ones are
  * given back. Crash recovery takes an attempt of a process that lost its
  * lease for interrupted requestTimeoutSeconds + 5 s after it started (see
- * processGoneGrace): a request sent this long after its claim still ends, by
+ * asset_webhooks.process_gone_grace): a request sent this long after its claim still ends, by
  * its timeout, before that. Standbys are claimed only for webhooks whose
  * latest request took under half of it, so that slow receivers do not claim
  * standbys only to give them back.

@@ -123,6 +123,10 @@ class LeaseHolder {
       // (asset_webhooks.process_gone), or while this process's previous
       // session, whose connection was lost, still lives on the server.
       await takeSessionLock(next, processLeaseName(this.processId), { waitMs: Infinity });
+      // The lease's age is read by the one clock (asset_webhooks.process_gone_grace).
+      await next.query('update asset_webhooks.session_locks set taken_at = asset_webhooks.now() where name = $1', [
+        processLeaseName(this.processId),
+      ]);
       // Held again: a free spell another process saw has ended, and must not
       // be added to a later one (asset_webhooks.record_configuration).
       await next.query(

@@ -8,6 +8,7 @@ import { IN_TRASH_COLUMN } from '../db/asset-state.js';
 import { assertReachable, createPool, describeError } from '../db/connect.js';
 import { readInstallationId } from '../db/installation.js';
 import { DeliveryPump } from '../delivery/pump.js';
+import { processGoneGrace } from '../delivery/recover.js';
 import { assertBinding, bindingProblems, captureGaps } from '../migrate/binding-check.js';
 import { assertSchemaCurrent } from '../migrate/migrate.js';
 import { queueAndLogReconciles, SERVICE_REQUESTER_PREFIX, switchedOnAtStart } from '../mirror/auto-reconcile.js';
@@ -110,7 +111,7 @@ export class ServiceProcess {
     const heldLease = await holdProcessLease(this.options.databaseUrl, processId, logger);
     this.heldLease = heldLease;
     this.started.add(() => heldLease.release());
-    this.recorder = processRecorder(processId, logger, heldLease, () => this.state.settings.requestTimeoutSeconds);
+    this.recorder = processRecorder(processId, logger, () => this.state.settings.requestTimeoutSeconds);
     // Released before the lease and after the ticker, the worker and reloads
     // that record it have stopped: a clean stop is no free lease to wait out.
     this.started.add(() =>
@@ -168,11 +169,10 @@ export class ServiceProcess {
   createPump(): void {
     const { pool, installationId, logger, shutdown } = this;
     const metrics = this.metrics!;
-    const heldLease = this.heldLease!;
     const delivery = deliveryContext(pool, installationId, () => this.state, logger, metrics, shutdown.signal);
     const pump = new DeliveryPump(delivery, {
       databaseUrl: this.options.databaseUrl,
-      ownLeaseHeldForMs: () => heldLease.heldForMs(),
+      goneGraceSeconds: () => processGoneGrace(pool, this.processId, this.state.settings.requestTimeoutSeconds),
       claimFailed: () => this.schemaWatch?.check(),
       schemaChanged: () => this.schemaWatch?.check(),
     });

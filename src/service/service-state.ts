@@ -12,8 +12,6 @@ import { Completer } from '../delivery/completer.js';
 import { createSecretResolver } from '../secrets/resolver.js';
 import type { SecretResolver } from '../secrets/types.js';
 import type { ServiceMetrics } from './metrics.js';
-import type { ProcessLease } from './process-lease.js';
-import { processGoneGrace } from '../delivery/recover.js';
 
 /**
  * Everything derived from one configuration document: compiled webhooks for
@@ -107,8 +105,10 @@ export function deliveryContext(
  * absent from this process's document is not removed while another running
  * process still has it (a rolling change); a disabled webhook is not removed.
  * A process whose lease is free without a clean stop still counts as running
- * until its lease has been free for `goneGraceSeconds` (absent or null: it
- * keeps counting), so a lease connection lost for a moment removes nothing.
+ * until its lease has been free for crash recovery's grace, as this process
+ * sees it (asset_webhooks.process_gone_grace: none before its own lease is
+ * settled, nor for a recorder without a lease), so a lease connection lost
+ * for a moment removes nothing.
  *
  * A webhook that is enabled and `paused` gets paused_since, by the one clock
  * (kept from an earlier pause if it is still set). A new url ends a
@@ -146,26 +146,21 @@ export async function syncWebhooks(pool: pg.Pool, config: Config, recorder: Conf
 export interface ConfigurationRecorder {
   readonly processId: string;
   readonly logger: Logger;
-  readonly goneGraceSeconds?: number | null;
+  /** The request timeout of a recorder that holds a lease: the grace is then read from it (process_gone_grace). */
+  readonly requestTimeoutSeconds?: () => number;
 }
 
 /**
- * A `run` process as the recorder of its configuration: crash recovery's
- * grace, read at each recording, from how long it has held its lease.
+ * A `run` process, which holds its lease, as the recorder of its
+ * configuration: crash recovery's grace is read at each recording, in the
+ * same statement (asset_webhooks.process_gone_grace).
  */
 export function processRecorder(
   processId: string,
   logger: Logger,
-  lease: ProcessLease,
   requestTimeoutSeconds: () => number,
 ): ConfigurationRecorder {
-  return {
-    processId,
-    logger,
-    get goneGraceSeconds() {
-      return processGoneGrace(lease.heldForMs(), requestTimeoutSeconds());
-    },
-  };
+  return { processId, logger, requestTimeoutSeconds };
 }
 
 /** Whether the configuration pauses a webhook: `enabled: false` wins over `paused`. */
@@ -236,8 +231,9 @@ async function recordConfiguration(
   recorder: ConfigurationRecorder,
 ): Promise<void> {
   const { rows: removed } = await pool.query<{ webhook_id: string; dead_lettered: number }>(
-    'select webhook_id, dead_lettered from asset_webhooks.record_configuration($1, $2::text[], $3)',
-    [recorder.processId, webhooks.map((webhook) => webhook.id), recorder.goneGraceSeconds ?? null],
+    `select webhook_id, dead_lettered
+     from asset_webhooks.record_configuration($1, $2::text[], asset_webhooks.process_gone_grace($1, $3::int))`,
+    [recorder.processId, webhooks.map((webhook) => webhook.id), recorder.requestTimeoutSeconds?.() ?? null],
   );
   for (const { webhook_id: webhookId, dead_lettered: payloads } of removed) {
     recorder.logger.warn(

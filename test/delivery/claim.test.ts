@@ -11,7 +11,7 @@ import { Completer } from '../../src/delivery/completer.js';
 import { deliverClaimed, settleAttempt } from '../../src/delivery/deliver.js';
 import { DeliveryPump } from '../../src/delivery/pump.js';
 import { expiredPayloads } from '../../src/delivery/recovery-reads.js';
-import { expireWaiting, OWN_LEASE_SETTLE_MS, recoverOrphans } from '../../src/delivery/recover.js';
+import { expireWaiting, recoverOrphans } from '../../src/delivery/recover.js';
 import { createLogger } from '../../src/logging/logger.js';
 import { receiverConfig, type TestWebhook } from '../helpers/config.js';
 import { insertPayloads, testDelivery, type TestDelivery } from '../helpers/delivery.js';
@@ -100,7 +100,7 @@ async function states(): Promise<Array<{ payload_id: number; status: string; dis
 
 /** A pump on `context` (its test's: stopped after it), started. */
 function startPump(context: TestDelivery['context']): DeliveryPump {
-  const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
+  const pump = new DeliveryPump(context, { databaseUrl: db.url, goneGraceSeconds: async () => null });
   pumps.push(pump);
   pump.start();
   return pump;
@@ -381,7 +381,7 @@ describe('attempts of claimed payloads', () => {
     const ids = await insertPayloads(db.pool, 'shop', 2);
     await claim();
     await db.pool.query("update asset_webhooks.attempts set started_at = now() - interval '11 minutes'");
-    expect(await recoverOrphans(context, OWN_LEASE_SETTLE_MS)).toBe(1);
+    expect(await recoverOrphans(context, null)).toBe(1);
     const { rows } = await db.pool.query(
       'select outcome, error_class from asset_webhooks.attempts where payload_id = $1',
       [ids[0]],
@@ -562,7 +562,7 @@ describe('the delivery pump', () => {
     const { context } = await setUp([{ id: 'shop', concurrency: 4 }]);
     await insertPayloads(db.pool, 'shop', 20);
     answerAfter(receiver, 300);
-    const pump = new DeliveryPump(context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
+    const pump = new DeliveryPump(context, { databaseUrl: db.url, goneGraceSeconds: async () => null });
     pump.start();
     await eventually(async () => (pump.standby.held === 2 && receiver.requests.length === 4 ? true : undefined), {
       timeoutMs: 10_000,

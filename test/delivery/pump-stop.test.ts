@@ -19,7 +19,7 @@ beforeEach(async () => {
 it('stop waits for a claim under way: the attempts it starts are made and written before stop returns', async () => {
   const receiver = await startTestReceiver();
   const shop = await testDelivery(db.pool, receiverConfig([{ id: 'shop', url: receiver.url, concurrency: 8 }]));
-  const pump = new DeliveryPump(shop.context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
+  const pump = new DeliveryPump(shop.context, { databaseUrl: db.url, goneGraceSeconds: async () => null });
   // Holds the pump's first claim in the database until after stop has begun:
   // the claim reads webhooks, which this transaction locks.
   const blocker = await db.pool.connect();

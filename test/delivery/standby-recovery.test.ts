@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { claimPayloads, completeAttempts, type ClaimRequest } from '../../src/delivery/attempt-store.js';
 import { DeliveryPump } from '../../src/delivery/pump.js';
-import { OWN_LEASE_SETTLE_MS, recoverOrphans } from '../../src/delivery/recover.js';
+import { recoverOrphans } from '../../src/delivery/recover.js';
 import { receiverConfig } from '../helpers/config.js';
 import { insertPayloads, testDelivery, type TestDelivery } from '../helpers/delivery.js';
 import { eventually, startTestReceiver } from '../helpers/receiver.js';
@@ -60,7 +60,8 @@ it('counts a standby reported sent as an attempt of a gone process, and gives ba
   await db.pool.query(
     "update asset_webhooks.attempts set process_id = '00000000-0000-4000-8000-00000000dead', started_at = started_at - interval '1 hour'",
   );
-  expect(await recoverOrphans(delivery.context, OWN_LEASE_SETTLE_MS)).toBe(4);
+  // The grace of a process whose own lease is settled: the request timeout plus 5 s.
+  expect(await recoverOrphans(delivery.context, delivery.context.settings().requestTimeoutSeconds + 5)).toBe(4);
 
   const { rows } = await db.pool.query<{
     payload_id: number;
@@ -92,7 +93,7 @@ it('records every standby a pump sends as sent, in the statements that write its
     db.pool,
     receiverConfig([{ id: 'shop', url: receiver.url, concurrency: 4 }], { requestTimeoutSeconds: 2 }),
   );
-  const pump = new DeliveryPump(shop.context, { databaseUrl: db.url, ownLeaseHeldForMs: () => 0 });
+  const pump = new DeliveryPump(shop.context, { databaseUrl: db.url, goneGraceSeconds: async () => null });
   try {
     await insertPayloads(db.pool, 'shop', 200);
     pump.start();

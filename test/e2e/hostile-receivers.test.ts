@@ -21,7 +21,8 @@ import { resetData } from '../helpers/seed.js';
 import { useCleanup } from '../helpers/cleanup.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
-import { OWN_LEASE_SETTLE_MS } from '../../src/delivery/recover.js';
+import { freePort } from '../../src/embedded/embedded-postgres.js';
+import { settleLeases, sweepsPass } from '../helpers/pump-metrics.js';
 
 /**
  * Issue 45, section 1: whatever a receiver answers is data, never a fault.
@@ -47,8 +48,6 @@ const REQUEST_TIMEOUT_SECONDS = 2;
 const DELAYS_SECONDS = [1, 1, 1];
 /** How much later than its due time a retry may start: the pump's poll, a claim and a settle on a busy machine. */
 const SCHEDULE_SLACK_MS = 3500;
-/** How often a run process's delivery pump sweeps for attempts of gone processes (src/delivery/pump.ts). */
-const SWEEP_MS = 5_000;
 /** Attempt times are recorded to the millisecond by two clocks of one machine: what rounding may take off a delay. */
 const ROUNDING_MS = 50;
 
@@ -583,8 +582,11 @@ function document(webhooks: ReadonlyArray<{ id: string; url: string }>, retry: R
   });
 }
 
-async function startRun(configFile: string): Promise<CliProcess> {
-  const started = startCli(['run', '--database-url', db.url, '--config', configFile], { env: { LOG_LEVEL: 'info' } });
+async function startRun(configFile: string, httpPort?: number): Promise<CliProcess> {
+  const port = httpPort === undefined ? [] : ['--http-port', String(httpPort)];
+  const started = startCli(['run', '--database-url', db.url, '--config', configFile, ...port], {
+    env: { LOG_LEVEL: 'info' },
+  });
   cleanup.process(started);
   await eventually(
     async () => {
@@ -609,10 +611,6 @@ async function assetStream(forMs: number, everyMs: number): Promise<string> {
     await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
   return last;
-}
-
-async function sleepUntil(at: number): Promise<void> {
-  await new Promise((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
 }
 
 /** Peak resident memory of a process in bytes (Linux). */
@@ -730,14 +728,15 @@ it(
     const firstPeak = peakRss(first.child.pid!);
     first.child.kill('SIGTERM');
     const firstExit = await first.exited;
-    const second = await startRun(config);
-    const secondStarted = Date.now();
+    const secondPort = await freePort();
+    const second = await startRun(config, secondPort);
     await assetStream(6_000, 250);
     await untilDone(startedRows, 25_000);
     // Until the second process's crash recovery has run, which would send again what the first
     // left unrecorded: it closes the attempts of gone processes once it has held its own lease
-    // for OWN_LEASE_SETTLE_MS, at its next sweep.
-    await sleepUntil(secondStarted + OWN_LEASE_SETTLE_MS + SWEEP_MS + 1_000);
+    // 15 s (moved that far into its past here), at its next sweep; two sweeps, so one began after.
+    await settleLeases(db.pool);
+    await sweepsPass(secondPort, 2);
     const peak = Math.max(firstPeak, peakRss(second.child.pid!));
     second.child.kill('SIGTERM');
     const secondExit = await second.exited;

@@ -1,11 +1,11 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect, it } from 'vitest';
-import { OWN_LEASE_SETTLE_MS } from '../../src/delivery/recover.js';
 import { holdProcessLease } from '../../src/service/process-lease.js';
 import { startCli, type CliProcess } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
 import { databaseProxy } from '../helpers/database-proxy.js';
+import { settleLeases } from '../helpers/pump-metrics.js';
 import { eventually, startTestReceiver } from '../helpers/receiver.js';
 import { resetData, silentLogger } from '../helpers/seed.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
@@ -20,8 +20,6 @@ import { useTestDatabase } from '../helpers/test-database.js';
 
 const tempDirectory = useTempDirectories();
 const db = useTestDatabase();
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function processGone(processId: string): Promise<boolean> {
   const { rows } = await db.pool.query<{ gone: boolean }>('select asset_webhooks.process_gone($1) as gone', [
@@ -98,11 +96,19 @@ it(
 
       const newProcess = run(db.url, newConfig);
       await running(newProcess);
-      const newStarted = Date.now();
-      // Until the new process has held its own lease this long it takes no process for gone at all.
-      // A fixed wait: how long a process has held its own lease is measured by its own clock
-      // (src/service/process-lease.ts, heldForMs), which a test cannot move.
-      await sleep(OWN_LEASE_SETTLE_MS + 1_000 - (Date.now() - newStarted));
+      // Until the new process has held its own lease 15 s it takes no process for gone at all; its
+      // lease is moved that far into its past (the database's clock counts its age) instead of waited.
+      const newId = await eventually(
+        async () =>
+          (
+            await db.pool.query<{ process_id: string }>(
+              'select process_id from asset_webhooks.process_configurations where process_id <> $1',
+              [oldId],
+            )
+          ).rows[0]?.process_id,
+        { timeoutMs: 10_000, what: "the new process's recorded configuration" },
+      );
+      expect(await settleLeases(db.pool, newId)).toBe(1);
       expect(await statusesOf('b')).toEqual([{ status: 'pending', reason: null }]);
 
       // The old process's connections, its lease's among them, are lost for a few seconds.

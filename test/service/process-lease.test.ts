@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { expect, it } from 'vitest';
-import { OWN_LEASE_SETTLE_MS, recoverOrphans } from '../../src/delivery/recover.js';
+import { recoverOrphans } from '../../src/delivery/recover.js';
 import { createPool } from '../../src/db/connect.js';
 import { holdProcessLease, runApplicationName } from '../../src/service/process-lease.js';
 import { runCli, startCli } from '../helpers/cli.js';
@@ -17,11 +17,19 @@ import { resetData, silentLogger } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 import { oneEventBody } from '../helpers/payload-schema.js';
+import { settleLeases, sweepsPass } from '../helpers/pump-metrics.js';
+import { freePort } from '../../src/embedded/embedded-postgres.js';
 
 // Each `run` process holds a lease (a row of asset_webhooks.session_locks naming its lease session)
 // and records its id on every attempt it starts, so that an attempt left
 // unfinished by a process that died is closed by crash recovery (every few
 // seconds, in every process) once the request timeout has passed.
+
+/**
+ * The grace asset_webhooks.process_gone_grace gives a process with a settled
+ * lease and the 300 s request timeout of the first test: 300 + 5 s.
+ */
+const SETTLED_GRACE = 305;
 
 const tempDirectory = useTempDirectories();
 const db = useTestDatabase();
@@ -83,7 +91,7 @@ it(
       // Alive: even long past the grace, recovery leaves a live process's attempt alone, and trace says it is alive.
       expect(await processGone(processId)).toBe(false);
       await db.pool.query("update asset_webhooks.attempts set started_at = started_at - interval '1 hour'");
-      expect(await recoverOrphans(recovery.context, OWN_LEASE_SETTLE_MS)).toBe(0);
+      expect(await recoverOrphans(recovery.context, SETTLED_GRACE)).toBe(0);
       await db.pool.query("update asset_webhooks.attempts set started_at = started_at + interval '1 hour'");
       const eventId = (JSON.parse(receiver.requests[0]!.body) as { events: Array<{ eventId: string }> }).events[0]!
         .eventId;
@@ -108,10 +116,10 @@ it(
 
       // Within the grace (the request timeout plus 5 s) it waits, and while its
       // own lease is new; after both, the attempt is closed and the payload freed.
-      expect(await recoverOrphans(recovery.context, OWN_LEASE_SETTLE_MS)).toBe(0);
+      expect(await recoverOrphans(recovery.context, SETTLED_GRACE)).toBe(0);
       await db.pool.query("update asset_webhooks.attempts set started_at = started_at - interval '306 seconds'");
-      expect(await recoverOrphans(recovery.context, 0)).toBe(0);
-      expect(await recoverOrphans(recovery.context, OWN_LEASE_SETTLE_MS)).toBe(1);
+      expect(await recoverOrphans(recovery.context, null)).toBe(0);
+      expect(await recoverOrphans(recovery.context, SETTLED_GRACE)).toBe(1);
       const { rows: attempts } = await db.pool.query(
         'select attempt_no, outcome, error_class from asset_webhooks.attempts',
       );
@@ -156,12 +164,13 @@ it(
   async () => {
     await resetData(db.pool);
     const receiver = await startTestReceiver();
-    // Grace: the request timeout (2 s) plus 5 s, once the service's own lease is OWN_LEASE_SETTLE_MS old.
+    // Grace: the request timeout (2 s) plus 5 s, once the service's own lease is 15 s old.
+    const port = await freePort();
     const running = await startTestService(
       db.url,
       receiverConfig([{ id: 'crm', url: receiver.url, concurrency: 1 }], { requestTimeoutSeconds: 2 }),
+      { httpPort: port },
     );
-    const started = Date.now();
     try {
       // A payload whose attempt a process that is gone started three minutes ago:
       // past the grace, short of the rule for attempts that name no process.
@@ -183,11 +192,15 @@ it(
       expect(await processGone(deadProcess)).toBe(true);
 
       // Its own lease is new: after an outage every live process takes its lease
-      // again within seconds, so until it is OWN_LEASE_SETTLE_MS old none is taken
-      // for dead, although the pump sweeps every few seconds.
-      await new Promise((resolve) => setTimeout(resolve, OWN_LEASE_SETTLE_MS / 2));
+      // again within seconds, so until it is 15 s old none is taken for dead,
+      // although the pump sweeps (every 5 s): two sweeps pass and leave it open.
+      await sweepsPass(port, 2);
       // Not a speed goal: the step means nothing if the lease was already old enough.
-      expect(Date.now() - started).toBeLessThan(OWN_LEASE_SETTLE_MS - 2_000);
+      const { rows: young } = await db.pool.query<{ young: boolean }>(
+        `select taken_at > asset_webhooks.now() - interval '15 seconds' as young
+         from asset_webhooks.session_locks where name like 'process:%' and asset_webhooks.session_lock_held(name)`,
+      );
+      expect(young).toEqual([{ young: true }]);
       const {
         rows: [inFlight],
       } = await db.pool.query<{ outcome: string | null }>(
@@ -197,6 +210,8 @@ it(
       expect(inFlight).toEqual({ outcome: null });
       expect(receiver.requests).toHaveLength(0);
 
+      // As if it had held its lease 15 s: its next sweep closes the attempt and sends the payload again.
+      expect(await settleLeases(db.pool)).toBe(1);
       await receiver.waitFor(1, 30_000);
       await eventually(
         async () => {
