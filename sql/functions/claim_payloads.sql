@@ -79,11 +79,38 @@ begin
   -- payloads_queue: as an EXISTS, a scan that stops at the first match
   -- looks cheap whenever the statistics say many payloads wait, and reads
   -- every row stored before the webhook's first queued one.
+  --
+  -- The webhooks looked at are those with a payload pending, found by a skip
+  -- scan of payloads_queue (waiting) and payloads_in_flight (in flight or
+  -- held for a retry): one probe per such webhook, so a claim costs what is
+  -- being sent, not what is configured (10,000 webhooks of which 10 send).
   for w in
+    with recursive queued(webhook_id) as (
+      (select h.webhook_id from asset_webhooks.payloads h
+       where h.status = 'pending' and not h.dispatched order by h.webhook_id limit 1)
+      union all
+      select (select h.webhook_id from asset_webhooks.payloads h
+              where h.status = 'pending' and not h.dispatched and h.webhook_id > q.webhook_id
+              order by h.webhook_id limit 1)
+      from queued q where q.webhook_id is not null
+    ), dispatched(webhook_id) as (
+      (select d.webhook_id from asset_webhooks.payloads d
+       where d.status = 'pending' and d.dispatched order by d.webhook_id limit 1)
+      union all
+      select (select d.webhook_id from asset_webhooks.payloads d
+              where d.status = 'pending' and d.dispatched and d.webhook_id > q.webhook_id
+              order by d.webhook_id limit 1)
+      from dispatched q where q.webhook_id is not null
+    ), pending(webhook_id) as (
+      select webhook_id from queued where webhook_id is not null
+      union
+      select webhook_id from dispatched where webhook_id is not null
+    )
     -- sendable: requests that may be open at once; slots: attempts that may
     -- be started, standbys included.
     select k.webhook_id, k.concurrency, l.sendable, l.slots, l.retry_due
-    from asset_webhooks.webhooks k
+    from pending
+    join asset_webhooks.webhooks k on k.webhook_id = pending.webhook_id
     cross join lateral (select case when k.failing_since is not null then 1 else k.concurrency end as sendable) s
     cross join lateral (
       select s.sendable,
