@@ -1,0 +1,87 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, beforeEach, expect, it } from 'vitest';
+import type { CliProcess } from '../helpers/cli.js';
+import { receiverConfig, type TestConfigOptions, type TestWebhook } from '../helpers/config.js';
+import { startTestReceiver, type ReceivedRequest, type TestReceiver } from '../helpers/receiver.js';
+import { startRun, stopRun, untilRunning } from '../helpers/run-process.js';
+import { resetData } from '../helpers/seed.js';
+import { useTempDirectories } from '../helpers/temp-directories.js';
+import { useTestDatabase } from '../helpers/test-database.js';
+
+/**
+ * rateLimit through three real `run` processes on one database: the rate is
+ * the webhook's, shared by every process, and a webhook held by its rate
+ * holds no other. A rate is requests per second of real time, so these tests
+ * wait real time, as little as gives a stable count: the token bucket is
+ * refilled by the database's clock, which runs at the real pace here.
+ */
+
+const db = useTestDatabase();
+const tempDirectory = useTempDirectories();
+
+let receivers: TestReceiver[] = [];
+const runs: CliProcess[] = [];
+
+beforeEach(async () => {
+  await resetData(db.pool);
+});
+afterEach(async () => {
+  for (const run of runs.splice(0)) expect(await stopRun(run)).toBe(0);
+  await Promise.all(receivers.splice(0).map((receiver) => receiver.close()));
+});
+
+async function receiver(): Promise<TestReceiver> {
+  const started = await startTestReceiver();
+  receivers.push(started);
+  return started;
+}
+
+/** Starts `count` run processes of one configuration. */
+async function startServices(count: number, webhooks: TestWebhook[], options: TestConfigOptions = {}): Promise<void> {
+  const file = path.join(tempDirectory('aw-rate-'), 'config.yaml');
+  writeFileSync(file, receiverConfig(webhooks, { requestTimeoutSeconds: 5, ...options }));
+  const started = Array.from({ length: count }, () => startRun({ databaseUrl: db.url, configFile: file }));
+  runs.push(...started);
+  await Promise.all(started.map(untilRunning));
+}
+
+/** `count` new assets, in one statement: each is one CREATED event for every webhook. */
+async function createAssets(count: number): Promise<void> {
+  await db.pool.query('insert into assets select from generate_series(1, $1::int)', [count]);
+}
+
+/** Requests that arrived in [from, from + ms). */
+function arrivals(requests: readonly ReceivedRequest[], from: number, ms: number): number {
+  return requests.filter((request) => request.at >= from && request.at < from + ms).length;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+it(
+  'three run processes hold a perSecond: 20 webhook within 10% over 10 s, while an unlimited webhook beside it drains its backlog',
+  { timeout: 120_000 },
+  async () => {
+    const [limited, free] = [await receiver(), await receiver()];
+    await startServices(3, [
+      { id: 'limited', url: limited.url, batchSize: 1, concurrency: 8, rateLimit: { perSecond: 20, burst: 5 } },
+      { id: 'free', url: free.url, batchSize: 1, concurrency: 8 },
+    ]);
+    const backlog = 400;
+    await createAssets(backlog);
+    // The window starts after the first burst, at an arrival: the bucket is
+    // empty and refills at the rate from then on.
+    await limited.waitFor(15, 30_000);
+    const windowMs = 10_000;
+    const from = limited.requests[14]!.at;
+    await sleep(windowMs + 500 - (Date.now() - from));
+    const sent = arrivals(limited.requests, from, windowMs);
+    expect(sent).toBeGreaterThanOrEqual(180);
+    expect(sent).toBeLessThanOrEqual(220);
+    // The unlimited webhook was not held: its whole backlog arrived, many
+    // times what the limited one could send meanwhile.
+    expect(free.requests.length).toBe(backlog);
+    const freeDoneAt = free.requests[backlog - 1]!.at;
+    expect(arrivals(limited.requests, 0, freeDoneAt + 1)).toBeLessThan(backlog / 4);
+  },
+);
