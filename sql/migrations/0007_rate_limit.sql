@@ -20,9 +20,11 @@ create table asset_webhooks.webhook_queues (
   rate_adaptive     boolean not null default false,
   -- The rate in force: rate_per_second, or lower while rateLimit.adaptive
   -- has halved it after 429 or 503 answers (never below 1/s, or
-  -- rate_per_second when that is lower). rate_changed_at: its last change.
+  -- rate_per_second when that is lower). rate_changed_at: its last change;
+  -- rate_decreased_at: its last halving.
   rate_current      double precision,
   rate_changed_at   timestamptz,
+  rate_decreased_at timestamptz,
   -- The bucket: rate_tokens tokens at rate_refilled_at; since then it fills
   -- at rate_current per second up to rate_burst. A claim takes one token per
   -- payload it claims.
