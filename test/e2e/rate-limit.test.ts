@@ -3,7 +3,8 @@ import path from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import type { CliProcess } from '../helpers/cli.js';
 import { receiverConfig, type TestConfigOptions, type TestWebhook } from '../helpers/config.js';
-import { startTestReceiver, type ReceivedRequest, type TestReceiver } from '../helpers/receiver.js';
+import { freePort } from '../../src/embedded/embedded-postgres.js';
+import { eventually, startTestReceiver, type ReceivedRequest, type TestReceiver } from '../helpers/receiver.js';
 import { startRun, stopRun, untilRunning } from '../helpers/run-process.js';
 import { resetData } from '../helpers/seed.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
@@ -37,13 +38,29 @@ async function receiver(): Promise<TestReceiver> {
   return started;
 }
 
-/** Starts `count` run processes of one configuration. */
-async function startServices(count: number, webhooks: TestWebhook[], options: TestConfigOptions = {}): Promise<void> {
+/** Starts `count` run processes of one configuration; returns the probe port of the first. */
+async function startServices(count: number, webhooks: TestWebhook[], options: TestConfigOptions = {}): Promise<number> {
   const file = path.join(tempDirectory('aw-rate-'), 'config.yaml');
   writeFileSync(file, receiverConfig(webhooks, { requestTimeoutSeconds: 5, ...options }));
-  const started = Array.from({ length: count }, () => startRun({ databaseUrl: db.url, configFile: file }));
+  const httpPort = await freePort();
+  const started = Array.from({ length: count }, (_, i) =>
+    startRun({ databaseUrl: db.url, configFile: file, httpPort: i === 0 ? httpPort : undefined }),
+  );
   runs.push(...started);
   await Promise.all(started.map(untilRunning));
+  return httpPort;
+}
+
+/** The value of one series of GET /metrics, once the metric shows it (the database values are read once a second). */
+async function metric(port: number, series: string): Promise<number> {
+  return eventually(
+    async () => {
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      const line = text.split('\n').find((candidate) => candidate.startsWith(`${series} `));
+      return line === undefined ? undefined : Number(line.slice(series.length + 1));
+    },
+    { what: series },
+  );
 }
 
 /** `count` new assets, in one statement: each is one CREATED event for every webhook. */
@@ -63,7 +80,7 @@ it(
   { timeout: 120_000 },
   async () => {
     const [limited, free] = [await receiver(), await receiver()];
-    await startServices(3, [
+    const port = await startServices(3, [
       { id: 'limited', url: limited.url, batchSize: 1, concurrency: 8, rateLimit: { perSecond: 20, burst: 5 } },
       { id: 'free', url: free.url, batchSize: 1, concurrency: 8 },
     ]);
@@ -82,6 +99,11 @@ it(
     // the time in which the limited one, at its rate, sent little more than half of the same backlog.
     expect(free.requests.length).toBe(backlog);
     expect(arrivals(limited.requests, 0, from + windowMs)).toBeLessThanOrEqual(backlog * 0.6);
+    // The metrics: the rate in force, and the time held by it (most of the window); none for the unlimited one.
+    expect(await metric(port, 'asset_webhooks_webhook_rate_per_second{webhook="limited"}')).toBe(20);
+    expect(await metric(port, 'asset_webhooks_rate_limited_wait_seconds_total{webhook="limited"}')).toBeGreaterThan(5);
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    expect(text).not.toContain('webhook_rate_per_second{webhook="free"}');
   },
 );
 
@@ -97,7 +119,7 @@ it(
       accepted.push(request.at);
       return 200;
     };
-    await startServices(
+    const port = await startServices(
       2,
       [
         {
@@ -129,5 +151,6 @@ it(
       "select rate_current from asset_webhooks.webhook_queues where webhook_id = 'adaptive'",
     );
     expect(rows[0]!.rate_current).toBeLessThanOrEqual(16);
+    expect(await metric(port, 'asset_webhooks_webhook_rate_per_second{webhook="adaptive"}')).toBeLessThanOrEqual(16);
   },
 );
