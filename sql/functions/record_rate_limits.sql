@@ -1,19 +1,19 @@
 -- Records the rateLimit of each webhook of a `run` process's configuration
 -- (at its start, at every reload and before every coalescing run, beside
--- record_configuration) in the
--- webhook's queue row, where every process's claims read it: the limit is
--- shared, never per process. p_per_second null: the webhook has no limit.
+-- record_configuration) in the webhook's queue row, where every process's
+-- claims read it: the limit is shared, never per process. p_per_second null:
+-- the webhook has no limit.
 --
 -- Written only when it changes, so a recording that changes nothing leaves
--- the bucket as it is. During a rolling change, processes with different
--- limits for one webhook each write theirs at each recording: the limit
--- flips, and each flip starts a full bucket. A new or changed limit starts at its full rate with a
+-- the bucket as it is. A new or changed limit starts at its full rate with a
 -- full bucket (rate_burst tokens): adaptive halvings of the old limit are
--- forgotten. A limit removed leaves the row, with rate_per_second null (and
--- its wait total, which the metric counts on from if a limit comes back). The rows that change
--- are locked in webhook order, as adapt_rates locks them, so two recordings,
--- or a recording and a completer, never wait on each other in a circle.
--- Every time is asset_webhooks.now().
+-- forgotten. During a rolling change, processes with different limits for
+-- one webhook each write theirs at each recording: the limit flips, and each
+-- flip starts a full bucket. A limit removed leaves the row, with
+-- rate_per_second null, and its wait total, which the metric counts on from
+-- if a limit comes back. The rows that change are locked in webhook order, as
+-- adapt_rates locks them, so two recordings, or a recording and a completer,
+-- never wait on each other in a circle. Every time is asset_webhooks.now().
 create or replace function asset_webhooks.record_rate_limits(p_webhook_ids text[], p_per_second double precision[],
                                                              p_burst integer[], p_adaptive boolean[])
 returns void
