@@ -8,9 +8,9 @@
 -- apart from asset_webhooks.webhooks, which the configuration, the health
 -- verdicts and a claim's lock already write. Claims (claim_payloads) and
 -- results (complete_attempts) rewrite it many times a second, so it has room
--- on its pages (fillfactor 50) and no index but its key, which no update
--- changes: every update is a HOT update, and its dead versions are pruned in
--- place. A webhook without a row, or whose rate_per_second is null, is not
+-- on its pages (fillfactor 50) and its indexes hold only columns that the
+-- configuration alone writes: every update by a claim or a result is a HOT
+-- update, and its dead versions are pruned in place. A webhook without a row, or whose rate_per_second is null, is not
 -- limited, and its claims read nothing here.
 create table asset_webhooks.webhook_queues (
   webhook_id        text primary key,
@@ -35,6 +35,11 @@ create table asset_webhooks.webhook_queues (
   rate_held_since   timestamptz,
   rate_held_seconds double precision not null default 0
 ) with (fillfactor = 50);
+
+-- The adaptive webhooks: every completer statement asks whether there is
+-- one before it reads its batch's payloads for them (complete_attempts).
+create index webhook_queues_adaptive on asset_webhooks.webhook_queues (webhook_id)
+  where rate_adaptive and rate_per_second is not null;
 
 comment on table asset_webhooks.webhook_queues is
   'Per-webhook delivery state that changes with claims and results, apart from webhooks. Now: the rate limit '
