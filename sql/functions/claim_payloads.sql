@@ -25,6 +25,20 @@
 -- standby is claimed with concurrency 1 (strict order: the next payload waits
 -- for the previous one's delivery) or while failing_since is set.
 --
+-- Rate limit (rateLimit, kept in asset_webhooks.webhook_queues): a webhook
+-- whose queue row has a rate takes at most the whole tokens its bucket holds
+-- now (filled at rate_current per second since rate_refilled_at, up to
+-- rate_burst), claims no standby, and pays one token per payload claimed, in
+-- this statement, under its claim lock: all processes together stay within
+-- the rate. A webhook without a rate reads no row of webhook_queues. A
+-- webhook held by its rate is passed over like a full one, and the others
+-- are visited as usual. When one was held, a last row with payload_id null
+-- says in wake_in_ms when the earliest of them has its next token, so that
+-- the caller claims again then rather than at its next poll. The queue row is
+-- taken with skip locked (a completer writing its adaptive rate holds it a
+-- moment): a claim never waits on it, and such a webhook waits for the next
+-- claim.
+--
 -- Safe across processes: a webhook is claimed by one transaction at a time
 -- (a try-lock of its row: a webhook being claimed elsewhere, or whose row
 -- another transaction is writing, is skipped, not waited for),
@@ -34,7 +48,7 @@ create or replace function asset_webhooks.claim_payloads(p_max integer, p_share 
                                               p_expire_after_seconds integer,
                                               p_standby integer default 0, p_standby_for text[] default '{}')
 returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz,
-               body text, standby boolean)
+               body text, standby boolean, wake_in_ms integer)
 language plpgsql
 -- Its plans are kept for the session, like any function's (a `run` process's
 -- connections live for days, from an empty table to millions of rows), so
@@ -67,6 +81,11 @@ declare
   -- Per visited webhook that got payloads: how many may be sent at once now.
   v_webhooks text[] := '{}';
   v_sendable integer[] := '{}';
+  -- Rate limit: the bucket of the webhook visited, and the earliest next token of those held (seconds from v_now).
+  v_rate record;
+  v_tokens double precision;
+  v_limited boolean;
+  v_wake double precision;
 begin
   -- Only webhooks that had a free slot and a payload for it when this
   -- statement began are visited: one statement over the configured webhooks,
@@ -108,7 +127,9 @@ begin
     )
     -- sendable: requests that may be open at once; slots: attempts that may
     -- be started, standbys included.
-    select k.webhook_id, k.concurrency, l.sendable, l.slots, l.retry_due
+    select k.webhook_id, k.concurrency, l.sendable, l.slots, l.retry_due,
+           (select r.rate_per_second is not null from asset_webhooks.webhook_queues r
+            where r.webhook_id = k.webhook_id) as rate_limited
     from pending
     join asset_webhooks.webhooks k on k.webhook_id = pending.webhook_id
     cross join lateral (select case when k.failing_since is not null then 1 else k.concurrency end as sendable) s
@@ -141,6 +162,30 @@ begin
     where p.webhook_id = w.webhook_id and p.status = 'pending' and p.dispatched;
     v_take := least(w.slots - v_in_flight, p_share, p_max - v_claimed);
     continue when v_take <= 0;
+    v_limited := false;
+    if w.rate_limited then
+      select q.rate_current, q.rate_burst, q.rate_held_since,
+             least(q.rate_burst, q.rate_tokens
+                   + q.rate_current * greatest(extract(epoch from v_now - q.rate_refilled_at), 0)) as tokens
+      into v_rate
+      from asset_webhooks.webhook_queues q
+      where q.webhook_id = w.webhook_id and q.rate_per_second is not null
+      for update skip locked;
+      continue when not found;
+      v_tokens := v_rate.tokens;
+      -- No standby: a request waits for its token, not for a slot.
+      v_take := least(v_take, w.sendable - v_in_flight);
+      continue when v_take <= 0;
+      if v_tokens < 1 then
+        v_wake := least(v_wake, (1 - v_tokens) / v_rate.rate_current);
+        if v_rate.rate_held_since is null then
+          update asset_webhooks.webhook_queues q set rate_held_since = v_now where q.webhook_id = w.webhook_id;
+        end if;
+        continue;
+      end if;
+      v_limited := floor(v_tokens) < v_take;
+      v_take := least(v_take, floor(v_tokens)::integer);
+    end if;
     -- Retries come due only with time: one that was not due when this
     -- statement began is left to the next claim, and its query is skipped.
     v_ids := case when w.retry_due then
@@ -164,6 +209,19 @@ begin
                                 and v_now < q.series_started_at + v_window
                               order by q.payload_id + 0 limit v_room for update skip locked);
     end if;
+    if w.rate_limited then
+      -- Held while the tokens, not the queue, decided how many were claimed.
+      v_limited := v_limited and cardinality(v_ids) = v_take;
+      update asset_webhooks.webhook_queues q
+      set rate_tokens = v_tokens - cardinality(v_ids), rate_refilled_at = v_now,
+          rate_held_since = case when v_limited then coalesce(q.rate_held_since, v_now) end,
+          rate_held_seconds = q.rate_held_seconds + case when v_limited or q.rate_held_since is null then 0
+                                                         else greatest(extract(epoch from v_now - q.rate_held_since), 0) end
+      where q.webhook_id = w.webhook_id;
+      if v_limited then
+        v_wake := least(v_wake, (1 - (v_tokens - cardinality(v_ids))) / v_rate.rate_current);
+      end if;
+    end if;
     continue when cardinality(v_ids) = 0;
     -- Counted whether due or not: p_max bounds requests, and a payload that
     -- waits in its slot for its retry time takes none, so this errs low.
@@ -174,6 +232,10 @@ begin
   end loop;
   -- Started by one statement, kept planned for the session (see start_attempts).
   return query
-    select a.payload_id, a.webhook_id, a.series, a.attempt, a.series_started_at, a.body, a.standby
+    select a.payload_id, a.webhook_id, a.series, a.attempt, a.series_started_at, a.body, a.standby, null::integer
     from asset_webhooks.start_attempts(v_all, v_webhooks, v_sendable, v_now, v_window) a;
+  if v_wake is not null then
+    return query select null::bigint, null::text, null::integer, null::integer, null::timestamptz, null::text,
+                        null::boolean, greatest(ceil(v_wake * 1000), 1)::integer;
+  end if;
 end $$;

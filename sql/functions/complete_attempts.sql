@@ -12,6 +12,17 @@
 -- moves its start to the database's clock now, the first statement after its
 -- request left, so its record (and crash recovery's grace, counted from it)
 -- starts no earlier than its request.
+--
+-- rateLimit.adaptive (asset_webhooks.webhook_queues): after the results are
+-- written, each adaptive webhook that got a 429 or 503 in the batch has its
+-- rate in force halved (not below 1/s, or its perSecond when that is lower)
+-- and its bucket emptied, so the lower rate holds from now; at most once a
+-- second, since the answers to requests sent before a halving still arrive
+-- after it. A webhook whose batch holds successes and no such answer regains
+-- a tenth of its perSecond (at least 1/s), once a second since its rate last
+-- changed, up to perSecond: additive increase, multiplicative decrease. The
+-- rows are locked in webhook order (as record_rate_limits does); only a batch
+-- that names an adaptive webhook reads the payloads for it.
 create or replace function asset_webhooks.complete_attempts(
   p_transitions asset_webhooks.payload_transition[],
   p_sent asset_webhooks.attempt_key[] default '{}'
@@ -32,4 +43,7 @@ begin
     where a.payload_id = s.payload_id and a.series = s.series and a.attempt_no = s.attempt and not a.sent;
   end if;
   return query select t.* from asset_webhooks.transition_payloads(p_transitions) t order by t.idx;
+  if exists (select 1 from asset_webhooks.webhook_queues q where q.rate_adaptive and q.rate_per_second is not null) then
+    perform asset_webhooks.adapt_rates(p_transitions);
+  end if;
 end $$;

@@ -63,9 +63,21 @@ export type AttemptOf = Pick<ClaimedPayload, 'payloadId' | 'series' | 'attemptNo
 
 /** Claims due payloads and starts their attempts (asset_webhooks.claim_payloads). */
 export async function claimPayloads(client: pg.Pool | pg.ClientBase, request: ClaimRequest): Promise<ClaimedPayload[]> {
-  const { rows } = await client.query<ClaimedRow>({
+  return (await claimDue(client, request)).claimed;
+}
+
+/** What a claim brought: its payloads, and when a webhook held by its rateLimit has its next token. */
+export interface Claim {
+  readonly claimed: ClaimedPayload[];
+  /** Milliseconds until the earliest webhook held by its rate may be claimed again; null when none was held. */
+  readonly wakeInMs: number | null;
+}
+
+/** claimPayloads, with the time to claim again for the webhooks its rate held (see Claim). */
+export async function claimDue(client: pg.Pool | pg.ClientBase, request: ClaimRequest): Promise<Claim> {
+  const { rows } = await client.query<ClaimedRow & { wake_in_ms: number | null }>({
     name: 'asset_webhooks.claim_payloads',
-    text: `select payload_id, webhook_id, series, attempt, series_started_at, body, standby
+    text: `select payload_id, webhook_id, series, attempt, series_started_at, body, standby, wake_in_ms
            from asset_webhooks.claim_payloads($1, $2, $3, $4, $5, $6::text[])`,
     values: [
       request.max,
@@ -76,7 +88,12 @@ export async function claimPayloads(client: pg.Pool | pg.ClientBase, request: Cl
       request.standby?.webhooks ?? [],
     ],
   });
-  return rows.map(toClaimed);
+  // The wake-up rides on a row of its own, after the payloads.
+  const wake = rows.find((row) => row.wake_in_ms !== null);
+  return {
+    claimed: rows.filter((row) => row.wake_in_ms === null).map(toClaimed),
+    wakeInMs: wake?.wake_in_ms ?? null,
+  };
 }
 
 interface ClaimedRow {

@@ -1,5 +1,5 @@
 import { describeError } from '../db/connect.js';
-import { claimPayloads, type ClaimedPayload } from './attempt-store.js';
+import { claimDue, type ClaimedPayload } from './attempt-store.js';
 import type { DeliveryContext } from './context.js';
 import { SlotLedger } from './slot-ledger.js';
 
@@ -33,6 +33,8 @@ export class Claimer {
   private again = false;
   private stopped = false;
   private failures = 0;
+  /** The next claim for webhooks held by their rate (see wakeIn). */
+  private rateWake: { readonly at: number; readonly timer: NodeJS.Timeout } | undefined;
 
   constructor(
     private readonly context: DeliveryContext,
@@ -99,6 +101,7 @@ export class Claimer {
    */
   async stop(): Promise<void> {
     this.stopped = true;
+    clearTimeout(this.rateWake?.timer);
     this.ledger.stop();
     this.follow();
     await this.claimRun;
@@ -124,7 +127,9 @@ export class Claimer {
       if (!request) return;
       let claimed: ClaimedPayload[];
       try {
-        claimed = await claimPayloads(this.context.pool, request);
+        const claim = await claimDue(this.context.pool, request);
+        claimed = claim.claimed;
+        if (claim.wakeInMs !== null) this.wakeIn(claim.wakeInMs);
       } catch (error) {
         this.ledger.endClaim(request, undefined);
         this.failed(error);
@@ -139,6 +144,23 @@ export class Claimer {
       // A webhook may have had more than its share: ask again while there is room.
       if (claimed.length > 0) this.again = true;
     } while (this.again && !this.stopped);
+  }
+
+  /**
+   * Claims again in `ms` (a webhook held by its rateLimit has its next token
+   * then), unless a wake-up sooner is set already. Node's clock only measures
+   * the wait: the database decides, at that claim, whether the token is there.
+   */
+  private wakeIn(ms: number): void {
+    const at = performance.now() + ms;
+    if (this.rateWake !== undefined && this.rateWake.at <= at) return;
+    clearTimeout(this.rateWake?.timer);
+    const timer = setTimeout(() => {
+      this.rateWake = undefined;
+      this.wake();
+    }, ms);
+    timer.unref();
+    this.rateWake = { at, timer };
   }
 
   /** The poll tries again; one warning per failing spell. */

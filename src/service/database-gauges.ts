@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import { readDatabaseValues, type DatabaseValues } from './database-values.js';
 
 /** The values of asset_webhooks_webhook_state's `state` label. */
@@ -32,6 +32,7 @@ export function registerDatabaseGauges(registry: Registry, databaseValues: () =>
   registerBacklogGauges(registry, databaseValues);
   registerWebhookGauges(registry, databaseValues);
   registerHoldGauges(registry, databaseValues);
+  registerRateGauges(registry, databaseValues);
   registerCaptureGauges(registry, databaseValues);
 }
 
@@ -131,6 +132,37 @@ function registerHoldGauges(registry: Registry, databaseValues: () => Promise<Da
       const { suspended } = await databaseValues();
       this.reset();
       for (const webhook of suspended) this.set({ webhook }, 1);
+    },
+  });
+}
+
+/** The webhooks with a rateLimit: the rate in force, and the time their payloads waited for it. */
+function registerRateGauges(registry: Registry, databaseValues: () => Promise<DatabaseValues>): void {
+  new Gauge({
+    name: 'asset_webhooks_webhook_rate_per_second',
+    help:
+      'Requests per second that all run processes together may send to a webhook with a rateLimit: its perSecond, ' +
+      'or less while rateLimit.adaptive has lowered it after 429 or 503 answers.',
+    labelNames: ['webhook'],
+    registers: [registry],
+    async collect() {
+      const { rates } = await databaseValues();
+      this.reset();
+      for (const { webhook, perSecond } of rates) this.set({ webhook }, perSecond);
+    },
+  });
+  new Counter({
+    name: 'asset_webhooks_rate_limited_wait_seconds_total',
+    help:
+      'Seconds during which a webhook had payloads to send and room for them but no token of its rateLimit, ' +
+      'counted by the database for all run processes: its rate() is the share of the time the rate held it back.',
+    labelNames: ['webhook'],
+    registers: [registry],
+    async collect() {
+      const { rates } = await databaseValues();
+      // The database keeps the total: shown as it is, not added to.
+      this.reset();
+      for (const { webhook, heldSeconds } of rates) this.inc({ webhook }, heldSeconds);
     },
   });
 }

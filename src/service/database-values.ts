@@ -17,6 +17,8 @@ export interface DatabaseValues {
   readonly deadLetters: ReadonlyArray<readonly [string, number]>;
   readonly captureErrors: ReadonlyArray<{ readonly table: string; readonly operation: string; readonly n: number }>;
   readonly captureGaps: number;
+  /** Webhooks with a rateLimit: the rate in force, and the seconds their payloads have waited for it. */
+  readonly rates: ReadonlyArray<{ readonly webhook: string; readonly perSecond: number; readonly heldSeconds: number }>;
 }
 
 /**
@@ -51,6 +53,13 @@ export async function readDatabaseValues(pool: pg.Pool): Promise<DatabaseValues>
     'select table_name, operation, count(*)::int as n from asset_webhooks.capture_errors group by table_name, operation',
   );
   const gaps = await captureGaps(pool);
+  // The spell under way counts up to now: the total only grows, as a counter's must.
+  const { rows: rates } = await pool.query<{ webhook_id: string; rate: number; held: number }>(
+    `select webhook_id, rate_current as rate,
+            rate_held_seconds
+              + coalesce(greatest(extract(epoch from asset_webhooks.now() - rate_held_since)::float8, 0), 0) as held
+     from asset_webhooks.webhook_queues where rate_per_second is not null`,
+  );
   return {
     readAt: performance.now(),
     outboxRows: outbox?.n ?? 0,
@@ -63,5 +72,6 @@ export async function readDatabaseValues(pool: pg.Pool): Promise<DatabaseValues>
     deadLetters: deadLetters.map((row) => [row.webhook_id, row.n] as const),
     captureErrors: captureErrors.map((row) => ({ table: row.table_name, operation: row.operation, n: row.n })),
     captureGaps: gaps.length,
+    rates: rates.map((row) => ({ webhook: row.webhook_id, perSecond: row.rate, heldSeconds: row.held })),
   };
 }

@@ -125,6 +125,8 @@ export function deliveryContext(
  * cleared. `enabled: false` wins over `paused`: a disabled webhook is not
  * paused, its payloads expire.
  *
+ * Each webhook's rateLimit is recorded in its queue row (see recordRateLimits).
+ *
  * Returns the ids of webhooks already recorded whose row it changed: at start
  * or reload, what the new configuration changed; before a coalescing run, what
  * another `run` process with a different configuration had written.
@@ -137,6 +139,7 @@ export async function syncWebhooks(pool: pg.Pool, config: Config, recorder: Conf
     pool,
     webhooks.filter(pausedIn).map((webhook) => webhook.id),
   );
+  await recordRateLimits(pool, webhooks);
   await recordConfiguration(pool, webhooks, recorder);
   if (changed.length > 0 || resumed.length > 0) await announcePayloadsReady(pool);
   return [...new Set([...resumed, ...changed])].sort();
@@ -222,6 +225,20 @@ async function writeWebhookRows(pool: pg.Pool, webhooks: readonly WebhookConfig[
     ],
   );
   return rows.map((row) => row.webhook_id);
+}
+
+/**
+ * Records each webhook's rateLimit where every process's claims read it
+ * (asset_webhooks.record_rate_limits): the limit is shared by all `run`
+ * processes, so the rate holds whatever their number.
+ */
+async function recordRateLimits(pool: pg.Pool, webhooks: readonly WebhookConfig[]): Promise<void> {
+  await pool.query('select asset_webhooks.record_rate_limits($1::text[], $2::float8[], $3::int[], $4::boolean[])', [
+    webhooks.map((webhook) => webhook.id),
+    webhooks.map((webhook) => webhook.rateLimit?.perSecond ?? null),
+    webhooks.map((webhook) => webhook.rateLimit?.burst ?? null),
+    webhooks.map((webhook) => webhook.rateLimit?.adaptive ?? null),
+  ]);
 }
 
 /** Records this process's webhooks (asset_webhooks.record_configuration) and logs the webhooks removed. */

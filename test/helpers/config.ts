@@ -12,6 +12,7 @@ export interface TestWebhook {
   readonly resourceTypes?: readonly string[];
   readonly batchSize?: number;
   readonly concurrency?: number;
+  readonly rateLimit?: { readonly perSecond: number; readonly burst?: number; readonly adaptive?: boolean };
   readonly mirror?: boolean;
   readonly eventTypes?: readonly string[];
   readonly filters?: ReadonlyArray<Readonly<Record<string, unknown>>>;
@@ -27,6 +28,7 @@ export interface TestConfigOptions {
     readonly delaysSeconds?: readonly number[];
     readonly deadLetterAfterSeconds?: number;
     readonly disableOnGone?: boolean;
+    readonly retryStatusCodes?: readonly number[];
   };
 }
 

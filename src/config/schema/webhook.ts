@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { EVENT_TYPES, type EventType } from '../../interfaces.js';
 import { filterGroup } from './filters.js';
 import { headers } from './headers.js';
+import { rateLimit } from './rate-limit.js';
 import { intRange, nonEmptyString } from './primitives.js';
 import { httpUrl } from './urls.js';
 
@@ -70,6 +71,8 @@ const webhookKeys = z.strictObject({
   batchSize: intRange(1, 100).default(100),
   /** Payloads in flight; 1 means strictly in order. */
   concurrency: intRange(1, 64).default(1),
+  /** Requests per second to the webhook from all `run` processes together (see rate-limit.ts); left out, no limit. */
+  rateLimit: rateLimit.optional(),
   /** Filter groups, all of which must pass. */
   filters: z.array(filterGroup, { error: 'expected a list of filter groups' }).default(() => []),
   /**
