@@ -83,11 +83,18 @@ export class ReplayJob implements SweepJob<ReplayProgress> {
     const from = this.after;
     const done = await inTransaction(session, async (client) => {
       const batch = await nextBatch(client, this.options.selection, { after: from, last: this.last }, this.batchSize);
-      const answers = batch.length === 0 ? [] : await replayPayloads(client, batch.map((row) => row.payloadId), {
-        replayId,
-        requestedBy: this.requestedBy,
-        toWebhookId: this.target,
-      });
+      const answers =
+        batch.length === 0
+          ? []
+          : await replayPayloads(
+              client,
+              batch.map((row) => row.payloadId),
+              {
+                replayId,
+                requestedBy: this.requestedBy,
+                toWebhookId: this.target,
+              },
+            );
       const refused = answers.find((answer) => answer.reason === 'unmatched_to_plain_webhook');
       if (refused) throw unmatchedRefusal(this.target ?? this.webhookId, this.target !== null, refused.payloadId);
       const applied = batch.filter((_, index) => answers[index]!.applied);

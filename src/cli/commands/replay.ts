@@ -56,7 +56,9 @@ function summary(result: ReplayResult): string {
   const moved = result.movedTo === null ? '' : ` to webhook ${result.movedTo}`;
   const what = `${result.payloads} payloads (${result.events} events)`;
   const upTo = result.lastPayloadId === null ? '' : ` (done up to payload ${result.lastPayloadId})`;
-  const resumed = result.resumed ? `; ${result.dryRun ? 'would resume' : 'resumed'} an interrupted replay with these arguments` : '';
+  const resumed = result.resumed
+    ? `; ${result.dryRun ? 'would resume' : 'resumed'} an interrupted replay with these arguments`
+    : '';
   if (result.dryRun)
     return `dry run of ${name} of webhook ${result.webhookId}${moved}: ${what} would be sent again${resumed}; nothing changed`;
   if (result.status !== 'completed')
