@@ -21,14 +21,23 @@ declare
   v_unmatched bigint[];
 begin
   v_unmatched := array(
-    select i.n
-    from unnest(p_payload_ids) with ordinality as i(id, n)
-    join asset_webhooks.payloads p on p.payload_id = i.id and p.status = 'delivered'
-    left join asset_webhooks.payloads b on b.payload_id = p.body_of
-    where not asset_webhooks.is_mirror_webhook(coalesce(p_to_webhook_id, p.webhook_id))
-      -- The serializer writes every key bare and every string value JSON-escaped
-      -- (src/payloads/serialize.ts), so these bytes can only be an event's type.
-      and strpos(coalesce(b.body, p.body), '"eventType":"UNMATCHED"') > 0);
+    -- Whether each webhook reached is a mirror one, read once per webhook rather than per payload.
+    with payloads as materialized (
+      select i.n, p.payload_id, p.body_of, p.body, coalesce(p_to_webhook_id, p.webhook_id) as webhook_id
+      from unnest(p_payload_ids) with ordinality as i(id, n)
+      join asset_webhooks.payloads p on p.payload_id = i.id and p.status = 'delivered'
+    ),
+    plain as materialized (
+      select w.webhook_id from (select distinct s.webhook_id from payloads s) w
+      where not asset_webhooks.is_mirror_webhook(w.webhook_id)
+    )
+    select s.n
+    from payloads s
+    join plain w on w.webhook_id = s.webhook_id
+    left join asset_webhooks.payloads b on b.payload_id = s.body_of
+    -- The serializer writes every key bare and every string value JSON-escaped
+    -- (src/payloads/serialize.ts), so these bytes can only be an event's type.
+    where strpos(coalesce(b.body, s.body), '"eventType":"UNMATCHED"') > 0);
   -- The others, in the order given: the k-th answer is the k-th of them.
   v_answers := array(
     select t from asset_webhooks.transition_payloads(asset_webhooks.payload_transitions(array(
@@ -38,15 +47,15 @@ begin
              from unnest(p_payload_ids) with ordinality as i(id, n)
              where not i.n = any(v_unmatched) order by i.n))) t
     order by t.idx);
-  -- A statement of its own sees what transition_payloads wrote.
+  -- A statement of its own sees what transition_payloads wrote. The k-th answer
+  -- is read by its position: a join on it would compare every pair.
   return query
-    select i.id, coalesce(a.applied, false),
-           case when i.k is null then 'unmatched_to_plain_webhook' else a.reason end, p.series
+    select i.id, coalesce((v_answers[i.k]).applied, false),
+           case when i.k is null then 'unmatched_to_plain_webhook' else (v_answers[i.k]).reason end, p.series
     from (select u.id, u.n,
                  case when not u.n = any(v_unmatched)
                       then count(*) filter (where not u.n = any(v_unmatched)) over (order by u.n) end as k
           from unnest(p_payload_ids) with ordinality as u(id, n)) i
-    left join unnest(v_answers) with ordinality as a on a.ordinality = i.k
     left join asset_webhooks.payloads p on p.payload_id = i.id
     order by i.n;
 end $$;

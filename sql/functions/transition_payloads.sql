@@ -211,7 +211,10 @@ begin
              p.dead_letter_reason as previous_reason, coalesce(t.requested_by, current_user) as requested_by,
              case when t.kind = 'replay' then t.replay_id end as replay_id
       from unnest(p_transitions) with ordinality t
-      join asset_webhooks.payloads p on p.payload_id = t.payload_id and p.payload_id = any(v_ids)
+      -- One primary-key probe per transition: joined on `any(v_ids)` as well, the
+      -- generic plan probed the whole batch for each transition (n squared rows).
+      cross join lateral (select p.payload_id, p.webhook_id, p.dead_letter_reason from asset_webhooks.payloads p
+                          where p.payload_id = t.payload_id) p
       where v_refused[t.ordinality] is null and t.kind in ('redelivery', 'replay')
     ),
     started as (

@@ -6,7 +6,7 @@ import { recordSweepChunk } from '../sweep/record.js';
 import type { SweepJob, SweepStart, SweepStep } from '../sweep/sweep.js';
 import { inTransaction } from '../db/transaction.js';
 import type { ReplayOptions, ReplayProgress } from './replay-options.js';
-import { countSelection, nextBatch, windowEnd } from './selection.js';
+import { countSelection, nextBatch, windowBounds } from './selection.js';
 import { findRunningReplay, REPLAY_RECORD, startOrResumeReplay } from './store.js';
 
 const BATCH_SIZE = 500;
@@ -30,6 +30,9 @@ export class ReplayJob implements SweepJob<ReplayProgress> {
   private dryRun = true;
   private replayId: number | null = null;
   private requestedBy = '';
+  /** The resume record's keyset position: every selected payload up to it is done; null before the first batch. */
+  private position: number | null = null;
+  /** The walk reads payloads after this id, up to `last`. */
   private after = 0;
   private last = 0;
   private totals = { payloads: 0, events: 0 };
@@ -52,8 +55,11 @@ export class ReplayJob implements SweepJob<ReplayProgress> {
     // and suspended count: they wait), the selection's own as a moved one.
     await assertMoveTarget(session, this.target === null ? '--webhook' : '--to-webhook', this.target ?? this.webhookId);
     const running = await findRunningReplay(session, selection, this.target);
-    const last = running === null ? await windowEnd(session, selection) : running.maxPayloadId;
-    this.after = running?.lastPayloadId ?? 0;
+    const bounds = await windowBounds(session, selection);
+    // Resumed, the walk ends where it was to end when the replay started.
+    const last = running === null ? (bounds?.last ?? null) : running.maxPayloadId;
+    this.position = running?.lastPayloadId ?? null;
+    this.after = Math.max(this.position ?? 0, (bounds?.first ?? 1) - 1);
     this.last = last ?? 0;
     const sentTo = this.target ?? this.webhookId;
     const {
@@ -67,7 +73,7 @@ export class ReplayJob implements SweepJob<ReplayProgress> {
         payloads: (running?.payloads ?? 0) + count.payloads,
         events: (running?.events ?? 0) + count.events,
       };
-      this.after = count.lastPayloadId ?? this.after;
+      this.position = count.lastPayloadId ?? this.position;
       return { resumed: running !== null };
     }
     const { replay, resumed } = await startOrResumeReplay(session, selection, this.target, last, requestedBy);
@@ -80,20 +86,16 @@ export class ReplayJob implements SweepJob<ReplayProgress> {
     // A dry run counted everything in begin.
     if (this.dryRun) return { completed: true, advanced: true, wrote: false };
     const replayId = this.replayId!;
-    const from = this.after;
     const done = await inTransaction(session, async (client) => {
-      const batch = await nextBatch(client, this.options.selection, { after: from, last: this.last }, this.batchSize);
+      const range = { after: this.after, last: this.last };
+      const batch = await nextBatch(client, this.options.selection, range, this.batchSize);
       const answers =
         batch.length === 0
           ? []
           : await replayPayloads(
               client,
               batch.map((row) => row.payloadId),
-              {
-                replayId,
-                requestedBy: this.requestedBy,
-                toWebhookId: this.target,
-              },
+              { replayId, requestedBy: this.requestedBy, toWebhookId: this.target },
             );
       const refused = answers.find((answer) => answer.reason === 'unmatched_to_plain_webhook');
       if (refused) throw unmatchedRefusal(this.target ?? this.webhookId, this.target !== null, refused.payloadId);
@@ -102,16 +104,17 @@ export class ReplayJob implements SweepJob<ReplayProgress> {
         payloads: this.totals.payloads + applied.length,
         events: this.totals.events + applied.reduce((sum, row) => sum + row.eventCount, 0),
       };
-      const after = batch.at(-1)?.payloadId ?? from;
+      const position = batch.at(-1)?.payloadId ?? this.position;
       const completed = batch.length < this.batchSize;
       await recordSweepChunk(client, REPLAY_RECORD, replayId, {
-        from: { last_payload_id: from === 0 ? null : from },
-        to: { last_payload_id: after === 0 ? null : after, ...totals },
+        from: { last_payload_id: this.position },
+        to: { last_payload_id: position, ...totals },
         completed,
       });
-      return { after, totals, completed, wrote: applied.length > 0 };
+      return { position, totals, completed, wrote: applied.length > 0 };
     });
-    this.after = done.after;
+    this.position = done.position;
+    this.after = Math.max(this.after, done.position ?? 0);
     this.totals = done.totals;
     return { completed: done.completed, advanced: true, wrote: done.wrote };
   }
@@ -120,7 +123,7 @@ export class ReplayJob implements SweepJob<ReplayProgress> {
     return {
       replayId: this.replayId,
       ...this.totals,
-      lastPayloadId: this.after === 0 ? null : this.after,
+      lastPayloadId: this.position,
     };
   }
 }

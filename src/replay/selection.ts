@@ -40,16 +40,24 @@ export function selectionParameters(selection: ReplaySelection): unknown[] {
 }
 
 /**
- * The highest payload id created in the window when the replay starts: the
- * walk stops there, so it reads no payload after the window and takes none
- * created while it runs. Read through the index on created_at. Null: none.
+ * The lowest and highest payload ids created in the window when the replay
+ * starts: the walk reads only payloads between them, so it reads no payload
+ * before or after the window, and takes none created while it runs. Read
+ * through the index on created_at (`payload_id + 0` keeps the planner from
+ * walking the primary key from either end of the whole history instead), at
+ * the cost of the window's size. Null when the window holds no payload.
  */
-export async function windowEnd(client: pg.PoolClient, selection: ReplaySelection): Promise<number | null> {
-  const { rows } = await client.query<{ max: string | null }>(
-    'select max(payload_id)::text as max from asset_webhooks.payloads where created_at >= $1 and created_at < $2',
+export async function windowBounds(
+  client: pg.PoolClient,
+  selection: ReplaySelection,
+): Promise<{ readonly first: number; readonly last: number } | null> {
+  const { rows } = await client.query<{ first: string | null; last: string | null }>(
+    `select min(payload_id + 0)::text as first, max(payload_id + 0)::text as last
+     from asset_webhooks.payloads where created_at >= $1 and created_at < $2`,
     [selection.from, selection.to],
   );
-  return rows[0]?.max === null || rows[0] === undefined ? null : Number(rows[0].max);
+  const row = rows[0];
+  return row?.first == null || row.last == null ? null : { first: Number(row.first), last: Number(row.last) };
 }
 
 /** What a selection holds after `after`, up to `last`: payloads, their events, and the first that carries UNMATCHED. */
