@@ -54,7 +54,8 @@ function whatNext(result: ReplayResult): string {
 function summary(result: ReplayResult): string {
   const name = result.replayId === null ? 'replay' : `replay ${result.replayId}`;
   const moved = result.movedTo === null ? '' : ` to webhook ${result.movedTo}`;
-  const what = `${result.payloads} payloads (${result.events} events)`;
+  const count = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? '' : 's'}`;
+  const what = `${count(result.payloads, 'payload')} (${count(result.events, 'event')})`;
   const upTo = result.lastPayloadId === null ? '' : ` (done up to payload ${result.lastPayloadId})`;
   const resumed = result.resumed
     ? `; ${result.dryRun ? 'would resume' : 'resumed'} an interrupted replay with these arguments`
