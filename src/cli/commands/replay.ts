@@ -103,7 +103,9 @@ export function registerReplay(program: Command): void {
     .command('replay')
     .description(
       'Send the delivered payloads of a webhook created within [--from, --to) again, in payload order, each as a new series of ' +
-        'attempts of the same payload: same body, same eventIds, same webhook-id. With --asset or --event-type, only payloads ' +
+        "attempts of the same payload. A payload's creation is when coalescing packed its events, seconds after they occurred; " +
+        'retries and replays never change it, so the same window names the same payloads. Each is sent ' +
+        'with the same body, eventIds and webhook-id. With --asset or --event-type, only payloads ' +
         'holding at least one matching event (sent whole). Prints how many payloads and events. Batches of 500 commit as they go: ' +
         'interrupted (Ctrl-C, a kill), the same command resumes after the last batch; once completed, the same command replays again.',
     )
