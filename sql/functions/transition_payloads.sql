@@ -1,7 +1,7 @@
 -- Part of the lifecycle module (sql/functions/README.md), its core: every attempt's result
 -- (crash recovery's interrupted included), an expiry, a removed webhook's
 -- dead letters, an operator's redelivery (moved to another webhook or not),
--- a claimed attempt given back, a resumed webhook's pause shift. One answer
+-- a replay of a delivered payload (the same, from `delivered`), a claimed attempt given back, a resumed webhook's pause shift. One answer
 -- per transition, in order.
 --
 -- A transition that does not apply to the payload's state as it is when the
@@ -29,7 +29,9 @@
 -- the webhook's health: the latest verdict of the batch wins (by `at`, then
 -- by position), a failure keeps the first failure's time, and hold_until only
 -- moves later. A redelivery starts a new series (series_started_at now, no
--- attempts) and records it in asset_webhooks.redeliveries. A pause shift
+-- attempts) and records it in asset_webhooks.redeliveries; a replay does the
+-- same to a delivered payload (its delivered_at goes with the series that
+-- delivered it: the attempts keep it) and records its replay_id. A pause shift
 -- moves series_started_at forward by the time the payload spent paused
 -- (a payload created during the pause starts its window now).
 --
@@ -69,10 +71,11 @@ begin
     return;
   end if;
   select array_agg(distinct coalesce(t.kind, 'null')) into v_kinds from unnest(p_transitions) t;
-  if not v_kinds <@ array['attempt_result', 'interrupted', 'expiry', 'webhook_removed', 'redelivery', 'given_back',
-                          'pause_shift'] then
+  if not v_kinds <@ array['attempt_result', 'interrupted', 'expiry', 'webhook_removed', 'redelivery', 'replay',
+                          'given_back', 'pause_shift'] then
     select k into v_unknown from unnest(v_kinds) k
-    where k not in ('attempt_result', 'interrupted', 'expiry', 'webhook_removed', 'redelivery', 'given_back', 'pause_shift')
+    where k not in ('attempt_result', 'interrupted', 'expiry', 'webhook_removed', 'redelivery', 'replay', 'given_back',
+                    'pause_shift')
     limit 1;
     raise exception 'asset_webhooks.transition_payloads: unknown transition kind %', v_unknown using errcode = '22023';
   end if;
@@ -201,25 +204,31 @@ begin
       and p.payload_id = t.payload_id;
   end if;
 
-  if v_kinds && array['redelivery'] then
+  if v_kinds && array['redelivery', 'replay'] then
     with chosen as (
       select p.payload_id, coalesce(t.to_webhook_id, p.webhook_id) as webhook_id,
              case when t.to_webhook_id <> p.webhook_id then p.webhook_id end as moved_from,
-             p.dead_letter_reason as previous_reason, coalesce(t.requested_by, current_user) as requested_by
+             p.dead_letter_reason as previous_reason, coalesce(t.requested_by, current_user) as requested_by,
+             case when t.kind = 'replay' then t.replay_id end as replay_id
       from unnest(p_transitions) with ordinality t
-      join asset_webhooks.payloads p on p.payload_id = t.payload_id and p.payload_id = any(v_ids)
-      where v_refused[t.ordinality] is null and t.kind = 'redelivery'
+      -- One primary-key probe per transition: joined on `any(v_ids)` as well, the
+      -- generic plan probed the whole batch for each transition (n squared rows).
+      cross join lateral (select p.payload_id, p.webhook_id, p.dead_letter_reason from asset_webhooks.payloads p
+                          where p.payload_id = t.payload_id) p
+      where v_refused[t.ordinality] is null and t.kind in ('redelivery', 'replay')
     ),
     started as (
       update asset_webhooks.payloads p
       set webhook_id = c.webhook_id, status = 'pending', series = p.series + 1, series_started_at = v_now,
-          attempts = 0, dispatched = false, next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null
+          attempts = 0, dispatched = false, next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null,
+          delivered_at = null
       from chosen c
       where p.payload_id = any(v_ids) and p.payload_id = c.payload_id
-      returning p.payload_id, p.series, c.requested_by, c.previous_reason, c.moved_from
+      returning p.payload_id, p.series, c.requested_by, c.previous_reason, c.moved_from, c.replay_id
     )
-    insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason, moved_from, requested_at)
-    select s.payload_id, s.series, s.requested_by, s.previous_reason, s.moved_from, v_now from started s;
+    insert into asset_webhooks.redeliveries (payload_id, series, requested_by, previous_reason, moved_from, requested_at,
+                                             replay_id)
+    select s.payload_id, s.series, s.requested_by, s.previous_reason, s.moved_from, v_now, s.replay_id from started s;
   end if;
 
   if v_kinds && array['given_back'] then

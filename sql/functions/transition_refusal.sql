@@ -6,6 +6,7 @@
 --   expiry:          waiting or retry_held (an attempt in flight settles by its result)
 --   webhook_removed: waiting, retry_held or in_flight (an open payload belongs to its coalescing run)
 --   redelivery:      dead_lettered
+--   replay:          delivered
 --   pause_shift:     open, waiting, retry_held or in_flight
 -- An unknown kind is no refusal: transition_payloads raises on it (a caller's bug).
 create or replace function asset_webhooks.transition_refusal(p_kind text, p_state text, p_attempt_current boolean)
@@ -23,6 +24,8 @@ language sql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
            when p_state not in ('waiting', 'retry_held', 'in_flight') then 'not_pending' end
     when p_kind = 'redelivery' then
       case when p_state <> 'dead_lettered' then 'not_dead_lettered' end
+    when p_kind = 'replay' then
+      case when p_state <> 'delivered' then 'not_delivered' end
     when p_kind = 'pause_shift' then
       case when p_state not in ('open', 'waiting', 'retry_held', 'in_flight') then 'not_pending' end
   end

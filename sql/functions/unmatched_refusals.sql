@@ -4,12 +4,11 @@
 -- one: a webhook that is not a mirror one never receives UNMATCHED
 -- (docs/mirror.md), and its receiver has no set to remove an asset from.
 -- Whether a webhook is a mirror one is read from the newest routing that names
--- it (the configuration coalescing last routed by, or a reconcile's), so a
--- webhook set back to `mirror: false` is refused its own UNMATCHED once a
--- coalescing run has routed by that document; one no routing names counts as
--- not a mirror one. Only dead-lettered payloads are answered: any other is
--- refused by its state (transition_refusal). One row per refused payload: its
--- position in p_payload_ids, its id and the webhook refused. Read-only:
+-- it (is_mirror_webhook), so a webhook set back to `mirror: false` is refused
+-- its own UNMATCHED once a coalescing run has routed by that document. Only
+-- dead-lettered payloads are answered: any other is refused by its state
+-- (transition_refusal). One row per refused payload: its position in
+-- p_payload_ids, its id and the webhook refused. Read-only:
 -- redeliver_payloads calls it, and the CLI to word its refusal.
 create or replace function asset_webhooks.unmatched_refusals(p_payload_ids bigint[], p_to_webhook_id text)
 returns table (n bigint, payload_id bigint, webhook_id text)
@@ -19,11 +18,7 @@ language sql stable set search_path = pg_catalog, pg_temp as $$
   join asset_webhooks.payloads p on p.payload_id = i.id and p.status = 'dead_lettered'
   cross join lateral (select coalesce(p_to_webhook_id, p.webhook_id) as webhook_id) t
   left join asset_webhooks.payloads b on b.payload_id = p.body_of
-  where not coalesce((select (w.definition ->> 'mirror')::boolean
-                      from asset_webhooks.routing_webhooks w
-                      join asset_webhooks.routings r on r.routing_id = w.routing_id
-                      where w.webhook_id = t.webhook_id
-                      order by r.last_used_at desc, r.routing_id desc limit 1), false)
+  where not asset_webhooks.is_mirror_webhook(t.webhook_id)
     -- The serializer writes every key bare and every string value JSON-escaped
     -- (src/payloads/serialize.ts), so these bytes can only be an event's type.
     and strpos(coalesce(b.body, p.body), '"eventType":"UNMATCHED"') > 0

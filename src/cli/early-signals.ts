@@ -4,7 +4,7 @@
  * for SIGTERM, SIGINT and SIGHUP is to end the process at once, and a process
  * that is PID 1 (in a container) has no default at all, so such a signal is
  * lost. `run` must not die of a configuration tool's SIGHUP or of a stop
- * during a restart; migrate, backfill and reconcile must not lose a stop.
+ * during a restart; migrate, backfill, reconcile and replay must not lose a stop.
  * The entry point buffers them, and the command takes them once its handlers
  * are in place (run.ts, stop-signals.ts).
  *
@@ -15,6 +15,7 @@ const BUFFERED: Readonly<Record<string, readonly NodeJS.Signals[]>> = {
   migrate: ['SIGTERM', 'SIGINT'],
   backfill: ['SIGTERM', 'SIGINT'],
   reconcile: ['SIGTERM', 'SIGINT'],
+  replay: ['SIGTERM', 'SIGINT'],
 };
 let buffering: readonly NodeJS.Signals[] = [];
 const received: NodeJS.Signals[] = [];

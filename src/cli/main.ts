@@ -25,6 +25,7 @@ const COMMANDS: ReadonlyArray<{ readonly names: readonly string[]; readonly load
   { names: ['resume'], load: async () => (await import('./commands/resume.js')).registerResume },
   { names: ['backfill'], load: async () => (await import('./commands/backfill.js')).registerBackfill },
   { names: ['reconcile'], load: async () => (await import('./commands/reconcile.js')).registerReconcile },
+  { names: ['replay'], load: async () => (await import('./commands/replay.js')).registerReplay },
   { names: ['mirror'], load: async () => (await import('./commands/mirror.js')).registerMirror },
   { names: ['demo'], load: async () => (await import('./commands/demo.js')).registerDemo },
 ];

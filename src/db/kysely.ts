@@ -105,6 +105,8 @@ export interface OperatorDatabase {
     previous_reason: string | null;
     /** The webhook the payload belonged to before a redelivery that moved it (`--to`); null when it stayed. */
     moved_from: string | null;
+    /** The replay that started this series (asset_webhooks.replays); null for a redelivery of a dead letter. */
+    replay_id: number | null;
   };
   'asset_webhooks.dead_letters': {
     payload_id: number;

@@ -15,6 +15,8 @@ export interface WindowEvent {
     payloadId: number | null;
     /** UNMATCHED when a mirror webhook got the event as one; else the event's own type, or null when not sent. */
     sentAs: string | null;
+    /** The last replay that sent the payload again (`replay`), and the payload's series now; null when none did. */
+    replay: { replayId: number; series: number } | null;
   }>;
   readonly waiting: boolean;
   /** The backfill that wrote the event; null for a captured one. */
@@ -58,6 +60,7 @@ export async function eventsInWindow(
     outcomes.orderBy('occurred_at').orderBy('event_id').orderBy('webhook_id').limit(100_000).execute(),
     waiting.orderBy('seq').limit(100_000).execute(),
   ]);
+  const replays = await replaysOf(pool, [...new Set(rows.map((row) => row.payload_id).filter((id) => id !== null))]);
   const byEvent = new Map<string, WindowEvent & { outcomes: WindowEvent['outcomes'][number][] }>();
   for (const row of rows) {
     let entry = byEvent.get(row.event_id);
@@ -80,6 +83,7 @@ export async function eventsInWindow(
       excludedBy: row.excluded_by,
       payloadId: row.payload_id,
       sentAs: row.sent_as,
+      replay: row.payload_id === null ? null : (replays.get(row.payload_id) ?? null),
     });
   }
   const events: WindowEvent[] = [...byEvent.values()];
@@ -98,6 +102,24 @@ export async function eventsInWindow(
   return events.sort((a, b) => a.occurredAt.getTime() - b.occurredAt.getTime());
 }
 
+/** The last replay of each payload that one has sent again, with the payload's series now. */
+async function replaysOf(
+  pool: pg.Pool,
+  payloadIds: readonly number[],
+): Promise<Map<number, { replayId: number; series: number }>> {
+  if (payloadIds.length === 0) return new Map();
+  const { rows } = await pool.query<{ payload_id: number; replay_id: number; series: number }>(
+    `select p.payload_id, r.replay_id, p.series
+     from asset_webhooks.payloads p
+     cross join lateral (select r.replay_id from asset_webhooks.redeliveries r
+                         where r.payload_id = p.payload_id and r.replay_id is not null
+                         order by r.series desc limit 1) r
+     where p.payload_id = any($1::bigint[]) and p.series > 1`,
+    [payloadIds],
+  );
+  return new Map(rows.map((row) => [row.payload_id, { replayId: row.replay_id, series: row.series }]));
+}
+
 export function renderEvents(events: readonly WindowEvent[]): string {
   if (events.length === 0) return 'no events in this window';
   return events
@@ -110,7 +132,8 @@ export function renderEvents(events: readonly WindowEvent[]): string {
       const outcomes = event.outcomes.map(
         (o) =>
           `    ${o.webhookId}: ${o.outcome}${o.sentAs === 'UNMATCHED' && event.eventType !== 'UNMATCHED' ? ' as UNMATCHED' : ''}` +
-          `${o.excludedBy ? ` (${o.excludedBy})` : ''}${o.payloadId !== null ? ` payload ${o.payloadId}` : ''}`,
+          `${o.excludedBy ? ` (${o.excludedBy})` : ''}${o.payloadId !== null ? ` payload ${o.payloadId}` : ''}` +
+          `${o.replay ? `, replayed by replay ${o.replay.replayId} (series ${o.replay.series})` : ''}`,
       );
       return [head, ...outcomes].join('\n');
     })

@@ -58,7 +58,7 @@ export function renderTrace(trace: Trace): string {
       lines.push(
         `  ${route.webhookId}:${unmatched} in payload ${p.payloadId} (${p.eventCount} events, created ${p.createdAt.toISOString()}${moved}): ${final}`,
       );
-      // Attempts in order of series: a redelivery starts a new series, numbered from attempt 1 again.
+      // Attempts in order of series: a redelivery or a replay starts a new series, numbered from attempt 1 again.
       for (let series = 1; series <= p.series; series += 1) {
         const redelivery = p.redeliveries.find((r) => r.series === series);
         if (redelivery) {
@@ -67,8 +67,11 @@ export function renderTrace(trace: Trace): string {
           const move =
             redelivery.movedFrom === null ? '' : ` to webhook ${to} (moved from webhook ${redelivery.movedFrom})`;
           lines.push(
-            `    redelivered as series ${series}${move}, requested by ${redelivery.requestedBy} at ${redelivery.requestedAt.toISOString()}` +
-              ` (series ${series - 1} had ended ${redelivery.previousReason ?? 'dead-lettered'})`,
+            redelivery.replayId === null
+              ? `    redelivered as series ${series}${move}, requested by ${redelivery.requestedBy} at ${redelivery.requestedAt.toISOString()}` +
+                  ` (series ${series - 1} had ended ${redelivery.previousReason ?? 'dead-lettered'})`
+              : `    replayed as series ${series} by replay ${redelivery.replayId}${move}, requested by ${redelivery.requestedBy} at ` +
+                  `${redelivery.requestedAt.toISOString()} (series ${series - 1} had been delivered)`,
           );
         }
         for (const a of p.attempts.filter((attempt) => attempt.series === series)) {

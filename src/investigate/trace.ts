@@ -58,6 +58,8 @@ export interface TraceRoute {
       requestedBy: string;
       previousReason: string | null;
       movedFrom: string | null;
+      /** The replay that started the series (`replay`); null for a redelivery of a dead letter. */
+      replayId: number | null;
     }>;
   } | null;
 }
@@ -248,6 +250,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
                   requestedBy: r.requested_by,
                   previousReason: r.previous_reason,
                   movedFrom: r.moved_from,
+                  replayId: r.replay_id,
                 })),
             }
           : null,

@@ -194,6 +194,30 @@ export async function redeliverPayloads(
 }
 
 /**
+ * Replays delivered payloads, each in a new series, recorded in
+ * asset_webhooks.redeliveries with `replayId` as asked by `requestedBy`;
+ * with `toWebhookId` each moves to that webhook
+ * (asset_webhooks.replay_payloads). One statement for any number of ids. The
+ * answers in the order of `payloadIds`, with the series each has after it.
+ */
+export async function replayPayloads(
+  client: pg.Pool | pg.ClientBase,
+  payloadIds: readonly number[],
+  { replayId, requestedBy, toWebhookId }: { replayId: number; requestedBy: string; toWebhookId: string | null },
+): Promise<Array<Omit<TransitionAnswer, 'outcome'> & { payloadId: number; series: number | null }>> {
+  const { rows } = await client.query<{ applied: boolean; reason: string | null; series: number | null }>(
+    'select applied, reason, series from asset_webhooks.replay_payloads($1::bigint[], $2, $3, $4)',
+    [payloadIds, replayId, requestedBy, toWebhookId],
+  );
+  return rows.map((row, index) => ({
+    applied: row.applied,
+    reason: row.reason,
+    payloadId: payloadIds[index]!,
+    series: row.series,
+  }));
+}
+
+/**
  * Resumes every paused webhook not in `stillPaused`
  * (asset_webhooks.resume_webhooks): each of its open and pending payloads'
  * windows moves forward by the time it spent paused, and paused_since is

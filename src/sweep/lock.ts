@@ -3,7 +3,7 @@ import { releaseSessionLock, takeSessionLock } from '../db/session-lock.js';
 import { UserError } from '../errors.js';
 
 /** The sweeps: each walks assets (or members, or payloads) of one webhook, chunk by chunk, resumably. */
-export type SweepKind = 'backfill' | 'reconcile';
+export type SweepKind = 'backfill' | 'reconcile' | 'replay';
 
 /**
  * The session lock (asset_webhooks.session_locks) that a sweep of the

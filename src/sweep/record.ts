@@ -2,8 +2,8 @@ import type pg from 'pg';
 import type { SweepKind } from './lock.js';
 
 /**
- * A sweep's resume record: a row of asset_webhooks.backfills or
- * asset_webhooks.reconciles, with its keyset position and its totals over
+ * A sweep's resume record: a row of asset_webhooks.backfills,
+ * asset_webhooks.reconciles or asset_webhooks.replays, with its keyset position and its totals over
  * every run of the sweep, by column, each with its SQL type.
  */
 export interface SweepRecord {
@@ -18,6 +18,7 @@ export type RecordValue = string | number | null;
 const RESUME_TABLES = {
   backfill: 'asset_webhooks.backfills',
   reconcile: 'asset_webhooks.reconciles',
+  replay: 'asset_webhooks.replays',
 } as const satisfies Record<SweepKind, string>;
 
 /**

@@ -137,6 +137,46 @@ describe('backfill and reconcile stopped by a signal', () => {
   );
 });
 
+describe('replay stopped by a signal', () => {
+  it.each([
+    ['SIGTERM', 143],
+    ['SIGINT', 130],
+  ] as const)(
+    'stops after the batch in progress commits on %s, exits %i, and says how far it got',
+    async (signal, code) => {
+      // More delivered payloads than one batch (500), in a window of their own per case.
+      const from = new Date(Date.UTC(2026, 0, signal === 'SIGTERM' ? 1 : 2)).toISOString();
+      await db.pool.query(
+        `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids, created_at,
+                                              series_started_at, delivered_at)
+         select 'crm', 'delivered', '{"count":0,"events":[],"webhookTimestamp":"2026-01-01T00:00:00.000Z"}', 66, 0, '{}',
+                $1::timestamptz + g * interval '1 second', now(), now()
+         from generate_series(1, 1200) g`,
+        [from],
+      );
+      const to = new Date(Date.parse(from) + 86_400_000).toISOString();
+      await hold('asset_webhooks.replays');
+      const child = start(['replay', '--webhook', 'crm', '--from', from, '--to', to]);
+      await untilWaitingOnLock();
+      child.child.kill(signal);
+      await eventually(async () => (child.output.stderr.includes('stopping after') ? true : undefined), {
+        what: 'the stopping line',
+      });
+      await release();
+      expect(await child.exited).toBe(code);
+      expect(child.output.stderr).toContain(`replay: ${signal}: stopping after the current batch commits`);
+      expect(child.output.stdout).toMatch(
+        /^replay \d+ of webhook crm: 500 payloads \(0 events\) queued again \(done up to payload \d+\); interrupted: run the same command again to resume\n$/,
+      );
+      const { rows } = await db.pool.query<{ status: string; payloads: string }>(
+        `select status, payloads::text from asset_webhooks.replays where from_time = $1`,
+        [from],
+      );
+      expect(rows).toEqual([{ status: 'running', payloads: '500' }]);
+    },
+  );
+});
+
 describe('migrate stopped by a signal', () => {
   it('rolls back the transaction under way on SIGTERM and exits 143', async () => {
     await db.pool.query('drop table if exists public.signal_marker');

@@ -379,6 +379,7 @@ describe('psql runbooks', () => {
     'pause-webhook.sql': ['webhook_id=crm'],
     'after-key-rotation.sql': ['webhook_id=crm'],
     'backfills.sql': [],
+    'replays.sql': [],
   };
 
   it('has a test entry for every runbook', () => {
@@ -422,6 +423,7 @@ describe('psql runbooks', () => {
       'pause-webhook.sql': /crm\s+\|\s+t/,
       'after-key-rotation.sql': /payload_id/,
       'backfills.sql': /backfill_id \| webhook_id \| status[^]*Delivery of the backfilled events/,
+      'replays.sql': /replay_id \| webhook_id \| to_webhook_id[^]*Delivery of the replayed series/,
     };
     expect(stdout).toMatch(expected[file]!);
   });

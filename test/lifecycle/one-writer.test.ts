@@ -21,6 +21,7 @@ const LIFECYCLE_SQL = [
   'sql/functions/start_attempts.sql',
   'sql/functions/complete_attempts.sql',
   'sql/functions/redeliver_payloads.sql',
+  'sql/functions/replay_payloads.sql',
   'sql/functions/dead_letter_removed.sql',
   'sql/functions/resume_webhooks.sql',
   'sql/functions/resume_gone_webhook.sql',

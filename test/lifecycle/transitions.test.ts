@@ -20,6 +20,7 @@ const KINDS = [
   'expiry',
   'webhook_removed',
   'redelivery',
+  'replay',
   'given_back',
   'pause_shift',
 ] as const;
@@ -66,6 +67,14 @@ const TABLE: Record<Kind, Record<State, State | `refused: ${string}`>> = {
     in_flight: 'refused: not_dead_lettered',
     delivered: 'refused: not_dead_lettered',
     dead_lettered: 'waiting',
+  },
+  replay: {
+    open: 'refused: not_delivered',
+    waiting: 'refused: not_delivered',
+    retry_held: 'refused: not_delivered',
+    in_flight: 'refused: not_delivered',
+    delivered: 'waiting',
+    dead_lettered: 'refused: not_delivered',
   },
   given_back: {
     open: 'refused: not_in_flight',
@@ -141,6 +150,8 @@ function transitionFor(kind: Kind, payloadId: number): Record<string, unknown> {
     case 'webhook_removed':
     case 'redelivery':
       return { kind, payload_id: payloadId, requested_by: 'table-test' };
+    case 'replay':
+      return { kind, payload_id: payloadId, requested_by: 'table-test', replay_id: 1 };
     case 'given_back':
       return { kind, payload_id: payloadId, series: 1, attempt: 1 };
     case 'pause_shift':
@@ -208,7 +219,7 @@ describe('transition_payloads', () => {
     for (const [index, pair] of pairs.entries()) {
       const [was, is] = [before.get(pair.payloadId)!, after.get(pair.payloadId)!];
       if (!answers[index]!.applied) expect(is, `${pair.kind} on ${pair.state}`).toEqual(was);
-      else if (pair.kind === 'redelivery') expect(is.series).toBe(was.series + 1);
+      else if (pair.kind === 'redelivery' || pair.kind === 'replay') expect(is.series).toBe(was.series + 1);
       else if (pair.kind === 'pause_shift') expect(is.started.getTime()).toBeGreaterThan(was.started.getTime());
       else expect(is.series).toBe(was.series);
     }

@@ -14,13 +14,16 @@ it('0005 upgrades a live installation: a webhook paused before it stays paused b
     alter table asset_webhooks.attempts add constraint attempts_outcome_check
       check (outcome in ('delivered', 'retry', 'rejected', 'retries_exhausted', 'expired'));
     drop table asset_webhooks.webhook_queues;
+    drop table asset_webhooks.replays;
+    alter table asset_webhooks.redeliveries drop column replay_id;
+    alter type asset_webhooks.payload_transition drop attribute replay_id;
     delete from asset_webhooks.migrations where id >= 5`);
   await db.pool.query(`insert into asset_webhooks.webhooks (webhook_id, url, enabled, paused_since)
     values ('archive', 'http://archive.example/', true, now() - interval '1 hour'),
            ('crm', 'http://crm.example/', true, null)`);
 
   const result = await migrate(db.pool);
-  expect(result.applied).toEqual(['0005_gone', '0007_rate_limit']);
+  expect(result.applied).toEqual(['0005_gone', '0007_rate_limit', '0008_replay']);
   const { rows } = await db.pool.query<{ webhook_id: string; config_paused: boolean; gone_since: Date | null }>(
     'select webhook_id, config_paused, gone_since from asset_webhooks.webhooks order by webhook_id',
   );

@@ -9,13 +9,16 @@ it('0007 upgrades a live installation: its webhooks stay unlimited until a docum
   await resetData(db.pool);
   // The installation as migration 0005 left it: two webhooks, one of them failing.
   await db.pool.query(`drop table asset_webhooks.webhook_queues;
+    drop table asset_webhooks.replays;
+    alter table asset_webhooks.redeliveries drop column replay_id;
+    alter type asset_webhooks.payload_transition drop attribute replay_id;
     delete from asset_webhooks.migrations where id >= 7`);
   await db.pool.query(`insert into asset_webhooks.webhooks (webhook_id, url, enabled, concurrency, failing_since)
     values ('archive', 'http://archive.example/', true, 4, now()),
            ('crm', 'http://crm.example/', true, 1, null)`);
 
   const result = await migrate(db.pool);
-  expect(result.applied).toEqual(['0007_rate_limit']);
+  expect(result.applied).toEqual(['0007_rate_limit', '0008_replay']);
   // No queue row: no webhook is limited, and the webhooks' rows are as they were.
   const { rows: queues } = await db.pool.query('select * from asset_webhooks.webhook_queues');
   expect(queues).toEqual([]);

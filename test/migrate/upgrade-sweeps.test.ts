@@ -15,6 +15,9 @@ it('0003 keeps the backfills of a live installation adding up: exclusions counte
       check (outcome in ('delivered', 'retry', 'rejected', 'retries_exhausted', 'expired'));
     alter table asset_webhooks.mirror_members drop column sent_at;
     drop table asset_webhooks.webhook_queues;
+    drop table asset_webhooks.replays;
+    alter table asset_webhooks.redeliveries drop column replay_id;
+    alter type asset_webhooks.payload_transition drop attribute replay_id;
     delete from asset_webhooks.migrations where id >= 3`);
   await db.pool.query(`insert into asset_webhooks.backfills
       (webhook_id, assets_key, status, last_asset_id, assets_read, events_sent, excluded, payloads, requested_by)
@@ -22,7 +25,7 @@ it('0003 keeps the backfills of a live installation adding up: exclusions counte
            ('crm', 'x', 'completed', 10, 10, 10, 0, 1, 'test')`);
 
   const result = await migrate(db.pool);
-  expect(result.applied).toEqual(['0003_sweeps', '0004_mirror_sent_at', '0005_gone', '0007_rate_limit']);
+  expect(result.applied).toEqual(['0003_sweeps', '0004_mirror_sent_at', '0005_gone', '0007_rate_limit', '0008_replay']);
   const { rows } = await db.pool.query<{ status: string; excluded_by: Record<string, number> }>(
     'select status, excluded_by from asset_webhooks.backfills order by backfill_id',
   );

@@ -32,6 +32,9 @@ it('0002 upgrades a live installation: what was captured and coalesced before it
       check (outcome in ('delivered', 'retry', 'rejected', 'retries_exhausted', 'expired'));
     alter table asset_webhooks.mirror_members drop column sent_at;
     drop table asset_webhooks.webhook_queues;
+    drop table asset_webhooks.replays;
+    alter table asset_webhooks.redeliveries drop column replay_id;
+    alter type asset_webhooks.payload_transition drop attribute replay_id;
     delete from asset_webhooks.migrations where id >= 2`);
   await db.pool.query(`insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype)
     select 'EDITED', asset_id, asset_uuid, latest_atom_id, supertype from assets order by asset_id`);
@@ -43,6 +46,7 @@ it('0002 upgrades a live installation: what was captured and coalesced before it
     '0004_mirror_sent_at',
     '0005_gone',
     '0007_rate_limit',
+    '0008_replay',
   ]);
   const { rows: waiting } = await db.pool.query<{ in_trash: boolean | null }>(
     'select in_trash from asset_webhooks.outbox order by seq',
