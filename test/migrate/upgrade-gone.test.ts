@@ -13,13 +13,16 @@ it('0005 upgrades a live installation: a webhook paused before it stays paused b
     alter table asset_webhooks.attempts drop constraint attempts_outcome_check;
     alter table asset_webhooks.attempts add constraint attempts_outcome_check
       check (outcome in ('delivered', 'retry', 'rejected', 'retries_exhausted', 'expired'));
+    alter table asset_webhooks.outbox drop column traceparent;
+    alter table asset_webhooks.events drop column traceparent;
+    alter table asset_webhooks.coalesce_runs drop column traceparent;
     delete from asset_webhooks.migrations where id >= 5`);
   await db.pool.query(`insert into asset_webhooks.webhooks (webhook_id, url, enabled, paused_since)
     values ('archive', 'http://archive.example/', true, now() - interval '1 hour'),
            ('crm', 'http://crm.example/', true, null)`);
 
   const result = await migrate(db.pool);
-  expect(result.applied).toEqual(['0005_gone']);
+  expect(result.applied).toEqual(['0005_gone', '0006_traceparent']);
   const { rows } = await db.pool.query<{ webhook_id: string; config_paused: boolean; gone_since: Date | null }>(
     'select webhook_id, config_paused, gone_since from asset_webhooks.webhooks order by webhook_id',
   );

@@ -31,12 +31,21 @@ it('0002 upgrades a live installation: what was captured and coalesced before it
     alter table asset_webhooks.attempts add constraint attempts_outcome_check
       check (outcome in ('delivered', 'retry', 'rejected', 'retries_exhausted', 'expired'));
     alter table asset_webhooks.mirror_members drop column sent_at;
+    alter table asset_webhooks.outbox drop column traceparent;
+    alter table asset_webhooks.events drop column traceparent;
+    alter table asset_webhooks.coalesce_runs drop column traceparent;
     delete from asset_webhooks.migrations where id >= 2`);
   await db.pool.query(`insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype)
     select 'EDITED', asset_id, asset_uuid, latest_atom_id, supertype from assets order by asset_id`);
 
   const result = await migrate(db.pool);
-  expect(result.applied).toEqual(['0002_trash_edits', '0003_sweeps', '0004_mirror_sent_at', '0005_gone']);
+  expect(result.applied).toEqual([
+    '0002_trash_edits',
+    '0003_sweeps',
+    '0004_mirror_sent_at',
+    '0005_gone',
+    '0006_traceparent',
+  ]);
   const { rows: waiting } = await db.pool.query<{ in_trash: boolean | null }>(
     'select in_trash from asset_webhooks.outbox order by seq',
   );
