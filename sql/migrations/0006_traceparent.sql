@@ -9,12 +9,16 @@
 -- written before this column included, captures it without a change, and
 -- the triggers (the binding's own file) need no upgrade.
 --
--- The default reads the setting and keeps it only when it is a W3C
--- traceparent (version, trace id, parent id, flags in lowercase hex; the
--- version not ff, neither id all zeros); anything else, an empty or unset
--- setting included, stores null. Nothing in it can raise: a malformed value
--- never fails the DAM's transaction. current_setting(..., true) returns null
--- for a setting never set, and '' for one set only in an ended transaction.
+-- The default reads the setting and keeps it only when it has a
+-- traceparent's length (55 characters): an empty or unset setting, or one of
+-- any other length, stores null. Nothing in it can raise, so a malformed
+-- value never fails the DAM's transaction, and it costs a row next to
+-- nothing: current_setting(..., true) returns null for a setting never set
+-- and '' for one set only in an ended transaction. The full check of the
+-- form (a regular expression, some microseconds a row: too much for a bulk
+-- update's every row) is the coalescer's, off the DAM's path, as it moves
+-- the row to events (src/payloads/events.ts): events.traceparent holds only
+-- valid W3C traceparents.
 --
 -- Adding a column without a default rewrites no row, and a default set
 -- afterwards applies only to rows inserted from then on: the upgrade is
@@ -22,12 +26,13 @@
 alter table asset_webhooks.outbox add column traceparent text;
 alter table asset_webhooks.outbox alter column traceparent set default
   case
-    when pg_catalog.current_setting('asset_webhooks.traceparent', true)
-         ~ '^(?!ff)[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$'
+    when pg_catalog.length(pg_catalog.current_setting('asset_webhooks.traceparent', true)) = 55
     then pg_catalog.current_setting('asset_webhooks.traceparent', true)
   end;
 
--- Moved with its outbox row. Every change keeps its own context, a collapsed
+-- Moved with its outbox row when it is a W3C traceparent (version, trace
+-- id, parent id and flags in lowercase hex; the version not ff, neither id
+-- all zeros), else null. Every change keeps its own context, a collapsed
 -- edit's too (collapsed_into names the event that carried it), so a delivery
 -- links to the contexts of all the changes its events stand for.
 alter table asset_webhooks.events add column traceparent text;
@@ -45,10 +50,10 @@ create index events_collapsed_traced on asset_webhooks.events (collapsed_into)
 alter table asset_webhooks.coalesce_runs add column traceparent text;
 
 comment on column asset_webhooks.outbox.traceparent is
-  'The W3C traceparent the capturing transaction set in asset_webhooks.traceparent (set_config(..., true)), '
-  'when it was a valid one; else null. Set by the column''s default: bindings need not name it.';
+  'What the capturing transaction set in asset_webhooks.traceparent (set_config(..., true)) when it has a '
+  'traceparent''s length, else null; checked as it moves to events. Set by the column''s default: bindings need not name it.';
 comment on column asset_webhooks.events.traceparent is
-  'The captured traceparent of the change (outbox.traceparent); delivery spans of the payloads that carry '
+  'The captured W3C traceparent of the change (outbox.traceparent, when valid); delivery spans of the payloads that carry '
   'the event, or the event it was collapsed into, link to it.';
 comment on column asset_webhooks.coalesce_runs.traceparent is
   'The traceparent of the run''s span when tracing was on; delivery spans of its payloads link to it.';

@@ -81,6 +81,13 @@ export const CONSUMED_COLUMNS: ReadonlyArray<Column<ConsumedEvents>> = [
 ];
 
 /**
+ * A W3C traceparent as events.traceparent keeps it (migration 0006): the
+ * capture stores any value of its length, and the coalescer keeps only this
+ * form, off the DAM's path. src/tracing/trace-context.ts reads the same form.
+ */
+const TRACEPARENT_FORM = '^(?!ff)[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$';
+
+/**
  * The CTEs `consumed` and `moved`, which move a chunk's events from the
  * outbox to asset_webhooks.events with their routes, their parameters added
  * to `params`; `runId` and `routingId` are placeholders already added.
@@ -113,7 +120,7 @@ export function consumeCtes(params: Params, runId: string, routingId: string, ev
               (select asset_webhooks.now()), r.collapsed_into,
               ${routingId}, r.delivered_to::integer[], r.payload_ids::bigint[], r.unmatched_to::integer[], r.in_trash, r.asset_gone, r.seen_supertype, r.seen_parent_id, r.seen_state,
               r.seen_schema_id, r.seen_type_id, r.seen_domain_id, r.seen_keywords::text[], r.seen_field_names::text[],
-              r.seen_field_values::text[], c.traceparent
+              r.seen_field_values::text[], case when c.traceparent ~ '${TRACEPARENT_FORM}' then c.traceparent end
        from consumed c
        join ${rows.text}
          on r.seq = c.seq

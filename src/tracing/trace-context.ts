@@ -1,10 +1,10 @@
 import { isSpanContextValid, type Span, type SpanContext } from '@opentelemetry/api';
 
 /**
- * A W3C traceparent as the capture stores it (migration 0006): version,
+ * A W3C traceparent as events.traceparent keeps it (migration 0006): version,
  * trace id, parent id and flags in lowercase hex, the version not ff and
- * neither id all zeros. The database checks the same form before it stores a
- * value, so what it stored always parses.
+ * neither id all zeros. The coalescer checks the same form before it stores a
+ * value (src/payloads/events.ts), so what it stored always parses.
  */
 const TRACEPARENT = /^(?!ff)([0-9a-f]{2})-(?!0{32})([0-9a-f]{32})-(?!0{16})([0-9a-f]{16})-([0-9a-f]{2})$/;
 

@@ -146,13 +146,14 @@ it('links the delivery span to the contexts of the DAM transactions, and the rec
   const { rows: captured } = await db.pool.query<{ asset_id: string; event_type: string; traceparent: string | null }>(
     'select asset_id::text, event_type::text, traceparent from asset_webhooks.outbox order by seq',
   );
+  // The capture keeps what has a traceparent's length; the coalescer keeps only the valid form.
   expect(captured).toEqual([
     { asset_id: '1', event_type: 'CREATED', traceparent: created.header },
     { asset_id: '1', event_type: 'EDITED', traceparent: firstEdit.header },
     { asset_id: '1', event_type: 'EDITED', traceparent: lastEdit.header },
     { asset_id: '2', event_type: 'CREATED', traceparent: null },
-    { asset_id: '3', event_type: 'CREATED', traceparent: null },
-    { asset_id: '4', event_type: 'CREATED', traceparent: null },
+    { asset_id: '3', event_type: 'CREATED', traceparent: created.header.toUpperCase() },
+    { asset_id: '4', event_type: 'CREATED', traceparent: `00-${'0'.repeat(32)}-${'1'.repeat(16)}-01` },
     { asset_id: '5', event_type: 'CREATED', traceparent: null },
   ]);
 
@@ -207,6 +208,19 @@ it('links the delivery span to the contexts of the DAM transactions, and the rec
     'select traceparent from asset_webhooks.coalesce_runs where traceparent is not null',
   );
   expect(runRows).toEqual([{ traceparent: `00-${runSpan.traceId}-${runSpan.spanId}-01` }]);
+
+  const { rows: events } = await db.pool.query<{ asset_id: string; traceparent: string | null }>(
+    'select asset_id::text, traceparent from asset_webhooks.events order by seq',
+  );
+  expect(events.map((event) => event.traceparent)).toEqual([
+    created.header,
+    firstEdit.header,
+    lastEdit.header,
+    null,
+    null,
+    null,
+    null,
+  ]);
 
   // The attempt's log line names its trace.
   const delivered = run.output.stderr
