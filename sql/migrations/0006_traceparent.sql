@@ -38,11 +38,14 @@ alter table asset_webhooks.outbox alter column traceparent set default
 alter table asset_webhooks.events add column traceparent text;
 
 -- A delivery attempt with tracing on reads the contexts of its payload's
--- events and of the edits collapsed into them. The events by their primary
--- key; the collapsed ones by this index, which holds only collapsed edits
--- that carry a context: an installation whose application sets none pays
--- nothing for it.
-create index events_collapsed_traced on asset_webhooks.events (collapsed_into)
+-- events and of the edits collapsed into them, through these two indexes:
+-- they hold only events that carry a context, with the context itself, so
+-- the read probes small indexes and needs no heap row for an event without
+-- one. An installation whose application sets no context keeps them empty
+-- and pays nothing for them; one that does pays an index entry per change.
+create index events_traced on asset_webhooks.events (event_id) include (traceparent)
+  where traceparent is not null;
+create index events_collapsed_traced on asset_webhooks.events (collapsed_into) include (traceparent)
   where collapsed_into is not null and traceparent is not null;
 
 -- The span of the coalescing run (its traceparent), when tracing was on: a

@@ -41,10 +41,10 @@ function context(n: number): string {
 /**
  * `history` events of other payloads (every one with a context), then a
  * payload of `delivered` events, each with edits collapsed into it
- * (`collapsedEach`), every change from a transaction of its own. Returns
- * the payload's id.
+ * (`collapsedEach`), every change from a transaction of its own that set a
+ * context unless `traced` is false. Returns the payload's id.
  */
-async function seed(history: number, delivered: number, collapsedEach: number): Promise<number> {
+async function seed(history: number, delivered: number, collapsedEach: number, traced = true): Promise<number> {
   await db.pool.query(
     `insert into asset_webhooks.coalesce_runs (run_id, traceparent) overriding system value values (7, $1)`,
     [`00-${'a'.repeat(32)}-${'b'.repeat(16)}-01`],
@@ -63,14 +63,19 @@ async function seed(history: number, delivered: number, collapsedEach: number): 
     await db.pool.query(
       `insert into asset_webhooks.events (event_id, occurred_at, event_type, asset_id, coalesced_at, run_id, traceparent)
        values ($1, now(), 'EDITED', $2, now(), 7, $3)`,
-      [id, 100_000 + i, context(i * (collapsedEach + 1))],
+      [id, 100_000 + i, traced ? context(i * (collapsedEach + 1)) : null],
     );
     for (let j = 1; j <= collapsedEach; j += 1)
       await db.pool.query(
         `insert into asset_webhooks.events
            (event_id, occurred_at, event_type, asset_id, coalesced_at, run_id, collapsed_into, traceparent)
          values ($1, now(), 'EDITED', $2, now(), 7, $3, $4)`,
-        [`20000000-0000-7000-8000-${hex(i * 100 + j, 12)}`, 100_000 + i, id, context(i * (collapsedEach + 1) + j)],
+        [
+          `20000000-0000-7000-8000-${hex(i * 100 + j, 12)}`,
+          100_000 + i,
+          id,
+          traced ? context(i * (collapsedEach + 1) + j) : null,
+        ],
       );
   }
   const { rows } = await db.pool.query<{ payload_id: number }>(
@@ -124,7 +129,7 @@ it("links to every captured context of the payload's events and collapsed edits,
     new Set([...Array.from({ length: 9 }, (_, n) => context(n)), `00-${'a'.repeat(32)}-${'b'.repeat(16)}-01`]),
   );
   expect(kinds.filter((kind) => kind === 'coalescing run')).toHaveLength(1);
-  // Three events by their key and six collapsed edits by the partial index: nowhere near the 20,000 others.
+  // Three events and six collapsed edits, each through a partial index of traced events: nowhere near the 20,000 others.
   expect(read).toBeGreaterThanOrEqual(9);
   expect(read).toBeLessThan(40);
 });
@@ -134,4 +139,12 @@ it('links to at most MAX_CAPTURED_LINKS captured contexts, however many the payl
   const { links, kinds } = await attemptLinks(payloadId);
   expect(kinds.filter((kind) => kind === 'capture')).toHaveLength(MAX_CAPTURED_LINKS);
   expect(new Set(links).size).toBe(MAX_CAPTURED_LINKS + 1);
+});
+
+it("reads no event of a payload whose changes carried no context, only its run's", async () => {
+  const payloadId = await seed(20_000, 100, 1, false);
+  const { kinds, read } = await attemptLinks(payloadId);
+  expect(kinds).toEqual(['coalescing run']);
+  // Its 100 events and 100 collapsed edits are in neither partial index: nothing of events is read.
+  expect(read).toBe(0);
 });
