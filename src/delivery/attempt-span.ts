@@ -19,6 +19,8 @@ export interface AttemptSpan {
   readonly traceparent: string | null;
   /** For the attempt's log lines (`trace_id`). Null with tracing off. */
   readonly traceId: string | null;
+  /** The read of the span's links, under way beside the request; null when the span does not record. */
+  readonly linked: Promise<void> | null;
 }
 
 /**
@@ -26,13 +28,12 @@ export interface AttemptSpan {
  * span). With tracing on it links to the contexts the capture stored with the
  * payload's events and with the edits collapsed into them (at most
  * MAX_CAPTURED_LINKS, distinct), and to the coalescing run that made the
- * payload: one read by the payload's id, made only when the span records. A
- * failed read costs the links, never the attempt. The span never holds the
- * webhook's URL, headers or body: only ids, counts and the answer's status.
- * With tracing off it returns at once, not a promise: the attempt's request
- * starts in the same tick as before.
+ * payload: one read by the payload's id, made only when the span records,
+ * and made beside the request, which does not wait for it. A failed read
+ * costs the links, never the attempt. The span never holds the webhook's
+ * URL, headers or body: only ids, counts and the answer's status.
  */
-export function startAttemptSpan(pool: pg.Pool, claimed: ClaimedPayload): AttemptSpan | Promise<AttemptSpan> {
+export function startAttemptSpan(pool: pg.Pool, claimed: ClaimedPayload): AttemptSpan {
   const span = tracer().startSpan('webhook attempt', {
     kind: SpanKind.CLIENT,
     attributes: {
@@ -44,24 +45,27 @@ export function startAttemptSpan(pool: pg.Pool, claimed: ClaimedPayload): Attemp
       'http.request.method': 'POST',
     },
   });
-  const attempt = { span, traceparent: traceparentOf(span), traceId: traceIdOf(span) };
-  if (!span.isRecording()) return attempt;
-  return capturedLinks(pool, claimed.payloadId).then(
-    (links) => {
-      span.addLinks(links);
-      return attempt;
-    },
-    (error: unknown) => {
-      // Told on the span: the attempt goes ahead without its links.
-      span.setAttribute('asset_webhooks.links.error', (error as { code?: string } | null)?.code ?? 'error');
-      return attempt;
-    },
-  );
+  const linked = span.isRecording()
+    ? capturedLinks(pool, claimed.payloadId).then(
+        (links) => {
+          span.addLinks(links);
+        },
+        (error: unknown) => {
+          // Told on the span: the attempt went ahead without its links.
+          span.setAttribute('asset_webhooks.links.error', (error as { code?: string } | null)?.code ?? 'error');
+        },
+      )
+    : null;
+  return { span, traceparent: traceparentOf(span), traceId: traceIdOf(span), linked };
 }
 
-/** Ends the attempt's span with its answer and outcome; an attempt that did not deliver is an error. */
+/**
+ * Ends the attempt's span with its answer and outcome; an attempt that did
+ * not deliver is an error. The span ends at this moment, but once its links
+ * are read (a read still under way is not waited for by the attempt).
+ */
 export function endAttemptSpan(attempt: AttemptSpan, result: AttemptResult | null): void {
-  const { span } = attempt;
+  const { span, linked } = attempt;
   if (result !== null) {
     if (result.statusCode !== null) span.setAttribute('http.response.status_code', result.statusCode);
     if (result.errorClass !== null) span.setAttribute('error.type', result.errorClass);
@@ -70,7 +74,11 @@ export function endAttemptSpan(attempt: AttemptSpan, result: AttemptResult | nul
     span.setAttribute('asset_webhooks.outcome', result.outcome);
     if (result.outcome !== 'delivered') span.setStatus({ code: SpanStatusCode.ERROR, message: result.outcome });
   }
-  span.end();
+  if (linked === null) span.end();
+  else {
+    const endedAt = Date.now();
+    void linked.then(() => span.end(endedAt));
+  }
 }
 
 /** The links of a payload's attempt: the captured contexts of its events, then its coalescing run's. */

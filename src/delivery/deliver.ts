@@ -57,8 +57,7 @@ export async function deliverClaimed(
     await releaseClaimed(claimed, context);
     return null;
   }
-  const started = startAttemptSpan(context.pool, claimed);
-  const attempt = started instanceof Promise ? await started : started;
+  const attempt = startAttemptSpan(context.pool, claimed);
   let result: AttemptResult | null = null;
   try {
     result = await attemptTraced(claimed, context, webhook, attempt, progress);

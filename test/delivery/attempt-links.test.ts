@@ -107,10 +107,13 @@ async function attemptLinks(payloadId: number): Promise<{ links: string[]; kinds
     await session.query('select pg_stat_force_next_flush()');
     await session.query('begin');
     // The span reads with a pool's query(); a session answers it the same way, and its counts are its own.
-    const attempt = await startAttemptSpan(session as unknown as pg.Pool, claimed(payloadId));
+    const attempt = startAttemptSpan(session as unknown as pg.Pool, claimed(payloadId));
+    await attempt.linked;
     const read = await rowsReadInTransaction(session, 'asset_webhooks.events');
     await session.query('commit');
     endAttemptSpan(attempt, null);
+    // The span ends once its links are in: after the read, which is done.
+    await attempt.linked;
     const [span] = exporter.getFinishedSpans();
     return {
       links: span!.links.map((link) => `00-${link.context.traceId}-${link.context.spanId}-01`),

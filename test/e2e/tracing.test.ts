@@ -248,3 +248,19 @@ it('sends no traceparent and loads no tracing when the OTEL variables are unset'
   // No span went anywhere: the endpoint was never asked.
   expect(otlp.paths).toEqual([]);
 }, 60_000);
+
+it('exports the spans still buffered when the process is stopped gracefully', async () => {
+  await inTracedTransaction(traceparent().header, 'insert into assets (asset_id) values (1)');
+  // An export interval longer than the test: only the stop's flush can send the spans.
+  const run = await startService({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_BSP_SCHEDULE_DELAY: '600000' });
+  await receiver.waitFor(1, 30_000);
+  await eventually(async () => (run.output.stderr.includes('payload delivered') ? true : undefined), {
+    timeoutMs: 20_000,
+    what: 'the delivered log line',
+  });
+  expect(otlp.spans).toEqual([]);
+  expect(await stopRun(run)).toBe(0);
+  const [, traceId, spanId] = TRACEPARENT_HEADER.exec(String(receiver.requests[0]!.headers.traceparent)) ?? [];
+  expect(otlp.spans.map((span) => span.name).sort()).toEqual(['coalescing run', 'webhook attempt']);
+  expect(otlp.spans.find((span) => span.name === 'webhook attempt')).toMatchObject({ traceId, spanId });
+}, 60_000);
