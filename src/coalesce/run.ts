@@ -11,6 +11,8 @@ import { writePayloads } from '../payloads/store.js';
 import { coalesceChunks, type Run, type RunStart } from './chunks.js';
 import { lastEventTimestamp } from './clock.js';
 import { releaseCoalesceLock, takeCoalesceLock } from './coalesce-lock.js';
+import { inRunSpan } from './run-span.js';
+import { traceparentOf } from '../tracing/trace-context.js';
 import type { Route, Routing } from './route.js';
 import type { RoutedWebhook } from './routed-webhooks.js';
 import type { RoutingFeature, RoutingFeatureKind } from './routing-feature.js';
@@ -98,7 +100,12 @@ export async function coalesce(options: CoalesceOptions): Promise<CoalesceResult
   }
 }
 
-/** `session` holds the run's coalescing lock; every chunk is read on it (see recordRunStart). */
+/**
+ * `session` holds the run's coalescing lock; every chunk is read on it (see
+ * recordRunStart). A run that finds outbox rows runs in a span (inRunSpan),
+ * whose context is recorded with the run; an idle one, every interval, in
+ * none.
+ */
 async function runLocked(
   options: CoalesceOptions,
   chunkSize: number,
@@ -108,8 +115,16 @@ async function runLocked(
   const webhooks = typeof options.webhooks === 'function' ? options.webhooks() : options.webhooks;
   await sealLeftOpen(options.pool, now);
   const start = await readRunStart(session);
-  const run = await beginRun(options, webhooks, now);
-  if (start !== null) await coalesceChunks(run, start, session, chunkSize);
+  if (start === null) return finishRun(await beginRun(options, webhooks, now, null), session);
+  return inRunSpan(async (span) => {
+    const run = await beginRun(options, webhooks, now, traceparentOf(span));
+    await coalesceChunks(run, start, session, chunkSize);
+    return finishRun(run, session);
+  });
+}
+
+/** Seals the run's last payloads, records its end and says what it did. */
+async function finishRun(run: Run, session: pg.PoolClient): Promise<CoalesceResult> {
   await sealLastPayloads(run, session);
   const { runId, events, payloadIds, chunks, deferred, routes, logger } = run;
   if (deferred > 0)
@@ -153,11 +168,19 @@ async function readRunStart(session: pg.PoolClient): Promise<RunStart | null> {
 }
 
 /** Records the run and the configuration it routes by, and gives each webhook its packer and each feature its part. */
-async function beginRun(options: CoalesceOptions, webhooks: readonly RoutedWebhook[], now: () => Date): Promise<Run> {
+async function beginRun(
+  options: CoalesceOptions,
+  webhooks: readonly RoutedWebhook[],
+  now: () => Date,
+  traceparent: string | null,
+): Promise<Run> {
   const { pool } = options;
   const {
     rows: [row],
-  } = await pool.query<{ run_id: number }>('insert into asset_webhooks.coalesce_runs default values returning run_id');
+  } = await pool.query<{ run_id: number }>(
+    'insert into asset_webhooks.coalesce_runs (traceparent) values ($1) returning run_id',
+    [traceparent],
+  );
   const runId = row!.run_id;
   const features = (options.features ?? []).flatMap((kind): RoutingFeature[] => {
     const feature = kind.of(webhooks);

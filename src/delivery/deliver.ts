@@ -14,6 +14,8 @@ import { classifyResponse, type Classification } from './policy/classify.js';
 import { nextState, outcomeOf, receiverFailed } from './policy/next-state.js';
 import { parseRetryAfter } from './policy/retry-after.js';
 import type { DeliveryContext, DeliveryWebhook } from './context.js';
+import { endAttemptSpan, startAttemptSpan, type AttemptSpan } from './attempt-span.js';
+import { logAttempt } from './attempt-log.js';
 
 /** What the sender step tells its caller of an attempt under way. */
 export interface AttemptProgress {
@@ -39,6 +41,10 @@ export interface AttemptProgress {
  * in this process's configuration: the claim is undone).
  *
  * `progress` hears how far the attempt has come (see AttemptProgress).
+ *
+ * The attempt runs in its span (startAttemptSpan), ended with its result;
+ * with tracing on its POST carries the span as `traceparent` and its log
+ * line the span's `trace_id`.
  */
 export async function deliverClaimed(
   claimed: ClaimedPayload,
@@ -51,7 +57,25 @@ export async function deliverClaimed(
     await releaseClaimed(claimed, context);
     return null;
   }
-  const post = await send(context, webhook, claimed);
+  const attempt = startAttemptSpan(context.pool, claimed);
+  let result: AttemptResult | null = null;
+  try {
+    result = await attemptTraced(claimed, context, webhook, attempt, progress);
+    return result;
+  } finally {
+    endAttemptSpan(attempt, result);
+  }
+}
+
+/** deliverClaimed's attempt, within its span. */
+async function attemptTraced(
+  claimed: ClaimedPayload,
+  context: DeliveryContext,
+  webhook: DeliveryWebhook,
+  attempt: AttemptSpan,
+  progress: AttemptProgress | undefined,
+): Promise<AttemptResult> {
+  const post = await send(context, webhook, claimed, attempt.traceparent);
   if (post.kind === 'response' && (post.statusCode === 401 || post.statusCode === 403)) {
     // A key may have been rotated: read it again on the next attempt.
     if (webhook.apikey) context.secrets.invalidate(webhook.apikey);
@@ -74,43 +98,9 @@ export async function deliverClaimed(
     classification,
     retryAfter === null ? null : retryAfter.getTime() - answeredAt.getTime(),
   );
-  logAttempt(context, claimed, webhook.id, result, applied);
+  logAttempt(context, claimed, webhook.id, result, applied, attempt.traceId);
   context.onAttempt?.(webhook.id, result);
   return result;
-}
-
-/** One line per attempt: delivered at info, anything else at warn, with what happens next. */
-function logAttempt(
-  context: DeliveryContext,
-  claimed: ClaimedPayload,
-  webhookId: string,
-  result: AttemptResult,
-  applied: boolean,
-): void {
-  const log = {
-    payloadId: claimed.payloadId,
-    attempt: claimed.attemptNo,
-    webhookId,
-    statusCode: result.statusCode,
-    errorClass: result.errorClass,
-    outcome: result.outcome,
-    durationMs: result.durationMs,
-  };
-  if (!applied) {
-    context.logger.warn(
-      log,
-      'attempt recorded, but the payload had moved on meanwhile (handed back or redelivered): its result does not change the payload',
-    );
-  } else if (result.outcome === 'delivered') context.logger.info(log, 'payload delivered');
-  else
-    context.logger.warn(
-      log,
-      result.outcome === 'retry'
-        ? 'delivery attempt failed; will retry'
-        : result.outcome === 'suspended'
-          ? 'receiver answered 410 Gone: webhook suspended, its payloads wait until `asset-webhooks resume --webhook ID` or a new url'
-          : 'payload dead-lettered',
-    );
 }
 
 /**
@@ -225,9 +215,15 @@ async function send(
   context: DeliveryContext,
   webhook: DeliveryWebhook,
   payload: Pick<ClaimedPayload, 'payloadId' | 'body'>,
+  traceparent: string | null,
 ): Promise<PostResult> {
   const { body } = payload;
   const headers: Record<string, string> = { ...webhook.headers };
+  if (traceparent !== null) {
+    // The attempt's own context replaces a configured one, whatever its case.
+    for (const name of Object.keys(headers)) if (name.toLowerCase() === 'traceparent') delete headers[name];
+    headers.traceparent = traceparent;
+  }
   try {
     if (webhook.apikey) headers['X-API-Key'] = await context.secrets.resolve(webhook.apikey);
     if (webhook.signing)

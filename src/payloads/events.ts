@@ -81,6 +81,13 @@ export const CONSUMED_COLUMNS: ReadonlyArray<Column<ConsumedEvents>> = [
 ];
 
 /**
+ * A W3C traceparent as events.traceparent keeps it (migration 0006): the
+ * capture stores any value of its length, and the coalescer keeps only this
+ * form, off the DAM's path. src/tracing/trace-context.ts reads the same form.
+ */
+const TRACEPARENT_FORM = '^(?!ff)[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$';
+
+/**
  * The CTEs `consumed` and `moved`, which move a chunk's events from the
  * outbox to asset_webhooks.events with their routes, their parameters added
  * to `params`; `runId` and `routingId` are placeholders already added.
@@ -108,12 +115,12 @@ export function consumeCtes(params: Params, runId: string, routingId: string, ev
        insert into asset_webhooks.events
          (event_id, seq, occurred_at, event_type, asset_id, asset_uuid, atom_id, run_id, coalesced_at, collapsed_into,
           routing_id, delivered_to, payload_ids, unmatched_to, in_trash, asset_gone, seen_supertype, seen_parent_id, seen_state, seen_schema_id, seen_type_id,
-          seen_domain_id, seen_keywords, seen_field_names, seen_field_values)
+          seen_domain_id, seen_keywords, seen_field_names, seen_field_values, traceparent)
        select r.event_id, c.seq, coalesce(r.raised_at, c.occurred_at), c.event_type, c.asset_id, coalesce(c.asset_uuid, r.asset_uuid), r.atom_id, ${runId},
               (select asset_webhooks.now()), r.collapsed_into,
               ${routingId}, r.delivered_to::integer[], r.payload_ids::bigint[], r.unmatched_to::integer[], r.in_trash, r.asset_gone, r.seen_supertype, r.seen_parent_id, r.seen_state,
               r.seen_schema_id, r.seen_type_id, r.seen_domain_id, r.seen_keywords::text[], r.seen_field_names::text[],
-              r.seen_field_values::text[]
+              r.seen_field_values::text[], case when c.traceparent ~ '${TRACEPARENT_FORM}' then c.traceparent end
        from consumed c
        join ${rows.text}
          on r.seq = c.seq

@@ -4,11 +4,13 @@ import { changedMirrors, queueAndLogReconciles } from '../mirror/auto-reconcile.
 import { inTurn, readReloadedState } from './reload.js';
 import type { RunningService, ServiceOptions } from './service-options.js';
 import { ServiceProcess } from './service-process.js';
+import { startTracingStep } from './tracing-step.js';
 
 export type { RunningService, ServiceOptions } from './service-options.js';
 
 /**
  * The `run` command, in order:
+ *   0. tracing, when the OTEL_ variables ask for it (tracing-step.ts);
  *   1. the configuration, a pool, and the database checks (reachable, schema,
  *      binding);
  *   2. the process lease (before this process records its configuration and
@@ -29,6 +31,7 @@ export type { RunningService, ServiceOptions } from './service-options.js';
 export async function startService(options: ServiceOptions): Promise<RunningService> {
   const service = new ServiceProcess(options, await loadConfigFile(options.configPath));
   try {
+    await startTracingStep(process.env, service.logger, service.started);
     await service.checkDatabase();
     await service.holdLease();
     await service.recordConfiguration();

@@ -16,6 +16,8 @@ export interface RunOptions {
   readonly args?: readonly string[];
   /** The process's limit of open file descriptors (`ulimit -n`, set by sh before it execs Node); the inherited one unless given. */
   readonly fileLimit?: number;
+  /** Added to this process's environment (e.g. the OTEL_ variables). */
+  readonly env?: NodeJS.ProcessEnv;
 }
 
 /** Starts `asset-webhooks run` as a child process; wait for it with untilRunning, end it with stopRun. */
@@ -26,6 +28,7 @@ export function startRun({
   httpHost,
   args: more = [],
   fileLimit,
+  env = {},
 }: RunOptions): CliProcess {
   const args = [
     'run',
@@ -37,9 +40,10 @@ export function startRun({
     ...(httpHost === undefined ? [] : ['--http-host', httpHost]),
     ...more,
   ];
-  if (fileLimit === undefined) return startCli(args);
+  if (fileLimit === undefined) return startCli(args, { env });
   return watchCli(
     spawn('sh', ['-c', `ulimit -n ${fileLimit} && exec "$0" "$@"`, process.execPath, cliPath, ...args], {
+      env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     }),
   );

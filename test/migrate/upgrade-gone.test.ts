@@ -13,6 +13,9 @@ it('0005 upgrades a live installation: a webhook paused before it stays paused b
     alter table asset_webhooks.attempts drop constraint attempts_outcome_check;
     alter table asset_webhooks.attempts add constraint attempts_outcome_check
       check (outcome in ('delivered', 'retry', 'rejected', 'retries_exhausted', 'expired'));
+    alter table asset_webhooks.outbox drop column traceparent;
+    alter table asset_webhooks.events drop column traceparent;
+    alter table asset_webhooks.coalesce_runs drop column traceparent;
     drop table asset_webhooks.webhook_queues;
     drop table asset_webhooks.replays;
     alter table asset_webhooks.redeliveries drop column replay_id;
@@ -23,7 +26,7 @@ it('0005 upgrades a live installation: a webhook paused before it stays paused b
            ('crm', 'http://crm.example/', true, null)`);
 
   const result = await migrate(db.pool);
-  expect(result.applied).toEqual(['0005_gone', '0007_rate_limit', '0008_replay']);
+  expect(result.applied).toEqual(['0005_gone', '0006_traceparent', '0007_rate_limit', '0008_replay']);
   const { rows } = await db.pool.query<{ webhook_id: string; config_paused: boolean; gone_since: Date | null }>(
     'select webhook_id, config_paused, gone_since from asset_webhooks.webhooks order by webhook_id',
   );

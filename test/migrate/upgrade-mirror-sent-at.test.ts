@@ -14,6 +14,9 @@ it('0004 gives every member webhook of a live installation its time, the last on
     alter table asset_webhooks.attempts drop constraint attempts_outcome_check;
     alter table asset_webhooks.attempts add constraint attempts_outcome_check
       check (outcome in ('delivered', 'retry', 'rejected', 'retries_exhausted', 'expired'));
+    alter table asset_webhooks.outbox drop column traceparent;
+    alter table asset_webhooks.events drop column traceparent;
+    alter table asset_webhooks.coalesce_runs drop column traceparent;
     drop table asset_webhooks.webhook_queues;
     drop table asset_webhooks.replays;
     alter table asset_webhooks.redeliveries drop column replay_id;
@@ -25,7 +28,13 @@ it('0004 gives every member webhook of a live installation its time, the last on
     (3, '{}', '2026-12-07T10:00:02.003Z')`);
 
   const result = await migrate(db.pool);
-  expect(result.applied).toEqual(['0004_mirror_sent_at', '0005_gone', '0007_rate_limit', '0008_replay']);
+  expect(result.applied).toEqual([
+    '0004_mirror_sent_at',
+    '0005_gone',
+    '0006_traceparent',
+    '0007_rate_limit',
+    '0008_replay',
+  ]);
   const { rows } = await db.pool.query<{ asset_id: string; sent_at: Record<string, string> }>(
     'select asset_id::text, sent_at from asset_webhooks.mirror_members order by asset_id',
   );

@@ -14,6 +14,9 @@ it('0003 keeps the backfills of a live installation adding up: exclusions counte
     alter table asset_webhooks.attempts add constraint attempts_outcome_check
       check (outcome in ('delivered', 'retry', 'rejected', 'retries_exhausted', 'expired'));
     alter table asset_webhooks.mirror_members drop column sent_at;
+    alter table asset_webhooks.outbox drop column traceparent;
+    alter table asset_webhooks.events drop column traceparent;
+    alter table asset_webhooks.coalesce_runs drop column traceparent;
     drop table asset_webhooks.webhook_queues;
     drop table asset_webhooks.replays;
     alter table asset_webhooks.redeliveries drop column replay_id;
@@ -25,7 +28,14 @@ it('0003 keeps the backfills of a live installation adding up: exclusions counte
            ('crm', 'x', 'completed', 10, 10, 10, 0, 1, 'test')`);
 
   const result = await migrate(db.pool);
-  expect(result.applied).toEqual(['0003_sweeps', '0004_mirror_sent_at', '0005_gone', '0007_rate_limit', '0008_replay']);
+  expect(result.applied).toEqual([
+    '0003_sweeps',
+    '0004_mirror_sent_at',
+    '0005_gone',
+    '0006_traceparent',
+    '0007_rate_limit',
+    '0008_replay',
+  ]);
   const { rows } = await db.pool.query<{ status: string; excluded_by: Record<string, number> }>(
     'select status, excluded_by from asset_webhooks.backfills order by backfill_id',
   );

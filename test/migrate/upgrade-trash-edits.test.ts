@@ -31,6 +31,9 @@ it('0002 upgrades a live installation: what was captured and coalesced before it
     alter table asset_webhooks.attempts add constraint attempts_outcome_check
       check (outcome in ('delivered', 'retry', 'rejected', 'retries_exhausted', 'expired'));
     alter table asset_webhooks.mirror_members drop column sent_at;
+    alter table asset_webhooks.outbox drop column traceparent;
+    alter table asset_webhooks.events drop column traceparent;
+    alter table asset_webhooks.coalesce_runs drop column traceparent;
     drop table asset_webhooks.webhook_queues;
     drop table asset_webhooks.replays;
     alter table asset_webhooks.redeliveries drop column replay_id;
@@ -45,6 +48,7 @@ it('0002 upgrades a live installation: what was captured and coalesced before it
     '0003_sweeps',
     '0004_mirror_sent_at',
     '0005_gone',
+    '0006_traceparent',
     '0007_rate_limit',
     '0008_replay',
   ]);
