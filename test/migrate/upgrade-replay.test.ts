@@ -7,7 +7,7 @@ const db = useTestDatabase();
 
 it('0008 upgrades a live installation: its redeliveries stay redeliveries of dead letters, and its delivered payloads can be replayed', async () => {
   await resetData(db.pool);
-  // The installation as migration 0005 left it: a dead letter redelivered once, and a payload delivered.
+  // The installation as migration 0007 left it: a dead letter redelivered once, and a payload delivered.
   await db.pool.query(`drop table asset_webhooks.replays;
     alter table asset_webhooks.redeliveries drop column replay_id;
     alter type asset_webhooks.payload_transition drop attribute replay_id;

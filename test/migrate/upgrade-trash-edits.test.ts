@@ -10,6 +10,7 @@ import {
   runCoalesce,
 } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
+import { undoMigrationsAfter } from './undo-later.js';
 
 const db = useTestDatabase();
 
@@ -23,6 +24,7 @@ it('0002 upgrades a live installation: what was captured and coalesced before it
 
   // The installation as release 0.1.0 left it (schema version 1), with two
   // edits captured by its binding, which knew no in_trash, waiting.
+  await undoMigrationsAfter(db.pool, 2);
   await db.pool.query(`alter table asset_webhooks.outbox drop column in_trash;
     alter table asset_webhooks.events drop column in_trash cascade;
     alter table asset_webhooks.backfills drop column excluded_by;
@@ -31,13 +33,6 @@ it('0002 upgrades a live installation: what was captured and coalesced before it
     alter table asset_webhooks.attempts add constraint attempts_outcome_check
       check (outcome in ('delivered', 'retry', 'rejected', 'retries_exhausted', 'expired'));
     alter table asset_webhooks.mirror_members drop column sent_at;
-    alter table asset_webhooks.outbox drop column traceparent;
-    alter table asset_webhooks.events drop column traceparent;
-    alter table asset_webhooks.coalesce_runs drop column traceparent;
-    drop table asset_webhooks.webhook_queues;
-    drop table asset_webhooks.replays;
-    alter table asset_webhooks.redeliveries drop column replay_id;
-    alter type asset_webhooks.payload_transition drop attribute replay_id;
     delete from asset_webhooks.migrations where id >= 2`);
   await db.pool.query(`insert into asset_webhooks.outbox (event_type, asset_id, asset_uuid, atom_id, supertype)
     select 'EDITED', asset_id, asset_uuid, latest_atom_id, supertype from assets order by asset_id`);

@@ -1,0 +1,29 @@
+import type pg from 'pg';
+
+/**
+ * What each migration after 0005 adds, undone: the schema as the migration
+ * before it left it. One place for each, so that an upgrade test of an older
+ * migration undoes every later one the same way, and a new migration adds its
+ * entry here (and its name to the older tests' expected lists).
+ */
+const UNDO: ReadonlyArray<readonly [number, string]> = [
+  [
+    6,
+    `alter table asset_webhooks.outbox drop column traceparent;
+     alter table asset_webhooks.events drop column traceparent;
+     alter table asset_webhooks.coalesce_runs drop column traceparent;`,
+  ],
+  [7, 'drop table asset_webhooks.webhook_queues;'],
+  [
+    8,
+    `drop table asset_webhooks.replays;
+     alter table asset_webhooks.redeliveries drop column replay_id;
+     alter type asset_webhooks.payload_transition drop attribute replay_id;`,
+  ],
+];
+
+/** Undoes every migration after `id`, newest first, and forgets that they were applied. */
+export async function undoMigrationsAfter(pool: pg.Pool, id: number): Promise<void> {
+  for (const [later, sql] of [...UNDO].reverse()) if (later > id) await pool.query(sql);
+  await pool.query('delete from asset_webhooks.migrations where id > $1', [id]);
+}
