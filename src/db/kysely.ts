@@ -44,6 +44,8 @@ export interface OperatorDatabase {
     /** The backfill that wrote the event; null (with seq and run_id set) for a captured event. */
     backfill_id: number | null;
     reconcile_id: number | null;
+    /** The W3C traceparent the capturing transaction set (asset_webhooks.traceparent), if valid; else null. */
+    traceparent: string | null;
   };
   'asset_webhooks.event_outcomes': {
     event_id: string;

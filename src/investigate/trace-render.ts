@@ -26,6 +26,8 @@ export function renderTrace(trace: Trace): string {
       `  coalesced at ${trace.coalescedAt!.toISOString()}${trace.atomId !== null ? `, atomId ${trace.atomId}` : ''}`,
     );
   }
+  if (trace.traceparent !== null)
+    lines.push(`  captured with trace context ${trace.traceparent}: its delivery attempts' spans link to it`);
   if (trace.routes.length === 0) lines.push('  no webhook was configured when it was coalesced');
   for (const route of trace.routes) {
     if (route.outcome === 'excluded') {
@@ -49,7 +51,10 @@ export function renderTrace(trace: Trace): string {
                   ' (sent in order once paused is false again; the time paused does not count towards expiry)'
                 : p.nextAttemptAt
                   ? `pending, next attempt at ${p.nextAttemptAt.toISOString()}`
-                  : 'pending, waiting for its turn';
+                  : p.webhookRateHeld
+                    ? `pending, waiting: held by its webhook's rate limit since ${p.webhookRateHeld.since.toISOString()} ` +
+                      `(${p.webhookRateHeld.perSecond} requests a second in force; rateLimit)`
+                    : 'pending, waiting for its turn';
       const moved = p.webhookId === route.webhookId ? '' : `, moved to webhook ${p.webhookId}`;
       const unmatched =
         route.sentAs === 'UNMATCHED' && trace.eventType !== 'UNMATCHED'

@@ -52,6 +52,8 @@ export interface TraceRoute {
       readonly payloadId: number | null;
       readonly alsoPaused: boolean;
     } | null;
+    /** While the payload waits: since when its webhook's rate limit has held it, and the rate in force; else null. */
+    readonly webhookRateHeld: { readonly since: Date; readonly perSecond: number } | null;
     readonly redeliveries: ReadonlyArray<{
       series: number;
       requestedAt: Date;
@@ -78,6 +80,8 @@ export interface Trace {
   readonly backfillId: number | null;
   /** The reconcile that wrote the event (an EDITED or UNMATCHED of a mirror webhook); null otherwise. */
   readonly reconcileId: number | null;
+  /** The trace context its transaction set (asset_webhooks.traceparent): delivery spans link to it. */
+  readonly traceparent: string | null;
   readonly routes: readonly TraceRoute[];
 }
 
@@ -116,6 +120,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
       atomId: waiting.atom_id,
       backfillId: null,
       reconcileId: null,
+      traceparent: null,
       routes: [],
     };
   }
@@ -128,6 +133,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
       'coalesced_at',
       'backfill_id',
       'reconcile_id',
+      'traceparent',
       asIdText('asset_id'),
       asIdText<'atom_id', DecimalId | null>('atom_id'),
     ])
@@ -174,17 +180,21 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
           pool
             .query<{
               webhook_id: string;
-              paused_since: Date;
+              paused_since: Date | null;
               gone_since: Date | null;
               gone_payload_id: string | null;
               config_paused: boolean;
+              rate_held_since: Date | null;
+              rate_current: number | null;
             }>(
-              `select webhook_id, paused_since, gone_since, gone_payload_id::text, config_paused
-               from asset_webhooks.webhooks where paused_since is not null`,
+              `select w.webhook_id, w.paused_since, w.gone_since, w.gone_payload_id::text, w.config_paused,
+                      q.rate_held_since, q.rate_current
+               from asset_webhooks.webhooks w left join asset_webhooks.webhook_queues q using (webhook_id)
+               where w.paused_since is not null or q.rate_held_since is not null`,
             )
             .then((result) => result.rows),
         ]);
-  // The hold of the webhook a payload waits for: its pause or its suspension by a 410.
+  // The hold of the webhook a payload waits for: its pause, its suspension by a 410, or its rate limit.
   const waitingFor = (payload: { status: string; webhook_id: string }) =>
     payload.status === 'pending' || payload.status === 'open'
       ? pauses.find((w) => w.webhook_id === payload.webhook_id)
@@ -197,6 +207,10 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
           alsoPaused: hold.config_paused,
         }
       : null;
+  const rateHeldOf = (hold: (typeof pauses)[number] | undefined) =>
+    hold?.rate_held_since && hold.rate_current !== null
+      ? { since: hold.rate_held_since, perSecond: hold.rate_current }
+      : null;
   return {
     eventId,
     eventType: event.event_type,
@@ -208,6 +222,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
     atomId: event.atom_id,
     backfillId: event.backfill_id,
     reconcileId: event.reconcile_id,
+    traceparent: event.traceparent,
     routes: outcomes.map((row) => {
       const payload = payloads.find((p) => p.payload_id === row.payload_id);
       return {
@@ -242,6 +257,7 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
                 })),
               webhookPausedSince: waitingFor(payload)?.paused_since ?? null,
               webhookGone: goneOf(waitingFor(payload)),
+              webhookRateHeld: rateHeldOf(waitingFor(payload)),
               redeliveries: redeliveries
                 .filter((r) => r.payload_id === payload.payload_id)
                 .map((r) => ({

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import type { CliProcess } from '../helpers/cli.js';
+import { runCli, type CliProcess } from '../helpers/cli.js';
 import { receiverConfig, type TestConfigOptions, type TestWebhook } from '../helpers/config.js';
 import { freePort } from '../../src/embedded/embedded-postgres.js';
 import { eventually, startTestReceiver, type ReceivedRequest, type TestReceiver } from '../helpers/receiver.js';
@@ -105,6 +105,21 @@ it(
     expect(await metric(port, 'asset_webhooks_rate_limited_wait_seconds_total{webhook="limited"}')).toBeGreaterThan(15);
     const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     expect(text).not.toContain('webhook_rate_per_second{webhook="free"}');
+    // trace says why a waiting payload of the limited webhook waits (asked until a claim has just held it).
+    const {
+      rows: [last],
+    } = await db.pool.query<{ event_id: string }>(
+      `select event_ids[1]::text as event_id from asset_webhooks.payloads
+       where webhook_id = 'limited' and status = 'pending' and not dispatched order by payload_id desc limit 1`,
+    );
+    const traced = await eventually(
+      async () => {
+        const result = await runCli(['trace', last!.event_id, '--database-url', db.url]);
+        return result.stdout.includes("held by its webhook's rate limit since") ? result.stdout : undefined;
+      },
+      { timeoutMs: 10_000, what: "trace to say the limited webhook's payload waits for its rate" },
+    );
+    expect(traced).toContain('(20 requests a second in force; rateLimit)');
   },
 );
 

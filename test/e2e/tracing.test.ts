@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import type { CliProcess } from '../helpers/cli.js';
+import { runCli, type CliProcess } from '../helpers/cli.js';
 import { receiverConfig } from '../helpers/config.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { startRun, stopRun, untilRunning } from '../helpers/run-process.js';
@@ -221,6 +221,18 @@ it('links the delivery span to the contexts of the DAM transactions, and the rec
     null,
     null,
   ]);
+
+  // trace names the context of a traced event, and none for an untraced one.
+  const { rows: ids } = await db.pool.query<{ event_id: string; traced: boolean }>(
+    "select event_id::text, traceparent is not null as traced from asset_webhooks.events where event_type = 'CREATED' and asset_id in (1, 2) order by asset_id",
+  );
+  const tracedEvent = await runCli(['trace', ids[0]!.event_id, '--database-url', db.url]);
+  expect(tracedEvent.stdout).toContain(
+    `captured with trace context ${created.header}: its delivery attempts' spans link to it`,
+  );
+  const untraced = await runCli(['trace', ids[1]!.event_id, '--database-url', db.url]);
+  expect(untraced.code).toBe(0);
+  expect(untraced.stdout).not.toContain('trace context');
 
   // The attempt's log line names its trace.
   const delivered = run.output.stderr
