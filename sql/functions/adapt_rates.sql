@@ -42,8 +42,8 @@ begin
       rate_decreased_at = case when d.slowed then v_now else q.rate_decreased_at end,
       -- The tokens earned so far at the rate that held until now.
       rate_tokens = case when d.slowed then 0
-                         else least(q.rate_burst, q.rate_tokens
-                                    + q.rate_current * greatest(extract(epoch from v_now - q.rate_refilled_at), 0)) end,
+                         else asset_webhooks.bucket_tokens(q.rate_tokens, q.rate_current, q.rate_burst,
+                                                           q.rate_refilled_at, v_now) end,
       rate_refilled_at = v_now
   from decided d
   where q.webhook_id = d.webhook_id;

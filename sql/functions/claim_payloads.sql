@@ -165,8 +165,8 @@ begin
     v_limited := false;
     if w.rate_limited then
       select q.rate_current, q.rate_burst, q.rate_held_since,
-             least(q.rate_burst, q.rate_tokens
-                   + q.rate_current * greatest(extract(epoch from v_now - q.rate_refilled_at), 0)) as tokens
+             asset_webhooks.bucket_tokens(q.rate_tokens, q.rate_current, q.rate_burst, q.rate_refilled_at, v_now)
+               as tokens
       into v_rate
       from asset_webhooks.webhook_queues q
       where q.webhook_id = w.webhook_id and q.rate_per_second is not null
