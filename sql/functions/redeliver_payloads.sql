@@ -29,15 +29,15 @@ begin
              from unnest(p_payload_ids) with ordinality as i(id, n)
              where not i.n = any(v_unmatched) order by i.n))) t
     order by t.idx);
-  -- A statement of its own sees what transition_payloads wrote.
+  -- A statement of its own sees what transition_payloads wrote. The k-th answer
+  -- is read by its position: a join on it would compare every pair.
   return query
-    select i.id, coalesce(a.applied, false),
-           case when i.k is null then 'unmatched_to_plain_webhook' else a.reason end, p.series
+    select i.id, coalesce((v_answers[i.k]).applied, false),
+           case when i.k is null then 'unmatched_to_plain_webhook' else (v_answers[i.k]).reason end, p.series
     from (select u.id, u.n,
                  case when not u.n = any(v_unmatched)
                       then count(*) filter (where not u.n = any(v_unmatched)) over (order by u.n) end as k
           from unnest(p_payload_ids) with ordinality as u(id, n)) i
-    left join unnest(v_answers) with ordinality as a on a.ordinality = i.k
     left join asset_webhooks.payloads p on p.payload_id = i.id
     order by i.n;
 end $$;

@@ -8,7 +8,7 @@
 -- that is not delivered is refused (transition_refusal: not_delivered) and
 -- keeps its state; one that carries UNMATCHED events is refused, as
 -- `unmatched_to_plain_webhook`, when the webhook it would reach is not a
--- mirror one (is_mirror_webhook). src/replay/ calls it, one batch per
+-- mirror one (unmatched_refusals). src/replay/ calls it, one batch per
 -- transaction.
 create or replace function asset_webhooks.replay_payloads(p_payload_ids bigint[], p_replay_id bigint,
                                                           p_requested_by text, p_to_webhook_id text)
@@ -20,24 +20,7 @@ declare
   -- The positions in p_payload_ids refused for their UNMATCHED events.
   v_unmatched bigint[];
 begin
-  v_unmatched := array(
-    -- Whether each webhook reached is a mirror one, read once per webhook rather than per payload.
-    with payloads as materialized (
-      select i.n, p.payload_id, p.body_of, p.body, coalesce(p_to_webhook_id, p.webhook_id) as webhook_id
-      from unnest(p_payload_ids) with ordinality as i(id, n)
-      join asset_webhooks.payloads p on p.payload_id = i.id and p.status = 'delivered'
-    ),
-    plain as materialized (
-      select w.webhook_id from (select distinct s.webhook_id from payloads s) w
-      where not asset_webhooks.is_mirror_webhook(w.webhook_id)
-    )
-    select s.n
-    from payloads s
-    join plain w on w.webhook_id = s.webhook_id
-    left join asset_webhooks.payloads b on b.payload_id = s.body_of
-    -- The serializer writes every key bare and every string value JSON-escaped
-    -- (src/payloads/serialize.ts), so these bytes can only be an event's type.
-    where strpos(coalesce(b.body, s.body), '"eventType":"UNMATCHED"') > 0);
+  v_unmatched := array(select u.n from asset_webhooks.unmatched_refusals(p_payload_ids, p_to_webhook_id, 'delivered') u);
   -- The others, in the order given: the k-th answer is the k-th of them.
   v_answers := array(
     select t from asset_webhooks.transition_payloads(asset_webhooks.payload_transitions(array(
