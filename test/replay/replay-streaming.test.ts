@@ -171,6 +171,7 @@ describe('replay of a large window', () => {
     'a run process delivers the 10,000 replayed payloads to a receiver once each, with the same bodies and webhook-ids, in payload order within the concurrency',
     { timeout: 300_000 },
     async () => {
+      // On the payloads the test above wrote and replayed: all of bulk's, pending in series 2.
       // The window's first delivery was written directly above, never sent: what it sent is
       // the body column, under the webhook-id src/delivery/http/signing.ts derives from the
       // payload, `msg_<installation id>_<payload id>`, the same for every series of a payload.
