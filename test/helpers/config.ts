@@ -23,6 +23,8 @@ export interface TestConfigOptions {
   readonly intervalSeconds?: number | null;
   /** Left out (the service's default, 30) unless given. */
   readonly requestTimeoutSeconds?: number;
+  /** Left out (the default, 14) unless given. */
+  readonly retentionDays?: number;
   /** Left out (the default schedule of docs/configuration.md) unless given. */
   readonly retry?: {
     readonly delaysSeconds?: readonly number[];
@@ -37,11 +39,12 @@ export interface TestConfigOptions {
  * receivers on 127.0.0.1, so private addresses are allowed.
  */
 export function receiverConfig(webhooks: readonly TestWebhook[], options: TestConfigOptions = {}): string {
-  const { intervalSeconds = 1, requestTimeoutSeconds, retry } = options;
+  const { intervalSeconds = 1, requestTimeoutSeconds, retentionDays, retry } = options;
   return stringify({
     assetUpdater: {
       ...(intervalSeconds === null ? {} : { intervalSeconds }),
       ...(requestTimeoutSeconds === undefined ? {} : { requestTimeoutSeconds }),
+      ...(retentionDays === undefined ? {} : { retentionDays }),
       network: { allowPrivateAddresses: true },
       ...(retry === undefined ? {} : { retry }),
       webhooks: webhooks.map((webhook) => ({ ...webhook, enabled: webhook.enabled ?? true })),
