@@ -102,7 +102,7 @@ export async function decideAssets(
     if (passes && !member && state.in_trash !== true) chunk.send({ ...common, eventType: 'EDITED' }, readMs);
     else if (!passes && member) chunk.send({ ...common, eventType: 'UNMATCHED' }, readMs);
     else if (member && state.in_trash === true && toldTrashed === false)
-      chunk.send({ ...common, eventType: 'UNMATCHED' }, readMs);
+      chunk.send({ ...common, eventType: 'UNMATCHED', inTrash: true }, readMs);
     else if (member && state.in_trash === false && toldTrashed === true)
       chunk.send({ ...common, eventType: 'EDITED' }, readMs);
   }

@@ -109,7 +109,9 @@ async function check(steps: readonly Step[], order: readonly number[], startsPla
   await runCoalesce(db.pool, [routed(set)]);
   const {
     rows: [excluded],
-  } = await db.pool.query<{ n: number }>('select count(*)::int as n from asset_webhooks.events where in_trash');
+  } = await db.pool.query<{ n: number }>(
+    'select count(*)::int as n from asset_webhooks.events where in_trash and reconcile_id is null',
+  );
   if (cases++ >= EXAMPLES.length && excluded!.n > 0) trashedEditCases += 1;
 
   const sent = await payloads(db.pool, 'copy');
