@@ -124,6 +124,12 @@ async function check(steps: readonly Step[], order: readonly number[], startsPla
   const copy = new ReceiverCopy();
   for (const { payload } of keyed) for (const event of bodyEvents(payload)) copy.apply(event);
   expect(copy.active()).toEqual(await expectedSet(db.pool, set));
+  // And the set holds what the copy holds, each at the time it was last sent: the two digests agree.
+  const { rows } = await db.pool.query<{ id: number; at: string }>(
+    `select asset_id::int as id, sent_at ->> 'copy' as at from asset_webhooks.mirror_members
+     where 'copy' = any (webhooks) order by asset_id`,
+  );
+  expect(copy.held()).toEqual(rows.map((row) => [row.id, row.at]));
 }
 
 /** Kept counterexamples and hand-picked cases (see docs/mirror.md), run before the random ones. */
