@@ -170,7 +170,8 @@ export async function runQueuedReconcile(options: {
   // A job queued by an older release carries no `changed`.
   const changed = Array.isArray(payload?.changed) ? payload.changed.map(String) : null;
   if (changed?.includes(MIRROR_SWITCHED_ON) === true) {
-    // Before the reconcile, which then sends an UNMATCHED for each seeded asset that no longer passes.
+    // Before the reconcile, which then sends an UNMATCHED for each seeded asset that no longer passes,
+    // and puts right those whose Trash state is not the one they were last sent.
     const seeded = await seedFromHistory(options.pool, webhook.id);
     logger.info({ seeded }, `mirror set seeded from the webhook's delivery history: ${seeded} assets`);
   }

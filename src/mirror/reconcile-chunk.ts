@@ -63,7 +63,12 @@ class ChunkEvents {
 /**
  * The assets phase: the next chunk of the binding's assets, an EDITED for
  * each that passes the checks, is not in the Trash and is not in the set,
- * an UNMATCHED for each member that no longer passes them.
+ * an UNMATCHED for each member that no longer passes them. And for a member
+ * whose Trash state is not the one the webhook was last told (moved to the
+ * Trash or restored while no event of it reached the webhook: excluded while
+ * it was plain, or disabled), what puts the receiver's copy right: an
+ * UNMATCHED for one in the Trash last sent as active, an EDITED for one
+ * active and passing last sent as DELETED (see lastToldTrashed).
  */
 export async function decideAssets(
   client: pg.PoolClient,
@@ -77,6 +82,11 @@ export async function decideAssets(
     client,
     rows.map((state) => state.asset_key),
   );
+  const told = await lastToldTrashed(
+    client,
+    checks.webhookId,
+    rows.map((state) => state.asset_key),
+  );
   for (const state of rows) {
     const asset = assetStateFromRow(state);
     const passes = leavingCheck(checks.compiled, asset) === null;
@@ -88,11 +98,45 @@ export async function decideAssets(
       seen: checks.seen.of(asset),
     };
     const readMs = Date.parse(state.read_at);
+    const toldTrashed = told.get(state.asset_key);
     if (passes && !member && state.in_trash !== true) chunk.send({ ...common, eventType: 'EDITED' }, readMs);
     else if (!passes && member) chunk.send({ ...common, eventType: 'UNMATCHED' }, readMs);
+    else if (member && state.in_trash === true && toldTrashed === false)
+      chunk.send({ ...common, eventType: 'UNMATCHED', inTrash: true }, readMs);
+    else if (member && state.in_trash === false && toldTrashed === true)
+      chunk.send({ ...common, eventType: 'EDITED' }, readMs);
   }
   const last = rows.at(-1)?.asset_key ?? after;
   return { events: chunk.events, members: chunk.members, read: rows.length, phaseOver: rows.length < size, last };
+}
+
+/**
+ * Of the assets the webhook's set holds among `assetIds`, whether the last
+ * event sent to it (the one at its sent_at time, as asset_webhooks.events
+ * keeps it) was a DELETED (true) or a CREATED, EDITED or REVERSION (false).
+ * An asset whose event retention no longer keeps is missing: nothing is
+ * known of what the receiver holds, and it is left as it is. An event sent
+ * to the webhook as an UNMATCHED is not the one: its asset left the set.
+ */
+async function lastToldTrashed(
+  client: pg.PoolClient,
+  webhookId: string,
+  assetIds: readonly string[],
+): Promise<Map<string, boolean>> {
+  if (assetIds.length === 0) return new Map();
+  const { rows } = await client.query<{ asset_id: string; trashed: boolean }>(
+    `select m.asset_id::text as asset_id, bool_or(e.event_type = 'DELETED') as trashed
+     from asset_webhooks.mirror_members m
+     cross join lateral (select (m.sent_at ->> $1)::timestamptz as sent) t
+     join asset_webhooks.events e on e.asset_id = m.asset_id and e.occurred_at >= t.sent
+       and e.occurred_at < t.sent + interval '1 millisecond'
+     join asset_webhooks.routing_webhooks w on w.routing_id = e.routing_id and w.webhook_id = $1
+     where m.asset_id = any($2::bigint[]) and $1 = any(m.webhooks)
+       and w.position = any(e.delivered_to) and not w.position = any(coalesce(e.unmatched_to, '{}'))
+     group by m.asset_id`,
+    [webhookId, assetIds],
+  );
+  return new Map(rows.map((row) => [row.asset_id, row.trashed]));
 }
 
 /**

@@ -25,7 +25,10 @@ import { NO_PROGRESS, RECONCILE_RECORD, startOrResumeReconcile, type ReconcileTo
  *    an EDITED of it would), is not in the Trash and is not in the set;
  *  - an UNMATCHED for each asset of the set that no longer passes them, and,
  *    in a second phase, for each asset of the set that no longer exists
- *    (its PURGED never reached the webhook: sent while it was disabled).
+ *    (its PURGED never reached the webhook: sent while it was disabled);
+ *  - for an asset of the set whose Trash state is not the one the last event
+ *    sent to the webhook told, an UNMATCHED (in the Trash) or an EDITED
+ *    (active and passing): see decideAssets.
  *
  * A resumable sweep (src/sweep/sweep.ts). Each chunk reads its assets,
  * decides, and writes its payloads, events, membership and position in one

@@ -11,7 +11,11 @@ import { eventTimestampText } from '../db/event-timestamp.js';
  * enters the set, with that event's eventTimestamp (events.occurred_at holds
  * it as sent). Whatever the state of the payload that carries it: an asset
  * the receiver never got costs it one UNMATCHED it can ignore, an asset
- * missing from the set would stay in its copy forever.
+ * missing from the set would stay in its copy forever. A DELETED is no
+ * removal: the receiver holds the asset in the Trash. An asset moved to the
+ * Trash or restored since its last event (the plain webhook's filters
+ * excluded the move) is seeded all the same; the reconcile that follows
+ * compares that event with the Trash and sends what puts the copy right.
  *
  * An asset the set lists already is left as it is: a coalescing run or
  * reconcile that routed by the mirror document knows better than history.

@@ -19,6 +19,8 @@ export interface SweptEvent {
   readonly atomId: DecimalId | null;
   /** What the sweep saw of the asset (excluded_by of an UNMATCHED is derived from it); null: nothing recorded. */
   readonly seen: SeenRow | null;
+  /** An UNMATCHED sent because the asset is in the Trash: event_outcomes names `in_trash` as its cause. */
+  readonly inTrash?: boolean;
   /** The batch that carries it; its payloadId is assigned before the events are written. */
   readonly batch: Batch;
 }
@@ -31,6 +33,7 @@ const COLUMNS: ReadonlyArray<Column<readonly SweptEvent[]>> = [
   { name: 'asset_uuid', type: 'uuid', value: (events, i) => events[i]!.assetUuid },
   { name: 'atom_id', type: 'bigint', value: (events, i) => events[i]!.atomId },
   { name: 'payload_id', type: 'bigint', value: (events, i) => events[i]!.batch.payloadId },
+  { name: 'in_trash', type: 'boolean', value: (events, i) => events[i]!.inTrash === true },
   ...seenColumns<readonly SweptEvent[]>((events, i) => events[i]!.seen ?? NOTHING_SEEN),
 ];
 
@@ -55,10 +58,10 @@ export async function insertSweptEvents(
   const rows = unnestColumns(params, COLUMNS, events, events.length, 'e');
   await client.query(
     `insert into asset_webhooks.events
-       (event_id, occurred_at, event_type, asset_id, asset_uuid, atom_id, coalesced_at, routing_id, delivered_to, payload_ids,
+       (event_id, occurred_at, event_type, asset_id, asset_uuid, atom_id, in_trash, coalesced_at, routing_id, delivered_to, payload_ids,
         ${sweep.kind}_id, asset_gone, seen_supertype, seen_parent_id, seen_state, seen_schema_id, seen_type_id, seen_domain_id,
         seen_keywords, seen_field_names, seen_field_values)
-     select e.event_id, e.occurred_at, e.event_type, e.asset_id, e.asset_uuid, e.atom_id, (select asset_webhooks.now()), ${routing}, '{1}',
+     select e.event_id, e.occurred_at, e.event_type, e.asset_id, e.asset_uuid, e.atom_id, e.in_trash, (select asset_webhooks.now()), ${routing}, '{1}',
             array[e.payload_id], ${sweepId}, e.asset_gone, e.seen_supertype, e.seen_parent_id, e.seen_state, e.seen_schema_id,
             e.seen_type_id, e.seen_domain_id, e.seen_keywords::text[], e.seen_field_names::text[], e.seen_field_values::text[]
      from ${rows.text}`,

@@ -19,6 +19,10 @@ const shop = [{ filterKind: 'keywords' as const, condition: 'ANY' as const, valu
 const mirror = (overrides: Partial<RoutedWebhook> = {}): RoutedWebhook =>
   openWebhook('copy', { mirror: true, filters: shop, ...overrides });
 const plain = openWebhook('plain', { filters: shop });
+/** The document's webhook of `mirror()`, for a reconcile. */
+const configured = webhook(
+  'id: copy, mirror: true, filters: [{ filterKind: keywords, condition: ANY, value: [shop] }]',
+);
 
 /** Every event each webhook got, in payload order: [assetId, eventType]. */
 async function sent(pool: pg.Pool, webhookId: string): Promise<Array<[number, string]>> {
@@ -188,6 +192,55 @@ describe('reconcile', () => {
     // Again: the set already is what the checks give.
     const again = await reconcile({ pool: db.pool, webhook: after, maxPayloadBytes: 1 << 24 });
     expect(again).toMatchObject({ editedSent: 0, unmatchedSent: 0, status: 'completed', resumed: false });
+  });
+});
+
+describe('reconcile after the webhook was disabled', () => {
+  it('puts right the members moved to the Trash or restored meanwhile, and leaves one whose last event retention dropped', async () => {
+    const webhooks = [mirror()];
+    await registerWebhooks(db.pool, webhooks);
+    await db.pool.query('insert into assets (asset_id) values (1), (2), (3)');
+    await db.pool.query("insert into asset_keywords (asset_id, value) values (1, 'shop'), (2, 'shop'), (3, 'shop')");
+    await runCoalesce(db.pool, webhooks);
+    await db.pool.query('update assets set trashed_at = now() where asset_id = 2');
+    await runCoalesce(db.pool, webhooks);
+    // The receiver holds 1 and 3 active, 2 in the Trash. Then, disabled: 1 and 3 trashed, 2 restored.
+    await db.pool.query('update assets set trashed_at = now() where asset_id in (1, 3)');
+    await db.pool.query('update assets set trashed_at = null where asset_id = 2');
+    await runCoalesce(db.pool, [mirror({ enabled: false })]);
+    // Retention dropped the events of 3: what its receiver holds is not known.
+    await db.pool.query('delete from asset_webhooks.events where asset_id = 3');
+    const count = (await sent(db.pool, 'copy')).length;
+
+    const dry = await reconcile({ pool: db.pool, webhook: configured, maxPayloadBytes: 1 << 24, dryRun: true });
+    expect(dry).toMatchObject({ editedSent: 1, unmatchedSent: 1, status: 'completed', dryRun: true });
+    const result = await reconcile({ pool: db.pool, webhook: configured, maxPayloadBytes: 1 << 24 });
+    expect(result).toMatchObject({ editedSent: 1, unmatchedSent: 1, status: 'completed' });
+    expect((await sent(db.pool, 'copy')).slice(count)).toEqual([
+      [1, 'UNMATCHED'],
+      [2, 'EDITED'],
+    ]);
+    expect(await members(db.pool)).toEqual([
+      [1, false],
+      [2, true],
+      [3, true],
+    ]);
+    const { rows } = await db.pool.query(
+      `select asset_id::int, sent_as, excluded_by from asset_webhooks.event_outcomes
+       where reconcile_id = $1 order by asset_id`,
+      [result.reconcileId],
+    );
+    expect(rows).toEqual([
+      { asset_id: 1, sent_as: 'UNMATCHED', excluded_by: 'in_trash' },
+      { asset_id: 2, sent_as: 'EDITED', excluded_by: null },
+    ]);
+
+    // Restored, 1 comes back by its EDITED; a reconcile then has nothing to send.
+    await db.pool.query('update assets set trashed_at = null where asset_id = 1');
+    await runCoalesce(db.pool, webhooks);
+    expect((await sent(db.pool, 'copy')).at(-1)).toEqual([1, 'EDITED']);
+    const again = await reconcile({ pool: db.pool, webhook: configured, maxPayloadBytes: 1 << 24 });
+    expect(again).toMatchObject({ editedSent: 0, unmatchedSent: 0, status: 'completed' });
   });
 });
 

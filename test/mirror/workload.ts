@@ -185,6 +185,14 @@ export class ReceiverCopy {
     this.assets.set(event.assetId, { latest: event.eventTimestamp, state });
   }
 
+  /** Every asset not removed (in the Trash too) with the latest eventTimestamp applied: what a receiver's digest hashes. */
+  held(): Array<[number, string]> {
+    return [...this.assets]
+      .filter(([, entry]) => entry.state !== 'removed')
+      .map(([id, entry]): [number, string] => [id, entry.latest])
+      .sort((a, b) => a[0] - b[0]);
+  }
+
   active(): number[] {
     return [...this.assets]
       .filter(([, entry]) => entry.state === 'active')
