@@ -42,6 +42,8 @@ export interface ConfigWatcher {
  *   loaded last.
  * - Half-written bytes are reloaded like any others: the reload refuses them
  *   and keeps the configuration in use, and the completed file differs again.
+ * - A poll that finds the path as it was logs so at debug level: the log shows
+ *   the path is still read, and when, though nothing changes.
  */
 export async function watchConfigFile(
   path: string,
@@ -84,7 +86,11 @@ export async function watchConfigFile(
 
   const poll = async (): Promise<void> => {
     const { state: current, problem } = await observe();
-    if (current === last || closed) return;
+    if (closed) return;
+    if (current === last) {
+      logger.debug({ path }, 'configuration file unchanged');
+      return;
+    }
     last = current;
     if (problem !== undefined) {
       logger.warn(

@@ -1,4 +1,5 @@
 import { beforeEach, expect, it } from 'vitest';
+import { eventually } from '../helpers/receiver.js';
 import { bodyEvents, openWebhook, payloads, registerWebhooks, resetData, runCoalesce } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
@@ -57,7 +58,17 @@ it('raises, for a plain webhook too, the time of a change that commits after a l
   try {
     await held.query('begin');
     await held.query("insert into asset_keywords values (2, 'held')");
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // The new version is made once the database's clock has left the edit's millisecond.
+    const {
+      rows: [edit],
+    } = await held.query<{ at: string }>('select max(occurred_at)::text as at from asset_webhooks.outbox');
+    await eventually(async () => {
+      const { rows } = await db.pool.query<{ past: boolean }>(
+        "select clock_timestamp() >= date_trunc('milliseconds', $1::timestamptz) + interval '1 ms' as past",
+        [edit!.at],
+      );
+      return rows[0]!.past ? true : undefined;
+    });
     await db.pool.query('update assets set latest_atom_id = 3 where asset_id = 2');
     await runCoalesce(db.pool, [plain, copy]);
     await held.query('commit');
@@ -68,7 +79,7 @@ it('raises, for a plain webhook too, the time of a change that commits after a l
   const events = await sent(2);
   expect(events.plain!.map(([type]) => type)).toEqual(['CREATED', 'REVERSION', 'EDITED']);
   const [, reversion, edited] = events.plain!;
-  // The edit was made 20 ms before the new version; it goes out a millisecond after it.
+  // The edit was made in a millisecond before the new version's; it goes out a millisecond after it.
   expect(Date.parse(edited![1]) - Date.parse(reversion![1])).toBe(1);
   expect(events.copy).toEqual(events.plain);
   // The ledger (event_outcomes.occurred_at, trace) shows the time it was sent with.

@@ -7,9 +7,18 @@ import { eventually } from '../helpers/receiver.js';
 import { useTempDirectories } from '../helpers/temp-directories.js';
 
 const tempDirectory = useTempDirectories();
-const logger = pino({ level: 'silent' });
 const INTERVAL_MS = 20;
 let watcher: ConfigWatcher | undefined;
+/** Polls ended since the start of the file: each logs one line, unchanged (debug), changed or unusable. */
+let pollsEnded = 0;
+const logger = pino(
+  { level: 'debug' },
+  {
+    write: (line: string) => {
+      if (/"msg":"configuration file (unchanged|changed: reloading|unusable: reloading)/.test(line)) pollsEnded += 1;
+    },
+  },
+);
 
 afterEach(() => watcher?.close());
 
@@ -28,8 +37,17 @@ async function watch(
     logger,
     INTERVAL_MS,
   );
-  /** Time for a few polls, to show that nothing happens. */
-  const polls = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, INTERVAL_MS * 5));
+  /**
+   * Two more polls: the second began after the call, so it read the path as
+   * the test left it, and a change would have been seen by then.
+   */
+  const polls = async (): Promise<void> => {
+    const from = pollsEnded;
+    await eventually(async () => (pollsEnded >= from + 2 ? true : undefined), {
+      timeoutMs: 10_000,
+      what: 'two polls of the watcher',
+    });
+  };
   return { changes: () => changes, polls };
 }
 
@@ -107,6 +125,7 @@ describe('watchConfigFile', () => {
     await changesReach(changes, 1);
     // Changed while the first reload still runs: seen once that one returns.
     writeFileSync(file, 'a: 3\n');
+    // A fixed wait: the watcher by design does nothing while a reload runs, so no event can show it started no second one.
     await new Promise((resolve) => setTimeout(resolve, INTERVAL_MS * 5));
     expect(changes()).toBe(1);
     release!();

@@ -99,9 +99,15 @@ describe('a receiver that never answers', () => {
 
       const committed = new Map<number, number>();
       const firstCommit = Date.now();
+      // One change at a time, the next once this one has reached every healthy receiver: the changes
+      // spread over as many coalescing intervals while the stuck receiver holds its requests.
       for (let assetId = 1; assetId <= 10; assetId += 1) {
         committed.set(assetId, await commitAsset(assetId));
-        await new Promise((resolve) => setTimeout(resolve, 700));
+        for (const target of healthy)
+          await eventually(async () => (receipts(target).has(assetId) ? true : undefined), {
+            timeoutMs: 20_000,
+            what: `asset ${assetId} at each healthy receiver`,
+          });
       }
       const lastCommit = Date.now();
       for (const target of healthy) {

@@ -36,6 +36,13 @@ async function backends(name: string): Promise<number[]> {
   return rows.map((row) => row.pid);
 }
 
+/** Ends the backend of the listener named `name`. */
+async function terminate(name: string): Promise<void> {
+  const pids = await backends(name);
+  expect(pids).toHaveLength(1);
+  await db.pool.query('select pg_terminate_backend($1)', [pids[0]]);
+}
+
 /** Waits until `calls` has passed `count`. */
 async function calledPast(calls: () => number, count: number, what: string): Promise<number> {
   return eventually(async () => (calls() > count ? calls() : undefined), { timeoutMs: 10_000, what });
@@ -107,9 +114,17 @@ describe('payloads-ready listener', () => {
       what: 'no backend',
     });
     const before = listener.calls();
+    // A listener like it, its connection ended after this one's close: once it
+    // has listened again and heard the next notification, this one, had it
+    // reconnected, would have been called.
+    const control = start(`${name}-control`);
+    await calledPast(control.calls, 0, "the control's call that follows LISTEN");
+    await terminate(`${name}-control`);
+    await calledPast(control.calls, 1, 'the control listening again');
     await announcePayloadsReady(db.pool);
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await calledPast(control.calls, 2, "the control's notification");
     expect(listener.calls()).toBe(before);
+    expect(await backends(name)).toEqual([]);
   });
 
   it('closes when the server no longer answers: the socket is dropped once the goodbye goes unanswered', async () => {
@@ -120,12 +135,24 @@ describe('payloads-ready listener', () => {
         { databaseUrl: proxy.url, logger: silentLogger, applicationName: 'listener-silenced', closeWaitMs: 200 },
         () => (calls += 1),
       );
+      // A listener with the same pause before reconnecting, straight to the server.
+      let controlCalls = 0;
+      listeners.push(
+        listenForPayloads(
+          { databaseUrl: db.url, logger: silentLogger, applicationName: 'listener-silenced-control' },
+          () => (controlCalls += 1),
+        ),
+      );
       await calledPast(() => calls, 0, 'the call that follows LISTEN');
+      await calledPast(() => controlCalls, 0, "the control's call that follows LISTEN");
       // The connection's server side is gone and its client side hears nothing: pg's own end() would wait forever.
       proxy.silence();
       await listener.close();
-      // Closed means closed: no reconnection follows.
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Closed means closed: no reconnection follows. The control's connection
+      // ends after this close; once it listens again, this one would have too.
+      await terminate('listener-silenced-control');
+      await calledPast(() => controlCalls, 1, 'the control listening again');
+      expect(calls).toBe(1);
       expect(await backends('listener-silenced')).toEqual([]);
       expect(proxy.accepted).toBe(1);
     } finally {

@@ -16,6 +16,23 @@ beforeEach(async () => {
   await resetData(db.pool);
 });
 
+async function attemptCounts(): Promise<{ attempts: number; open: number }> {
+  const { rows } = await db.pool.query<{ attempts: number; open: number }>(
+    `select count(*)::int as attempts, count(*) filter (where outcome is null)::int as open
+     from asset_webhooks.attempts`,
+  );
+  return rows[0]!;
+}
+
+/** Backends of the test's database, other than this query's, matching `where`. */
+async function backends(where: string): Promise<number> {
+  const { rows } = await db.pool.query<{ n: number }>(
+    `select count(*)::int as n from pg_stat_activity
+     where datname = current_database() and pid <> pg_backend_pid() and ${where}`,
+  );
+  return rows[0]!.n;
+}
+
 it('stop waits for a claim under way: the attempts it starts are made and written before stop returns', async () => {
   const receiver = await startTestReceiver();
   const shop = await testDelivery(db.pool, receiverConfig([{ id: 'shop', url: receiver.url, concurrency: 8 }]));
@@ -39,26 +56,38 @@ it('stop waits for a claim under way: the attempts it starts are made and writte
       },
       { timeoutMs: 10_000, what: 'the claim waiting on the lock' },
     );
-    const released = new Promise<void>((resolve) =>
-      setTimeout(() => void blocker.query('commit').then(() => resolve()), 500),
+    const listener = "application_name = 'asset-webhooks delivery listener'";
+    await eventually(async () => ((await backends(listener)) === 1 ? true : undefined), {
+      timeoutMs: 10_000,
+      what: "the pump's listener",
+    });
+    // What the receiver and the database hold the moment stop returns.
+    const stopped = pump.stop().then(async () => ({
+      requests: receiver.requests.length,
+      attempts: await attemptCounts(),
+    }));
+    // Stop has closed the pump's listener, its last step before waiting for
+    // the claim: only now does the claim get the lock, so a stop that does
+    // not wait for it returns before any attempt.
+    await eventually(async () => ((await backends(listener)) === 0 ? true : undefined), {
+      timeoutMs: 10_000,
+      what: "the pump's listener closed by stop",
+    });
+    await blocker.query('commit');
+    const atStop = await stopped;
+    // A claim that stop did not wait for would be running now, or have ended with attempts written.
+    await eventually(
+      async () => ((await backends("state <> 'idle' and query like '%claim_payloads%'")) === 0 ? true : undefined),
+      {
+        timeoutMs: 10_000,
+        what: 'no claim statement running',
+      },
     );
-    await pump.stop();
-    const requestsAtStop = receiver.requests.length;
-    const { rows: atStop } = await db.pool.query<{ attempts: number; open: number }>(
-      `select count(*)::int as attempts, count(*) filter (where outcome is null)::int as open
-       from asset_webhooks.attempts`,
-    );
-    await released;
-    // Time for a claim that stop did not wait for to end, and for what it would send.
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
-    const { rows: later } = await db.pool.query<{ attempts: number; open: number }>(
-      `select count(*)::int as attempts, count(*) filter (where outcome is null)::int as open
-       from asset_webhooks.attempts`,
-    );
-    expect(requestsAtStop).toBe(8);
-    expect(atStop[0]).toEqual({ attempts: 8, open: 0 });
-    expect(later[0]).toEqual(atStop[0]);
-    expect(receiver.requests.length).toBe(requestsAtStop);
+    const later = await attemptCounts();
+    expect(atStop.requests).toBe(8);
+    expect(atStop.attempts).toEqual({ attempts: 8, open: 0 });
+    expect(later).toEqual(atStop.attempts);
+    expect(receiver.requests.length).toBe(atStop.requests);
   } finally {
     blocker.release();
     await pump.stop();

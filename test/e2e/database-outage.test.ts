@@ -50,6 +50,30 @@ async function start(): Promise<{
   return { proxy, service, receiver, configFile };
 }
 
+/**
+ * Waits until each of the process's periodic uses of the database has failed
+ * and said so: the pump's claim (every second), its recovery and expiry sweep
+ * (every 5 s) and the ticker of coalescing runs. Each failure is one a crash
+ * would follow; the process must still be up after all of them.
+ */
+async function untilFailedAndUp(proc: CliProcess): Promise<void> {
+  for (const failure of [
+    'could not claim payloads for delivery; trying again',
+    'delivery recovery and expiry sweep failed; trying again',
+    'could not schedule a coalescing run; trying again',
+  ])
+    await eventually(
+      async () => {
+        if (proc.child.exitCode !== null || proc.child.signalCode !== null)
+          throw new Error(`the process ended while the database was away: ${proc.output.stderr.slice(-3000)}`);
+        return proc.output.stderr.includes(failure) ? true : undefined;
+      },
+      { timeoutMs: 20_000, what: failure },
+    );
+  expect(proc.child.exitCode).toBeNull();
+  expect(proc.child.signalCode).toBeNull();
+}
+
 async function statuses(): Promise<string[]> {
   const { rows } = await db.pool.query<{ status: string }>(
     'select status from asset_webhooks.payloads order by payload_id',
@@ -70,8 +94,7 @@ it(
       async () => (service.output.stderr.includes('could not record a delivery attempt') ? true : undefined),
       { timeoutMs: 15_000, what: 'the failed write to be logged' },
     );
-    await new Promise((resolve) => setTimeout(resolve, 3000));
-    expect(service.child.exitCode).toBeNull();
+    await untilFailedAndUp(service);
 
     // A reload while the database is away applies, and is recorded when it returns.
     writeFileSync(
@@ -149,6 +172,7 @@ it(
       { timeoutMs: 10_000, what: 'the stop to begin' },
     );
     // The stop waits on its connections: still running three seconds later.
+    // A fixed wait: those connections never answer, so no event marks the stop held rather than just begun.
     await new Promise((resolve) => setTimeout(resolve, 3000));
     expect(service.child.exitCode).toBeNull();
     service.child.kill('SIGTERM');

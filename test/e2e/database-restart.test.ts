@@ -40,6 +40,30 @@ afterEach(async () => {
   receiver = undefined;
 });
 
+/**
+ * Waits until each of the process's periodic uses of the database has failed
+ * and said so: the pump's claim (every second), its recovery and expiry sweep
+ * (every 5 s) and the ticker of coalescing runs. Each failure is one a crash
+ * would follow; the process must still be up after all of them.
+ */
+async function untilFailedAndUp(proc: CliProcess): Promise<void> {
+  for (const failure of [
+    'could not claim payloads for delivery; trying again',
+    'delivery recovery and expiry sweep failed; trying again',
+    'could not schedule a coalescing run; trying again',
+  ])
+    await eventually(
+      async () => {
+        if (proc.child.exitCode !== null || proc.child.signalCode !== null)
+          throw new Error(`the process ended while the database was away: ${proc.output.stderr.slice(-3000)}`);
+        return proc.output.stderr.includes(failure) ? true : undefined;
+      },
+      { timeoutMs: 20_000, what: failure },
+    );
+  expect(proc.child.exitCode).toBeNull();
+  expect(proc.child.signalCode).toBeNull();
+}
+
 async function statuses(): Promise<string[]> {
   const { rows } = await pool.query<{ status: string }>(
     'select status from asset_webhooks.payloads order by payload_id',
@@ -75,8 +99,7 @@ describe.each([
         async () => (running.output.stderr.includes('could not record a delivery attempt') ? true : undefined),
         { timeoutMs: 15_000, what: 'the failed write to be logged' },
       );
-      await new Promise((resolve) => setTimeout(resolve, 2000));
-      expect(running.child.exitCode).toBeNull();
+      await untilFailedAndUp(running);
       await server.start();
 
       await eventually(async () => ((await statuses().catch(() => [])).join() === 'delivered' ? true : undefined), {

@@ -73,7 +73,16 @@ function arrivals(requests: readonly ReceivedRequest[], from: number, ms: number
   return requests.filter((request) => request.at >= from && request.at < from + ms).length;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * Waits until `target` has a request that arrived at or after `at`: requests
+ * are recorded in the order they arrive, so every one before `at` is in.
+ */
+async function arrivalsUntil(target: TestReceiver, at: number): Promise<void> {
+  await eventually(async () => ((target.requests.at(-1)?.at ?? 0) >= at ? true : undefined), {
+    timeoutMs: Math.max(0, at - Date.now()) + 20_000,
+    what: `a request arriving after ${new Date(at).toISOString()}`,
+  });
+}
 
 it(
   'three run processes hold a perSecond: 20 webhook within 10% over 30 s, while an unlimited webhook beside it drains its backlog',
@@ -92,7 +101,7 @@ it(
     await limited.waitFor(15, 30_000);
     const windowMs = 30_000;
     const from = limited.requests[14]!.at;
-    await sleep(windowMs + 500 - (Date.now() - from));
+    await arrivalsUntil(limited, from + windowMs);
     const sent = arrivals(limited.requests, from, windowMs);
     expect(sent).toBeGreaterThanOrEqual(540);
     expect(sent).toBeLessThanOrEqual(660);
@@ -153,7 +162,7 @@ it(
     await limited.waitFor(1, 30_000);
     const from = limited.requests[0]!.at + 5000;
     const windowMs = 10_000;
-    await sleep(from + windowMs + 500 - Date.now());
+    await arrivalsUntil(limited, from + windowMs);
     const sent = arrivals(limited.requests, from, windowMs);
     const ok = accepted.filter((at) => at >= from && at < from + windowMs).length;
     // Halving and regaining step by step, the rate in force runs a sawtooth

@@ -35,6 +35,16 @@ function serviceConfig(url: string): string {
   });
 }
 
+/** Backends of the test's database running (or last having run) a tick, matching `where`. */
+async function ticking(where: string): Promise<number> {
+  const { rows } = await db.pool.query<{ n: number }>(
+    `select count(*)::int as n from pg_stat_activity
+     where datname = current_database() and pid <> pg_backend_pid()
+       and query like '%insert into asset_webhooks.ticks%' and ${where}`,
+  );
+  return rows[0]!.n;
+}
+
 function run(configFile: string, extraArgs: string[] = [], databaseUrl = db.url): CliProcess {
   const started = startCli(['run', '--database-url', databaseUrl, '--config', configFile, ...extraArgs], {
     env: {
@@ -143,6 +153,7 @@ describe('the service as operators run it', () => {
     // after the entry point started buffering and before `run` has handlers.
     const directory = tempDirectory('aw-early-');
     const release = path.join(directory, 'release');
+    const signalled = path.join(directory, 'signalled');
     const hooks = path.join(directory, 'hooks.mjs');
     writeFileSync(
       hooks,
@@ -150,7 +161,14 @@ describe('the service as operators run it', () => {
 export async function load(url, context, nextLoad) {
   if (url.endsWith('/dist/cli/main.js')) {
     writeSync(2, 'loading held\\n');
-    while (!existsSync(${JSON.stringify(release)})) await new Promise((resolve) => setTimeout(resolve, 20));
+    let told = false;
+    while (!existsSync(${JSON.stringify(release)})) {
+      if (!told && existsSync(${JSON.stringify(signalled)})) {
+        told = true;
+        writeSync(2, 'saw the file written after the signal\\n');
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
   }
   return nextLoad(url, context);
 }
@@ -173,9 +191,20 @@ export async function load(url, context, nextLoad) {
       what: 'the loading of main.js to be held',
     });
     held.child.kill('SIGHUP');
-    // A fixed wait: the signal arrives while main.js is still loading, before anything could say it
-    // was taken; this gives Node's default (ending the process) the time to act if it were in place.
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The signal arrives while main.js is still loading, before anything could say it was taken.
+    // Linux ends a process for a fatal signal before kill() returns to the sender: a process that
+    // reads a file written after it, and says so, outlived the signal; Node's default would not have.
+    writeFileSync(signalled, '');
+    await eventually(
+      async () => {
+        if (held.child.exitCode !== null || held.child.signalCode !== null)
+          throw new Error(
+            `ended by the signal (${held.child.signalCode ?? held.child.exitCode}): ${held.output.stderr}`,
+          );
+        return held.output.stderr.includes('saw the file written after the signal') ? true : undefined;
+      },
+      { timeoutMs: 20_000, what: 'the held loader to see a file written after the signal' },
+    );
     expect(held.child.exitCode, held.output.stderr).toBeNull();
     expect(held.child.signalCode).toBeNull();
     writeFileSync(release, '');
@@ -335,8 +364,31 @@ export async function load(url, context, nextLoad) {
       what: 'the service to start',
     });
     await db.pool.query('insert into assets (asset_id) values (1)');
-    // Started mid-hour, the service waits for the next whole hour: no run yet.
-    await new Promise((resolve) => setTimeout(resolve, 3000));
+    // Started mid-hour, the service waits for the next whole hour: no run yet. A tick of its ticker
+    // (every second) is held on a lock of asset_webhooks.ticks, then let go: once it has run, it has
+    // decided, after the insert, that no interval is due.
+    const blocker = await db.pool.connect();
+    try {
+      await blocker.query('begin');
+      await blocker.query('lock table asset_webhooks.ticks in share mode');
+      await eventually(async () => ((await ticking("wait_event_type = 'Lock'")) > 0 ? true : undefined), {
+        timeoutMs: 10_000,
+        what: 'a tick waiting on the lock',
+      });
+      await blocker.query('commit');
+    } finally {
+      blocker.release();
+    }
+    await eventually(async () => ((await ticking("state <> 'idle'")) === 0 ? true : undefined), {
+      timeoutMs: 10_000,
+      what: 'the tick to end',
+    });
+    // Ticks of this service are stamped by its clock, from half past on; earlier tests' by the wall clock.
+    const { rows: ticks } = await db.pool.query<{ n: number }>(
+      'select count(*)::int as n from asset_webhooks.ticks where created_at >= to_timestamp($1::float8 / 1000)',
+      [halfPast],
+    );
+    expect(ticks).toEqual([{ n: 0 }]);
     const { rows } = await db.pool.query<{ n: number }>('select count(*)::int as n from asset_webhooks.coalesce_runs');
     expect(rows).toEqual([{ n: 0 }]);
     expect(receiver.requests).toHaveLength(0);

@@ -24,10 +24,10 @@ async function receiver(): Promise<TestReceiver> {
   return started;
 }
 
-function run(configFile: string, extraArgs: string[] = ['--watch-config']): CliProcess {
+function run(configFile: string, extraArgs: string[] = ['--watch-config'], logLevel = 'info'): CliProcess {
   const started = startCli(['run', '--database-url', db.url, '--config', configFile, ...extraArgs], {
     env: {
-      LOG_LEVEL: 'info',
+      LOG_LEVEL: logLevel,
     },
   });
   cleanup.process(started);
@@ -42,6 +42,14 @@ function assetIds(target: TestReceiver): number[] {
 
 function count(text: string, what: string): number {
   return text.split(what).length - 1;
+}
+
+/** Polls of --watch-config ended so far: each logs one line (unchanged at debug level, changed, or unusable). */
+function watchPolls(proc: CliProcess): number {
+  return (
+    proc.output.stderr.match(/"msg":"configuration file (unchanged|changed: reloading|unusable: reloading)/g)?.length ??
+    0
+  );
 }
 
 /** Waits for the `n`th occurrence of a log message of the process. */
@@ -197,7 +205,7 @@ describe('run --watch-config when the path holds something other than a configur
       const volume = new ConfigMapVolume(tempDirectory('aw-configmap-'));
       volume.update(receiverConfig([{ id: 'crm', url: before.url }]));
       const port = await freePort();
-      const proc = run(volume.path, ['--watch-config', '--http-port', String(port)]);
+      const proc = run(volume.path, ['--watch-config', '--http-port', String(port)], 'debug');
       await db.pool.query('insert into assets (asset_id) values (1)');
       await before.waitFor(1);
       await metricBecomes(port, 'asset_webhooks_config_file_unusable', 0);
@@ -219,8 +227,13 @@ describe('run --watch-config when the path holds something other than a configur
         timeoutMs: 20_000,
         what: 'asset 2 at the first receiver',
       });
-      // Unchanged, the file is not reloaded again (nor read: a FIFO or a device would hang or never end).
-      await new Promise((resolve) => setTimeout(resolve, 2500));
+      // Unchanged, the file is not reloaded again (nor read: a FIFO or a device would hang or never end):
+      // two more polls of the watcher end, the second begun after this point.
+      const polled = watchPolls(proc);
+      await eventually(async () => (watchPolls(proc) >= polled + 2 ? true : undefined), {
+        timeoutMs: 20_000,
+        what: 'two more polls of the watcher',
+      });
       expect(count(proc.output.stderr, '"msg":"invalid configuration: keeping the one in use"')).toBe(6);
 
       // A valid document afterwards is loaded; its receiver is reached by host name, so DNS lookups still get a thread.
