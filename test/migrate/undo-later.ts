@@ -20,6 +20,25 @@ const UNDO: ReadonlyArray<readonly [number, string]> = [
      alter table asset_webhooks.redeliveries drop column replay_id;
      alter type asset_webhooks.payload_transition drop attribute replay_id;`,
   ],
+  [
+    9,
+    `drop view asset_webhooks.attempts;
+     alter table asset_webhooks.attempt_log rename to attempts;
+     alter index asset_webhooks.attempt_log_pkey rename to attempts_pkey;
+     alter table asset_webhooks.attempts add column sent boolean not null default true,
+       add constraint attempts_payload_id_fkey foreign key (payload_id)
+         references asset_webhooks.payloads (payload_id) on delete cascade;
+     drop table asset_webhooks.in_flight;
+     drop index asset_webhooks.payloads_queue;
+     drop index asset_webhooks.payloads_expiry;
+     alter table asset_webhooks.payloads add column dispatched boolean not null default false,
+       add column next_attempt_at timestamptz;
+     create index payloads_in_flight on asset_webhooks.payloads (webhook_id) where status = 'pending' and dispatched;
+     create index payloads_queue on asset_webhooks.payloads (webhook_id, (payload_id + 0))
+       where status = 'pending' and not dispatched;
+     create index payloads_expiry on asset_webhooks.payloads (series_started_at)
+       where status = 'pending' and not dispatched;`,
+  ],
 ];
 
 /** Undoes every migration after `id`, newest first, and forgets that they were applied. */

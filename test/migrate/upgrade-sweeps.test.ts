@@ -30,6 +30,7 @@ it('0003 keeps the backfills of a live installation adding up: exclusions counte
     '0006_traceparent',
     '0007_rate_limit',
     '0008_replay',
+    '0009_in_flight',
   ]);
   const { rows } = await db.pool.query<{ status: string; excluded_by: Record<string, number> }>(
     'select status, excluded_by from asset_webhooks.backfills order by backfill_id',

@@ -46,6 +46,7 @@ it('0002 upgrades a live installation: what was captured and coalesced before it
     '0006_traceparent',
     '0007_rate_limit',
     '0008_replay',
+    '0009_in_flight',
   ]);
   const { rows: waiting } = await db.pool.query<{ in_trash: boolean | null }>(
     'select in_trash from asset_webhooks.outbox order by seq',
