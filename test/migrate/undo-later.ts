@@ -39,6 +39,8 @@ const UNDO: ReadonlyArray<readonly [number, string]> = [
      create index payloads_expiry on asset_webhooks.payloads (series_started_at)
        where status = 'pending' and not dispatched;`,
   ],
+  // Data only: the running replays' keys, which a test of an older migration does not hold.
+  [10, 'select 1;'],
 ];
 
 /** Undoes every migration after `id`, newest first, and forgets that they were applied. */

@@ -21,7 +21,14 @@ it('0005 upgrades a live installation: a webhook paused before it stays paused b
            ('crm', 'http://crm.example/', true, null)`);
 
   const result = await migrate(db.pool);
-  expect(result.applied).toEqual(['0005_gone', '0006_traceparent', '0007_rate_limit', '0008_replay', '0009_in_flight']);
+  expect(result.applied).toEqual([
+    '0005_gone',
+    '0006_traceparent',
+    '0007_rate_limit',
+    '0008_replay',
+    '0009_in_flight',
+    '0010_replay_key',
+  ]);
   const { rows } = await db.pool.query<{ webhook_id: string; config_paused: boolean; gone_since: Date | null }>(
     'select webhook_id, config_paused, gone_since from asset_webhooks.webhooks order by webhook_id',
   );

@@ -47,7 +47,7 @@ it('0009 upgrades a live installation: each payload keeps its state, its attempt
   );
 
   const result = await migrate(db.pool);
-  expect(result.applied).toEqual(['0009_in_flight']);
+  expect(result.applied).toEqual(['0009_in_flight', '0010_replay_key']);
 
   // Each payload's slot, from its open attempt or its retry time.
   const { rows: slots } = await db.pool.query(

@@ -30,6 +30,7 @@ it('0004 gives every member webhook of a live installation its time, the last on
     '0007_rate_limit',
     '0008_replay',
     '0009_in_flight',
+    '0010_replay_key',
   ]);
   const { rows } = await db.pool.query<{ asset_id: string; sent_at: Record<string, string> }>(
     'select asset_id::text, sent_at from asset_webhooks.mirror_members order by asset_id',

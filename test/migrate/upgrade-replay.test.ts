@@ -31,7 +31,7 @@ it('0008 upgrades a live installation: its redeliveries stay redeliveries of dea
   );
 
   const result = await migrate(db.pool);
-  expect(result.applied).toEqual(['0008_replay', '0009_in_flight']);
+  expect(result.applied).toEqual(['0008_replay', '0009_in_flight', '0010_replay_key']);
   const { rows: before } = await db.pool.query(
     'select payload_id, series, previous_reason, replay_id from asset_webhooks.redeliveries',
   );

@@ -31,6 +31,7 @@ it('0003 keeps the backfills of a live installation adding up: exclusions counte
     '0007_rate_limit',
     '0008_replay',
     '0009_in_flight',
+    '0010_replay_key',
   ]);
   const { rows } = await db.pool.query<{ status: string; excluded_by: Record<string, number> }>(
     'select status, excluded_by from asset_webhooks.backfills order by backfill_id',

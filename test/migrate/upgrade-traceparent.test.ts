@@ -22,7 +22,13 @@ it('0006 upgrades a live installation: rows captured before it keep no context, 
     values ('01900000-0000-7000-8000-000000000001', 1, now(), 'CREATED', 1, now())`);
 
   const result = await migrate(db.pool, { binding: 'reference' });
-  expect(result.applied).toEqual(['0006_traceparent', '0007_rate_limit', '0008_replay', '0009_in_flight']);
+  expect(result.applied).toEqual([
+    '0006_traceparent',
+    '0007_rate_limit',
+    '0008_replay',
+    '0009_in_flight',
+    '0010_replay_key',
+  ]);
   const { rows: before } = await db.pool.query<{ traceparent: string | null }>(
     'select traceparent from asset_webhooks.outbox union all select traceparent from asset_webhooks.events',
   );

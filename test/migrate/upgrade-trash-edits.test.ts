@@ -47,6 +47,7 @@ it('0002 upgrades a live installation: what was captured and coalesced before it
     '0007_rate_limit',
     '0008_replay',
     '0009_in_flight',
+    '0010_replay_key',
   ]);
   const { rows: waiting } = await db.pool.query<{ in_trash: boolean | null }>(
     'select in_trash from asset_webhooks.outbox order by seq',
