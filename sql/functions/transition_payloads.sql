@@ -111,33 +111,28 @@ begin
   left join asset_webhooks.in_flight f on f.payload_id = p.payload_id and f.payload_id = any(v_ids);
 
   -- Attempt results: recorded applied or not, one row of the log per
-  -- attempt, from its first entry, when its payload still holds it in flight
-  -- (its in_flight row gives its start and process); the first result of an
-  -- attempt left open in the log (its payload lost its slot first) closes it.
+  -- attempt, from its first entry, its start and process from its slot while
+  -- its payload still holds it in flight. The first result of an attempt left
+  -- open in the log (its payload lost its slot first) closes it; one the log
+  -- holds closed already (crash recovery's) stays as it is.
   if v_kinds && array['attempt_result', 'interrupted'] then
-    insert into asset_webhooks.attempt_log (payload_id, series, attempt_no, started_at, duration_ms, status_code,
-                                            error_class, error_message, response_excerpt, outcome, process_id)
-    select r.payload_id, r.series, r.attempt, coalesce(r.started_at, f.started_at), r.duration_ms, r.status_code,
+    insert into asset_webhooks.attempt_log as a (payload_id, series, attempt_no, started_at, duration_ms, status_code,
+                                                 error_class, error_message, response_excerpt, outcome, process_id)
+    select r.payload_id, r.series, r.attempt, coalesce(r.started_at, f.started_at, v_now), r.duration_ms, r.status_code,
            r.error_class, r.error_message, r.response_excerpt,
            case when v_refused[r.i] is null then v_outcome[r.i] else 'retry' end, f.process_id
     from (select distinct on (t.payload_id, t.series, t.attempt) t.*, t.ordinality as i
           from unnest(p_transitions) with ordinality t
           where t.kind in ('attempt_result', 'interrupted')
           order by t.payload_id, t.series, t.attempt, t.ordinality) r
-    join asset_webhooks.in_flight f
+    left join asset_webhooks.in_flight f
       on f.payload_id = any(v_ids) and f.payload_id = r.payload_id and f.series = r.series and f.attempt_no = r.attempt
          and f.next_attempt_at is null
-    on conflict (payload_id, series, attempt_no) do nothing;
-    update asset_webhooks.attempt_log a
-    set duration_ms = r.duration_ms, status_code = r.status_code, error_class = r.error_class,
-        error_message = r.error_message, response_excerpt = r.response_excerpt, outcome = 'retry',
-        started_at = coalesce(r.started_at, a.started_at)
-    from (select distinct on (t.payload_id, t.series, t.attempt) t.*
-          from unnest(p_transitions) t
-          where t.kind in ('attempt_result', 'interrupted')
-          order by t.payload_id, t.series, t.attempt) r
-    where a.payload_id = any(v_ids) and a.payload_id = r.payload_id and a.series = r.series and a.attempt_no = r.attempt
-      and a.outcome is null;
+    on conflict (payload_id, series, attempt_no) do update
+    set duration_ms = excluded.duration_ms, status_code = excluded.status_code, error_class = excluded.error_class,
+        error_message = excluded.error_message, response_excerpt = excluded.response_excerpt,
+        outcome = excluded.outcome
+    where a.outcome is null;
   end if;
 
   -- Attempt results and expiries that apply: the payload's next state.
@@ -164,13 +159,15 @@ begin
           where t.kind in ('attempt_result', 'interrupted', 'expiry')) r
     where v_refused[r.i] is null and p.payload_id = any(v_ids) and p.payload_id = r.payload_id;
     -- The slot: a retry holds it until its time (a HOT update), a final outcome or a suspension frees it.
-    update asset_webhooks.in_flight f
-    set next_attempt_at = least(v_now + greatest(coalesce(t.retry_in, interval '0'), interval '0'),
-                                p.series_started_at + make_interval(secs => t.window_seconds))
-    from unnest(p_transitions) with ordinality t
-    join asset_webhooks.payloads p on p.payload_id = t.payload_id and p.payload_id = any(v_ids)
-    where v_refused[t.ordinality] is null and t.kind in ('attempt_result', 'interrupted')
-      and v_outcome[t.ordinality] = 'retry' and f.payload_id = any(v_ids) and f.payload_id = t.payload_id;
+    if 'retry' = any(v_outcome) then
+      update asset_webhooks.in_flight f
+      set next_attempt_at = least(v_now + greatest(coalesce(t.retry_in, interval '0'), interval '0'),
+                                  p.series_started_at + make_interval(secs => t.window_seconds))
+      from unnest(p_transitions) with ordinality t
+      join asset_webhooks.payloads p on p.payload_id = t.payload_id and p.payload_id = any(v_ids)
+      where v_refused[t.ordinality] is null and t.kind in ('attempt_result', 'interrupted')
+        and v_outcome[t.ordinality] = 'retry' and f.payload_id = any(v_ids) and f.payload_id = t.payload_id;
+    end if;
     delete from asset_webhooks.in_flight f
     using unnest(p_transitions) with ordinality t
     where v_refused[t.ordinality] is null and t.kind in ('attempt_result', 'interrupted', 'expiry')
