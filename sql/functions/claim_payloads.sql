@@ -75,6 +75,7 @@ declare
   v_take integer;
   v_room integer;
   v_ids bigint[];
+  v_slots bigint[];
   v_head bigint;
   v_all bigint[] := '{}';
   -- Per visited webhook that got payloads: how many may be sent at once now.
@@ -146,7 +147,9 @@ begin
     -- key's share lock) free; a webhook locked elsewhere is skipped.
     perform from asset_webhooks.webhooks k where k.webhook_id = w.webhook_id for no key update skip locked;
     continue when not found;
-    select count(*) filter (where f.next_attempt_at is null), count(*) into v_in_flight, v_held
+    -- Its slots, whose payloads the queue scans below pass over by this list.
+    select count(*) filter (where f.next_attempt_at is null), count(*), coalesce(array_agg(f.payload_id), '{}')
+    into v_in_flight, v_held, v_slots
     from asset_webhooks.in_flight f
     where f.webhook_id = w.webhook_id;
     v_take := least(w.slots - v_in_flight, p_share, p_max - v_claimed);
@@ -188,8 +191,7 @@ begin
     v_room := least(v_take - cardinality(v_ids), greatest(w.slots, w.concurrency) - v_held);
     if v_room > 0 and w.concurrency = 1 then
       select q.payload_id into v_head from asset_webhooks.payloads q
-      where q.webhook_id = w.webhook_id and q.status = 'pending'
-        and not exists (select 1 from asset_webhooks.in_flight f where f.payload_id = q.payload_id)
+      where q.webhook_id = w.webhook_id and q.status = 'pending' and q.payload_id <> all(v_slots)
       order by q.payload_id + 0 limit 1;
       v_ids := v_ids || array(select q.payload_id from asset_webhooks.payloads q
                               where q.payload_id = v_head and q.status = 'pending'
@@ -197,7 +199,7 @@ begin
     elsif v_room > 0 then
       v_ids := v_ids || array(select q.payload_id from asset_webhooks.payloads q
                               where q.webhook_id = w.webhook_id and q.status = 'pending'
-                                and not exists (select 1 from asset_webhooks.in_flight f where f.payload_id = q.payload_id)
+                                and q.payload_id <> all(v_slots)
                                 and v_now < q.series_started_at + v_window
                               order by q.payload_id + 0 limit v_room for update skip locked);
     end if;
