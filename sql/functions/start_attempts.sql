@@ -49,8 +49,10 @@ begin
       join unnest(p_webhooks, p_sendable) as s(webhook_id, sendable) on s.webhook_id = c.webhook_id
     ),
     started as (
-      insert into asset_webhooks.in_flight as f (payload_id, webhook_id, series, attempt_no, started_at, sent)
-      select r.payload_id, r.webhook_id, r.series, r.attempt, p_now, not r.standby from ranked r
+      -- The process named once for the statement, not by the column's default for each row.
+      insert into asset_webhooks.in_flight as f (payload_id, webhook_id, series, attempt_no, started_at, sent, process_id)
+      select r.payload_id, r.webhook_id, r.series, r.attempt, p_now, not r.standby, s.process_id
+      from ranked r cross join (select asset_webhooks.process_of_session() as process_id) s
       on conflict (payload_id) do update
       set series = excluded.series, attempt_no = excluded.attempt_no, started_at = excluded.started_at,
           sent = excluded.sent, process_id = excluded.process_id, next_attempt_at = null
