@@ -1,10 +1,12 @@
+import { readdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 
 /**
  * What each migration after 0005 adds, undone: the schema as the migration
  * before it left it. One place for each, so that an upgrade test of an older
  * migration undoes every later one the same way, and a new migration adds its
- * entry here (and its name to the older tests' expected lists).
+ * entry here.
  */
 const UNDO: ReadonlyArray<readonly [number, string]> = [
   [
@@ -47,4 +49,18 @@ const UNDO: ReadonlyArray<readonly [number, string]> = [
 export async function undoMigrationsAfter(pool: pg.Pool, id: number): Promise<void> {
   for (const [later, sql] of [...UNDO].reverse()) if (later > id) await pool.query(sql);
   await pool.query('delete from asset_webhooks.migrations where id > $1', [id]);
+}
+
+/**
+ * The migrations numbered `id` or later, as `migrate` applies them to a
+ * database that lacks them: the files of sql/migrations, in order, named
+ * without `.sql`. An upgrade test expects exactly these applied, so a new
+ * migration adds no name to the older tests.
+ */
+export function migrationsFrom(id: number): string[] {
+  const folder = fileURLToPath(new URL('../../sql/migrations/', import.meta.url));
+  return readdirSync(folder)
+    .filter((name) => /^\d{4}_[a-z0-9_]+\.sql$/.test(name) && Number(name.slice(0, 4)) >= id)
+    .sort()
+    .map((name) => name.slice(0, -'.sql'.length));
 }
