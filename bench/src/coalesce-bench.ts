@@ -107,7 +107,9 @@ export async function fillOutbox(pool: pg.Pool, events: number, assets: number):
 }
 
 export async function clearResults(pool: pg.Pool): Promise<void> {
-  await pool.query('truncate asset_webhooks.events, asset_webhooks.payloads cascade');
+  await pool.query(
+    'truncate asset_webhooks.events, asset_webhooks.payloads, asset_webhooks.in_flight, asset_webhooks.attempt_log cascade',
+  );
   await pool.query('delete from graphile_worker._private_jobs');
   await pool.query('vacuum analyze asset_webhooks.outbox, asset_webhooks.events, asset_webhooks.payloads');
 }

@@ -53,7 +53,7 @@ export interface AttemptRow {
   readonly excerpt: string;
 }
 
-/** The scratch table the baseline writes: the columns, key and checks of asset_webhooks.attempts, no foreign key. */
+/** The scratch table the baseline writes: the columns, key and checks of asset_webhooks.attempt_log (no foreign key). */
 export const SCRATCH_TABLE = 'aw_bench_scratch.attempts';
 
 export async function createScratchAttempts(pool: pg.Pool): Promise<void> {
@@ -61,7 +61,7 @@ export async function createScratchAttempts(pool: pg.Pool): Promise<void> {
   // LIKE copies the columns, defaults, checks and primary key, and never a foreign key.
   await pool.query(
     `create table if not exists ${SCRATCH_TABLE}
-       (like asset_webhooks.attempts including defaults including constraints including indexes)`,
+       (like asset_webhooks.attempt_log including defaults including constraints including indexes)`,
   );
 }
 

@@ -15,7 +15,7 @@ import { BatchWriter } from './durable-baseline.js';
  */
 
 export const FAIR_BODIES = 'aw_bench_scratch.fair_bodies';
-/** Shaped like asset_webhooks.attempts (columns, key and checks, no foreign key): a started attempt. */
+/** Shaped like asset_webhooks.attempt_log (columns, key and checks, no foreign key): a started attempt. */
 export const FAIR_STARTED = 'aw_bench_scratch.fair_started';
 export const FAIR_RESULTS = 'aw_bench_scratch.fair_results';
 
@@ -31,7 +31,7 @@ export async function createFairTables(pool: pg.Pool): Promise<void> {
   if (method) await pool.query(`alter table ${FAIR_BODIES} alter column body set compression ${method}`);
   await pool.query(
     `create table if not exists ${FAIR_STARTED}
-       (like asset_webhooks.attempts including defaults including constraints including indexes)`,
+       (like asset_webhooks.attempt_log including defaults including constraints including indexes)`,
   );
   await pool.query(
     `create table if not exists ${FAIR_RESULTS} (

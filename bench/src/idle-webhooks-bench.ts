@@ -64,6 +64,8 @@ export async function measureIdleWebhooks(
   const payloads = perWebhook * options.busy;
   const setUp = async (): Promise<void> => {
     await pool.query('delete from asset_webhooks.payloads where webhook_id = any($1::text[])', [ids]);
+    // The attempt log has no foreign key: its rows of the payloads deleted go too, as retention deletes them.
+    await pool.query('truncate asset_webhooks.attempt_log, asset_webhooks.in_flight');
     await pool.query(
       `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
        select w.id, 'pending', $1, octet_length($1), 100, $3::uuid[]

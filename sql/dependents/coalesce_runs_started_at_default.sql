@@ -2,7 +2,7 @@
 -- (asset_webhooks.now()): the start of a coalescing run: readiness counts the
 -- time since the latest one, and a crashed run's seal reads the events
 -- coalesced after it, both by the one clock.
--- Set only when it is not set already, as attempts_process_id_default.sql explains.
+-- Set only when it is not set already, as in_flight_process_id_default.sql explains.
 do $dependents$
 begin
   if (select pg_get_expr(d.adbin, d.adrelid)

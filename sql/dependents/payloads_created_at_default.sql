@@ -2,7 +2,7 @@
 -- (asset_webhooks.now()), as series_started_at's, so that retention, which
 -- counts from it by the same clock, and a test that moves the clock agree
 -- with the window. Set only when it is not set already, as
--- attempts_process_id_default.sql explains.
+-- in_flight_process_id_default.sql explains.
 do $dependents$
 begin
   if (select pg_get_expr(d.adbin, d.adrelid)

@@ -1,7 +1,7 @@
 -- The default of payloads.series_started_at: the database's clock as every
 -- decision about the window reads it (asset_webhooks.now()), so a payload's
 -- series starts on the same clock that later expires it. Set only when it is
--- not set already, as attempts_process_id_default.sql explains.
+-- not set already, as in_flight_process_id_default.sql explains.
 do $dependents$
 begin
   if (select pg_get_expr(d.adbin, d.adrelid)

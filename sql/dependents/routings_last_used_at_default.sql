@@ -1,7 +1,7 @@
 -- The default of routings.last_used_at, the one clock (asset_webhooks.now()):
 -- a routing's last use: retention keeps a routing while events coalesced with
 -- it (coalesced_at, by the one clock) stay.
--- Set only when it is not set already, as attempts_process_id_default.sql explains.
+-- Set only when it is not set already, as in_flight_process_id_default.sql explains.
 do $dependents$
 begin
   if (select pg_get_expr(d.adbin, d.adrelid)

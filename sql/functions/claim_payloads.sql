@@ -9,13 +9,12 @@
 -- within its concurrency, or within one while failing_since is set; nothing
 -- is claimed while hold_until is ahead. Retries that are due go first (they
 -- hold their slots already), then the head of the queue while slots are free.
--- A queue payload whose retry time is ahead takes its slot and waits in it.
 -- Expired payloads are not claimed: the caller's expiry sweep settles them.
 --
 -- Standby: for the webhooks named in p_standby_for (those the caller has
 -- requests open to), up to p_standby payloads more than the concurrency are
 -- claimed and returned with standby = true: their attempts are started, not
--- yet sent (attempts.sent false), and the caller sends one only when one of
+-- yet sent (in_flight.sent false), and the caller sends one only when one of
 -- its own requests to that webhook has ended and that request's result is not
 -- yet written, and says so in its next complete_attempts (or undoes it with
 -- a given_back transition). Counting rows in flight this way never lets a receiver
@@ -76,6 +75,7 @@ declare
   v_take integer;
   v_room integer;
   v_ids bigint[];
+  v_slots bigint[];
   v_head bigint;
   v_all bigint[] := '{}';
   -- Per visited webhook that got payloads: how many may be sent at once now.
@@ -99,31 +99,21 @@ begin
   -- looks cheap whenever the statistics say many payloads wait, and reads
   -- every row stored before the webhook's first queued one.
   --
-  -- The webhooks looked at are those with a payload pending, found by a skip
-  -- scan of payloads_queue (waiting) and payloads_in_flight (in flight or
-  -- held for a retry): one probe per such webhook, so a claim costs what is
-  -- being sent, not what is configured (10,000 webhooks of which 10 send).
+  -- The webhooks looked at are those with a payload pending (waiting, in
+  -- flight or held for a retry), found by a skip scan of payloads_queue: one
+  -- probe per such webhook, so a claim costs what is being sent, not what is
+  -- configured (10,000 webhooks of which 10 send). A payload holds a slot
+  -- while it has an in_flight row; the queue's head is its first pending
+  -- payload without one (those passed over are at most the slots).
   for w in
-    with recursive queued(webhook_id) as (
+    with recursive pending(webhook_id) as (
       (select h.webhook_id from asset_webhooks.payloads h
-       where h.status = 'pending' and not h.dispatched order by h.webhook_id limit 1)
+       where h.status = 'pending' order by h.webhook_id limit 1)
       union all
       select (select h.webhook_id from asset_webhooks.payloads h
-              where h.status = 'pending' and not h.dispatched and h.webhook_id > q.webhook_id
+              where h.status = 'pending' and h.webhook_id > q.webhook_id
               order by h.webhook_id limit 1)
-      from queued q where q.webhook_id is not null
-    ), dispatched(webhook_id) as (
-      (select d.webhook_id from asset_webhooks.payloads d
-       where d.status = 'pending' and d.dispatched order by d.webhook_id limit 1)
-      union all
-      select (select d.webhook_id from asset_webhooks.payloads d
-              where d.status = 'pending' and d.dispatched and d.webhook_id > q.webhook_id
-              order by d.webhook_id limit 1)
-      from dispatched q where q.webhook_id is not null
-    ), pending(webhook_id) as (
-      select webhook_id from queued where webhook_id is not null
-      union
-      select webhook_id from dispatched where webhook_id is not null
+      from pending q where q.webhook_id is not null
     )
     -- sendable: requests that may be open at once; slots: attempts that may
     -- be started, standbys included.
@@ -131,23 +121,23 @@ begin
            (select r.rate_per_second is not null from asset_webhooks.webhook_queues r
             where r.webhook_id = k.webhook_id) as rate_limited
     from pending
-    join asset_webhooks.webhooks k on k.webhook_id = pending.webhook_id
+    join asset_webhooks.webhooks k on k.webhook_id = pending.webhook_id and pending.webhook_id is not null
     cross join lateral (select case when k.failing_since is not null then 1 else k.concurrency end as sendable) s
     cross join lateral (
       select s.sendable,
              s.sendable + case when k.failing_since is null and k.concurrency > 1 and k.webhook_id = any(p_standby_for)
                                then greatest(p_standby, 0) else 0 end as slots,
-             exists (select 1 from asset_webhooks.payloads r
-                     where r.webhook_id = k.webhook_id and r.status = 'pending' and r.dispatched
-                       and r.next_attempt_at <= v_now offset 0) as retry_due) l
+             exists (select 1 from asset_webhooks.in_flight r
+                     where r.webhook_id = k.webhook_id and r.next_attempt_at <= v_now offset 0) as retry_due) l
     -- A paused webhook's payloads, retries included, wait for its resume.
     where k.enabled and k.paused_since is null and (k.hold_until is null or k.hold_until <= v_now)
-      and (select count(*) from asset_webhooks.payloads f
-           where f.webhook_id = k.webhook_id and f.status = 'pending' and f.dispatched and f.next_attempt_at is null)
+      and (select count(*) from asset_webhooks.in_flight f
+           where f.webhook_id = k.webhook_id and f.next_attempt_at is null)
           < l.slots
       and (l.retry_due
            or (select h.payload_id from asset_webhooks.payloads h
-               where h.webhook_id = k.webhook_id and h.status = 'pending' and not h.dispatched
+               where h.webhook_id = k.webhook_id and h.status = 'pending'
+                 and not exists (select 1 from asset_webhooks.in_flight f where f.payload_id = h.payload_id)
                order by h.payload_id + 0 limit 1) is not null)
     order by k.webhook_id <= coalesce(p_after, ''), k.webhook_id
   loop
@@ -157,9 +147,11 @@ begin
     -- key's share lock) free; a webhook locked elsewhere is skipped.
     perform from asset_webhooks.webhooks k where k.webhook_id = w.webhook_id for no key update skip locked;
     continue when not found;
-    select count(*) filter (where p.next_attempt_at is null), count(*) into v_in_flight, v_held
-    from asset_webhooks.payloads p
-    where p.webhook_id = w.webhook_id and p.status = 'pending' and p.dispatched;
+    -- Its slots, whose payloads the queue scans below pass over by this list.
+    select count(*) filter (where f.next_attempt_at is null), count(*), coalesce(array_agg(f.payload_id), '{}')
+    into v_in_flight, v_held, v_slots
+    from asset_webhooks.in_flight f
+    where f.webhook_id = w.webhook_id;
     v_take := least(w.slots - v_in_flight, p_share, p_max - v_claimed);
     continue when v_take <= 0;
     v_limited := false;
@@ -189,23 +181,25 @@ begin
     -- Retries come due only with time: one that was not due when this
     -- statement began is left to the next claim, and its query is skipped.
     v_ids := case when w.retry_due then
-               array(select q.payload_id from asset_webhooks.payloads q
-                     where q.webhook_id = w.webhook_id and q.status = 'pending' and q.dispatched
-                       and q.next_attempt_at <= v_now and v_now < q.series_started_at + v_window
-                     order by q.payload_id limit v_take for update skip locked)
+               array(select q.payload_id from asset_webhooks.in_flight f
+                     join asset_webhooks.payloads q on q.payload_id = f.payload_id
+                     where f.webhook_id = w.webhook_id and f.next_attempt_at <= v_now
+                       and q.status = 'pending' and v_now < q.series_started_at + v_window
+                     order by q.payload_id limit v_take for update of q skip locked)
              else '{}' end;
     -- Waiting retries hold slots of the concurrency, not of the failing limit.
     v_room := least(v_take - cardinality(v_ids), greatest(w.slots, w.concurrency) - v_held);
     if v_room > 0 and w.concurrency = 1 then
       select q.payload_id into v_head from asset_webhooks.payloads q
-      where q.webhook_id = w.webhook_id and q.status = 'pending' and not q.dispatched
+      where q.webhook_id = w.webhook_id and q.status = 'pending' and q.payload_id <> all(v_slots)
       order by q.payload_id + 0 limit 1;
       v_ids := v_ids || array(select q.payload_id from asset_webhooks.payloads q
-                              where q.payload_id = v_head and q.status = 'pending' and not q.dispatched
+                              where q.payload_id = v_head and q.status = 'pending'
                               for update skip locked);
     elsif v_room > 0 then
       v_ids := v_ids || array(select q.payload_id from asset_webhooks.payloads q
-                              where q.webhook_id = w.webhook_id and q.status = 'pending' and not q.dispatched
+                              where q.webhook_id = w.webhook_id and q.status = 'pending'
+                                and q.payload_id <> all(v_slots)
                                 and v_now < q.series_started_at + v_window
                               order by q.payload_id + 0 limit v_room for update skip locked);
     end if;

@@ -6,7 +6,7 @@
 -- frees is the claimer's to take again, so a statement that writes results
 -- never waits on a claim's locks, and a claim never rides on a write.
 --
--- p_sent: standbys sent (see attempts.sent). That changes no payload's state
+-- p_sent: standbys sent (see in_flight.sent). That changes no payload's state
 -- (the attempt was in flight already), so it is no transition. A standby's
 -- attempt was started at its claim, ahead of its request: marking it sent
 -- moves its start to the database's clock now, the first statement after its
@@ -38,9 +38,10 @@ as $$
 #variable_conflict use_column
 begin
   if cardinality(p_sent) > 0 then
-    update asset_webhooks.attempts a set sent = true, started_at = asset_webhooks.now()
+    update asset_webhooks.in_flight f set sent = true, started_at = asset_webhooks.now()
     from unnest(p_sent) as s
-    where a.payload_id = s.payload_id and a.series = s.series and a.attempt_no = s.attempt and not a.sent;
+    where f.payload_id = s.payload_id and f.series = s.series and f.attempt_no = s.attempt and not f.sent
+      and f.next_attempt_at is null;
   end if;
   return query select t.* from asset_webhooks.transition_payloads(p_transitions) t order by t.idx;
   if exists (select 1 from asset_webhooks.webhook_queues q where q.rate_adaptive and q.rate_per_second is not null) then

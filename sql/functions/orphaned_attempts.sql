@@ -3,7 +3,7 @@
 -- asset_webhooks.now(); or, for an attempt that names no process (a session
 -- named otherwise), started more than p_nameless_after_seconds before. Crash
 -- recovery closes them through transition_payloads as interrupted, or, when
--- `sent` is false (a standby never reported sent), undoes them with
+-- in_flight.sent is false (a standby never reported sent), undoes them with
 -- a given_back transition. Call it in a transaction of its own: process_gone holds
 -- each lease it finds free until the transaction ends.
 create or replace function asset_webhooks.orphaned_attempts(p_grace_seconds integer, p_nameless_after_seconds integer)
@@ -11,12 +11,12 @@ returns table (payload_id bigint, webhook_id text, series integer, attempt integ
                sent boolean)
 language sql volatile set search_path = pg_catalog, pg_temp as $$
   with c as materialized (select asset_webhooks.now() as now)
-  select p.payload_id, p.webhook_id, p.series, p.attempts, p.series_started_at, a.sent
-  from c, asset_webhooks.payloads p
-  join asset_webhooks.attempts a on a.payload_id = p.payload_id and a.series = p.series and a.attempt_no = p.attempts
-  where p.status = 'pending' and p.dispatched and p.next_attempt_at is null and a.outcome is null
-    and ((a.process_id is not null and p_grace_seconds is not null
-          and a.started_at < c.now - make_interval(secs => p_grace_seconds)
-          and asset_webhooks.process_gone(a.process_id))
-      or (a.process_id is null and a.started_at < c.now - make_interval(secs => p_nameless_after_seconds)))
+  select f.payload_id, f.webhook_id, f.series, f.attempt_no, p.series_started_at, f.sent
+  from c, asset_webhooks.in_flight f
+  join asset_webhooks.payloads p on p.payload_id = f.payload_id
+  where f.next_attempt_at is null and p.status = 'pending' and p.series = f.series
+    and ((f.process_id is not null and p_grace_seconds is not null
+          and f.started_at < c.now - make_interval(secs => p_grace_seconds)
+          and asset_webhooks.process_gone(f.process_id))
+      or (f.process_id is null and f.started_at < c.now - make_interval(secs => p_nameless_after_seconds)))
 $$;

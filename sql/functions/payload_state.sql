@@ -1,8 +1,9 @@
 -- Part of the lifecycle module (sql/functions/README.md).
 -- A payload's state as the transitions read it: open, delivered,
--- dead_lettered, or for a pending payload (see asset_webhooks.payloads)
--- waiting (in its webhook's queue), retry_held (holding a slot until its
--- retry) or in_flight (its attempt started and not finished).
+-- dead_lettered, or for a pending payload waiting (in its webhook's queue),
+-- retry_held (holding a slot until its retry) or in_flight (its attempt
+-- started and not finished). p_dispatched: the payload holds a slot (it has
+-- a row of asset_webhooks.in_flight), whose next_attempt_at is p_next_attempt_at.
 create or replace function asset_webhooks.payload_state(p_status text, p_dispatched boolean, p_next_attempt_at timestamptz)
 returns text
 language sql immutable parallel safe set search_path = pg_catalog, pg_temp as $$

@@ -5,10 +5,13 @@
 -- not per webhook. In the order chosen, so the last row names the webhook the
 -- next claim's turn starts after. Per webhook (p_webhooks), the first
 -- p_sendable of its started attempts may be sent now; the rest are standbys
--- (attempts.sent false). A payload no longer pending, or whose window
--- (p_window from series_started_at) has ended by p_now, is not started. A
--- chosen retry whose time has not come takes its slot and waits in it: it is
--- marked dispatched, not started, and not returned.
+-- (in_flight.sent false). A payload no longer pending, whose window (p_window
+-- from series_started_at) has ended by p_now, that holds a slot in flight,
+-- or whose retry is not yet due, is not started.
+--
+-- The payload's row is not written: its attempt is its in_flight row,
+-- inserted for a payload from the queue, or, for a retry that held its slot,
+-- that row updated in place (a HOT update: nothing it indexes changes).
 create or replace function asset_webhooks.start_attempts(p_ids bigint[], p_webhooks text[], p_sendable integer[],
                                                           p_now timestamptz, p_window interval)
 returns table (payload_id bigint, webhook_id text, series integer, attempt integer, series_started_at timestamptz,
@@ -16,11 +19,10 @@ returns table (payload_id bigint, webhook_id text, series integer, attempt integ
 language plpgsql
 -- Its plan is made once per session, not at every claim: unlike the queue
 -- scans of claim_payloads, whose best index depends on the table as it is
--- now, this statement reaches payloads and attempts only by key (each payload
--- by its own look-up, the update bounded by `payload_id = any(p_ids)`), and
--- sequential scans are off for it, so a plan made on an empty table reads
--- only the chosen rows of a full one (test/delivery/cached-plans.test.ts).
--- The foreign-key checks of the attempts it inserts keep their plans too.
+-- now, this statement reaches payloads and in_flight only by key (each
+-- payload by its own look-up), and sequential scans are off for it, so a plan
+-- made on an empty table reads only the chosen rows of a full one
+-- (test/delivery/cached-plans.test.ts).
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
 set search_path = pg_catalog, pg_temp
@@ -28,38 +30,39 @@ as $$
 #variable_conflict use_column
 begin
   return query
-    with due as (
+    with chosen as (
       -- A join would let the planner scan the whole queue; a look-up each cannot.
-      select q.payload_id, coalesce(q.next_attempt_at, p_now) <= p_now as due, o.ord
+      select q.payload_id, q.webhook_id, q.series, q.attempts + 1 as attempt, q.series_started_at, q.body, q.body_of,
+             o.ord
       from unnest(p_ids) with ordinality as o(payload_id, ord)
-      cross join lateral (select q.payload_id, q.status, q.next_attempt_at, q.series_started_at
+      cross join lateral (select q.payload_id, q.webhook_id, q.status, q.series, q.attempts, q.series_started_at,
+                                 q.body, q.body_of
                           from asset_webhooks.payloads q where q.payload_id = o.payload_id offset 0) q
+      left join lateral (select true as held, f.next_attempt_at from asset_webhooks.in_flight f
+                         where f.payload_id = o.payload_id offset 0) f on true
       where q.status = 'pending' and p_now < q.series_started_at + p_window
-    ),
-    claimed as (
-      update asset_webhooks.payloads p
-      set dispatched = true,
-          attempts = case when d.due then p.attempts + 1 else p.attempts end,
-          last_attempt_at = case when d.due then p_now else p.last_attempt_at end,
-          next_attempt_at = case when d.due then null else p.next_attempt_at end
-      from due d
-      where p.payload_id = any(p_ids) and p.payload_id = d.payload_id
-      returning p.payload_id, p.webhook_id, p.series, p.attempts, p.series_started_at, d.due, d.ord,
-                case when d.due then
-                  case when p.body_of is null then p.body
-                       else (select b.body from asset_webhooks.payloads b where b.payload_id = p.body_of) end
-                end as body
+        and (f.held is null or f.next_attempt_at <= p_now)
     ),
     ranked as (
       select c.*, row_number() over (partition by c.webhook_id order by c.ord) > s.sendable as standby
-      from claimed c
+      from chosen c
       join unnest(p_webhooks, p_sendable) as s(webhook_id, sendable) on s.webhook_id = c.webhook_id
-      where c.due
     ),
     started as (
-      insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at, sent)
-      select r.payload_id, r.series, r.attempts, p_now, not r.standby from ranked r
+      -- The process named once for the statement, not by the column's default for each row.
+      insert into asset_webhooks.in_flight as f (payload_id, webhook_id, series, attempt_no, started_at, sent, process_id)
+      select r.payload_id, r.webhook_id, r.series, r.attempt, p_now, not r.standby, s.process_id
+      from ranked r cross join (select asset_webhooks.process_of_session() as process_id) s
+      on conflict (payload_id) do update
+      set series = excluded.series, attempt_no = excluded.attempt_no, started_at = excluded.started_at,
+          sent = excluded.sent, process_id = excluded.process_id, next_attempt_at = null
+      where f.next_attempt_at is not null
+      returning f.payload_id
     )
-    select r.payload_id, r.webhook_id, r.series, r.attempts, r.series_started_at, r.body, r.standby
-    from ranked r order by r.ord;
+    select r.payload_id, r.webhook_id, r.series, r.attempt, r.series_started_at,
+           case when r.body_of is null then r.body
+                else (select b.body from asset_webhooks.payloads b where b.payload_id = r.body_of) end,
+           r.standby
+    from ranked r join started s on s.payload_id = r.payload_id
+    order by r.ord;
 end $$;

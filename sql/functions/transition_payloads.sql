@@ -24,8 +24,10 @@
 -- as `expired` (its attempt too), and its answer says so. A Retry-After hold
 -- (hold_in) counts from now() the same way and ends by the window's end.
 --
--- A retry keeps its slot (dispatched) until its time; a final outcome frees
--- it. receiver_failed and hold_until of the applied attempt results update
+-- A retry keeps its slot (its in_flight row, next_attempt_at set) until its
+-- time; a final outcome frees it (the row goes). Every applied result writes
+-- the payload's attempts, last_attempt_at and last status; the attempt goes
+-- to attempt_log. receiver_failed and hold_until of the applied attempt results update
 -- the webhook's health: the latest verdict of the batch wins (by `at`, then
 -- by position), a failure keeps the first failure's time, and hold_until only
 -- moves later. A redelivery starts a new series (series_started_at now, no
@@ -92,11 +94,8 @@ begin
            when p.payload_id is null then 'no_such_payload'
            when u.series is not null and u.series <> p.series then 'series_moved_on'
            else asset_webhooks.transition_refusal(
-                  u.kind, asset_webhooks.payload_state(p.status, p.dispatched, p.next_attempt_at),
-                  p.attempts = u.attempt
-                  and exists (select 1 from asset_webhooks.attempts a
-                              where a.payload_id = p.payload_id and a.series = p.series
-                                and a.attempt_no = u.attempt and a.outcome is null))
+                  u.kind, asset_webhooks.payload_state(p.status, f.payload_id is not null, f.next_attempt_at),
+                  coalesce(f.series = p.series and f.attempt_no = u.attempt and f.next_attempt_at is null, false))
          end order by u.i),
          array_agg(case
            when u.kind in ('attempt_result', 'interrupted') and u.outcome = 'retry' and u.window_seconds is not null
@@ -108,22 +107,32 @@ begin
   from (select t.*, t.ordinality as i,
                row_number() over (partition by t.payload_id order by t.ordinality) = 1 as first
         from unnest(p_transitions) with ordinality t) u
-  left join asset_webhooks.payloads p on p.payload_id = u.payload_id and p.payload_id = any(v_ids);
+  left join asset_webhooks.payloads p on p.payload_id = u.payload_id and p.payload_id = any(v_ids)
+  left join asset_webhooks.in_flight f on f.payload_id = p.payload_id and f.payload_id = any(v_ids);
 
-  -- Attempt results: recorded applied or not. One entry per attempt, its
-  -- first: an UPDATE joined to several would take any one of them.
+  -- Attempt results: recorded applied or not, one row of the log per
+  -- attempt, from its first entry, its start and process from its slot while
+  -- its payload still holds it in flight. The first result of an attempt left
+  -- open in the log (its payload lost its slot first) closes it; one the log
+  -- holds closed already (crash recovery's) stays as it is.
   if v_kinds && array['attempt_result', 'interrupted'] then
-    update asset_webhooks.attempts a
-    set duration_ms = r.duration_ms, status_code = r.status_code, error_class = r.error_class,
-        error_message = r.error_message, response_excerpt = r.response_excerpt,
-        outcome = case when v_refused[r.i] is null then v_outcome[r.i] else 'retry' end,
-        started_at = coalesce(r.started_at, a.started_at)
+    insert into asset_webhooks.attempt_log as a (payload_id, series, attempt_no, started_at, duration_ms, status_code,
+                                                 error_class, error_message, response_excerpt, outcome, process_id)
+    select r.payload_id, r.series, r.attempt, coalesce(r.started_at, f.started_at, v_now), r.duration_ms, r.status_code,
+           r.error_class, r.error_message, r.response_excerpt,
+           case when v_refused[r.i] is null then v_outcome[r.i] else 'retry' end, f.process_id
     from (select distinct on (t.payload_id, t.series, t.attempt) t.*, t.ordinality as i
           from unnest(p_transitions) with ordinality t
           where t.kind in ('attempt_result', 'interrupted')
           order by t.payload_id, t.series, t.attempt, t.ordinality) r
-    where a.payload_id = any(v_ids) and a.payload_id = r.payload_id and a.series = r.series and a.attempt_no = r.attempt
-      and a.outcome is null;
+    left join asset_webhooks.in_flight f
+      on f.payload_id = any(v_ids) and f.payload_id = r.payload_id and f.series = r.series and f.attempt_no = r.attempt
+         and f.next_attempt_at is null
+    on conflict (payload_id, series, attempt_no) do update
+    set duration_ms = excluded.duration_ms, status_code = excluded.status_code, error_class = excluded.error_class,
+        error_message = excluded.error_message, response_excerpt = excluded.response_excerpt,
+        outcome = excluded.outcome
+    where a.outcome is null;
   end if;
 
   -- Attempt results and expiries that apply: the payload's next state.
@@ -138,17 +147,32 @@ begin
         delivered_at = case when r.outcome = 'delivered' then r.at end,
         dead_letter_reason = case when r.outcome not in ('delivered', 'retry', 'suspended') then r.outcome end,
         dead_lettered_at = case when r.outcome not in ('delivered', 'retry', 'suspended') then r.at end,
-        dispatched = (r.outcome = 'retry'),
-        next_attempt_at = case when r.outcome = 'retry' then
-                            least(v_now + greatest(coalesce(r.retry_in, interval '0'), interval '0'),
-                                  p.series_started_at + make_interval(secs => r.window_seconds)) end
-    from (select t.kind, t.payload_id, t.status_code, t.error_class, t.error_message, t.retry_in, t.window_seconds,
+        attempts = case when r.kind = 'expiry' then p.attempts else r.attempt end,
+        last_attempt_at = case when r.kind = 'expiry' then p.last_attempt_at
+                               else coalesce(r.started_at, r.attempt_started_at, p.last_attempt_at) end
+    from (select t.kind, t.payload_id, t.attempt, t.started_at, t.status_code, t.error_class, t.error_message,
                  t.ordinality as i,
                  case when t.kind = 'expiry' then 'expired' else v_outcome[t.ordinality] end as outcome,
-                 coalesce(t.at, v_now) as at
+                 coalesce(t.at, v_now) as at,
+                 (select f.started_at from asset_webhooks.in_flight f where f.payload_id = t.payload_id) as attempt_started_at
           from unnest(p_transitions) with ordinality t
           where t.kind in ('attempt_result', 'interrupted', 'expiry')) r
     where v_refused[r.i] is null and p.payload_id = any(v_ids) and p.payload_id = r.payload_id;
+    -- The slot: a retry holds it until its time (a HOT update), a final outcome or a suspension frees it.
+    if 'retry' = any(v_outcome) then
+      update asset_webhooks.in_flight f
+      set next_attempt_at = least(v_now + greatest(coalesce(t.retry_in, interval '0'), interval '0'),
+                                  p.series_started_at + make_interval(secs => t.window_seconds))
+      from unnest(p_transitions) with ordinality t
+      join asset_webhooks.payloads p on p.payload_id = t.payload_id and p.payload_id = any(v_ids)
+      where v_refused[t.ordinality] is null and t.kind in ('attempt_result', 'interrupted')
+        and v_outcome[t.ordinality] = 'retry' and f.payload_id = any(v_ids) and f.payload_id = t.payload_id;
+    end if;
+    delete from asset_webhooks.in_flight f
+    using unnest(p_transitions) with ordinality t
+    where v_refused[t.ordinality] is null and t.kind in ('attempt_result', 'interrupted', 'expiry')
+      and (t.kind = 'expiry' or v_outcome[t.ordinality] <> 'retry')
+      and f.payload_id = any(v_ids) and f.payload_id = t.payload_id;
   end if;
 
   -- Written only when it changes: a healthy webhook's row is not rewritten by every delivery.
@@ -198,10 +222,23 @@ begin
   if v_kinds && array['webhook_removed'] then
     update asset_webhooks.payloads p
     set status = 'dead_lettered', dead_letter_reason = 'webhook_removed',
-        dead_lettered_at = coalesce(t.at, v_now), dispatched = false, next_attempt_at = null
+        dead_lettered_at = coalesce(t.at, v_now)
     from unnest(p_transitions) with ordinality t
     where v_refused[t.ordinality] is null and t.kind = 'webhook_removed' and p.payload_id = any(v_ids)
       and p.payload_id = t.payload_id;
+    -- An attempt in flight stays in the log, open, for its result to close
+    -- (a standby never sent was no attempt); the slot goes.
+    with freed as (
+      delete from asset_webhooks.in_flight f
+      using unnest(p_transitions) with ordinality t
+      where v_refused[t.ordinality] is null and t.kind = 'webhook_removed' and f.payload_id = any(v_ids)
+        and f.payload_id = t.payload_id
+      returning f.*
+    )
+    insert into asset_webhooks.attempt_log (payload_id, series, attempt_no, started_at, process_id)
+    select f.payload_id, f.series, f.attempt_no, f.started_at, f.process_id from freed f
+    where f.next_attempt_at is null and f.sent
+    on conflict (payload_id, series, attempt_no) do nothing;
   end if;
 
   if v_kinds && array['redelivery', 'replay'] then
@@ -220,7 +257,7 @@ begin
     started as (
       update asset_webhooks.payloads p
       set webhook_id = c.webhook_id, status = 'pending', series = p.series + 1, series_started_at = v_now,
-          attempts = 0, dispatched = false, next_attempt_at = null, dead_letter_reason = null, dead_lettered_at = null,
+          attempts = 0, dead_letter_reason = null, dead_lettered_at = null,
           delivered_at = null
       from chosen c
       where p.payload_id = any(v_ids) and p.payload_id = c.payload_id
@@ -232,16 +269,11 @@ begin
   end if;
 
   if v_kinds && array['given_back'] then
-    delete from asset_webhooks.attempts a
+    -- The payload's row was not written by its claim: freeing the slot puts it back in its queue.
+    delete from asset_webhooks.in_flight f
     using unnest(p_transitions) t
-    where t.kind = 'given_back' and a.payload_id = any(v_ids) and a.payload_id = t.payload_id and a.series = t.series
-      and a.attempt_no = t.attempt and a.outcome is null;
-    update asset_webhooks.payloads p
-    set attempts = t.attempt - 1, dispatched = false,
-        last_attempt_at = (select max(a.started_at) from asset_webhooks.attempts a where a.payload_id = p.payload_id)
-    from unnest(p_transitions) with ordinality t
-    where v_refused[t.ordinality] is null and t.kind = 'given_back' and p.payload_id = any(v_ids)
-      and p.payload_id = t.payload_id;
+    where t.kind = 'given_back' and f.payload_id = any(v_ids) and f.payload_id = t.payload_id and f.series = t.series
+      and f.attempt_no = t.attempt and f.next_attempt_at is null;
   end if;
 
   if v_kinds && array['pause_shift'] then

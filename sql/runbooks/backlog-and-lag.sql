@@ -6,22 +6,22 @@ select count(*) as outbox_rows, min(occurred_at) as oldest, now() - min(occurred
 from asset_webhooks.outbox;
 
 \echo 'Payloads waiting per webhook (open = still being filled by a run):'
-select webhook_id, status, count(*) as payloads, sum(event_count) as events, min(created_at) as oldest,
-       count(*) filter (where dispatched and not coalesce(next_attempt_at > now(), false)) as in_flight,
-       count(*) filter (where dispatched and next_attempt_at > now()) as waiting_to_retry,
-       min(next_attempt_at) filter (where next_attempt_at > now()) as next_retry
-from asset_webhooks.payloads where status in ('open', 'pending')
-group by webhook_id, status order by webhook_id, status;
+select p.webhook_id, p.status, count(*) as payloads, sum(p.event_count) as events, min(p.created_at) as oldest,
+       count(f.payload_id) filter (where f.next_attempt_at is null) as in_flight,
+       count(f.payload_id) filter (where f.next_attempt_at is not null) as waiting_to_retry,
+       min(f.next_attempt_at) as next_retry
+from asset_webhooks.payloads p left join asset_webhooks.in_flight f using (payload_id)
+where p.status in ('open', 'pending')
+group by p.webhook_id, p.status order by p.webhook_id, p.status;
 
 \echo 'Attempts in flight and their run process (gone: it died mid-request; a running service closes the attempt'
 \echo 'and sends the payload again once the attempt is older than requestTimeoutSeconds + 5 s; unknown: ten minutes after it started):'
-select p.webhook_id, p.payload_id, a.series, a.attempt_no, a.started_at, now() - a.started_at as running_for,
-       case when a.process_id is null then 'unknown'
-            when asset_webhooks.process_gone(a.process_id) then 'gone' else 'alive' end as process
-from asset_webhooks.payloads p
-join asset_webhooks.attempts a on a.payload_id = p.payload_id and a.series = p.series and a.attempt_no = p.attempts
-where p.status = 'pending' and p.dispatched and a.outcome is null
-order by a.started_at limit 20;
+select f.webhook_id, f.payload_id, f.series, f.attempt_no, f.started_at, now() - f.started_at as running_for,
+       case when f.process_id is null then 'unknown'
+            when asset_webhooks.process_gone(f.process_id) then 'gone' else 'alive' end as process
+from asset_webhooks.in_flight f
+where f.next_attempt_at is null
+order by f.started_at limit 20;
 
 \echo 'The last coalescing runs:'
 \echo '(state interrupted: the run failed or its process died; its committed chunks count in events, the next run took over the rest)'

@@ -70,13 +70,12 @@ export interface OperatorDatabase {
     webhook_id: string;
     created_at: Date;
     status: string;
-    dispatched: boolean;
     event_count: number;
     event_ids: string[];
     series: number;
     series_started_at: Date;
+    /** Finished attempts of the series: the one in flight is counted by its result. */
     attempts: number;
-    next_attempt_at: Date | null;
     last_attempt_at: Date | null;
     last_status_code: number | null;
     last_error: string | null;
@@ -85,6 +84,19 @@ export interface OperatorDatabase {
     dead_letter_reason: string | null;
     byte_size: number;
   };
+  /** A payload's slot, from its claim to its final outcome (sql/migrations/0009_in_flight.sql). */
+  'asset_webhooks.in_flight': {
+    payload_id: number;
+    webhook_id: string;
+    series: number;
+    attempt_no: number;
+    started_at: Date;
+    process_id: string | null;
+    sent: boolean;
+    /** Set while the payload holds its slot waiting for its retry. */
+    next_attempt_at: Date | null;
+  };
+  /** A view: the attempt log and the attempts in flight. */
   'asset_webhooks.attempts': {
     payload_id: number;
     series: number;

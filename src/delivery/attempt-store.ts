@@ -259,7 +259,7 @@ export async function localFaultsBefore(
 ): Promise<number> {
   const { rows } = await client.query<{ n: number }>({
     name: 'asset_webhooks.local_faults_before',
-    text: `select count(*)::int as n from asset_webhooks.attempts
+    text: `select count(*)::int as n from asset_webhooks.attempt_log
            where payload_id = $1 and series = $2 and attempt_no < $3 and error_class = 'local_fault'`,
     values: [payload.payloadId, payload.series, attemptNo],
   });

@@ -64,7 +64,7 @@ export class Completer {
 
   /**
    * A standby's request has been sent: the next statement records it (see
-   * asset_webhooks.attempts.sent). That is at the latest the statement of the
+   * asset_webhooks.in_flight.sent). That is at the latest the statement of the
    * result it replaced, which is handed over after this.
    */
   markSent(attempt: AttemptOf): void {

@@ -118,7 +118,7 @@ export class DeliveryPump {
 
   /** Makes a claimed attempt (a standby too, once the claimer sends it in place of an ended request). */
   private send(payload: ClaimedPayload): void {
-    // Its attempt counts from now on (asset_webhooks.attempts.sent): recorded before its result, and before the result it replaces.
+    // Its attempt counts from now on (asset_webhooks.in_flight.sent): recorded before its result, and before the result it replaces.
     if (payload.standby) this.context.completer.markSent(payload);
     let ended = false;
     const sentAt = performance.now();

@@ -44,7 +44,7 @@ export interface StandbyMove {
  * counts them), which bounds the bodies kept in memory. A standby's attempt
  * counts once it is sent: the next statement that writes results says so (at
  * the latest the one that writes the result of the request it replaced);
- * until then crash recovery gives it back uncounted (asset_webhooks.attempts.sent).
+ * until then crash recovery gives it back uncounted (asset_webhooks.in_flight.sent).
  */
 export class Standbys {
   /** Per webhook, standbys held, oldest first, with when they were claimed. */

@@ -15,7 +15,7 @@ export interface TraceAttempt {
   readonly outcome: string | null;
   /** For an attempt without a result that names its process: whether that process is gone (asset_webhooks.process_gone). */
   readonly processGone: boolean | null;
-  /** False for a standby its process has claimed and not reported sent (asset_webhooks.attempts.sent). */
+  /** False for a standby its process has claimed and not reported sent (asset_webhooks.in_flight.sent). */
   readonly sent: boolean;
 }
 
@@ -156,7 +156,13 @@ export async function traceEvent(pool: pg.Pool, eventId: string): Promise<Trace>
     payloadIds.length === 0
       ? [[], [], [], []]
       : await Promise.all([
-          db.selectFrom('asset_webhooks.payloads').selectAll().where('payload_id', 'in', payloadIds).execute(),
+          db
+            .selectFrom('asset_webhooks.payloads as p')
+            .leftJoin('asset_webhooks.in_flight as f', 'f.payload_id', 'p.payload_id')
+            .selectAll('p')
+            .select('f.next_attempt_at')
+            .where('p.payload_id', 'in', payloadIds)
+            .execute(),
           db
             .selectFrom('asset_webhooks.attempts')
             .selectAll()

@@ -27,17 +27,23 @@ export function retentionCutoff(days: string): string {
  */
 export async function purgePayloads(client: pg.ClientBase, retentionDays: number, limit: number): Promise<number> {
   const cutoff = retentionCutoff('$1');
-  const { rowCount } = await client.query(
-    `delete from asset_webhooks.payloads where payload_id in (
-       select payload_id from asset_webhooks.payloads
-       where created_at < ${cutoff}
-         and ((status = 'delivered' and delivered_at < ${cutoff})
-           or (status = 'dead_lettered' and dead_lettered_at < ${cutoff}))
-         -- A body other payloads still name stays (payloads.body_of).
-         and not exists (select 1 from asset_webhooks.payloads s where s.body_of = payloads.payload_id)
-       order by created_at
-       limit $2)`,
+  const { rows } = await client.query<{ purged: number }>(
+    `with gone as (
+       delete from asset_webhooks.payloads where payload_id in (
+         select payload_id from asset_webhooks.payloads
+         where created_at < ${cutoff}
+           and ((status = 'delivered' and delivered_at < ${cutoff})
+             or (status = 'dead_lettered' and dead_lettered_at < ${cutoff}))
+           -- A body other payloads still name stays (payloads.body_of).
+           and not exists (select 1 from asset_webhooks.payloads s where s.body_of = payloads.payload_id)
+         order by created_at
+         limit $2)
+       returning payload_id
+     ),
+     -- The attempt log has no foreign key (one insert per result, no lock on the payload): its rows go here.
+     logged as (delete from asset_webhooks.attempt_log a using gone g where a.payload_id = g.payload_id)
+     select count(*)::int as purged from gone`,
     [retentionDays, limit],
   );
-  return rowCount ?? 0;
+  return rows[0]?.purged ?? 0;
 }

@@ -19,8 +19,14 @@ export const REPLAY_RECORD: SweepRecord = {
   columns: { last_payload_id: 'bigint', payloads: 'bigint', events: 'bigint' },
 };
 
-/** asset_webhooks.replays.selection_key of the selection ($1 to $6). */
-const SELECTION_KEY = `md5(concat_ws('|', $1::text, coalesce($2::text, ''), $3::timestamptz::text, $4::timestamptz::text,
+/**
+ * asset_webhooks.replays.selection_key of the selection ($1 to $6). The
+ * window's bounds are read as seconds since the epoch, never as text, which
+ * would follow the session's time zone: the same command resumes its replay
+ * from a session in any zone (sql/migrations/0010_replay_key.sql).
+ */
+const SELECTION_KEY = `md5(concat_ws('|', $1::text, coalesce($2::text, ''), extract(epoch from $3::timestamptz)::text,
+  extract(epoch from $4::timestamptz)::text,
   coalesce(array_to_string($5::bigint[], ','), '*'), coalesce(array_to_string($6::text[], ','), '*')))`;
 
 const COLUMNS = `replay_id::float8 as "replayId", max_payload_id::float8 as "maxPayloadId",

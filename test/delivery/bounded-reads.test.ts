@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import { insertPayloads } from '../helpers/delivery.js';
+import { holdSlots, insertPayloads } from '../helpers/delivery.js';
 import { rowsReadInTransaction } from '../helpers/rows-read.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -95,13 +95,8 @@ it('the expiry sweep reads the payloads past their window, not the waiting queue
   const expired = await insertPayloads(db.pool, waiting!, 1, new Date(Date.now() - 2 * 86_400_000));
   const queue = await insertPayloads(db.pool, waiting!, 4_000);
   // In flight, and waiting in their slots for a retry.
-  await db.pool.query('update asset_webhooks.payloads set dispatched = true, attempts = 1 where payload_id = any($1)', [
-    queue.slice(0, 32),
-  ]);
-  await db.pool.query(
-    "update asset_webhooks.payloads set dispatched = true, attempts = 1, next_attempt_at = now() + interval '1 minute' where payload_id = any($1)",
-    [queue.slice(32, 40)],
-  );
+  await holdSlots(db.pool, queue.slice(0, 32));
+  await holdSlots(db.pool, queue.slice(32, 40), { retryAt: "now() + interval '1 minute'" });
   await db.pool.query('analyze asset_webhooks.payloads');
   const { rows, read } = await measured<{ payload_id: string }>(
     'select * from asset_webhooks.expired_payloads(86400, 500)',

@@ -111,7 +111,8 @@ it(
     expect(calls()).toBe(6);
     expect(receiver.requests).toHaveLength(1);
     const { rows } = await db.pool.query(
-      'select status, dispatched from asset_webhooks.payloads where payload_id = $1',
+      `select p.status, f.payload_id is not null as dispatched
+       from asset_webhooks.payloads p left join asset_webhooks.in_flight f using (payload_id) where p.payload_id = $1`,
       [payloadId],
     );
     expect(rows).toEqual([{ status: 'delivered', dispatched: false }]);

@@ -268,7 +268,7 @@ describe('delivery through the running service', () => {
     await eventually(
       async () => {
         const { rows } = await db.pool.query<{ overdue: boolean }>(
-          "select next_attempt_at < now() - interval '2 seconds' as overdue from asset_webhooks.payloads",
+          "select next_attempt_at < now() - interval '2 seconds' as overdue from asset_webhooks.in_flight",
         );
         return rows[0]?.overdue === true ? true : undefined;
       },

@@ -73,13 +73,13 @@ describe('local faults and the retry schedule', () => {
         expect(claimed).toBeDefined();
         const { result } = await settleAttempt(context, claimed!, failed[step], step as Classification);
         const { rows } = await session.query<{ in_s: number | null }>(
-          'select round(extract(epoch from next_attempt_at - asset_webhooks.now()))::int as in_s from asset_webhooks.payloads where payload_id = $1',
+          'select round(extract(epoch from next_attempt_at - asset_webhooks.now()))::int as in_s from asset_webhooks.in_flight where payload_id = $1',
           [id],
         );
-        outcomes.push({ outcome: result.outcome, retryInSeconds: rows[0]!.in_s });
+        outcomes.push({ outcome: result.outcome, retryInSeconds: rows[0]?.in_s ?? null });
         await session.query(
-          `select set_config('asset_webhooks.clock', (p.next_attempt_at - clock_timestamp())::text, false)
-           from asset_webhooks.payloads p where p.payload_id = $1 and p.next_attempt_at is not null`,
+          `select set_config('asset_webhooks.clock', (f.next_attempt_at - clock_timestamp())::text, false)
+           from asset_webhooks.in_flight f where f.payload_id = $1 and f.next_attempt_at is not null`,
           [id],
         );
       }

@@ -3,7 +3,7 @@ import { claimPayloads } from '../../src/delivery/attempt-store.js';
 import { settleAttempt } from '../../src/delivery/deliver.js';
 import { expireWaiting } from '../../src/delivery/recover.js';
 import { receiverConfig } from '../helpers/config.js';
-import { insertPayloads, testDelivery, type TestDelivery } from '../helpers/delivery.js';
+import { insertPayloads, PAYLOADS_WITH_SLOTS, testDelivery, type TestDelivery } from '../helpers/delivery.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
@@ -76,9 +76,9 @@ describe('hosts whose clocks differ', () => {
       dead_letter_reason: string | null;
       retry_in_s: number | null;
     }>(
-      `select payload_id, status, dead_letter_reason,
-              round(extract(epoch from next_attempt_at - asset_webhooks.now()))::int as retry_in_s
-       from asset_webhooks.payloads order by payload_id`,
+      `select p.payload_id, p.status, p.dead_letter_reason,
+              round(extract(epoch from f.next_attempt_at - asset_webhooks.now()))::int as retry_in_s
+       from ${PAYLOADS_WITH_SLOTS} order by p.payload_id`,
     );
     expect(rows).toEqual([
       { payload_id: fresh, status: 'pending', dead_letter_reason: null, retry_in_s: 30 },

@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { claimPayloads, type ClaimedPayload } from '../../src/delivery/attempt-store.js';
 import { deliverClaimed } from '../../src/delivery/deliver.js';
 import { receiverConfig } from '../helpers/config.js';
-import { insertPayloads, testDelivery, type TestDelivery } from '../helpers/delivery.js';
+import { insertPayloads, PAYLOADS_WITH_SLOTS, testDelivery, type TestDelivery } from '../helpers/delivery.js';
 import { httpServer, readBody, type LocalServer } from '../helpers/http-servers.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -68,11 +68,11 @@ interface Recorded {
 
 async function recorded(): Promise<Recorded> {
   const { rows } = await db.pool.query<Recorded>(
-    `select p.status, round(extract(epoch from p.next_attempt_at - now()))::int as next_in_s,
+    `select p.status, round(extract(epoch from f.next_attempt_at - now()))::int as next_in_s,
             round(extract(epoch from w.hold_until - now()))::int as hold_in_s,
             a.outcome, a.status_code, a.error_class, a.response_excerpt
-     from asset_webhooks.payloads p join asset_webhooks.attempts a using (payload_id)
-     join asset_webhooks.webhooks w using (webhook_id)`,
+     from ${PAYLOADS_WITH_SLOTS} join asset_webhooks.attempts a on a.payload_id = p.payload_id
+     join asset_webhooks.webhooks w on w.webhook_id = p.webhook_id`,
   );
   expect(rows).toHaveLength(1);
   return rows[0]!;

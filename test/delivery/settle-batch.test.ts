@@ -10,6 +10,7 @@ import {
 import { Completer } from '../../src/delivery/completer.js';
 import { syncWebhooks } from '../../src/service/service-state.js';
 import { receiverConfig } from '../helpers/config.js';
+import { holdSlots, PAYLOADS_WITH_SLOTS } from '../helpers/delivery.js';
 import { resetData, silentLogger, TEST_PROCESS_ID } from '../helpers/seed.js';
 import { heapRowsReadInTransaction } from '../helpers/rows-read.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -24,7 +25,7 @@ beforeEach(async () => {
   await resetData(db.pool);
 });
 
-/** `count` pending payloads of the webhook, the first `started` of them dispatched with attempt 1 started. */
+/** `count` pending payloads of the webhook, the first `started` of them holding a slot with attempt 1 started. */
 async function payloads(webhookId: string, count: number, started: number): Promise<number[]> {
   const { rows } = await db.pool.query<{ payload_id: number }>(
     `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
@@ -33,15 +34,7 @@ async function payloads(webhookId: string, count: number, started: number): Prom
     [webhookId, count],
   );
   const ids = rows.map((row) => row.payload_id).sort((a, b) => a - b);
-  const head = ids.slice(0, started);
-  await db.pool.query(
-    'update asset_webhooks.payloads set dispatched = true, attempts = 1, last_attempt_at = now() where payload_id = any($1)',
-    [head],
-  );
-  await db.pool.query(
-    'insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at) select id, 1, 1, now() from unnest($1::bigint[]) id',
-    [head],
-  );
+  await holdSlots(db.pool, ids.slice(0, started));
   return ids;
 }
 
@@ -90,8 +83,8 @@ function counting(pool: pg.Pool): { pool: pg.Pool; batches: number[] } {
 
 async function payloadRows(ids: readonly number[]): Promise<unknown[]> {
   const { rows } = await db.pool.query(
-    `select payload_id, status, dispatched, attempts, dead_letter_reason from asset_webhooks.payloads
-     where payload_id = any($1) order by payload_id`,
+    `select p.payload_id, p.status, f.payload_id is not null as dispatched, p.attempts, p.dead_letter_reason
+     from ${PAYLOADS_WITH_SLOTS} where p.payload_id = any($1) order by p.payload_id`,
     [ids],
   );
   return rows;
@@ -108,7 +101,8 @@ describe('settling attempts in batches', () => {
     expect(batches).toEqual([1, 1, 8]);
     expect(answers).toEqual(ids.map(() => ({ applied: true })));
     const { rows } = await db.pool.query(
-      "select count(*)::int as n from asset_webhooks.payloads where status = 'delivered' and not dispatched and payload_id = any($1)",
+      `select count(*)::int as n from ${PAYLOADS_WITH_SLOTS}
+       where p.status = 'delivered' and f.payload_id is null and p.payload_id = any($1)`,
       [ids],
     );
     expect(rows[0]).toEqual({ n: 10 });
@@ -143,8 +137,12 @@ describe('settling attempts in batches', () => {
     const shop = await payloads('shop', 6, 4);
     const crm = await payloads('crm', 2, 2);
     // An operator's redelivery moved shop[3] to series 2 while its attempt of series 1 was in flight.
+    await db.pool.query('update asset_webhooks.payloads set series = 2, attempts = 0 where payload_id = $1', [shop[3]]);
+    // Its slot went when it was dead-lettered first (webhook_removed), its attempt left open in the log.
     await db.pool.query(
-      'update asset_webhooks.payloads set series = 2, attempts = 0, dispatched = false where payload_id = $1',
+      `with freed as (delete from asset_webhooks.in_flight where payload_id = $1 returning *)
+       insert into asset_webhooks.attempt_log (payload_id, series, attempt_no, started_at)
+       select payload_id, series, attempt_no, started_at from freed`,
       [shop[3]],
     );
     const { pool, batches } = counting(db.pool);
@@ -170,7 +168,7 @@ describe('settling attempts in batches', () => {
     const {
       rows: [retry],
     } = await db.pool.query<{ in_s: number }>(
-      'select round(extract(epoch from next_attempt_at - asset_webhooks.now()))::int as in_s from asset_webhooks.payloads where payload_id = $1',
+      'select round(extract(epoch from next_attempt_at - asset_webhooks.now()))::int as in_s from asset_webhooks.in_flight where payload_id = $1',
       [shop[1]],
     );
     // Due its delay after the database's clock when the batch was written.
@@ -195,7 +193,7 @@ describe('settling attempts in batches', () => {
     await webhooks([{ id: 'shop', concurrency: 2 }]);
     const ids = await payloads('shop', 2, 2);
     await db.pool.query(
-      "update asset_webhooks.attempts set sent = false, started_at = now() - interval '1 minute' where payload_id = $1",
+      "update asset_webhooks.in_flight set sent = false, started_at = now() - interval '1 minute' where payload_id = $1",
       [ids[1]],
     );
     const completer = new Completer(db.pool);
@@ -235,7 +233,7 @@ describe('settling attempts in batches', () => {
     await expect(refused).rejects.toThrow(/attempts_outcome_check/);
     expect(await payloadRows(ids.slice(1, 3))).toEqual([
       { payload_id: ids[1], status: 'delivered', dispatched: false, attempts: 1, dead_letter_reason: null },
-      { payload_id: ids[2], status: 'pending', dispatched: true, attempts: 1, dead_letter_reason: null },
+      { payload_id: ids[2], status: 'pending', dispatched: true, attempts: 0, dead_letter_reason: null },
     ]);
     await expect(batcher.settle(request(ids[2]!))).resolves.toEqual({ applied: true });
   });
@@ -276,9 +274,10 @@ describe('settling attempts in batches', () => {
       error_message: string | null;
       response_excerpt: string | null;
     }>(
-      `select p.payload_id, p.status, p.dispatched, p.next_attempt_at <= now() as due, a.outcome, a.status_code,
-              a.duration_ms, a.error_class, a.error_message, a.response_excerpt
-       from asset_webhooks.payloads p join asset_webhooks.attempts a using (payload_id) order by p.payload_id`,
+      `select p.payload_id, p.status, f.payload_id is not null as dispatched, f.next_attempt_at <= now() as due,
+              a.outcome, a.status_code, a.duration_ms, a.error_class, a.error_message, a.response_excerpt
+       from ${PAYLOADS_WITH_SLOTS} join asset_webhooks.attempts a on a.payload_id = p.payload_id
+       order by p.payload_id`,
     );
     expect(rows.filter((row) => row.status === 'delivered').map((row) => row.payload_id)).toEqual(
       ids.filter((_, index) => index !== 3 && index !== 5),
@@ -363,14 +362,7 @@ describe('settling attempts in batches', () => {
       "update asset_webhooks.payloads set status = 'delivered', delivered_at = now() where payload_id = any($1)",
       [ids.slice(0, 1500)],
     );
-    await db.pool.query(
-      'update asset_webhooks.payloads set dispatched = true, attempts = 1, last_attempt_at = now() where payload_id = any($1)',
-      [ids.slice(1500, 1502)],
-    );
-    await db.pool.query(
-      'insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at) select id, 1, 1, now() from unnest($1::bigint[]) id',
-      [ids.slice(1500, 1502)],
-    );
+    await holdSlots(db.pool, ids.slice(1500, 1502));
     // Each way into the queue on a connection of its own, so each makes its
     // plans now, in a transaction whose own counts (pg_stat_xact_user_tables)
     // hold only what that call read, whatever other sessions flush meanwhile.

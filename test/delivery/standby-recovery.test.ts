@@ -3,7 +3,7 @@ import { claimPayloads, completeAttempts, type ClaimRequest } from '../../src/de
 import { DeliveryPump } from '../../src/delivery/pump.js';
 import { recoverOrphans } from '../../src/delivery/recover.js';
 import { receiverConfig } from '../helpers/config.js';
-import { insertPayloads, testDelivery, type TestDelivery } from '../helpers/delivery.js';
+import { insertPayloads, PAYLOADS_WITH_SLOTS, testDelivery, type TestDelivery } from '../helpers/delivery.js';
 import { eventually, startTestReceiver } from '../helpers/receiver.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -46,7 +46,7 @@ it('counts a standby reported sent as an attempt of a gone process, and gives ba
   const flags = async (): Promise<boolean[]> =>
     (
       await db.pool.query<{ sent: boolean }>(
-        'select sent from asset_webhooks.attempts where payload_id = any($1) order by payload_id',
+        'select sent from asset_webhooks.in_flight where payload_id = any($1) order by payload_id',
         [ids],
       )
     ).rows.map((row) => row.sent);
@@ -58,7 +58,7 @@ it('counts a standby reported sent as an attempt of a gone process, and gives ba
 
   // The process is gone (its lease is free) and the attempts are past the grace.
   await db.pool.query(
-    "update asset_webhooks.attempts set process_id = '00000000-0000-4000-8000-00000000dead', started_at = started_at - interval '1 hour'",
+    "update asset_webhooks.in_flight set process_id = '00000000-0000-4000-8000-00000000dead', started_at = started_at - interval '1 hour'",
   );
   // The grace of a process whose own lease is settled: the request timeout plus 5 s.
   expect(await recoverOrphans(delivery.context, delivery.context.settings().requestTimeoutSeconds + 5)).toBe(4);
@@ -70,10 +70,10 @@ it('counts a standby reported sent as an attempt of a gone process, and gives ba
     last_attempt_at: Date | null;
     outcomes: Array<string | null>;
   }>(
-    `select p.payload_id, p.attempts, p.dispatched, p.last_attempt_at,
+    `select p.payload_id, p.attempts, f.payload_id is not null as dispatched, p.last_attempt_at,
             array(select coalesce(a.error_class, '') || ' ' || a.outcome from asset_webhooks.attempts a
                   where a.payload_id = p.payload_id order by a.attempt_no) as outcomes
-     from asset_webhooks.payloads p order by p.payload_id`,
+     from ${PAYLOADS_WITH_SLOTS} order by p.payload_id`,
   );
   expect(rows.map(({ last_attempt_at: last, ...row }) => ({ ...row, attempted: last !== null }))).toEqual([
     { payload_id: ids[0], attempts: 1, dispatched: true, outcomes: ['interrupted retry'], attempted: true },

@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { nonJsonLines, startCli, type CliProcess } from '../helpers/cli.js';
+import { untilFailedAndUp } from '../helpers/database-away.js';
 import { receiverConfig } from '../helpers/config.js';
 import { databaseProxy, type DatabaseProxy } from '../helpers/database-proxy.js';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver.js';
@@ -48,30 +49,6 @@ async function start(): Promise<{
     what: 'the service to start',
   });
   return { proxy, service, receiver, configFile };
-}
-
-/**
- * Waits until each of the process's periodic uses of the database has failed
- * and said so: the pump's claim (every second), its recovery and expiry sweep
- * (every 5 s) and the ticker of coalescing runs. Each failure is one a crash
- * would follow; the process must still be up after all of them.
- */
-async function untilFailedAndUp(proc: CliProcess): Promise<void> {
-  for (const failure of [
-    'could not claim payloads for delivery; trying again',
-    'delivery recovery and expiry sweep failed; trying again',
-    'could not schedule a coalescing run; trying again',
-  ])
-    await eventually(
-      async () => {
-        if (proc.child.exitCode !== null || proc.child.signalCode !== null)
-          throw new Error(`the process ended while the database was away: ${proc.output.stderr.slice(-3000)}`);
-        return proc.output.stderr.includes(failure) ? true : undefined;
-      },
-      { timeoutMs: 20_000, what: failure },
-    );
-  expect(proc.child.exitCode).toBeNull();
-  expect(proc.child.signalCode).toBeNull();
 }
 
 async function statuses(): Promise<string[]> {

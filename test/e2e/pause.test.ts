@@ -149,7 +149,7 @@ describe('paused: true', () => {
     // Nothing in flight: the retry that fell due during the pause keeps its slot and waits.
     expect(
       await db.pool
-        .query('select 1 from asset_webhooks.payloads where dispatched and next_attempt_at is null')
+        .query('select 1 from asset_webhooks.in_flight where next_attempt_at is null')
         .then((r) => r.rowCount),
     ).toBe(0);
 

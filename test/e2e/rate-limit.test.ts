@@ -118,8 +118,10 @@ it(
     const {
       rows: [last],
     } = await db.pool.query<{ event_id: string }>(
-      `select event_ids[1]::text as event_id from asset_webhooks.payloads
-       where webhook_id = 'limited' and status = 'pending' and not dispatched order by payload_id desc limit 1`,
+      `select p.event_ids[1]::text as event_id from asset_webhooks.payloads p
+       where p.webhook_id = 'limited' and p.status = 'pending'
+         and not exists (select 1 from asset_webhooks.in_flight f where f.payload_id = p.payload_id)
+       order by p.payload_id desc limit 1`,
     );
     const traced = await eventually(
       async () => {

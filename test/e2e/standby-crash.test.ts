@@ -65,7 +65,8 @@ it(
         { timeoutMs: 20_000, what: 'two requests open and two standbys claimed' },
       );
       const { rows: before } = await db.pool.query<{ asset_id: number; attempts: number }>(
-        `select e.asset_id::int, p.attempts from asset_webhooks.payloads p
+        `select e.asset_id::int, f.attempt_no as attempts from asset_webhooks.payloads p
+         join asset_webhooks.in_flight f on f.payload_id = p.payload_id
          join asset_webhooks.events e on e.event_id = p.event_ids[1] order by e.asset_id`,
       );
       expect(before).toEqual([1, 2, 3, 4].map((asset) => ({ asset_id: asset, attempts: 1 })));

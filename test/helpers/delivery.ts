@@ -52,3 +52,27 @@ export async function insertPayloads(
   );
   return rows.map((row) => row.payload_id).sort((a, b) => a - b);
 }
+
+/**
+ * Gives pending payloads their slots as a claim does: an in_flight row each,
+ * attempt `attemptNo` (default 1) started now, or, with `retryAt` (SQL, e.g.
+ * `now() + interval '1 minute'`), holding the slot for its retry after that
+ * attempt. A test then settles them as the service would.
+ */
+export async function holdSlots(
+  pool: pg.Pool,
+  ids: readonly number[],
+  options: { attemptNo?: number; retryAt?: string; sent?: boolean; processId?: string | null } = {},
+): Promise<void> {
+  await pool.query(
+    `insert into asset_webhooks.in_flight (payload_id, webhook_id, series, attempt_no, started_at, sent, process_id,
+                                           next_attempt_at)
+     select p.payload_id, p.webhook_id, p.series, $2, now(), $3, $4, ${options.retryAt ?? 'null'}
+     from asset_webhooks.payloads p where p.payload_id = any($1::bigint[])`,
+    [ids, options.attemptNo ?? 1, options.sent ?? true, options.processId ?? null],
+  );
+}
+
+/** Payloads with their slot, for reading a payload's delivery state: `p` and `f` (null when it holds none). */
+export const PAYLOADS_WITH_SLOTS =
+  'asset_webhooks.payloads p left join asset_webhooks.in_flight f on f.payload_id = p.payload_id';

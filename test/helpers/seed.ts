@@ -113,6 +113,7 @@ export async function outcomes(pool: pg.Pool): Promise<
 export async function resetData(pool: pg.Pool): Promise<void> {
   await pool.query(`truncate public.assets, public.asset_atoms, public.asset_keywords, public.asset_additional_fields,
     asset_webhooks.outbox, asset_webhooks.events, asset_webhooks.payloads, asset_webhooks.webhooks,
-    asset_webhooks.coalesce_runs, asset_webhooks.process_configurations restart identity cascade`);
+    asset_webhooks.coalesce_runs, asset_webhooks.process_configurations, asset_webhooks.in_flight,
+    asset_webhooks.attempt_log restart identity cascade`);
   await pool.query('delete from graphile_worker._private_jobs');
 }

@@ -51,14 +51,14 @@ beforeAll(async () => {
   await db.pool.query(
     `with numbered as (select payload_id, row_number() over (order by payload_id) - 1 as i from asset_webhooks.payloads where webhook_id = 'crm')
      update asset_webhooks.payloads p
-     set status = 'dead_lettered', dispatched = false, attempts = 1, last_status_code = 400, last_attempt_at = $1::timestamptz + n.i * interval '1 minute',
+     set status = 'dead_lettered', attempts = 1, last_status_code = 400, last_attempt_at = $1::timestamptz + n.i * interval '1 minute',
          dead_letter_reason = case when n.i % 10 = 0 then 'expired' else 'rejected' end,
          dead_lettered_at = $1::timestamptz + n.i * interval '1 minute'
      from numbered n where p.payload_id = n.payload_id`,
     [at(0)],
   );
   await db.pool.query(
-    `insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at, duration_ms, status_code, outcome)
+    `insert into asset_webhooks.attempt_log (payload_id, series, attempt_no, started_at, duration_ms, status_code, outcome)
      select payload_id, 1, 1, last_attempt_at, 3, 400, 'rejected' from asset_webhooks.payloads where webhook_id = 'crm'`,
   );
   await db.pool.query('delete from graphile_worker._private_jobs');

@@ -33,18 +33,18 @@ beforeAll(async () => {
     "select payload_id from asset_webhooks.payloads where webhook_id = 'crm' order by payload_id",
   );
   await db.pool.query(
-    `insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at, duration_ms, status_code, error_class, error_message, outcome) values
+    `insert into asset_webhooks.attempt_log (payload_id, series, attempt_no, started_at, duration_ms, status_code, error_class, error_message, outcome) values
     ($1, 1, 1, now() - interval '2 minutes', 12, null, 'connection_refused', 'connect ECONNREFUSED', 'retry'),
     ($1, 1, 2, now() - interval '1 minute', 8, 200, null, null, 'delivered'),
     ($2, 1, 1, now(), 5, 422, null, null, 'rejected')`,
     [payloads[0]!.payload_id, payloads[1]!.payload_id],
   );
   await db.pool.query(
-    "update asset_webhooks.payloads set status = 'delivered', delivered_at = now(), attempts = 2, dispatched = false where payload_id = $1",
+    "update asset_webhooks.payloads set status = 'delivered', delivered_at = now(), attempts = 2 where payload_id = $1",
     [payloads[0]!.payload_id],
   );
   await db.pool.query(
-    "update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now(), attempts = 1, last_status_code = 422, dispatched = false where payload_id = $1",
+    "update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now(), attempts = 1, last_status_code = 422 where payload_id = $1",
     [payloads[1]!.payload_id],
   );
   await db.pool.query('insert into assets (asset_id) values (3)');
@@ -62,7 +62,7 @@ describe('trace', () => {
   it("escapes a receiver's error text that would colour the terminal and forge a line", async () => {
     const forged = 'connect ECONNREFUSED\u001b[2J\n    attempt 9 HTTP 200 delivered\u009b';
     await db.pool.query(
-      "update asset_webhooks.attempts set error_message = $1 where error_message = 'connect ECONNREFUSED'",
+      "update asset_webhooks.attempt_log set error_message = $1 where error_message = 'connect ECONNREFUSED'",
       [forged],
     );
     try {
@@ -73,7 +73,7 @@ describe('trace', () => {
       expect(result.stdout.split('\n').filter((line) => line.includes('attempt 9'))).toHaveLength(1);
     } finally {
       await db.pool.query(
-        "update asset_webhooks.attempts set error_message = 'connect ECONNREFUSED' where error_message = $1",
+        "update asset_webhooks.attempt_log set error_message = 'connect ECONNREFUSED' where error_message = $1",
         [forged],
       );
     }
@@ -305,7 +305,7 @@ describe('dead letters', () => {
 
   it('redelivers to a webhook a 410 suspended, saying that the payload waits without expiring until resume --webhook', async () => {
     await db.pool.query(
-      "update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now(), dispatched = false where payload_id = $1",
+      "update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now() where payload_id = $1",
       [ids.deadPayload],
     );
     await db.pool.query(
@@ -328,9 +328,11 @@ describe('dead letters', () => {
     // Its own two redeliveries, from the state the seed left (series 1 dead-lettered as rejected),
     // whatever the tests before it did.
     const deadLetter =
-      "update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now(), dispatched = false where payload_id = $1";
+      "update asset_webhooks.payloads set status = 'dead_lettered', dead_letter_reason = 'rejected', dead_lettered_at = now() where payload_id = $1";
     await db.pool.query('delete from asset_webhooks.redeliveries where payload_id = $1', [ids.deadPayload]);
-    await db.pool.query('delete from asset_webhooks.attempts where payload_id = $1 and series > 1', [ids.deadPayload]);
+    await db.pool.query('delete from asset_webhooks.attempt_log where payload_id = $1 and series > 1', [
+      ids.deadPayload,
+    ]);
     await db.pool.query('update asset_webhooks.payloads set series = 1, attempts = 1 where payload_id = $1', [
       ids.deadPayload,
     ]);
@@ -351,7 +353,7 @@ describe('dead letters', () => {
 
   it('trace says when an attempt without a result is closed and sent again if its process has stopped', async () => {
     await db.pool.query(
-      `insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at)
+      `insert into asset_webhooks.attempt_log (payload_id, series, attempt_no, started_at)
       values ($1, 3, 1, '2026-11-23T10:00:00Z')`,
       [ids.deadPayload],
     );
@@ -361,7 +363,7 @@ describe('dead letters', () => {
         /\n {4}attempt 1 of series 3 at 2026-11-23T10:00:00\.000Z: no result recorded yet -> in progress \(if its process stopped, the attempt is closed and the payload sent again from about 2026-11-23T10:10:00\.000Z\)\n/,
       );
     } finally {
-      await db.pool.query('delete from asset_webhooks.attempts where payload_id = $1 and series = 3', [
+      await db.pool.query('delete from asset_webhooks.attempt_log where payload_id = $1 and series = 3', [
         ids.deadPayload,
       ]);
     }

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
  * Migrations are left out: each moves live data once, under migrate's lock,
  * and is reviewed as the schema change it is.
  */
-const TABLES = ['payloads', 'attempts', 'redeliveries'];
+const TABLES = ['payloads', 'in_flight', 'attempt_log', 'attempts', 'redeliveries'];
 
 const LIFECYCLE_SQL = [
   'sql/functions/payload_state.sql',

@@ -96,18 +96,19 @@ const TABLE: Record<Kind, Record<State, State | `refused: ${string}`>> = {
 
 /** A payload of webhook shop in the state, in series 1, its window started an hour ago. */
 async function payloadIn(state: State): Promise<number> {
+  // A payload in flight has finished no attempt yet: its attempt is its in_flight row.
   const columns: Record<State, string> = {
-    open: `'open', false, 0, null, null, null`,
-    waiting: `'pending', false, 0, null, null, null`,
-    retry_held: `'pending', true, 1, now() + interval '1 minute', null, null`,
-    in_flight: `'pending', true, 1, null, null, null`,
-    delivered: `'delivered', false, 1, null, null, null`,
-    dead_lettered: `'dead_lettered', false, 1, null, 'rejected', now()`,
+    open: `'open', 0, null, null`,
+    waiting: `'pending', 0, null, null`,
+    retry_held: `'pending', 1, null, null`,
+    in_flight: `'pending', 0, null, null`,
+    delivered: `'delivered', 1, null, null`,
+    dead_lettered: `'dead_lettered', 1, 'rejected', now()`,
   };
   const {
     rows: [row],
   } = await db.pool.query<{ payload_id: number }>(
-    `insert into asset_webhooks.payloads (webhook_id, status, dispatched, attempts, next_attempt_at, dead_letter_reason,
+    `insert into asset_webhooks.payloads (webhook_id, status, attempts, dead_letter_reason,
        dead_lettered_at, body, byte_size, event_count, event_ids, series_started_at)
      values ('shop', ${columns[state]}, '[]', 2, 0, '{}', now() - interval '1 hour')
      returning payload_id`,
@@ -115,14 +116,18 @@ async function payloadIn(state: State): Promise<number> {
   const payloadId = row!.payload_id;
   if (state === 'delivered')
     await db.pool.query('update asset_webhooks.payloads set delivered_at = now() where payload_id = $1', [payloadId]);
-  if (state !== 'open' && state !== 'waiting') {
-    const outcome = { retry_held: `'retry'`, in_flight: 'null', delivered: `'delivered'`, dead_lettered: `'rejected'` }[
-      state
-    ];
+  if (state === 'retry_held' || state === 'in_flight')
     await db.pool.query(
-      `insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at, outcome)
-       values ($1, 1, 1, now() - interval '1 minute', ${outcome})`,
-      [payloadId],
+      `insert into asset_webhooks.in_flight (payload_id, webhook_id, series, attempt_no, started_at, next_attempt_at)
+       values ($1, 'shop', 1, 1, now() - interval '1 minute', $2)`,
+      [payloadId, state === 'retry_held' ? new Date(Date.now() + 60_000) : null],
+    );
+  if (state !== 'open' && state !== 'waiting' && state !== 'in_flight') {
+    const outcome = { retry_held: 'retry', delivered: 'delivered', dead_lettered: 'rejected' }[state];
+    await db.pool.query(
+      `insert into asset_webhooks.attempt_log (payload_id, series, attempt_no, started_at, outcome)
+       values ($1, 1, 1, now() - interval '1 minute', $2)`,
+      [payloadId, outcome],
     );
   }
   return payloadId;
@@ -178,9 +183,10 @@ interface PayloadRow {
 
 async function payloadRows(ids: readonly number[]): Promise<Map<number, PayloadRow>> {
   const { rows } = await db.pool.query<{ payload_id: number; state: State; series: number; started: Date }>(
-    `select payload_id, asset_webhooks.payload_state(status, dispatched, next_attempt_at) as state, series,
-            series_started_at as started
-     from asset_webhooks.payloads where payload_id = any($1::bigint[])`,
+    `select p.payload_id, asset_webhooks.payload_state(p.status, f.payload_id is not null, f.next_attempt_at) as state,
+            p.series, p.series_started_at as started
+     from asset_webhooks.payloads p left join asset_webhooks.in_flight f using (payload_id)
+     where p.payload_id = any($1::bigint[])`,
     [ids],
   );
   return new Map(rows.map((row) => [row.payload_id, { state: row.state, series: row.series, started: row.started }]));
@@ -310,16 +316,17 @@ describe('transition_payloads', () => {
     ]);
   });
 
-  it('gives a claimed attempt back: its row goes and the payload waits at the attempt before', async () => {
+  it('gives a claimed attempt back: its slot goes and the payload waits, no attempt counted', async () => {
     const payloadId = await payloadIn('in_flight');
     const [answer] = await transition([transitionFor('given_back', payloadId)]);
     expect(answer).toEqual({ applied: true, reason: null });
     const { rows } = await db.pool.query(
-      `select p.attempts, p.dispatched, (select count(*)::int from asset_webhooks.attempts a where a.payload_id = p.payload_id) as rows
+      `select p.attempts, (select count(*)::int from asset_webhooks.in_flight f where f.payload_id = p.payload_id) as slots,
+              (select count(*)::int from asset_webhooks.attempts a where a.payload_id = p.payload_id) as rows
        from asset_webhooks.payloads p where payload_id = $1`,
       [payloadId],
     );
-    expect(rows).toEqual([{ attempts: 0, dispatched: false, rows: 0 }]);
+    expect(rows).toEqual([{ attempts: 0, slots: 0, rows: 0 }]);
   });
 
   it('puts the payload of a 410 under disableOnGone back in its queue and suspends its webhook, from the first 410', async () => {

@@ -81,9 +81,10 @@ async function stateOf(
   attempt_outcome: string;
 }> {
   const { rows } = await client.query(
-    `select p.status, p.dead_letter_reason, p.next_attempt_at = p.series_started_at + make_interval(secs => $2) as retry_at_end,
+    `select p.status, p.dead_letter_reason, f.next_attempt_at = p.series_started_at + make_interval(secs => $2) as retry_at_end,
             a.outcome as attempt_outcome
      from asset_webhooks.payloads p join asset_webhooks.attempts a using (payload_id)
+     left join asset_webhooks.in_flight f using (payload_id)
      where p.payload_id = $1`,
     [payloadId, WINDOW],
   );
@@ -137,7 +138,7 @@ describe("the delivery window, by the database's clock", () => {
       { applied: true, reason: null, outcome: 'retry' },
     ]);
     const { rows } = await db.pool.query<{ due: boolean }>(
-      'select next_attempt_at <= asset_webhooks.now() as due from asset_webhooks.payloads where payload_id = $1',
+      'select next_attempt_at <= asset_webhooks.now() as due from asset_webhooks.in_flight where payload_id = $1',
       [early],
     );
     expect(rows).toEqual([{ due: true }]);

@@ -77,7 +77,7 @@ describe('a function whose signature changes between releases', () => {
     const { rows } = await db.pool.query<{ default: string }>(
       `select pg_get_expr(d.adbin, d.adrelid) as default from pg_attrdef d
        join pg_attribute a on a.attrelid = d.adrelid and a.attnum = d.adnum
-       where d.adrelid = 'asset_webhooks.attempts'::regclass and a.attname = 'process_id'`,
+       where d.adrelid = 'asset_webhooks.in_flight'::regclass and a.attname = 'process_id'`,
     );
     expect(rows).toEqual([{ default: 'asset_webhooks.process_of_session()' }]);
     expect(await signatures('process_of_session')).toEqual(['asset_webhooks.process_of_session(integer) -> text']);

@@ -2,7 +2,7 @@ import { expect, it } from 'vitest';
 import { migrate } from '../../src/migrate/migrate.js';
 import { resetData } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
-import { undoMigrationsAfter } from './undo-later.js';
+import { migrationsFrom, undoMigrationsAfter } from './undo-later.js';
 
 const db = useTestDatabase();
 
@@ -23,13 +23,7 @@ it('0004 gives every member webhook of a live installation its time, the last on
     (3, '{}', '2026-12-07T10:00:02.003Z')`);
 
   const result = await migrate(db.pool);
-  expect(result.applied).toEqual([
-    '0004_mirror_sent_at',
-    '0005_gone',
-    '0006_traceparent',
-    '0007_rate_limit',
-    '0008_replay',
-  ]);
+  expect(result.applied).toEqual(migrationsFrom(4));
   const { rows } = await db.pool.query<{ asset_id: string; sent_at: Record<string, string> }>(
     'select asset_id::text, sent_at from asset_webhooks.mirror_members order by asset_id',
   );

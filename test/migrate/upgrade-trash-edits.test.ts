@@ -10,7 +10,7 @@ import {
   runCoalesce,
 } from '../helpers/seed.js';
 import { useTestDatabase } from '../helpers/test-database.js';
-import { undoMigrationsAfter } from './undo-later.js';
+import { migrationsFrom, undoMigrationsAfter } from './undo-later.js';
 
 const db = useTestDatabase();
 
@@ -38,15 +38,7 @@ it('0002 upgrades a live installation: what was captured and coalesced before it
     select 'EDITED', asset_id, asset_uuid, latest_atom_id, supertype from assets order by asset_id`);
 
   const result = await migrate(db.pool);
-  expect(result.applied).toEqual([
-    '0002_trash_edits',
-    '0003_sweeps',
-    '0004_mirror_sent_at',
-    '0005_gone',
-    '0006_traceparent',
-    '0007_rate_limit',
-    '0008_replay',
-  ]);
+  expect(result.applied).toEqual(migrationsFrom(2));
   const { rows: waiting } = await db.pool.query<{ in_trash: boolean | null }>(
     'select in_trash from asset_webhooks.outbox order by seq',
   );

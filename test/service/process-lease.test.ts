@@ -90,9 +90,9 @@ it(
 
       // Alive: even long past the grace, recovery leaves a live process's attempt alone, and trace says it is alive.
       expect(await processGone(processId)).toBe(false);
-      await db.pool.query("update asset_webhooks.attempts set started_at = started_at - interval '1 hour'");
+      await db.pool.query("update asset_webhooks.in_flight set started_at = started_at - interval '1 hour'");
       expect(await recoverOrphans(recovery.context, SETTLED_GRACE)).toBe(0);
-      await db.pool.query("update asset_webhooks.attempts set started_at = started_at + interval '1 hour'");
+      await db.pool.query("update asset_webhooks.in_flight set started_at = started_at + interval '1 hour'");
       const eventId = (JSON.parse(receiver.requests[0]!.body) as { events: Array<{ eventId: string }> }).events[0]!
         .eventId;
       expect((await runCli(['trace', eventId, '--database-url', db.url])).stdout).toContain(
@@ -117,7 +117,7 @@ it(
       // Within the grace (the request timeout plus 5 s) it waits, and while its
       // own lease is new; after both, the attempt is closed and the payload freed.
       expect(await recoverOrphans(recovery.context, SETTLED_GRACE)).toBe(0);
-      await db.pool.query("update asset_webhooks.attempts set started_at = started_at - interval '306 seconds'");
+      await db.pool.query("update asset_webhooks.in_flight set started_at = started_at - interval '306 seconds'");
       expect(await recoverOrphans(recovery.context, null)).toBe(0);
       expect(await recoverOrphans(recovery.context, SETTLED_GRACE)).toBe(1);
       const { rows: attempts } = await db.pool.query(
@@ -175,19 +175,20 @@ it(
       // A payload whose attempt a process that is gone started three minutes ago:
       // past the grace, short of the rule for attempts that name no process.
       const deadProcess = '00000000-0000-4000-8000-00000000dead';
+      // In one statement with its slot, so that the running service never sees it waiting.
       const {
         rows: [payload],
       } = await db.pool.query<{ payload_id: number }>(
-        `insert into asset_webhooks.payloads (webhook_id, status, dispatched, body, byte_size, event_count, event_ids,
-                                            attempts, last_attempt_at, series_started_at)
-       values ('crm', 'pending', true, $1, length($1), 1, '{}', 1, now() - interval '3 minutes', now() - interval '3 minutes')
-       returning payload_id`,
-        [oneEventBody()],
-      );
-      await db.pool.query(
-        `insert into asset_webhooks.attempts (payload_id, series, attempt_no, started_at, process_id)
-       values ($1, 1, 1, now() - interval '3 minutes', $2)`,
-        [payload!.payload_id, deadProcess],
+        `with p as (
+           insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids,
+                                                series_started_at)
+           values ('crm', 'pending', $1, length($1), 1, '{}', now() - interval '3 minutes')
+           returning payload_id
+         )
+         insert into asset_webhooks.in_flight (payload_id, webhook_id, series, attempt_no, started_at, process_id)
+         select payload_id, 'crm', 1, 1, now() - interval '3 minutes', $2 from p
+         returning payload_id`,
+        [oneEventBody(), deadProcess],
       );
       expect(await processGone(deadProcess)).toBe(true);
 

@@ -227,7 +227,7 @@ export async function load(url, context, nextLoad) {
     await eventually(
       async () => {
         const { rows } = await db.pool.query<{ n: number }>(
-          "select count(*)::int as n from asset_webhooks.payloads where status <> 'delivered' or dispatched",
+          "select (select count(*) from asset_webhooks.payloads where status <> 'delivered') + (select count(*) from asset_webhooks.in_flight) as n",
         );
         return rows[0]!.n === 0 ? true : undefined;
       },
@@ -245,8 +245,8 @@ export async function load(url, context, nextLoad) {
     // Waiting, and no NOTIFY: as a payload whose wake-up was lost is left.
     const body = oneEventBody();
     await db.pool.query(
-      `insert into asset_webhooks.payloads (webhook_id, status, dispatched, body, byte_size, event_count, event_ids)
-       values ('crm', 'pending', false, $1, length($1), 1, '{}')`,
+      `insert into asset_webhooks.payloads (webhook_id, status, body, byte_size, event_count, event_ids)
+       values ('crm', 'pending', $1, length($1), 1, '{}')`,
       [body],
     );
     await receiver.waitFor(2, 10_000);
