@@ -22,7 +22,7 @@ import { applicationPool } from './application-pool.js';
 const resultsDirectory = fileURLToPath(new URL('../../../bench/results/', import.meta.url));
 
 /**
- * `npm run bench [-- --quick] [--json] [--database-url URL] [--only SECTIONS] [--repeats N]`: the cost to the
+ * `npm run bench [-- --quick] [--json] [--database-url URL] [--only SECTIONS] [--repeats N] [--keep-database]`: the cost to the
  * asset database, coalescing and delivery throughput, latency and memory, each
  * against a baseline measured in the same run. Every figure is a median of
  * repeated runs, with min and max in the results file.
@@ -36,11 +36,22 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
     .option('--database-url <url>', 'a server to create the benchmark database on (default: embedded PostgreSQL)')
     .option('--only <sections>', `measure only these, comma-separated: ${SECTIONS.join(', ')}; writes no results file`)
     .option('--repeats <n>', 'repetitions of every repeated figure (default 3)')
+    .option('--keep-database', 'leave the benchmark database on the server of --database-url, for profiling')
     .parse([...argv])
-    .opts<{ quick?: boolean; json?: boolean; databaseUrl?: string; only?: string; repeats?: string }>();
+    .opts<{
+      quick?: boolean;
+      json?: boolean;
+      databaseUrl?: string;
+      only?: string;
+      repeats?: string;
+      keepDatabase?: boolean;
+    }>();
   const quick = options.quick === true;
   const sections = parseSections(options.only);
   const wanted = (section: Section): boolean => sections.has(section);
+  // The embedded server goes when the bench ends, and its databases with it.
+  if (options.keepDatabase === true && options.databaseUrl === undefined)
+    throw new Error('--keep-database needs --database-url: the embedded server is removed when the bench ends');
   const repeats = options.repeats === undefined ? 3 : Number(options.repeats);
   if (!Number.isInteger(repeats) || repeats < 1) throw new Error(`--repeats takes a whole number of at least 1`);
   const log = (line: string): void => void process.stderr.write(`${line}\n`);
@@ -294,7 +305,8 @@ export async function benchMain(argv: readonly string[]): Promise<void> {
     if (options.json) out.write(`${JSON.stringify(summary)}\n`);
   } finally {
     await pool.end();
-    await admin.query(`drop database if exists ${database} with (force)`).catch(() => {});
+    if (options.keepDatabase === true) log(`benchmark database ${database} kept`);
+    else await admin.query(`drop database if exists ${database} with (force)`).catch(() => {});
     await admin.end();
     await embedded?.stop();
   }
