@@ -7,6 +7,7 @@ create or replace function asset_webhooks.bucket_tokens(p_tokens double precisio
                                                         p_burst integer, p_refilled_at timestamptz,
                                                         p_now timestamptz)
 returns double precision
-language sql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
-  select least(p_burst, p_tokens + p_rate * greatest(extract(epoch from p_now - p_refilled_at), 0))
-$$;
+language plpgsql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
+begin
+  return least(p_burst, p_tokens + p_rate * greatest(extract(epoch from p_now - p_refilled_at), 0));
+end $$;

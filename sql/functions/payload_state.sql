@@ -6,9 +6,10 @@
 -- a row of asset_webhooks.in_flight), whose next_attempt_at is p_next_attempt_at.
 create or replace function asset_webhooks.payload_state(p_status text, p_dispatched boolean, p_next_attempt_at timestamptz)
 returns text
-language sql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
-  select case when p_status <> 'pending' then p_status
+language plpgsql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
+begin
+  return case when p_status <> 'pending' then p_status
               when not p_dispatched then 'waiting'
               when p_next_attempt_at is not null then 'retry_held'
-              else 'in_flight' end
-$$;
+              else 'in_flight' end;
+end $$;

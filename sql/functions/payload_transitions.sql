@@ -7,7 +7,8 @@
 -- added to the type is read the same way everywhere.
 create or replace function asset_webhooks.payload_transitions(p_rows jsonb[])
 returns asset_webhooks.payload_transition[]
-language sql stable parallel safe set search_path = pg_catalog, pg_temp as $$
-  select coalesce(array_agg(jsonb_populate_record(null::asset_webhooks.payload_transition, r.t) order by r.i), '{}')
-  from unnest(p_rows) with ordinality as r(t, i)
-$$;
+language plpgsql stable parallel safe set search_path = pg_catalog, pg_temp as $$
+begin
+  return (select coalesce(array_agg(jsonb_populate_record(null::asset_webhooks.payload_transition, r.t) order by r.i), '{}')
+          from unnest(p_rows) with ordinality as r(t, i));
+end $$;

@@ -28,6 +28,10 @@ set enable_seqscan = off
 set search_path = pg_catalog, pg_temp
 as $$
 #variable_conflict use_column
+declare
+  -- Read once into a variable: a call in the statement, even in a subquery of
+  -- its own, is flattened into the insert and made once per row.
+  v_process text := asset_webhooks.process_of_session();
 begin
   return query
     with chosen as (
@@ -49,10 +53,10 @@ begin
       join unnest(p_webhooks, p_sendable) as s(webhook_id, sendable) on s.webhook_id = c.webhook_id
     ),
     started as (
-      -- The process named once for the statement, not by the column's default for each row.
+      -- The process named once for the call, not by the column's default for each row.
       insert into asset_webhooks.in_flight as f (payload_id, webhook_id, series, attempt_no, started_at, sent, process_id)
-      select r.payload_id, r.webhook_id, r.series, r.attempt, p_now, not r.standby, s.process_id
-      from ranked r cross join (select asset_webhooks.process_of_session() as process_id) s
+      select r.payload_id, r.webhook_id, r.series, r.attempt, p_now, not r.standby, v_process
+      from ranked r
       on conflict (payload_id) do update
       set series = excluded.series, attempt_no = excluded.attempt_no, started_at = excluded.started_at,
           sent = excluded.sent, process_id = excluded.process_id, next_attempt_at = null

@@ -89,26 +89,45 @@ begin
   where p.payload_id = any(v_ids)
   order by p.payload_id for update of p;
 
+  -- Each distinct case (kind, state, whether the attempt is current) is asked
+  -- of payload_state and transition_refusal once: a batch of results is
+  -- almost always one case, and a call of either costs more than the row it
+  -- decides (their pinned search_path keeps them from being inlined).
+  with u as materialized (
+    select t.ordinality as i, t.kind, t.series, t.outcome, t.window_seconds,
+           row_number() over (partition by t.payload_id order by t.ordinality) = 1 as first,
+           p.payload_id is not null as found, p.series as payload_series, p.series_started_at, p.status,
+           f.payload_id is not null as has_slot, f.next_attempt_at,
+           coalesce(f.series = p.series and f.attempt_no = t.attempt and f.next_attempt_at is null, false) as current
+    from unnest(p_transitions) with ordinality t
+    left join asset_webhooks.payloads p on p.payload_id = t.payload_id and p.payload_id = any(v_ids)
+    left join asset_webhooks.in_flight f on f.payload_id = p.payload_id and f.payload_id = any(v_ids)
+  ),
+  cases as (
+    select c.kind, c.status, c.has_slot, c.held, c.current,
+           asset_webhooks.transition_refusal(c.kind, asset_webhooks.payload_state(c.status, c.has_slot, c.next_attempt_at),
+                                             c.current) as refusal
+    from (select u.kind, u.status, u.has_slot, u.next_attempt_at is not null as held, u.current,
+                 min(u.next_attempt_at) as next_attempt_at
+          from u where u.found and u.first
+          group by u.kind, u.status, u.has_slot, u.next_attempt_at is not null, u.current) c
+  )
   select array_agg(case
            when not u.first then 'named_earlier_in_batch'
-           when p.payload_id is null then 'no_such_payload'
-           when u.series is not null and u.series <> p.series then 'series_moved_on'
-           else asset_webhooks.transition_refusal(
-                  u.kind, asset_webhooks.payload_state(p.status, f.payload_id is not null, f.next_attempt_at),
-                  coalesce(f.series = p.series and f.attempt_no = u.attempt and f.next_attempt_at is null, false))
+           when not u.found then 'no_such_payload'
+           when u.series is not null and u.series <> u.payload_series then 'series_moved_on'
+           else c.refusal
          end order by u.i),
          array_agg(case
            when u.kind in ('attempt_result', 'interrupted') and u.outcome = 'retry' and u.window_seconds is not null
-                and p.payload_id is not null
-                and v_now >= p.series_started_at + make_interval(secs => u.window_seconds) then 'expired'
+                and u.found
+                and v_now >= u.series_started_at + make_interval(secs => u.window_seconds) then 'expired'
            else u.outcome
          end order by u.i)
   into v_refused, v_outcome
-  from (select t.*, t.ordinality as i,
-               row_number() over (partition by t.payload_id order by t.ordinality) = 1 as first
-        from unnest(p_transitions) with ordinality t) u
-  left join asset_webhooks.payloads p on p.payload_id = u.payload_id and p.payload_id = any(v_ids)
-  left join asset_webhooks.in_flight f on f.payload_id = p.payload_id and f.payload_id = any(v_ids);
+  from u
+  left join cases c on u.found and u.first and c.kind = u.kind and c.status = u.status and c.has_slot = u.has_slot
+    and c.held = (u.next_attempt_at is not null) and c.current = u.current;
 
   -- Attempt results: recorded applied or not, one row of the log per
   -- attempt, from its first entry, its start and process from its slot while

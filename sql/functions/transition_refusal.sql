@@ -11,8 +11,9 @@
 -- An unknown kind is no refusal: transition_payloads raises on it (a caller's bug).
 create or replace function asset_webhooks.transition_refusal(p_kind text, p_state text, p_attempt_current boolean)
 returns text
-language sql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
-  select case
+language plpgsql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
+begin
+  return case
     when p_kind in ('attempt_result', 'interrupted', 'given_back') then
       case when p_state <> 'in_flight' then 'not_in_flight'
            when not coalesce(p_attempt_current, false) then 'attempt_moved_on' end
@@ -28,5 +29,5 @@ language sql immutable parallel safe set search_path = pg_catalog, pg_temp as $$
       case when p_state <> 'delivered' then 'not_delivered' end
     when p_kind = 'pause_shift' then
       case when p_state not in ('open', 'waiting', 'retry_held', 'in_flight') then 'not_pending' end
-  end
-$$;
+  end;
+end $$;
