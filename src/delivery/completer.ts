@@ -12,12 +12,16 @@ import {
 /** Most results written by one statement. */
 const MAX_BATCH = 64;
 /**
- * Most statements in flight at once. Every statement has a fixed cost in the
- * database besides its cost per result, so the fewer and fuller the better;
- * a second one in flight keeps one statement that waits (on the row lock of
- * a payload a coalescing chunk holds) from holding up every other result.
+ * Every statement has a fixed cost in the database well above its cost per
+ * result (bench/README.md), so one statement is in flight at a time and the
+ * results that come meanwhile wait to go together. A second one starts only
+ * beside a statement that has run for STALLED_MS: one that waits (on the row
+ * lock of a payload a coalescing chunk holds) then holds up no other result
+ * for longer than that.
  */
 const MAX_IN_FLIGHT = 2;
+/** How long a statement runs before a second one may start beside it: many times what one takes when nothing waits. */
+export const STALLED_MS = 50;
 
 interface Entry {
   readonly request: SettleRequest;
@@ -27,10 +31,10 @@ interface Entry {
 
 /**
  * The last step of delivery: writes payloads' next states in batches. A
- * request is written at once when fewer than MAX_IN_FLIGHT statements are in
- * flight; otherwise it waits with the others that come meanwhile, and they are
- * written together by one statement (asset_webhooks.complete_attempts) as
- * soon as one finishes. A lone result never waits for company, and a busy
+ * request is written at once when no statement is in flight; otherwise it
+ * waits with the others that come meanwhile, and they are written together by
+ * one statement (asset_webhooks.complete_attempts) as soon as that one
+ * finishes (or has stalled: STALLED_MS). A lone result never waits for company, and a busy
  * service pays one statement, one transaction and one commit for many
  * payloads instead of one each. It never claims, and calls nothing of the
  * steps before it: the slot a result frees is taken again by the claimer.
@@ -51,7 +55,10 @@ export class Completer {
   private waiting: Entry[] = [];
   /** Standbys sent whose sending no statement has recorded yet. */
   private sent: AttemptOf[] = [];
-  private inFlight = 0;
+  /** When each statement in flight started (performance.now()), oldest first. */
+  private readonly started: number[] = [];
+  /** Set while a statement runs and results wait: starts a second one once the first has stalled. */
+  private stallTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly pool: pg.Pool | pg.ClientBase) {}
 
@@ -73,15 +80,33 @@ export class Completer {
   }
 
   private write(): void {
-    while (this.inFlight < MAX_IN_FLIGHT && this.waiting.length > 0) {
+    while (this.waiting.length > 0 && this.mayStart()) {
       const batch = this.waiting.splice(0, MAX_BATCH);
       const sent = this.sent.splice(0);
-      this.inFlight += 1;
+      const startedAt = performance.now();
+      this.started.push(startedAt);
       void this.writeBatch(batch, sent).finally(() => {
-        this.inFlight -= 1;
+        this.started.splice(this.started.indexOf(startedAt), 1);
+        clearTimeout(this.stallTimer);
+        this.stallTimer = undefined;
         this.write();
       });
     }
+    if (this.waiting.length > 0 && this.started.length < MAX_IN_FLIGHT && this.stallTimer === undefined) {
+      // Node's clock measures only how long the statement has run.
+      const wait = Math.max(this.started[0]! + STALLED_MS - performance.now(), 0);
+      this.stallTimer = setTimeout(() => {
+        this.stallTimer = undefined;
+        this.write();
+      }, wait);
+      this.stallTimer.unref();
+    }
+  }
+
+  /** Whether a statement may start now: none in flight, or one that has run STALLED_MS already. */
+  private mayStart(): boolean {
+    if (this.started.length === 0) return true;
+    return this.started.length < MAX_IN_FLIGHT && performance.now() - this.started[0]! >= STALLED_MS;
   }
 
   private async writeBatch(batch: readonly Entry[], sent: readonly AttemptOf[]): Promise<void> {

@@ -97,8 +97,8 @@ describe('settling attempts in batches', () => {
     const { pool, batches } = counting(db.pool);
     const completer = new Completer(pool);
     const answers = await Promise.all(ids.map((id) => completer.settle(request(id))));
-    // Two statements in flight at most: the first two alone, the rest together.
-    expect(batches).toEqual([1, 1, 8]);
+    // One statement in flight: the first alone, the rest together once it is written.
+    expect(batches).toEqual([1, 9]);
     expect(answers).toEqual(ids.map(() => ({ applied: true })));
     const { rows } = await db.pool.query(
       `select count(*)::int as n from ${PAYLOADS_WITH_SLOTS}
@@ -126,7 +126,38 @@ describe('settling attempts in batches', () => {
     const { pool, batches } = counting(db.pool);
     const completer = new Completer(pool);
     await Promise.all(ids.map((id) => completer.settle(request(id))));
-    expect(batches).toEqual([1, 1, 64, 64]);
+    expect(batches).toEqual([1, 64, 64, 1]);
+  });
+
+  it('writes a second statement beside one that waits on a row lock, so that wait holds up no other result', async () => {
+    await webhooks([{ id: 'shop', concurrency: 2 }]);
+    const ids = await payloads('shop', 2, 2);
+    const { pool, batches } = counting(db.pool);
+    const completer = new Completer(pool);
+    // A coalescing chunk holds the first payload's row.
+    const chunk = await db.pool.connect();
+    try {
+      await chunk.query('begin');
+      await chunk.query('select 1 from asset_webhooks.payloads where payload_id = $1 for update', [ids[0]]);
+      const blocked = completer.settle(request(ids[0]!));
+      // Starts once the first statement has run STALLED_MS, and is written while the lock is still held.
+      await expect(completer.settle(request(ids[1]!))).resolves.toEqual({ applied: true });
+      expect(batches).toEqual([1, 1]);
+      await chunk.query('commit');
+      await expect(blocked).resolves.toEqual({ applied: true });
+    } finally {
+      await chunk.query('rollback').catch(() => {});
+      chunk.release();
+    }
+    expect(await payloadRows(ids)).toEqual(
+      ids.map((id) => ({
+        payload_id: id,
+        status: 'delivered',
+        dispatched: false,
+        attempts: 1,
+        dead_letter_reason: null,
+      })),
+    );
   });
 
   it('settles each result of one batch as alone: delivered, retry, rejected and superseded', async () => {
@@ -147,7 +178,7 @@ describe('settling attempts in batches', () => {
     );
     const { pool, batches } = counting(db.pool);
     const batcher = new Completer(pool);
-    // Two statements in flight: the four that come meanwhile go together.
+    // One statement in flight: crm's second result and the four that come meanwhile go together.
     const first = Promise.all([batcher.settle(request(crm[0]!)), batcher.settle(request(crm[1]!))]);
     const answers = await Promise.all([
       batcher.settle(request(shop[0]!)),
@@ -156,7 +187,7 @@ describe('settling attempts in batches', () => {
       batcher.settle(request(shop[3]!)),
     ]);
     await first;
-    expect(batches).toEqual([1, 1, 4]);
+    expect(batches).toEqual([1, 5]);
     expect(answers).toEqual([{ applied: true }, { applied: true }, { applied: true }, { applied: false }]);
     expect(await payloadRows([...shop.slice(0, 4), crm[0]!])).toEqual([
       { payload_id: shop[0], status: 'delivered', dispatched: false, attempts: 1, dead_letter_reason: null },
@@ -243,7 +274,7 @@ describe('settling attempts in batches', () => {
     const ids = await payloads('shop', 9, 9);
     const { pool, batches } = counting(db.pool);
     const batcher = new Completer(pool);
-    // Held back by the first two statements, the other seven go together in one batch.
+    // Held back by the first statement, the other eight go together in one batch.
     const first = Promise.all([batcher.settle(request(ids[0]!)), batcher.settle(request(ids[8]!))]);
     const rest = ids.slice(1, 8).map((id, index) => {
       if (index === 2)
@@ -260,8 +291,8 @@ describe('settling attempts in batches', () => {
     });
     await expect(first).resolves.toEqual([{ applied: true }, { applied: true }]);
     expect(await Promise.all(rest)).toEqual(rest.map(() => ({ applied: true })));
-    // The batch of seven, then each alone, then the two refused ones as unrecordable.
-    expect(batches).toEqual([1, 1, 7, 1, 1, 1, 1, 1, 1, 1, 1, 1]);
+    // The batch of eight, then each alone, then the two refused ones as unrecordable.
+    expect(batches).toEqual([1, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]);
     const { rows } = await db.pool.query<{
       payload_id: number;
       status: string;
