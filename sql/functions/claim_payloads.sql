@@ -58,8 +58,13 @@ language plpgsql
 -- The webhooks table has no index for the visit's filters and is scanned
 -- anyway; the cost the planner adds to a scan it may not choose puts the
 -- visit over JIT's threshold, and compiling it would cost more than it runs:
--- JIT is off for it.
+-- JIT is off for it. Bitmap scans are off as well: a webhook's slots are
+-- read through in_flight_webhook, whose entries of deleted slot rows (one
+-- per attempt) a plain index scan marks dead as it passes them and skips
+-- afterwards, while a bitmap scan visits every one of them again at every
+-- claim until vacuum (thousands for a few dozen live rows under load).
 set enable_seqscan = off
+set enable_bitmapscan = off
 set jit = off
 set search_path = pg_catalog, pg_temp
 as $$
