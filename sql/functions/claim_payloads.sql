@@ -17,10 +17,12 @@
 -- yet sent (in_flight.sent false), and the caller sends one only when one of
 -- its own requests to that webhook has ended and that request's result is not
 -- yet written, and says so in its next complete_attempts (or undoes it with
--- a given_back transition). Counting rows in flight this way never lets a receiver
--- see more than its concurrency of requests at once: a row claimed while the
--- webhook has its concurrency in flight is a standby, and a standby replaces a
--- request that has ended but still counts until its result is written. No
+-- a given_back transition). Requests are the rows sent (in_flight.sent):
+-- a row claimed while the webhook has its concurrency of them is a standby,
+-- and a standby is sent only in place of a request that has ended but still
+-- counts until its result is written (that statement records the standby
+-- sent), so a receiver never sees more than its concurrency at once, and
+-- standbys held never keep a claim from filling it. No
 -- standby is claimed with concurrency 1 (strict order: the next payload waits
 -- for the previous one's delivery) or while failing_since is set.
 --
@@ -75,7 +77,10 @@ declare
   v_now timestamptz := asset_webhooks.now();
   v_window interval := make_interval(secs => p_expire_after_seconds);
   v_claimed integer := 0;
-  v_in_flight integer;
+  -- The webhook's slots under its lock: requests sent (and not yet
+  -- written), standbys held unsent, and every row (retry holds included).
+  v_sent integer;
+  v_standbys integer;
   v_held integer;
   v_take integer;
   v_room integer;
@@ -136,9 +141,10 @@ begin
                      where r.webhook_id = k.webhook_id and r.next_attempt_at <= v_now offset 0) as retry_due) l
     -- A paused webhook's payloads, retries included, wait for its resume.
     where k.enabled and k.paused_since is null and (k.hold_until is null or k.hold_until <= v_now)
-      and (select count(*) from asset_webhooks.in_flight f
-           where f.webhook_id = k.webhook_id and f.next_attempt_at is null)
-          < l.slots
+      and exists (select from asset_webhooks.in_flight f
+                  where f.webhook_id = k.webhook_id and f.next_attempt_at is null
+                  having count(*) filter (where f.sent) < l.sendable
+                      or count(*) filter (where not f.sent) < l.slots - l.sendable)
       and (l.retry_due
            or (select h.payload_id from asset_webhooks.payloads h
                where h.webhook_id = k.webhook_id and h.status = 'pending'
@@ -153,11 +159,20 @@ begin
     perform from asset_webhooks.webhooks k where k.webhook_id = w.webhook_id for no key update skip locked;
     continue when not found;
     -- Its slots, whose payloads the queue scans below pass over by this list.
-    select count(*) filter (where f.next_attempt_at is null), count(*), coalesce(array_agg(f.payload_id), '{}')
-    into v_in_flight, v_held, v_slots
+    select count(*) filter (where f.next_attempt_at is null and f.sent),
+           count(*) filter (where f.next_attempt_at is null and not f.sent), count(*),
+           coalesce(array_agg(f.payload_id), '{}')
+    into v_sent, v_standbys, v_held, v_slots
     from asset_webhooks.in_flight f
     where f.webhook_id = w.webhook_id;
-    v_take := least(w.slots - v_in_flight, p_share, p_max - v_claimed);
+    -- Requests up to the concurrency, counting those sent only: a standby
+    -- held is at no receiver, and is sent only in place of a request that
+    -- has ended and still counts here until its result is written. Counting
+    -- standbys as requests kept a webhook whose standbys outlived its
+    -- requests at half its concurrency: each answer let one standby replace
+    -- its request, and no claim ever added one.
+    v_take := least(greatest(w.sendable - v_sent, 0) + greatest(w.slots - w.sendable - v_standbys, 0), p_share,
+                    p_max - v_claimed);
     continue when v_take <= 0;
     v_limited := false;
     if w.rate_limited then
@@ -171,7 +186,7 @@ begin
       continue when not found;
       v_tokens := v_rate.tokens;
       -- No standby: a request waits for its token, not for a slot.
-      v_take := least(v_take, w.sendable - v_in_flight);
+      v_take := least(v_take, w.sendable - v_sent);
       continue when v_take <= 0;
       if v_tokens < 1 then
         v_wake := least(v_wake, (1 - v_tokens) / v_rate.rate_current);
@@ -227,7 +242,7 @@ begin
     v_all := v_all || v_ids;
     v_claimed := v_claimed + cardinality(v_ids);
     v_webhooks := v_webhooks || w.webhook_id;
-    v_sendable := v_sendable || (w.sendable - v_in_flight);
+    v_sendable := v_sendable || greatest(w.sendable - v_sent, 0);
   end loop;
   -- Started by one statement, kept planned for the session (see start_attempts).
   return query

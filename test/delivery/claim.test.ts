@@ -272,14 +272,15 @@ describe('claiming payloads', () => {
     expect(of('crm', first)).toEqual([false, false, false, false]);
     expect(of('erp', first)).toEqual([false]);
     expect(await claim(0, { standby })).toEqual([]);
-    // A slot freed while the standbys are held: the next claim is a standby again, so at most 4 are ever sent.
+    // A request written while the standbys are held: the next claim sends one in its place (a standby
+    // held is at no receiver), and the one after finds 4 sent and 2 standbys, and takes nothing.
     const shop = first.filter((payload) => payload.webhookId === 'shop');
     await settleAttempt(context, shop[0]!, ok, 'delivered');
-    expect((await claim(0, { standby })).map((payload) => [payload.webhookId, payload.standby])).toEqual([
-      ['shop', true],
-    ]);
+    const refill = await claim(0, { standby });
+    expect(refill.map((payload) => [payload.webhookId, payload.standby])).toEqual([['shop', false]]);
+    expect(await claim(0, { standby })).toEqual([]);
     // Failing: one attempt in flight, and no standby.
-    for (const payload of [...shop.slice(2), ...first.filter((p) => p.webhookId !== 'shop')])
+    for (const payload of [...shop.slice(2), ...refill, ...first.filter((p) => p.webhookId !== 'shop')])
       await settleAttempt(context, payload, ok, 'delivered');
     await settleAttempt(context, shop[1]!, unavailable, 'retryable');
     const { rows } = await db.pool.query<{ payload_id: number; series: number; attempts: number }>(
