@@ -55,8 +55,8 @@ export class Completer {
   private waiting: Entry[] = [];
   /** Standbys sent whose sending no statement has recorded yet. */
   private sent: AttemptOf[] = [];
-  /** When each statement in flight started (performance.now()), oldest first. */
-  private readonly started: number[] = [];
+  /** The statements in flight, oldest first: when each started (performance.now()), and whether it records standbys sent. */
+  private readonly running: Array<{ readonly at: number; readonly marks: boolean }> = [];
   /** Set while a statement runs and results wait: starts a second one once the first has stalled. */
   private stallTimer: NodeJS.Timeout | undefined;
 
@@ -83,18 +83,19 @@ export class Completer {
     while (this.waiting.length > 0 && this.mayStart()) {
       const batch = this.waiting.splice(0, MAX_BATCH);
       const sent = this.sent.splice(0);
-      const startedAt = performance.now();
-      this.started.push(startedAt);
+      const statement = { at: performance.now(), marks: sent.length > 0 };
+      this.running.push(statement);
       void this.writeBatch(batch, sent).finally(() => {
-        this.started.splice(this.started.indexOf(startedAt), 1);
+        this.running.splice(this.running.indexOf(statement), 1);
         clearTimeout(this.stallTimer);
         this.stallTimer = undefined;
         this.write();
       });
     }
-    if (this.waiting.length > 0 && this.started.length < MAX_IN_FLIGHT && this.stallTimer === undefined) {
+    const first = this.running[0];
+    if (this.waiting.length > 0 && this.running.length === 1 && !first!.marks && this.stallTimer === undefined) {
       // Node's clock measures only how long the statement has run.
-      const wait = Math.max(this.started[0]! + STALLED_MS - performance.now(), 0);
+      const wait = Math.max(first!.at + STALLED_MS - performance.now(), 0);
       this.stallTimer = setTimeout(() => {
         this.stallTimer = undefined;
         this.write();
@@ -103,10 +104,20 @@ export class Completer {
     }
   }
 
-  /** Whether a statement may start now: none in flight, or one that has run STALLED_MS already. */
+  /**
+   * Whether a statement may start now: none in flight, or one that has run
+   * STALLED_MS already and records no standby sent. A claim counts a
+   * webhook's requests by in_flight.sent, and the request a standby replaced
+   * still counts until its result is written; that result is handed over
+   * after the standby's mark, so it is written by the statement that records
+   * the mark or a later one. A later one that overtook it would leave a
+   * moment in which neither counts, and a claim then would send one request
+   * more than the concurrency.
+   */
   private mayStart(): boolean {
-    if (this.started.length === 0) return true;
-    return this.started.length < MAX_IN_FLIGHT && performance.now() - this.started[0]! >= STALLED_MS;
+    const first = this.running[0];
+    if (first === undefined) return true;
+    return this.running.length < MAX_IN_FLIGHT && !first.marks && performance.now() - first.at >= STALLED_MS;
   }
 
   private async writeBatch(batch: readonly Entry[], sent: readonly AttemptOf[]): Promise<void> {
@@ -118,17 +129,29 @@ export class Completer {
         sent,
       );
     } catch (error) {
-      // The next statement records them instead.
-      this.sent.unshift(...sent);
       if (isTransientWriteError(error)) {
+        // The next statement records them instead, with these results or before them.
+        this.sent.unshift(...sent);
         for (const entry of batch) entry.reject(error);
         return;
       }
-      // One at a time: this is the rare path, and it must not crowd out the batches behind it.
+      // The standbys first (see mayStart), then one result at a time: this is
+      // the rare path, and it must not crowd out the batches behind it.
+      await this.recordSent(sent);
       for (const entry of batch) await this.writeAlone(entry, batch.length === 1 ? error : undefined);
       return;
     }
     batch.forEach((entry, index) => entry.resolve(settled[index]!));
+  }
+
+  /** Records standbys sent by a statement of their own; the next statement records them if that fails. */
+  private async recordSent(sent: readonly AttemptOf[]): Promise<void> {
+    if (sent.length === 0) return;
+    try {
+      await completeAttempts(this.pool, [], sent);
+    } catch {
+      this.sent.unshift(...sent);
+    }
   }
 
   /**

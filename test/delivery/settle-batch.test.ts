@@ -7,7 +7,7 @@ import {
   type AttemptResult,
   type SettleRequest,
 } from '../../src/delivery/attempt-store.js';
-import { Completer } from '../../src/delivery/completer.js';
+import { Completer, STALLED_MS } from '../../src/delivery/completer.js';
 import { syncWebhooks } from '../../src/service/service-state.js';
 import { receiverConfig } from '../helpers/config.js';
 import { holdSlots, PAYLOADS_WITH_SLOTS } from '../helpers/delivery.js';
@@ -158,6 +158,40 @@ describe('settling attempts in batches', () => {
         dead_letter_reason: null,
       })),
     );
+  });
+
+  it('never starts a statement beside a stalled one that records a standby sent', async () => {
+    await webhooks([{ id: 'shop', concurrency: 2 }]);
+    const ids = await payloads('shop', 3, 2);
+    // The standby that replaced the second request (ended, its result not yet written).
+    await holdSlots(db.pool, [ids[2]!], { sent: false });
+    const { pool, batches } = counting(db.pool);
+    const completer = new Completer(pool);
+    const chunk = await db.pool.connect();
+    try {
+      await chunk.query('begin');
+      await chunk.query('select 1 from asset_webhooks.payloads where payload_id = $1 for update', [ids[0]]);
+      completer.markSent({ payloadId: ids[2]!, series: 1, attemptNo: 1 });
+      const blocked = completer.settle(request(ids[0]!));
+      const replaced = completer.settle(request(ids[1]!));
+      // Nothing to wait for: what is checked is that nothing starts. Long enough for a second
+      // statement beside one without marks (the test above) to start several times over.
+      await new Promise((resolve) => setTimeout(resolve, STALLED_MS * 4));
+      expect(batches).toEqual([1]);
+      // A claim now counts the standby's webhook as full: two requests sent, one the standby.
+      const { rows } = await db.pool.query(
+        "select count(*)::int as sent from asset_webhooks.in_flight where webhook_id = 'shop' and sent",
+      );
+      expect(rows).toEqual([{ sent: 2 }]);
+      await chunk.query('commit');
+      await expect(Promise.all([blocked, replaced])).resolves.toEqual([{ applied: true }, { applied: true }]);
+      expect(batches).toEqual([1, 1]);
+    } finally {
+      await chunk.query('rollback').catch(() => {});
+      chunk.release();
+    }
+    const { rows } = await db.pool.query('select payload_id, sent from asset_webhooks.in_flight');
+    expect(rows).toEqual([{ payload_id: ids[2], sent: true }]);
   });
 
   it('settles each result of one batch as alone: delivered, retry, rejected and superseded', async () => {
