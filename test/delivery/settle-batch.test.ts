@@ -90,6 +90,21 @@ async function payloadRows(ids: readonly number[]): Promise<unknown[]> {
   return rows;
 }
 
+/** Runs `body` while another transaction (a coalescing chunk, say) holds the payload's row; `release` commits it. */
+async function whileRowLocked(payloadId: number, body: (release: () => Promise<void>) => Promise<void>): Promise<void> {
+  const chunk = await db.pool.connect();
+  try {
+    await chunk.query('begin');
+    await chunk.query('select 1 from asset_webhooks.payloads where payload_id = $1 for update', [payloadId]);
+    await body(async () => {
+      await chunk.query('commit');
+    });
+  } finally {
+    await chunk.query('rollback').catch(() => {});
+    chunk.release();
+  }
+}
+
 describe('settling attempts in batches', () => {
   it('writes a lone result at once and the results that finish meanwhile together, answering each', async () => {
     await webhooks([{ id: 'shop', concurrency: 10 }]);
@@ -134,21 +149,14 @@ describe('settling attempts in batches', () => {
     const ids = await payloads('shop', 2, 2);
     const { pool, batches } = counting(db.pool);
     const completer = new Completer(pool);
-    // A coalescing chunk holds the first payload's row.
-    const chunk = await db.pool.connect();
-    try {
-      await chunk.query('begin');
-      await chunk.query('select 1 from asset_webhooks.payloads where payload_id = $1 for update', [ids[0]]);
+    await whileRowLocked(ids[0]!, async (release) => {
       const blocked = completer.settle(request(ids[0]!));
       // Starts once the first statement has run STALLED_MS, and is written while the lock is still held.
       await expect(completer.settle(request(ids[1]!))).resolves.toEqual({ applied: true });
       expect(batches).toEqual([1, 1]);
-      await chunk.query('commit');
+      await release();
       await expect(blocked).resolves.toEqual({ applied: true });
-    } finally {
-      await chunk.query('rollback').catch(() => {});
-      chunk.release();
-    }
+    });
     expect(await payloadRows(ids)).toEqual(
       ids.map((id) => ({
         payload_id: id,
@@ -167,10 +175,7 @@ describe('settling attempts in batches', () => {
     await holdSlots(db.pool, [ids[2]!], { sent: false });
     const { pool, batches } = counting(db.pool);
     const completer = new Completer(pool);
-    const chunk = await db.pool.connect();
-    try {
-      await chunk.query('begin');
-      await chunk.query('select 1 from asset_webhooks.payloads where payload_id = $1 for update', [ids[0]]);
+    await whileRowLocked(ids[0]!, async (release) => {
       completer.markSent({ payloadId: ids[2]!, series: 1, attemptNo: 1 });
       const blocked = completer.settle(request(ids[0]!));
       const replaced = completer.settle(request(ids[1]!));
@@ -183,13 +188,10 @@ describe('settling attempts in batches', () => {
         "select count(*)::int as sent from asset_webhooks.in_flight where webhook_id = 'shop' and sent",
       );
       expect(rows).toEqual([{ sent: 2 }]);
-      await chunk.query('commit');
+      await release();
       await expect(Promise.all([blocked, replaced])).resolves.toEqual([{ applied: true }, { applied: true }]);
       expect(batches).toEqual([1, 1]);
-    } finally {
-      await chunk.query('rollback').catch(() => {});
-      chunk.release();
-    }
+    });
     const { rows } = await db.pool.query('select payload_id, sent from asset_webhooks.in_flight');
     expect(rows).toEqual([{ payload_id: ids[2], sent: true }]);
   });
