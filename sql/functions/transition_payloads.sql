@@ -64,6 +64,8 @@ declare
   v_refused text[];
   -- Per transition: the outcome written (an attempt result's, a retry past its window's end `expired`).
   v_outcome text[];
+  -- Per transition: the start of its payload's slot, read with the refusals (null without one).
+  v_slot_started timestamptz[];
   -- The kinds in the batch: a statement for a kind not in it is not run, so
   -- it is not planned either (each is planned at every call it runs).
   v_kinds text[];
@@ -92,12 +94,12 @@ begin
   -- Each distinct case (kind, state, whether the attempt is current) is asked
   -- of payload_state and transition_refusal once: a batch of results is
   -- almost always one case, and a call of either costs more than the row it
-  -- decides (their pinned search_path keeps them from being inlined).
+  -- decides.
   with u as materialized (
     select t.ordinality as i, t.kind, t.series, t.outcome, t.window_seconds,
            row_number() over (partition by t.payload_id order by t.ordinality) = 1 as first,
            p.payload_id is not null as found, p.series as payload_series, p.series_started_at, p.status,
-           f.payload_id is not null as has_slot, f.next_attempt_at,
+           f.payload_id is not null as has_slot, f.next_attempt_at, f.started_at as slot_started_at,
            coalesce(f.series = p.series and f.attempt_no = t.attempt and f.next_attempt_at is null, false) as current
     from unnest(p_transitions) with ordinality t
     left join asset_webhooks.payloads p on p.payload_id = t.payload_id and p.payload_id = any(v_ids)
@@ -123,8 +125,9 @@ begin
                 and u.found
                 and v_now >= u.series_started_at + make_interval(secs => u.window_seconds) then 'expired'
            else u.outcome
-         end order by u.i)
-  into v_refused, v_outcome
+         end order by u.i),
+         array_agg(u.slot_started_at order by u.i)
+  into v_refused, v_outcome, v_slot_started
   from u
   left join cases c on u.found and u.first and c.kind = u.kind and c.status = u.status and c.has_slot = u.has_slot
     and c.held = (u.next_attempt_at is not null) and c.current = u.current;
@@ -172,8 +175,7 @@ begin
     from (select t.kind, t.payload_id, t.attempt, t.started_at, t.status_code, t.error_class, t.error_message,
                  t.ordinality as i,
                  case when t.kind = 'expiry' then 'expired' else v_outcome[t.ordinality] end as outcome,
-                 coalesce(t.at, v_now) as at,
-                 (select f.started_at from asset_webhooks.in_flight f where f.payload_id = t.payload_id) as attempt_started_at
+                 coalesce(t.at, v_now) as at, v_slot_started[t.ordinality] as attempt_started_at
           from unnest(p_transitions) with ordinality t
           where t.kind in ('attempt_result', 'interrupted', 'expiry')) r
     where v_refused[r.i] is null and p.payload_id = any(v_ids) and p.payload_id = r.payload_id;
